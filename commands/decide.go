@@ -1,0 +1,214 @@
+package commands
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// event builds an event that moves j to `to`, checked against Lifecycle.
+func event(j *streams.Job, typ string, to streams.State, actor string, now time.Time) (*streams.Event, error) {
+	if err := Check(j.ID, j.State, to, typ); err != nil {
+		return nil, err
+	}
+	return &streams.Event{Type: typ, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: streams.LevelInfo, From: j.State, To: to}, nil
+}
+
+// Start records that worker started running j under the lease of the work
+// item at queue stream sequence lease. It begins a new attempt.
+func Start(j *streams.Job, worker string, lease uint64, now time.Time) (*streams.Event, error) {
+	ev, err := event(j, streams.EvStarted, streams.StateRunning, worker, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Attempt = j.Attempt + 1
+	ev.Lease = lease
+	return ev, nil
+}
+
+// Claim records that a worker (over HTTP) claimed j without starting it yet.
+func Claim(j *streams.Job, worker string, lease uint64, now time.Time) (*streams.Event, error) {
+	ev, err := event(j, streams.EvClaimed, streams.StateClaimed, worker, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Lease = lease
+	return ev, nil
+}
+
+// Succeed records the result of a finished job.
+func Succeed(j *streams.Job, result []byte, actor string, now time.Time) (*streams.Event, error) {
+	ev, err := event(j, streams.EvSucceeded, streams.StateSucceeded, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Result = result
+	return ev, nil
+}
+
+// Fail decides what a failed attempt leads to: a retry after backoff
+// (scheduled, or queued when the delay is zero) while retries are left and
+// the error is retryable, else failed for good. jitter is a number in [0,1)
+// that spreads the delay; pass rand.Float64().
+func Fail(j *streams.Job, jerr streams.JobError, retryable bool, actor string, now time.Time, jitter float64) (*streams.Event, error) {
+	if j.State == streams.StateRunning && retryable && j.Retries < j.Spec.MaxRetries && shouldRetry(&j.Spec, jerr.Code) {
+		delay := RetryDelay(&j.Spec, j.Retries+1, jitter)
+		ev, err := delayed(j, streams.EvRetryScheduled, delay, actor, now)
+		if err != nil {
+			return nil, err
+		}
+		ev.Level = streams.LevelWarning
+		ev.Error = &jerr
+		ev.Message = jerr.Message
+		return ev, nil
+	}
+	ev, err := event(j, streams.EvFailed, streams.StateFailed, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Level = streams.LevelError
+	ev.Error = &jerr
+	ev.Message = jerr.Message
+	return ev, nil
+}
+
+// RetryLater puts a running job back for delay without using up a retry.
+func RetryLater(j *streams.Job, delay time.Duration, reason, actor string, now time.Time) (*streams.Event, error) {
+	ev, err := delayed(j, streams.EvRetryLater, delay, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Message = reason
+	ev.Fields = map[string]any{"delay_seconds": delay.Seconds()}
+	return ev, nil
+}
+
+func delayed(j *streams.Job, typ string, delay time.Duration, actor string, now time.Time) (*streams.Event, error) {
+	to := streams.StateQueued
+	if delay > 0 {
+		to = streams.StateScheduled
+	}
+	ev, err := event(j, typ, to, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	if delay > 0 {
+		ev.RunAt = now.Add(delay).UTC()
+	}
+	return ev, nil
+}
+
+// Cancel cancels j from any state that is not terminal. For a terminal job
+// it returns an error matching ErrTerminal: the caller writes nothing.
+func Cancel(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+	if j.State.Terminal() {
+		return nil, &TransitionError{JobID: j.ID, Event: streams.EvCancelled, From: j.State, To: streams.StateCancelled}
+	}
+	ev, err := event(j, streams.EvCancelled, streams.StateCancelled, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Message = reason
+	return ev, nil
+}
+
+// Requeue gives a claimed or running job back to its queue at once (a worker
+// shutting down).
+func Requeue(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+	ev, err := event(j, streams.EvRequeued, streams.StateQueued, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Message = reason
+	return ev, nil
+}
+
+// LeaseLost decides what happens to a claimed or running job whose lease
+// expired: requeued, or failed once it lost MaxLeaseRequeues leases.
+func LeaseLost(j *streams.Job, actor string, now time.Time) (*streams.Event, error) {
+	if j.LeaseRequeues >= j.Spec.MaxLeaseRequeues {
+		ev, err := event(j, streams.EvLeaseExpired, streams.StateFailed, actor, now)
+		if err != nil {
+			return nil, err
+		}
+		ev.Level = streams.LevelError
+		ev.Error = &streams.JobError{Code: "LEASE_EXPIRED", Message: "lease expired and the job was requeued the maximum number of times"}
+		ev.Message = ev.Error.Message
+		return ev, nil
+	}
+	ev, err := event(j, streams.EvLeaseExpiredRequeue, streams.StateQueued, actor, now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Level = streams.LevelWarning
+	ev.Message = "lease expired: the worker stopped renewing it"
+	return ev, nil
+}
+
+// Due moves a scheduled (or admitted pending) job to its queue.
+func Due(j *streams.Job, actor string, now time.Time) (*streams.Event, error) {
+	return event(j, streams.EvDue, streams.StateQueued, actor, now)
+}
+
+// Progress records a handler's progress on j. It does not move the job.
+func Progress(j *streams.Job, p streams.Progress, actor string, now time.Time) (*streams.Event, error) {
+	if err := Check(j.ID, j.State, j.State, streams.EvProgress); err != nil {
+		return nil, err
+	}
+	if p.Total < 0 || p.Current < 0 {
+		return nil, inputErr("progress", "current and total must not be negative")
+	}
+	return &streams.Event{Type: streams.EvProgress, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: streams.LevelInfo, Message: p.Message, Progress: &p}, nil
+}
+
+// RetryDelay is the backoff before retry n (1-based):
+// min(base*2^(n-1), cap), spread by +-jitter*delay. u is in [0,1).
+func RetryDelay(s *streams.Spec, n int, u float64) time.Duration {
+	if s.Backoff <= 0 || n < 1 {
+		return 0
+	}
+	d := float64(s.Backoff) * math.Pow(2, float64(n-1))
+	if limit := float64(s.BackoffCap); limit > 0 && d > limit {
+		d = limit
+	}
+	if s.Jitter > 0 {
+		d += d * s.Jitter * (2*u - 1)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return time.Duration(d)
+}
+
+// Jitter returns a random number for RetryDelay.
+func Jitter() float64 { return rand.Float64() }
+
+func shouldRetry(s *streams.Spec, code string) bool {
+	if code != "" && slices.Contains(s.NoRetryOn, code) {
+		return false
+	}
+	if len(s.RetryOn) > 0 {
+		return slices.Contains(s.RetryOn, code)
+	}
+	return true
+}
+
+// CheckClaimant returns ErrNotClaimant unless j is claimed or running under
+// the lease of worker's work item in the given attempt: the guard that keeps
+// a zombie worker (one whose lease went to another) from changing the job.
+func CheckClaimant(j *streams.Job, worker string, lease uint64, attempt int) error {
+	if (j.State == streams.StateRunning || j.State == streams.StateClaimed) &&
+		j.Worker == worker && j.LeaseItem == lease && j.Attempt == attempt {
+		return nil
+	}
+	if j.State.Terminal() {
+		return fmt.Errorf("job %s is %s: %w", j.ID, j.State, ErrNotClaimant)
+	}
+	return fmt.Errorf("job %s is %s, held by %q (attempt %d): %w", j.ID, j.State, j.Worker, j.Attempt, ErrNotClaimant)
+}

@@ -1,0 +1,64 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Sentinel errors. Match them with errors.Is; the concrete errors below carry
+// the details.
+var (
+	// ErrInvalidTransition: the lifecycle table does not allow the move.
+	ErrInvalidTransition = errors.New("invalid transition")
+	// ErrInvalidInput: a command is malformed (bad name, payload, option).
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrTerminal: the job is already succeeded, failed or cancelled. Cancel
+	// treats it as a no-op that writes nothing.
+	ErrTerminal = errors.New("job is terminal")
+	// ErrNotFound: no job has the id.
+	ErrNotFound = errors.New("job not found")
+	// ErrConflict: another writer changed the job first; re-read and retry.
+	ErrConflict = streams.ErrConflict
+	// ErrNotClaimant: the writer does not hold the job's lease (a zombie
+	// worker, or a worker reporting on a job it never claimed).
+	ErrNotClaimant = errors.New("not the claimant of the job")
+)
+
+// TransitionError is a refused move of one job.
+type TransitionError struct {
+	JobID string
+	Event string
+	From  streams.State
+	To    streams.State
+}
+
+func (e *TransitionError) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(new)"
+	}
+	return fmt.Sprintf("job %s: %s: %s -> %s is not allowed", e.JobID, e.Event, from, e.To)
+}
+
+// Is makes errors.Is(err, ErrInvalidTransition) hold; a refusal because the
+// job is terminal also matches ErrTerminal.
+func (e *TransitionError) Is(target error) bool {
+	return target == ErrInvalidTransition || (target == ErrTerminal && e.From.Terminal())
+}
+
+// InputError is a malformed command: which field, and why.
+type InputError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Is makes errors.Is(err, ErrInvalidInput) hold.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+func inputErr(field, format string, args ...any) error {
+	return &InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

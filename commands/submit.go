@@ -1,0 +1,270 @@
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Defaults applied at submit time and written into the job's spec.
+const (
+	DefaultMaxRetries       = 3
+	DefaultBackoff          = 30 * time.Second
+	DefaultBackoffCap       = time.Hour
+	DefaultJitter           = 0.1
+	DefaultTimeout          = time.Hour
+	DefaultMaxLeaseRequeues = 3
+	// MaxPayloadBytes bounds a job's JSON payload.
+	MaxPayloadBytes = 1 << 20
+	maxTags         = 32
+	maxTagLen       = 128
+	maxKeyLen       = 256
+)
+
+// Duration is a time.Duration that reads either a Go duration string ("1m30s")
+// or a number of seconds (90, 0.5) from JSON and msgpack, and writes seconds.
+type Duration time.Duration
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		return d.parse(s)
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("duration: want a number of seconds or a string like \"30s\"")
+	}
+	return d.seconds(f)
+}
+
+// MarshalJSON writes seconds.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.FormatFloat(time.Duration(d).Seconds(), 'f', -1, 64)), nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (d *Duration) DecodeMsgpack(dec *msgpack.Decoder) error {
+	v, err := dec.DecodeInterface()
+	if err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return d.parse(x)
+	case float64:
+		return d.seconds(x)
+	case float32:
+		return d.seconds(float64(x))
+	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
+		f, _ := strconv.ParseFloat(fmt.Sprint(x), 64)
+		return d.seconds(f)
+	}
+	return fmt.Errorf("duration: want a number of seconds or a string, got %T", v)
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (d Duration) EncodeMsgpack(enc *msgpack.Encoder) error {
+	return enc.EncodeFloat64(time.Duration(d).Seconds())
+}
+
+func (d *Duration) parse(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		if f, err2 := strconv.ParseFloat(s, 64); err2 == nil {
+			return d.seconds(f)
+		}
+		return fmt.Errorf("duration %q: %v", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d *Duration) seconds(f float64) error {
+	if f != f || f > 1e9 || f < -1e9 {
+		return fmt.Errorf("duration %v seconds is out of range", f)
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// SubmitRequest is a request to create a job, as it arrives from the SDK, the
+// CLI, the HTTP API or a jetflow.cmd.submit message. Pointer fields tell
+// "not given" (default) from zero.
+type SubmitRequest struct {
+	Namespace        string          `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
+	Type             string          `json:"type" msgpack:"type"`
+	Payload          json.RawMessage `json:"payload,omitempty" msgpack:"payload,omitempty"`
+	Queue            string          `json:"queue,omitempty" msgpack:"queue,omitempty"`
+	Delay            *Duration       `json:"delay,omitempty" msgpack:"delay,omitempty"`
+	RunAt            *time.Time      `json:"run_at,omitempty" msgpack:"run_at,omitempty"`
+	MaxRetries       *int            `json:"max_retries,omitempty" msgpack:"max_retries,omitempty"`
+	Backoff          *Duration       `json:"backoff,omitempty" msgpack:"backoff,omitempty"`
+	BackoffCap       *Duration       `json:"backoff_cap,omitempty" msgpack:"backoff_cap,omitempty"`
+	Jitter           *float64        `json:"jitter,omitempty" msgpack:"jitter,omitempty"`
+	Timeout          *Duration       `json:"timeout,omitempty" msgpack:"timeout,omitempty"`
+	IdempotencyKey   string          `json:"idempotency_key,omitempty" msgpack:"idempotency_key,omitempty"`
+	Tags             []string        `json:"tags,omitempty" msgpack:"tags,omitempty"`
+	Parent           string          `json:"parent,omitempty" msgpack:"parent,omitempty"`
+	RetryOf          string          `json:"retry_of,omitempty" msgpack:"retry_of,omitempty"`
+	Priority         int             `json:"priority,omitempty" msgpack:"priority,omitempty"`
+	RetryOn          []string        `json:"retry_on,omitempty" msgpack:"retry_on,omitempty"`
+	NoRetryOn        []string        `json:"no_retry_on,omitempty" msgpack:"no_retry_on,omitempty"`
+	MaxLeaseRequeues *int            `json:"max_lease_requeues,omitempty" msgpack:"max_lease_requeues,omitempty"`
+}
+
+// Spec validates a request and resolves it into the spec a job is created
+// with: every default filled in, the payload compacted JSON.
+func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
+	s := streams.Spec{
+		Namespace: r.Namespace, Type: r.Type, Queue: r.Queue, Key: r.IdempotencyKey,
+		Parent: r.Parent, RetryOf: r.RetryOf, Priority: r.Priority,
+		MaxRetries: DefaultMaxRetries, Backoff: DefaultBackoff, BackoffCap: DefaultBackoffCap,
+		Jitter: DefaultJitter, Timeout: DefaultTimeout, MaxLeaseRequeues: DefaultMaxLeaseRequeues,
+	}
+	if s.Namespace == "" {
+		s.Namespace = streams.DefaultNS
+	}
+	if s.Queue == "" {
+		s.Queue = streams.DefaultQueue
+	}
+	if !streams.ValidNamespace(s.Namespace) {
+		return s, inputErr("namespace", "%q: want 1-64 of [A-Za-z0-9_-] (or @global, @internal)", s.Namespace)
+	}
+	if !streams.ValidType(s.Type) {
+		if s.Type == "" {
+			return s, inputErr("type", "is required")
+		}
+		return s, inputErr("type", "%q: want 1-128 of [A-Za-z0-9_-.:@]", s.Type)
+	}
+	if !streams.ValidQueue(s.Queue) {
+		return s, inputErr("queue", "%q: want 1-64 of [A-Za-z0-9_-]", s.Queue)
+	}
+	payload, err := CompactJSON(r.Payload)
+	if err != nil {
+		return s, err
+	}
+	s.Payload = payload
+	if r.Delay != nil && r.RunAt != nil {
+		return s, inputErr("delay", "give delay or run_at, not both")
+	}
+	if r.Delay != nil {
+		if *r.Delay < 0 {
+			return s, inputErr("delay", "must not be negative")
+		}
+		if *r.Delay > 0 {
+			s.RunAt = now.Add(time.Duration(*r.Delay)).UTC()
+		}
+	}
+	if r.RunAt != nil && r.RunAt.After(now) {
+		s.RunAt = r.RunAt.UTC()
+	}
+	if r.MaxRetries != nil {
+		if *r.MaxRetries < 0 || *r.MaxRetries > 1000 {
+			return s, inputErr("max_retries", "%d: want 0-1000", *r.MaxRetries)
+		}
+		s.MaxRetries = *r.MaxRetries
+	}
+	if r.Backoff != nil {
+		if *r.Backoff < 0 {
+			return s, inputErr("backoff", "must not be negative")
+		}
+		s.Backoff = time.Duration(*r.Backoff)
+	}
+	if r.BackoffCap != nil {
+		if *r.BackoffCap < 0 {
+			return s, inputErr("backoff_cap", "must not be negative")
+		}
+		s.BackoffCap = time.Duration(*r.BackoffCap)
+	}
+	if r.Jitter != nil {
+		if *r.Jitter < 0 || *r.Jitter > 1 || *r.Jitter != *r.Jitter {
+			return s, inputErr("jitter", "%v: want a fraction from 0 to 1", *r.Jitter)
+		}
+		s.Jitter = *r.Jitter
+	}
+	if r.Timeout != nil {
+		if *r.Timeout <= 0 {
+			return s, inputErr("timeout", "must be positive")
+		}
+		s.Timeout = time.Duration(*r.Timeout)
+	}
+	if r.MaxLeaseRequeues != nil {
+		if *r.MaxLeaseRequeues < 0 || *r.MaxLeaseRequeues > 1000 {
+			return s, inputErr("max_lease_requeues", "%d: want 0-1000", *r.MaxLeaseRequeues)
+		}
+		s.MaxLeaseRequeues = *r.MaxLeaseRequeues
+	}
+	if len(s.Key) > maxKeyLen {
+		return s, inputErr("idempotency_key", "longer than %d bytes", maxKeyLen)
+	}
+	if len(r.Tags) > maxTags {
+		return s, inputErr("tags", "more than %d", maxTags)
+	}
+	for _, t := range r.Tags {
+		if t == "" || len(t) > maxTagLen || strings.ContainsAny(t, "\x00\n\r") {
+			return s, inputErr("tags", "%q: want 1-%d printable characters", t, maxTagLen)
+		}
+	}
+	s.Tags = append([]string(nil), r.Tags...)
+	for _, id := range []struct{ field, v string }{{"parent", r.Parent}, {"retry_of", r.RetryOf}} {
+		if id.v != "" && !streams.ValidID(id.v) {
+			return s, inputErr(id.field, "%q is not a job id", id.v)
+		}
+	}
+	s.RetryOn = append([]string(nil), r.RetryOn...)
+	s.NoRetryOn = append([]string(nil), r.NoRetryOn...)
+	return s, nil
+}
+
+// CompactJSON checks that b is one JSON value within MaxPayloadBytes and
+// returns it compacted; empty input is JSON null.
+func CompactJSON(b []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return []byte("null"), nil
+	}
+	if len(b) > MaxPayloadBytes {
+		return nil, inputErr("payload", "%d bytes, more than the limit of %d", len(b), MaxPayloadBytes)
+	}
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v)
+		return nil, inputErr("payload", "not valid JSON: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, inputErr("payload", "not valid JSON: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Submit decides the first event of a new job with the given id.
+func Submit(id string, spec streams.Spec, now time.Time) (*streams.Event, error) {
+	to := streams.StateQueued
+	if !spec.RunAt.IsZero() && spec.RunAt.After(now) {
+		to = streams.StateScheduled
+	}
+	if err := Check(id, streams.StateNew, to, streams.EvSubmitted); err != nil {
+		return nil, err
+	}
+	sp := spec
+	return &streams.Event{
+		Type: streams.EvSubmitted, JobID: id, Time: now, From: streams.StateNew, To: to,
+		Level: streams.LevelInfo, Spec: &sp, RunAt: spec.RunAt,
+	}, nil
+}

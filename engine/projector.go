@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Defaults of ProjectorConfig.
+const (
+	DefaultProjectorLag   = 2 * time.Second
+	DefaultProjectorBatch = 1000
+	ProjectorConsumer     = "projector"
+)
+
+// ProjectorConfig configures the Projector.
+type ProjectorConfig struct {
+	// Lag is how long the Projector lets writers project their own events
+	// before it checks them: the repair of a crashed writer takes at least
+	// this long, and a shorter lag costs duplicate work while writers are
+	// slow.
+	Lag   time.Duration
+	Batch int
+	Log   *slog.Logger
+}
+
+// Projector is the job projection's consumer of the event log. Writers fold
+// their own events into the KV bucket; the Projector reads every event a
+// little later and makes sure that happened: a job whose record is missing
+// or behind the log (its writer crashed between the append and the KV write)
+// is rebuilt from the log, and a job that is runnable in its last event gets
+// its work item again (its writer may have crashed before the dispatch; the
+// queue stream drops the duplicate of one that arrived).
+//
+// Several engines can run a Projector: they share one durable consumer, and
+// every repair is revision-checked.
+type Projector struct {
+	cfg   ProjectorConfig
+	store *Store
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	checked atomic.Int64 // events verified
+	lastSeq atomic.Uint64
+}
+
+// NewProjector returns a Projector.
+func NewProjector(store *Store, cfg ProjectorConfig) *Projector {
+	if cfg.Lag <= 0 {
+		cfg.Lag = DefaultProjectorLag
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultProjectorBatch
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Projector{cfg: cfg, store: store, log: cfg.Log.With("component", "projector")}
+}
+
+// Start creates the consumer and starts projecting. Idempotent.
+func (p *Projector) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil {
+		return nil
+	}
+	cons, err := p.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
+		Durable:       ProjectorConsumer,
+		Description:   "jetflow job projection: verifies and repairs the jobs bucket",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       p.cfg.Lag + time.Minute,
+		MaxAckPending: 4 * p.cfg.Batch,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("projector consumer: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go p.loop(runCtx, cons)
+	return nil
+}
+
+// Stop stops projecting. Idempotent.
+func (p *Projector) Stop(ctx context.Context) {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Stats reports how many events the Projector checked and the last event
+// sequence it finished. Repairs are counted by Store.Repairs.
+func (p *Projector) Stats() (checked int64, lastSeq uint64) {
+	return p.checked.Load(), p.lastSeq.Load()
+}
+
+func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
+	defer close(p.done)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(p.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("fetch", "err", err)
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		// Give writers the lag to project their own events first.
+		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
+			if wait := time.Until(meta.Timestamp.Add(p.cfg.Lag)); wait > 0 && !sleepCtx(ctx, wait) {
+				return // unacked: redelivered to the next projector
+			}
+		}
+		if err := p.verify(ctx, msgs); err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("verify batch; it will be redelivered", "err", err)
+				for _, m := range msgs {
+					_ = m.NakWithDelay(time.Second)
+				}
+			}
+			continue
+		}
+		for _, m := range msgs {
+			_ = m.Ack()
+		}
+		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
+			p.lastSeq.Store(meta.Sequence.Stream)
+		}
+		p.checked.Add(int64(len(msgs)))
+	}
+}
+
+// verify checks one batch of events against the jobs bucket.
+func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
+	type seen struct {
+		last  uint64 // highest event sequence of the job in this batch
+		event *streams.Event
+	}
+	jobs := map[string]*seen{}
+	var order []string
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		ev, err := streams.DecodeEvent(m.Data())
+		if err != nil {
+			// Nothing jetflow wrote: appends are checked, so this is another
+			// program publishing on jetflow's subjects. It cannot be folded.
+			p.log.Error("undecodable event in the log", "seq", meta.Sequence.Stream, "subject", m.Subject(), "err", err)
+			continue
+		}
+		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		s := jobs[ev.JobID]
+		if s == nil {
+			s = &seen{}
+			jobs[ev.JobID] = s
+			order = append(order, ev.JobID)
+		}
+		if ev.Seq > s.last {
+			s.last, s.event = ev.Seq, ev
+		}
+	}
+	subjects := make([]string, len(order))
+	for i, id := range order {
+		subjects[i] = streams.KVSubject(id)
+	}
+	recs, err := streams.MultiLast(ctx, p.store.NC, "KV_"+streams.JobsBucket, subjects)
+	if err != nil {
+		return err
+	}
+	var futs []streams.Future
+	for _, id := range order {
+		s := jobs[id]
+		var snap Snapshot
+		rec, ok := recs[streams.KVSubject(id)]
+		if ok && !rec.Deleted {
+			j, err := streams.DecodeJob(rec.Data)
+			if err != nil {
+				return fmt.Errorf("job %s record: %w", id, err)
+			}
+			snap = Snapshot{Job: j, Rev: rec.Seq}
+		}
+		if snap.Job == nil || snap.Job.Seq < s.last {
+			// Missing or behind (or left out of the multi-get): Load folds
+			// the log tail in and writes it back.
+			fresh, err := p.store.Load(ctx, id)
+			if err != nil {
+				if errors.Is(err, ctx.Err()) {
+					return err
+				}
+				p.log.Error("repair job", "job", id, "err", err)
+				continue
+			}
+			snap = fresh
+		}
+		// Runnable as of its last event: make sure it has a work item.
+		if snap.Job.Seq == s.last && (snap.Job.State == streams.StateQueued || snap.Job.State == streams.StateScheduled) {
+			futs = append(futs, p.store.dispatchAsync(snap))
+		}
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			return fmt.Errorf("re-dispatch: %w", err)
+		}
+	}
+	return nil
+}
+
+// sleepCtx sleeps for d or until ctx is done; it reports whether it slept.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// PromoterConsumer is the durable consumer of a queue's due subject.
+const PromoterConsumer = "promoter"
+
+// Promoter moves scheduled jobs to their queue when they are due. A delay is
+// a message schedule on the job's own subject of the queue stream; when it
+// fires, the server puts the work item on the queue's due subject, and the
+// Promoter records job.due (scheduled -> queued) and dispatches the job.
+// It follows the queues bucket, so queues created later are promoted too.
+// Several engines can run one: they share each queue's durable consumer.
+type Promoter struct {
+	store *Store
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	done     chan struct{}
+	consumes map[string]jetstream.ConsumeContext
+}
+
+// NewPromoter returns a Promoter.
+func NewPromoter(store *Store, log *slog.Logger) *Promoter {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Promoter{store: store, log: log.With("component", "promoter"), consumes: map[string]jetstream.ConsumeContext{}}
+}
+
+// Start follows the queues bucket and promotes due jobs. Idempotent.
+func (p *Promoter) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil {
+		return nil
+	}
+	kv, err := p.store.JS.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		return fmt.Errorf("queues bucket: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(runCtx, jetstream.IgnoreDeletes())
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch queues: %w", err)
+	}
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // end of the initial values
+				}
+				if err := p.follow(runCtx, e.Key()); err != nil && runCtx.Err() == nil {
+					p.log.Error("promote queue", "queue", e.Key(), "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (p *Promoter) follow(ctx context.Context, queue string) error {
+	p.mu.Lock()
+	_, ok := p.consumes[queue]
+	p.mu.Unlock()
+	if ok || !streams.ValidQueue(queue) {
+		return nil
+	}
+	cons, err := p.store.JS.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), jetstream.ConsumerConfig{
+		Durable:       PromoterConsumer,
+		Description:   "jetflow promoter: scheduled jobs that are due",
+		FilterSubject: streams.DueSubject(queue),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { p.promote(ctx, m) },
+		jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.consumes[queue] = cc
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
+	item, err := streams.DecodeWorkItem(m.Data())
+	if err != nil {
+		p.log.Error("malformed due item dropped", "err", err)
+		_ = m.Term()
+		return
+	}
+	snap, _, err := p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Due(j, p.store.Actor, time.Now().UTC())
+	})
+	if errors.Is(err, commands.ErrInvalidTransition) {
+		_ = m.Ack() // no longer scheduled (cancelled, or promoted already)
+		return
+	}
+	if err != nil {
+		p.log.Warn("promote", "job", item.Job.ID, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if err := p.store.Dispatch(ctx, snap); err != nil {
+		p.log.Warn("dispatch due job; the projector repeats it", "job", item.Job.ID, "err", err)
+	}
+	_ = m.Ack()
+}
+
+// Stop stops promoting. Idempotent.
+func (p *Promoter) Stop(ctx context.Context) {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	ccs := p.consumes
+	p.consumes = map[string]jetstream.ConsumeContext{}
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	for _, cc := range ccs {
+		cc.Stop()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,409 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Snapshot is a job record and the KV revision it was read or written at.
+type Snapshot struct {
+	Job *streams.Job
+	Rev uint64
+}
+
+// Decider turns a job's current state into the event that changes it, or a
+// refusal. The functions of package commands, bound to their arguments.
+type Decider func(j *streams.Job) (*streams.Event, error)
+
+// Store is the write path. Every transition of every job goes through
+// Store.Apply (or Store.Submit for the first one):
+//
+//  1. decide: the Decider, with the lifecycle table, produces one event;
+//  2. append: the event goes to the job's subject on the condition that the
+//     subject's last sequence is the one the decision was made on, so of two
+//     racing writers exactly one succeeds;
+//  3. project: the fold of the event goes to the KV bucket, revision-checked;
+//  4. dispatch, if the job became runnable: a work item, or a schedule.
+//
+// A crash between any two steps leaves the log ahead of the KV bucket or a
+// runnable job without a work item; Load and the Projector repair both.
+type Store struct {
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	W      streams.Writer
+	KV     jetstream.KeyValue
+	Events jetstream.Stream
+	Queues *streams.Queues
+	Topo   streams.Topology
+	Actor  string // who writes: recorded on the events of this process
+	Log    *slog.Logger
+
+	// Repairs counts job records this Store rebuilt from the log because
+	// they were missing or behind it.
+	Repairs atomic.Int64
+}
+
+// OpenStore connects a Store to JetStream, provisioning the topology.
+func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor string) (*Store, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.Ensure(ctx, js); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, streams.JobsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("jobs bucket: %w", err)
+	}
+	evs, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("events stream: %w", err)
+	}
+	return &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs,
+		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}, nil
+}
+
+// Get reads a job's record from the KV bucket (the projection as it is).
+func (s *Store) Get(ctx context.Context, id string) (Snapshot, error) {
+	if !streams.ValidID(id) {
+		return Snapshot{}, &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
+	}
+	e, err := s.KV.Get(ctx, streams.KVKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("get job %s: %w", id, err)
+	}
+	j, err := streams.DecodeJob(e.Value())
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return Snapshot{Job: j, Rev: e.Revision()}, nil
+}
+
+// Load returns a job's current state as the log says it is: the KV record,
+// plus any events the record is missing (a writer that crashed between its
+// append and its KV write), which are folded in and written back. Decisions
+// that lost a race are retried on what Load returns.
+func (s *Store) Load(ctx context.Context, id string) (Snapshot, error) {
+	for attempt := 0; ; attempt++ {
+		snap, err := s.Get(ctx, id)
+		var subject string
+		switch {
+		case errors.Is(err, commands.ErrNotFound):
+			subject = streams.EventFilter(id) // not projected yet: find its events anywhere
+		case err != nil:
+			return Snapshot{}, err
+		default:
+			subject = snap.Job.Subject()
+		}
+		last, err := s.lastSeq(ctx, subject)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if last == 0 {
+			if snap.Job != nil {
+				return Snapshot{}, fmt.Errorf("job %s: record without events (event log purged?)", id)
+			}
+			return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+		}
+		if snap.Job != nil && snap.Job.Seq >= last {
+			return snap, nil
+		}
+		job := snap.Job
+		from := uint64(1)
+		if job != nil {
+			from = job.Seq + 1
+		}
+		job, err = s.foldFrom(ctx, job, subject, from, last)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		rev, err := s.W.PutJobAsync(job, snap.Rev).Wait(ctx)
+		if err == nil {
+			s.Repairs.Add(1)
+			s.Log.Info("job record rebuilt from the log", "job", id, "seq", job.Seq, "was", snap.Job != nil)
+			return Snapshot{Job: job, Rev: rev}, nil
+		}
+		if !streams.IsConflict(err) || attempt >= 20 {
+			return Snapshot{}, fmt.Errorf("repair job %s: %w", id, err)
+		}
+		// Someone else wrote the record meanwhile: read it again.
+	}
+}
+
+// lastSeq is the sequence of the last event on subject, 0 if none.
+func (s *Store) lastSeq(ctx context.Context, subject string) (uint64, error) {
+	m, err := s.Events.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event on %s: %w", subject, err)
+	}
+	return m.Sequence, nil
+}
+
+// foldFrom folds the events on subject from sequence from up to last into j.
+func (s *Store) foldFrom(ctx context.Context, j *streams.Job, subject string, from, last uint64) (*streams.Job, error) {
+	for seq := from; seq <= last; {
+		m, err := s.Events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read events on %s: %w", subject, err)
+		}
+		ev, err := streams.DecodeEvent(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", m.Sequence, err)
+		}
+		ev.Seq, ev.Subject = m.Sequence, m.Subject
+		if j, err = projections.Apply(j, ev); err != nil {
+			return nil, err
+		}
+		if subject != m.Subject && streams.EventFilter(ev.JobID) == subject {
+			subject = m.Subject // found the job's own subject: no need to match wildcards any more
+		}
+		seq = m.Sequence + 1
+	}
+	if j == nil {
+		return nil, fmt.Errorf("job events on %s: %w", subject, commands.ErrNotFound)
+	}
+	return j, nil
+}
+
+// maxDecisions bounds how often Apply re-decides after losing a race.
+const maxDecisions = 16
+
+// Apply decides on cur, appends the event and projects it. If another writer
+// moved the job first, it loads the job again and decides again on what it
+// finds, so the returned error is the decider's refusal, not the race. It
+// returns the snapshot the last decision was made on (on refusal) or the
+// one written (on success), and the event written. op names the operation
+// for crash points ("<op>:appended", "<op>:projected").
+func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decider) (Snapshot, *streams.Event, error) {
+	if cur.Job == nil {
+		return cur, nil, errors.New("apply: no job")
+	}
+	for attempt := 0; ; attempt++ {
+		ev, err := decide(cur.Job)
+		if err != nil {
+			return cur, nil, err
+		}
+		seq, err := s.W.AppendAsync(cur.Job.Subject(), ev, cur.Job.Seq).Wait(ctx)
+		if streams.IsConflict(err) && attempt < maxDecisions {
+			if cur, err = s.Load(ctx, cur.Job.ID); err != nil {
+				return cur, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return cur, nil, fmt.Errorf("%s job %s: append %s: %w", op, cur.Job.ID, ev.Type, err)
+		}
+		ev.Seq, ev.Subject = seq, cur.Job.Subject()
+		crash(op + ":appended")
+		next, err := s.project(ctx, cur, ev)
+		if err != nil {
+			return cur, ev, err
+		}
+		crash(op + ":projected")
+		return next, ev, nil
+	}
+}
+
+// project writes the fold of ev (just appended) into the job's KV record.
+// If the record moved meanwhile (the Projector repaired it, or a later
+// writer got there first), Load reconciles it with the log, which has ev.
+func (s *Store) project(ctx context.Context, cur Snapshot, ev *streams.Event) (Snapshot, error) {
+	next, err := projections.Apply(cur.Job, ev)
+	if err != nil {
+		return cur, fmt.Errorf("fold %s into job %s: %w", ev.Type, ev.JobID, err)
+	}
+	rev, err := s.W.PutJobAsync(next, cur.Rev).Wait(ctx)
+	if err == nil {
+		return Snapshot{Job: next, Rev: rev}, nil
+	}
+	if !streams.IsConflict(err) {
+		return cur, fmt.Errorf("project job %s: %w", ev.JobID, err)
+	}
+	return s.Load(ctx, ev.JobID)
+}
+
+// Dispatch makes a runnable snapshot claimable: a work item for a queued
+// job, a schedule for a scheduled one. Anything else is left alone.
+func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
+	if st := snap.Job.State; st != streams.StateQueued && st != streams.StateScheduled {
+		return nil
+	}
+	_, err := s.dispatchAsync(snap).Wait(ctx)
+	return err
+}
+
+func (s *Store) dispatchAsync(snap Snapshot) streams.Future {
+	return s.W.DispatchAsync(&streams.WorkItem{Rev: snap.Rev, Job: *snap.Job})
+}
+
+// Submitted is the outcome of one submit.
+type Submitted struct {
+	Snapshot
+	Created bool  // false: the idempotency key named an existing job
+	Err     error // the submit's error, if it failed
+}
+
+// Submit creates a job: job.submitted, then its record, then its work item.
+// With an idempotency key the job id is derived from the key, and a second
+// submit returns the existing job (Created false).
+func (s *Store) Submit(ctx context.Context, req *commands.SubmitRequest) (Submitted, error) {
+	out := s.SubmitBatch(ctx, []*commands.SubmitRequest{req})
+	return out[0], out[0].Err
+}
+
+// SubmitBatch submits many jobs with the writes of each step pipelined
+// across them: all appends, then all records, then all work items.
+func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest) []Submitted {
+	out := make([]Submitted, len(reqs))
+	now := time.Now().UTC()
+	evs := make([]*streams.Event, len(reqs))
+	futs := make([]streams.Future, len(reqs))
+	for i, req := range reqs {
+		spec, err := req.Spec(now)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		id := streams.NewID()
+		if spec.Key != "" {
+			id = streams.KeyedID(spec.Namespace, spec.Key)
+		}
+		ev, err := commands.Submit(id, spec, now)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		if err := s.Queues.Ensure(ctx, spec.Queue); err != nil {
+			out[i].Err = err
+			continue
+		}
+		evs[i] = ev
+		if spec.Key != "" {
+			// Keyed ids must be unique across subjects: a synchronous,
+			// wildcard-checked append (see streams.Writer.AppendFirst).
+			seq, err := s.W.AppendFirst(ctx, ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id))
+			if streams.IsConflict(err) {
+				existing, lerr := s.Load(ctx, id)
+				out[i] = Submitted{Snapshot: existing, Err: lerr}
+				evs[i] = nil
+				continue
+			}
+			if err != nil {
+				out[i].Err = fmt.Errorf("submit %s: %w", id, err)
+				evs[i] = nil
+				continue
+			}
+			ev.Seq = seq
+			continue
+		}
+		futs[i] = s.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0)
+	}
+	for i, ev := range evs {
+		if ev == nil || ev.Seq != 0 {
+			continue
+		}
+		seq, err := futs[i].Wait(ctx)
+		if err != nil {
+			out[i].Err = fmt.Errorf("submit %s: %w", ev.JobID, err)
+			evs[i] = nil
+			continue
+		}
+		ev.Seq = seq
+	}
+	crash("submit:appended")
+	jobs := make([]*streams.Job, len(reqs))
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		ev.Subject = streams.EventSubject(ev.Spec.Namespace, ev.Spec.Queue, ev.Spec.Type, ev.JobID)
+		j, err := projections.Apply(nil, ev)
+		if err != nil {
+			out[i].Err = err
+			evs[i] = nil
+			continue
+		}
+		jobs[i] = j
+		futs[i] = s.W.PutJobAsync(j, 0)
+	}
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		rev, err := futs[i].Wait(ctx)
+		snap := Snapshot{Job: jobs[i], Rev: rev}
+		if streams.IsConflict(err) {
+			// The Projector created the record first (this writer was slow).
+			snap, err = s.Load(ctx, ev.JobID)
+		}
+		if err != nil {
+			out[i].Err = fmt.Errorf("submit %s: record: %w", ev.JobID, err)
+			evs[i] = nil
+			continue
+		}
+		out[i] = Submitted{Snapshot: snap, Created: true}
+	}
+	crash("submit:projected")
+	for i, ev := range evs {
+		if ev == nil || out[i].Job.Seq != ev.Seq {
+			evs[i] = nil // failed, or moved on already (cancelled): nothing to dispatch
+			continue
+		}
+		futs[i] = s.dispatchAsync(out[i].Snapshot)
+	}
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		if _, err := futs[i].Wait(ctx); err != nil {
+			// The job exists and is in the log: the Projector dispatches it.
+			// Reporting a failure here would make callers submit it twice.
+			s.Log.Warn("dispatch after submit failed; the projector repeats it", "job", ev.JobID, "err", err)
+		}
+	}
+	return out
+}
+
+// Cancel cancels a job that is not terminal and tells its worker, if it is
+// running. Cancelling a terminal job writes nothing and returns the job as it
+// is, with an error matching commands.ErrTerminal.
+func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error) {
+	cur, err := s.Load(ctx, id)
+	if err != nil {
+		return cur, err
+	}
+	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Cancel(j, reason, s.Actor, time.Now().UTC())
+	})
+	if err != nil {
+		return snap, err
+	}
+	if ev.From == streams.StateRunning || ev.From == streams.StateClaimed || ev.From == streams.StateWaiting {
+		// Best effort: a worker that misses this sees the cancel at its next
+		// lease renewal.
+		_ = s.NC.Publish(streams.CancelSubject, []byte(id))
+	}
+	return snap, nil
+}

@@ -1,0 +1,605 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Handler runs one attempt of a job and returns its JSON result. The
+// control-flow errors are *PermanentError, *RetryLaterError and CodedError;
+// any other error is retried with backoff while retries are left.
+type Handler func(ctx context.Context, t *Task) ([]byte, error)
+
+// Task is a running attempt, as its handler sees it.
+type Task struct {
+	Job *streams.Job // the record as claimed: spec, payload, attempt
+	rt  *Runtime
+}
+
+// Defaults of RuntimeConfig.
+const (
+	DefaultConcurrency   = 10
+	DefaultLease         = 30 * time.Second
+	DefaultShutdownGrace = 10 * time.Second
+	DefaultMaxAckPending = 4096
+)
+
+// RuntimeConfig configures the worker runtime of one queue.
+type RuntimeConfig struct {
+	Queue         string
+	Handlers      map[string]Handler // by job type
+	Concurrency   int                // handlers running at once in this process
+	Lease         time.Duration      // how long a silent worker keeps a job (the consumer's AckWait)
+	ShutdownGrace time.Duration      // how long Stop lets running handlers finish
+	MaxAckPending int                // jobs of one type in flight across all workers of the queue
+	WorkerID      string
+	Log           *slog.Logger
+}
+
+func (c RuntimeConfig) withDefaults() RuntimeConfig {
+	if c.Queue == "" {
+		c.Queue = streams.DefaultQueue
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = DefaultMaxAckPending
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+func (c RuntimeConfig) validate() error {
+	if !streams.ValidQueue(c.Queue) {
+		return fmt.Errorf("worker: invalid queue %q", c.Queue)
+	}
+	if len(c.Handlers) == 0 {
+		return fmt.Errorf("worker: queue %s has no handlers", c.Queue)
+	}
+	for t := range c.Handlers {
+		if !streams.ValidType(t) {
+			return fmt.Errorf("worker: invalid job type %q", t)
+		}
+	}
+	if c.WorkerID == "" {
+		return errors.New("worker: no worker id")
+	}
+	if c.Lease < 300*time.Millisecond {
+		return fmt.Errorf("worker: lease %s is too short (minimum 300ms)", c.Lease)
+	}
+	return nil
+}
+
+// Runtime runs the handlers of one queue: it claims work items, runs them
+// with a renewed lease, and records how they ended.
+type Runtime struct {
+	cfg   RuntimeConfig
+	store *Store
+	log   *slog.Logger
+	qs    jetstream.Stream
+
+	slots    chan struct{}
+	stopping chan struct{}
+	wg       sync.WaitGroup // running process() calls
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	consumes []jetstream.ConsumeContext
+	inflight map[string]*run // by job id
+	cancelSb *nats.Subscription
+	tickStop chan struct{}
+	tickDone chan struct{}
+}
+
+// run is one attempt in progress.
+type run struct {
+	msg     jetstream.Msg
+	job     *streams.Job // as claimed (running)
+	lease   uint64
+	cancel  context.CancelCauseFunc
+	since   time.Time
+	done    chan struct{} // closed when process() returns
+	settled bool          // Stop wrote the outcome itself; process() must not
+}
+
+// NewRuntime returns a runtime for one queue.
+func NewRuntime(store *Store, cfg RuntimeConfig) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, store: store, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
+		slots: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
+		inflight: map[string]*run{}}, nil
+}
+
+// ConsumerName is the durable consumer that all workers of one job type on a
+// queue share.
+func ConsumerName(jobType string) string { return "run_" + streams.Token(jobType) }
+
+// Start begins claiming. It is idempotent.
+func (r *Runtime) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return nil
+	}
+	if err := r.store.Queues.Ensure(ctx, r.cfg.Queue); err != nil {
+		return err
+	}
+	qs, err := r.store.JS.Stream(ctx, streams.QueueStream(r.cfg.Queue))
+	if err != nil {
+		return fmt.Errorf("queue stream: %w", err)
+	}
+	r.qs = qs
+	sub, err := r.store.NC.Subscribe(streams.CancelSubject, r.onCancel)
+	if err != nil {
+		return fmt.Errorf("subscribe cancels: %w", err)
+	}
+	r.cancelSb = sub
+	for jobType := range r.cfg.Handlers {
+		cons, err := r.store.JS.CreateOrUpdateConsumer(ctx, qs.CachedInfo().Config.Name, jetstream.ConsumerConfig{
+			Durable:       ConsumerName(jobType),
+			Description:   "jetflow workers of " + jobType,
+			FilterSubject: streams.RunSubject(r.cfg.Queue, jobType),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       r.cfg.Lease,
+			MaxDeliver:    -1, // lease losses are counted in the job (max_lease_requeues), not here
+			MaxAckPending: r.cfg.MaxAckPending,
+		})
+		if err != nil {
+			r.stopLocked()
+			return fmt.Errorf("consumer for %s: %w", jobType, err)
+		}
+		cc, err := cons.Consume(r.receive,
+			jetstream.PullMaxMessages(r.cfg.Concurrency),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+					r.log.Debug("consume", "err", err)
+				}
+			}))
+		if err != nil {
+			r.stopLocked()
+			return fmt.Errorf("consume %s: %w", jobType, err)
+		}
+		r.consumes = append(r.consumes, cc)
+	}
+	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
+	go r.renewLeases()
+	r.started = true
+	return nil
+}
+
+// receive is the consume callback: it waits for a free slot, then runs the
+// work item in its own goroutine.
+func (r *Runtime) receive(msg jetstream.Msg) {
+	select {
+	case <-r.stopping:
+		_ = msg.Nak() // let another worker have it at once
+		return
+	case r.slots <- struct{}{}:
+	}
+	r.mu.Lock()
+	if r.stopped { // Stop began while we waited for the slot
+		r.mu.Unlock()
+		<-r.slots
+		_ = msg.Nak()
+		return
+	}
+	r.wg.Add(1) // under mu, so never after Stop's Wait began
+	r.mu.Unlock()
+	go func() {
+		defer func() { <-r.slots; r.wg.Done() }()
+		r.process(msg)
+	}()
+}
+
+// process takes one work item from claim to its outcome.
+func (r *Runtime) process(msg jetstream.Msg) {
+	ctx := context.Background()
+	meta, err := msg.Metadata()
+	if err != nil {
+		r.log.Error("work item without metadata", "err", err)
+		_ = msg.Term()
+		return
+	}
+	item, err := streams.DecodeWorkItem(msg.Data())
+	if err != nil {
+		r.log.Error("malformed work item dropped", "seq", meta.Sequence.Stream, "err", err)
+		_ = msg.Term()
+		return
+	}
+	h := r.cfg.Handlers[item.Job.Spec.Type]
+	if h == nil { // a consumer is per type, so this is a misrouted item
+		r.log.Error("work item for a type this worker does not run", "type", item.Job.Spec.Type)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	snap, ok := r.claim(ctx, msg, meta, item)
+	if !ok {
+		return
+	}
+	crash("claim:done")
+
+	hctx, cancel := context.WithCancelCause(context.Background())
+	hctx, cancelTimeout := context.WithTimeoutCause(hctx, snap.Job.Spec.Timeout, ErrTimeout)
+	rn := &run{msg: msg, job: snap.Job, lease: meta.Sequence.Stream, cancel: cancel, since: time.Now(), done: make(chan struct{})}
+	r.mu.Lock()
+	r.inflight[snap.Job.ID] = rn
+	r.mu.Unlock()
+
+	result, herr := r.call(hctx, h, &Task{Job: snap.Job, rt: r})
+	cause := context.Cause(hctx)
+	cancelTimeout()
+	cancel(nil)
+
+	r.mu.Lock()
+	delete(r.inflight, snap.Job.ID)
+	settled := rn.settled
+	r.mu.Unlock()
+	defer close(rn.done)
+	if settled {
+		return // Stop requeued it after the grace period; our result is void
+	}
+	r.complete(ctx, rn, snap, result, herr, cause)
+}
+
+// claim starts the job of a work item. It returns false when the item is
+// not (or no longer) the job's way to run, after settling the message.
+func (r *Runtime) claim(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, item *streams.WorkItem) (Snapshot, bool) {
+	lease := meta.Sequence.Stream
+	cur := Snapshot{Job: &item.Job, Rev: item.Rev}
+	for round := 0; round < 4; round++ {
+		snap, _, err := r.store.Apply(ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
+			return commands.Start(j, r.cfg.WorkerID, lease, time.Now().UTC())
+		})
+		if err == nil {
+			return snap, true
+		}
+		if !errors.Is(err, commands.ErrInvalidTransition) {
+			r.log.Warn("claim failed; the item will be redelivered", "job", item.Job.ID, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return snap, false
+		}
+		j := snap.Job
+		if j.State != streams.StateRunning && j.State != streams.StateClaimed {
+			// Terminal, scheduled, waiting: this item is stale. Another item
+			// (or the promoter) runs the job when it is runnable again.
+			_ = msg.Ack()
+			return snap, false
+		}
+		if j.LeaseItem != lease && r.itemAlive(ctx, j.LeaseItem) {
+			_ = msg.Ack() // a duplicate item while the job's own item is held
+			return snap, false
+		}
+		// The job is held under this item's lease (which the server has just
+		// redelivered: its worker stopped renewing it) or under an item that
+		// no longer exists. Either way the lease is lost.
+		held := j.LeaseItem
+		next, _, err := r.store.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
+			if (j.State != streams.StateRunning && j.State != streams.StateClaimed) || j.LeaseItem != held {
+				return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
+			}
+			return commands.LeaseLost(j, r.cfg.WorkerID, time.Now().UTC())
+		})
+		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
+			r.log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return next, false
+		}
+		if next.Job.State.Terminal() {
+			_ = msg.Ack()
+			return next, false
+		}
+		cur = next
+	}
+	_ = msg.NakWithDelay(time.Second)
+	return cur, false
+}
+
+// itemAlive reports whether the work item at seq of this queue's stream
+// still exists (is held by a worker or waits for redelivery).
+func (r *Runtime) itemAlive(ctx context.Context, seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	_, err := r.qs.GetMsg(ctx, seq)
+	return err == nil || !errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// call runs the handler, turning a panic into an error with its stack.
+func (r *Runtime) call(ctx context.Context, h Handler, t *Task) (result []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return h(ctx, t)
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+func (e *panicError) Code() string  { return CodePanic }
+
+// complete records how an attempt ended and settles its work item.
+func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result []byte, herr, cause error) {
+	worker, lease, attempt := r.cfg.WorkerID, rn.lease, snap.Job.Attempt
+	var decide func(j *streams.Job, now time.Time) (*streams.Event, error)
+	op := "complete"
+	var rl *RetryLaterError
+	var perm *PermanentError
+	var pe *panicError
+	switch {
+	case errors.Is(cause, ErrShutdown):
+		op = "requeue"
+		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Requeue(j, "worker shut down", worker, now)
+		}
+	case herr == nil:
+		res, err := commands.CompactJSON(result)
+		if err != nil {
+			herr = &PermanentError{Err: fmt.Errorf("handler result: %w", err)}
+			break
+		}
+		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Succeed(j, res, worker, now)
+		}
+	case errors.As(herr, &rl):
+		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.RetryLater(j, rl.Delay, rl.Reason, worker, now)
+		}
+	}
+	if decide == nil {
+		jerr := streams.JobError{Code: errorCode(herr), Message: herr.Error()}
+		retryable := !errors.As(herr, &perm)
+		switch {
+		case errors.Is(cause, ErrTimeout):
+			jerr = streams.JobError{Code: CodeTimeout, Message: fmt.Sprintf("execution timeout of %s passed: %v", snap.Job.Spec.Timeout, herr)}
+		case errors.As(herr, &pe):
+			jerr.Stack = pe.stack
+		}
+		u := commands.Jitter()
+		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Fail(j, jerr, retryable, worker, now, u)
+		}
+	}
+	for try := 0; ; try++ {
+		next, _, err := r.store.Apply(ctx, op, snap, func(j *streams.Job) (*streams.Event, error) {
+			if err := commands.CheckClaimant(j, worker, lease, attempt); err != nil {
+				return nil, err
+			}
+			return decide(j, time.Now().UTC())
+		})
+		if errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
+			// Cancelled, or the lease went to another worker: what this
+			// attempt produced is discarded.
+			r.log.Info("attempt result discarded", "job", snap.Job.ID, "reason", err)
+			r.release(rn, next.Job)
+			return
+		}
+		if err != nil {
+			if try < 5 {
+				time.Sleep(time.Duration(100<<try) * time.Millisecond)
+				continue
+			}
+			// Leave the item to be redelivered: the lease expires and the job
+			// is requeued by whoever gets it.
+			r.log.Error("could not record the outcome of an attempt", "job", snap.Job.ID, "err", err)
+			return
+		}
+		if err := r.store.Dispatch(ctx, next); err != nil {
+			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", snap.Job.ID, "err", err)
+		}
+		crash(op + ":dispatched")
+		_ = rn.msg.Ack()
+		return
+	}
+}
+
+// onCancel cancels the handler of a job that was just cancelled.
+func (r *Runtime) onCancel(m *nats.Msg) {
+	id := string(m.Data)
+	r.mu.Lock()
+	rn := r.inflight[id]
+	r.mu.Unlock()
+	if rn == nil {
+		return
+	}
+	go r.checkRun(rn)
+}
+
+// checkRun cancels a handler whose job is no longer held by its attempt.
+func (r *Runtime) checkRun(rn *run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, err := r.store.Get(ctx, rn.job.ID)
+	if err != nil {
+		return
+	}
+	j := snap.Job
+	if j.Seq == rn.job.Seq {
+		return
+	}
+	if commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.job.Attempt) == nil {
+		return // moved on by our own events (progress)
+	}
+	if j.State == streams.StateCancelled {
+		rn.cancel(ErrJobCancelled)
+	} else {
+		rn.cancel(ErrLeaseLost)
+	}
+}
+
+// renewLeases keeps the work items of running attempts from being
+// redelivered, and notices attempts whose job was cancelled or taken over
+// when a cancel notification was missed.
+func (r *Runtime) renewLeases() {
+	defer close(r.tickDone)
+	every := r.cfg.Lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.tickStop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		runs := make([]*run, 0, len(r.inflight))
+		for _, rn := range r.inflight {
+			runs = append(runs, rn)
+		}
+		r.mu.Unlock()
+		for _, rn := range runs {
+			if time.Since(rn.since) < every/2 {
+				continue
+			}
+			_ = rn.msg.InProgress()
+			go r.checkRun(rn)
+		}
+	}
+}
+
+// Stop stops claiming, lets running handlers finish for the grace period,
+// then cancels the rest and requeues their jobs (job.requeued) so that
+// another worker takes them over at once. It is idempotent.
+func (r *Runtime) Stop(ctx context.Context) {
+	r.mu.Lock()
+	if !r.started || r.stopped {
+		r.stopped = true
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	close(r.stopping)
+	consumes := r.consumes
+	r.mu.Unlock()
+
+	for _, cc := range consumes {
+		cc.Drain() // buffered items reach receive, which naks them
+	}
+	grace := time.NewTimer(r.cfg.ShutdownGrace)
+	defer grace.Stop()
+	drained := make(chan struct{})
+	go func() { r.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	runs := make([]*run, 0, len(r.inflight))
+	for _, rn := range r.inflight {
+		runs = append(runs, rn)
+	}
+	r.mu.Unlock()
+	for _, rn := range runs {
+		rn.cancel(ErrShutdown) // a handler that honours its context requeues itself
+	}
+	wctx, cancelWait := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelWait()
+	for _, rn := range runs {
+		select {
+		case <-rn.done:
+			continue
+		case <-wctx.Done():
+		}
+		// The handler ignores its context: requeue the job over its head.
+		// Whatever it reports later is refused (it no longer holds the job).
+		r.mu.Lock()
+		rn.settled = true
+		r.mu.Unlock()
+		r.requeue(context.Background(), rn)
+	}
+	select {
+	case <-drained:
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+	r.mu.Lock()
+	r.stopLocked()
+	r.mu.Unlock()
+}
+
+func (r *Runtime) requeue(ctx context.Context, rn *run) {
+	snap, err := r.store.Load(ctx, rn.job.ID)
+	if err != nil {
+		r.log.Error("requeue on shutdown", "job", rn.job.ID, "err", err)
+		return
+	}
+	next, _, err := r.store.Apply(ctx, "requeue", snap, func(j *streams.Job) (*streams.Event, error) {
+		if err := commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.job.Attempt); err != nil {
+			return nil, err
+		}
+		return commands.Requeue(j, "worker shut down; handler did not stop", r.cfg.WorkerID, time.Now().UTC())
+	})
+	if err != nil {
+		if !errors.Is(err, commands.ErrNotClaimant) {
+			r.log.Error("requeue on shutdown", "job", rn.job.ID, "err", err)
+		}
+		r.release(rn, next.Job)
+		return
+	}
+	_ = r.store.Dispatch(ctx, next)
+	_ = rn.msg.Ack()
+}
+
+// release settles the work item of an attempt that no longer holds its job.
+// If a newer attempt holds the job under this same item (the server
+// redelivered it when our lease lapsed, perhaps to this very process), the
+// item is that attempt's now: an ack from us would delete it under it, so it
+// is left alone.
+func (r *Runtime) release(rn *run, j *streams.Job) {
+	if j != nil && j.LeaseItem == rn.lease && (j.State == streams.StateRunning || j.State == streams.StateClaimed) {
+		return
+	}
+	_ = rn.msg.Ack()
+}
+
+func (r *Runtime) stopLocked() {
+	for _, cc := range r.consumes {
+		cc.Stop()
+	}
+	r.consumes = nil
+	if r.cancelSb != nil {
+		_ = r.cancelSb.Unsubscribe()
+		r.cancelSb = nil
+	}
+	if r.tickStop != nil {
+		close(r.tickStop)
+		<-r.tickDone
+		r.tickStop = nil
+	}
+}
+
+// Running is the number of attempts this runtime is running.
+func (r *Runtime) Running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}

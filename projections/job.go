@@ -1,0 +1,105 @@
+package projections
+
+import (
+	"fmt"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Apply folds one event into a job's state. Events at or below the job's Seq
+// have been folded already and are ignored, so a stale or replayed event
+// never moves a job backwards. j may be nil for the first event.
+func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
+	if j != nil && ev.Seq != 0 && ev.Seq <= j.Seq {
+		return j, nil
+	}
+	if j == nil {
+		if ev.Type != streams.EvSubmitted || ev.Spec == nil {
+			return nil, fmt.Errorf("job %s: first event is %s, not %s", ev.JobID, ev.Type, streams.EvSubmitted)
+		}
+		j = &streams.Job{ID: ev.JobID}
+	} else if ev.JobID != j.ID {
+		return nil, fmt.Errorf("event for job %s folded into job %s", ev.JobID, j.ID)
+	}
+	n := *j // fold into a copy: the caller's record stays as it was
+	t := ev.Time.UTC()
+	if ev.To != streams.StateNew {
+		n.State = ev.To
+	}
+	switch ev.Type {
+	case streams.EvSubmitted:
+		if j.Seq != 0 {
+			return nil, fmt.Errorf("job %s: %s after the job was created", ev.JobID, ev.Type)
+		}
+		n.Spec = *ev.Spec
+		n.CreatedAt = t
+		n.RunAt = ev.RunAt
+		if ev.To == streams.StateQueued {
+			n.QueuedAt = t
+		}
+	case streams.EvDue:
+		n.QueuedAt = t
+	case streams.EvClaimed:
+		n.Worker, n.LeaseItem = ev.Actor, ev.Lease
+	case streams.EvStarted:
+		n.Attempt = ev.Attempt
+		n.StartedAt = t
+		n.Worker, n.LeaseItem = ev.Actor, ev.Lease
+		n.Progress = nil
+	case streams.EvSucceeded:
+		n.Result = ev.Result
+		n.Error = nil
+		n.FinishedAt = t
+		n.LeaseItem = 0
+	case streams.EvFailed, streams.EvLeaseExpired:
+		n.Error = ev.Error
+		n.FinishedAt = t
+		n.LeaseItem = 0
+		if ev.Type == streams.EvLeaseExpired {
+			n.LeaseRequeues++
+		}
+	case streams.EvCancelled:
+		n.Error = &streams.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
+		n.FinishedAt = t
+		n.LeaseItem = 0
+	case streams.EvRetryScheduled, streams.EvRetryLater, streams.EvRequeued, streams.EvLeaseExpiredRequeue:
+		switch ev.Type {
+		case streams.EvRetryScheduled:
+			n.Retries++
+			n.Error = ev.Error
+		case streams.EvLeaseExpiredRequeue:
+			n.LeaseRequeues++
+		}
+		n.LeaseItem = 0
+		n.Worker = ""
+		if ev.To == streams.StateScheduled {
+			n.RunAt = ev.RunAt
+		} else {
+			n.QueuedAt = t
+		}
+	case streams.EvWaiting:
+		n.LeaseItem = 0
+	case streams.EvProgress:
+		if ev.Progress != nil {
+			p := *ev.Progress
+			n.Progress = &p
+		}
+	case streams.EvCustom:
+	default:
+		// An event type this build does not know: its state change (if any)
+		// is taken, the rest is left to newer code.
+	}
+	n.Seq = ev.Seq
+	n.Events++
+	if t.After(n.UpdatedAt) {
+		n.UpdatedAt = t
+	}
+	return &n, nil
+}
+
+func cancelMessage(reason string) string {
+	if reason == "" {
+		return "cancelled"
+	}
+	return "cancelled: " + reason
+}

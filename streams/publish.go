@@ -1,0 +1,155 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrConflict is returned (wrapped) when an expected-sequence check failed:
+// someone else appended to the job's subject, or wrote its KV record, first.
+var ErrConflict = errors.New("jetflow: concurrent write conflict")
+
+// IsConflict reports whether err is JetStream's "wrong last sequence"
+// refusal, in both its single-node (10071) and replicated (10164) forms.
+func IsConflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrConflict) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+// Writer publishes to JetStream through the asynchronous publisher, so that
+// concurrent callers share one pipelined window of in-flight publishes
+// instead of one round trip each.
+type Writer struct {
+	JS jetstream.JetStream
+}
+
+// Future is a publish in flight.
+type Future struct {
+	paf jetstream.PubAckFuture
+	err error
+}
+
+// Wait returns the stream sequence the message was stored at.
+func (f Future) Wait(ctx context.Context) (uint64, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	select {
+	case ack := <-f.paf.Ok():
+		return ack.Sequence, nil
+	case err := <-f.paf.Err():
+		if IsConflict(err) {
+			return 0, fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		return 0, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// PublishAsync starts publishing m. The wait for a free slot in the window is
+// bounded by the publisher's stall wait.
+func (w Writer) PublishAsync(m *nats.Msg, opts ...jetstream.PublishOpt) Future {
+	var paf jetstream.PubAckFuture
+	var err error
+	for i := 0; i < 100; i++ {
+		paf, err = w.JS.PublishMsgAsync(m, opts...)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			break
+		}
+	}
+	if err != nil {
+		return Future{err: fmt.Errorf("publish %s: %w", m.Subject, err)}
+	}
+	return Future{paf: paf}
+}
+
+// Publish publishes m and waits for its acknowledgement.
+func (w Writer) Publish(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (uint64, error) {
+	return w.PublishAsync(m, opts...).Wait(ctx)
+}
+
+// AppendAsync appends ev to subject on the condition that the last event on
+// that subject is expectSeq (0: none yet).
+func (w Writer) AppendAsync(subject string, ev *Event, expectSeq uint64) Future {
+	data, err := EncodeEvent(ev)
+	if err != nil {
+		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
+	}
+	return w.PublishAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}},
+		jetstream.WithExpectLastSequencePerSubject(expectSeq))
+}
+
+// AppendFirst appends the first event of a job: it fails with ErrConflict if
+// any event for the job id exists on any subject (another namespace, queue
+// or type), which makes idempotency keys hold across them.
+func (w Writer) AppendFirst(ctx context.Context, ev *Event, subject string) (uint64, error) {
+	data, err := EncodeEvent(ev)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s: %w", ev.Type, err)
+	}
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	// A keyed id must be unique across every subject it could appear on; a
+	// random id only needs its own subject to be empty, which is cheaper.
+	if ev.Spec != nil && ev.Spec.Key != "" {
+		return w.Publish(ctx, m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
+	}
+	return w.Publish(ctx, m, jetstream.WithExpectLastSequencePerSubject(0))
+}
+
+// PutJobAsync writes a job record on the condition that the key's current
+// revision is rev (0: the key must not exist).
+func (w Writer) PutJobAsync(j *Job, rev uint64) Future {
+	data, err := EncodeJob(j)
+	if err != nil {
+		return Future{err: fmt.Errorf("encode job %s: %w", j.ID, err)}
+	}
+	return w.PublishAsync(&nats.Msg{Subject: KVSubject(j.ID), Data: data, Header: nats.Header{}},
+		jetstream.WithExpectLastSequencePerSubject(rev))
+}
+
+// DispatchAsync publishes the work item that makes a job runnable, or, if
+// it is due later, a message schedule that fires it then. The Nats-Msg-Id
+// makes a repeated dispatch of the same job state a no-op within the queue
+// stream's duplicate window; after that a duplicate is harmless, because
+// claims are checked against the job's sequence.
+func (w Writer) DispatchAsync(item *WorkItem) Future {
+	j := &item.Job
+	data, err := Marshal(item)
+	if err != nil {
+		return Future{err: fmt.Errorf("encode work item %s: %w", j.ID, err)}
+	}
+	switch j.State {
+	case StateQueued:
+		return w.PublishAsync(&nats.Msg{Subject: RunSubject(j.Spec.Queue, j.Spec.Type), Data: data, Header: nats.Header{}},
+			jetstream.WithMsgID(j.ID+"-"+strconv.FormatUint(j.Seq, 10)))
+	case StateScheduled:
+		// One schedule per job subject: publishing again replaces it, so this
+		// is idempotent without a message id. Schedules have a resolution of
+		// a second: round up, so that a job never runs early.
+		at := j.RunAt
+		if now := time.Now(); at.Before(now) {
+			at = now
+		}
+		return w.PublishAsync(&nats.Msg{Subject: SchedSubject(j.Spec.Queue, j.ID), Data: data, Header: nats.Header{}},
+			jetstream.WithScheduleAt(at.Add(time.Second-1).Truncate(time.Second)),
+			jetstream.WithScheduleTarget(DueSubject(j.Spec.Queue)))
+	}
+	return Future{err: fmt.Errorf("dispatch %s: job is %s, not runnable", j.ID, j.State)}
+}

@@ -1,0 +1,176 @@
+package streams
+
+import (
+	"time"
+)
+
+// State is where a job is in its lifecycle. The transitions between states
+// are decided in package commands (commands.Lifecycle).
+type State string
+
+const (
+	StateNew       State = "" // before the first event
+	StatePending   State = "pending"
+	StateScheduled State = "scheduled"
+	StateQueued    State = "queued"
+	StateClaimed   State = "claimed"
+	StateRunning   State = "running"
+	StateWaiting   State = "waiting"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state a job can be in, in lifecycle order.
+var States = []State{StatePending, StateScheduled, StateQueued, StateClaimed, StateRunning,
+	StateWaiting, StateSucceeded, StateFailed, StateCancelled}
+
+// Terminal reports whether nothing can leave s.
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCancelled
+}
+
+// Valid reports whether s is one of States.
+func (s State) Valid() bool {
+	for _, x := range States {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Event types. The event log is the source of truth: every state change is
+// exactly one of these, appended to the job's subject.
+const (
+	EvSubmitted           = "job.submitted"             // new -> pending|scheduled|queued
+	EvDue                 = "job.due"                   // scheduled -> queued
+	EvClaimed             = "job.claimed"               // queued -> claimed (HTTP workers)
+	EvStarted             = "job.started"               // queued|claimed -> running
+	EvSucceeded           = "job.succeeded"             // running|waiting -> succeeded
+	EvFailed              = "job.failed"                // -> failed
+	EvCancelled           = "job.cancelled"             // -> cancelled
+	EvRetryScheduled      = "job.retry_scheduled"       // running -> scheduled|queued, uses a retry
+	EvRetryLater          = "job.retry_later"           // running -> scheduled|queued, no retry used
+	EvRequeued            = "job.requeued"              // running|claimed -> queued (worker shut down)
+	EvLeaseExpiredRequeue = "job.lease_expired_requeue" // running|claimed -> queued
+	EvLeaseExpired        = "job.lease_expired"         // running|claimed -> failed
+	EvWaiting             = "job.waiting"               // running -> waiting (deferred to children)
+	EvProgress            = "job.progress"              // no state change
+	EvCustom              = "job.event"                 // no state change: a handler's own event
+)
+
+// EnvelopeVersion is the version of the Event envelope written by this code.
+const EnvelopeVersion = 1
+
+// Spec is what a job was submitted with. It never changes after job.submitted.
+// Every option is resolved at submit time (defaults filled in), so that the
+// fold of the log never needs to know today's defaults.
+type Spec struct {
+	Namespace        string        `msgpack:"ns"`
+	Type             string        `msgpack:"type"`
+	Queue            string        `msgpack:"queue"`
+	Payload          []byte        `msgpack:"payload,omitempty"` // JSON
+	Tags             []string      `msgpack:"tags,omitempty"`
+	Key              string        `msgpack:"key,omitempty"` // idempotency key
+	Parent           string        `msgpack:"parent,omitempty"`
+	RetryOf          string        `msgpack:"retry_of,omitempty"`
+	Priority         int           `msgpack:"prio,omitempty"`
+	MaxRetries       int           `msgpack:"max_retries"`
+	Backoff          time.Duration `msgpack:"backoff"`     // base delay of retry 1
+	BackoffCap       time.Duration `msgpack:"backoff_cap"` // upper bound of a retry delay
+	Jitter           float64       `msgpack:"jitter"`      // +- fraction of a retry delay
+	RetryOn          []string      `msgpack:"retry_on,omitempty"`
+	NoRetryOn        []string      `msgpack:"no_retry_on,omitempty"`
+	Timeout          time.Duration `msgpack:"timeout"` // execution timeout of one attempt
+	MaxLeaseRequeues int           `msgpack:"max_lease_requeues"`
+	RunAt            time.Time     `msgpack:"run_at,omitempty"`
+}
+
+// JobError is why an attempt or a job failed.
+type JobError struct {
+	Code    string `msgpack:"code,omitempty" json:"code,omitempty"`
+	Message string `msgpack:"message" json:"message"`
+	Stack   string `msgpack:"stack,omitempty" json:"stack,omitempty"`
+}
+
+// Progress is the last progress a handler reported.
+type Progress struct {
+	Current int64  `msgpack:"current" json:"current"`
+	Total   int64  `msgpack:"total" json:"total"`
+	Message string `msgpack:"message,omitempty" json:"message,omitempty"`
+}
+
+// Job is the state of one job: the fold of its events (projections.Apply),
+// stored in JobsBucket under its id. Seq is the stream sequence of the last
+// event folded into it; a record is only ever replaced by one with a higher
+// Seq.
+type Job struct {
+	ID            string    `msgpack:"id"`
+	Spec          Spec      `msgpack:"spec"`
+	State         State     `msgpack:"state"`
+	Attempt       int       `msgpack:"attempt"`        // attempts started
+	Retries       int       `msgpack:"retries"`        // retries used (retry_later does not use one)
+	LeaseRequeues int       `msgpack:"lease_requeues"` // times a lost lease put it back
+	Worker        string    `msgpack:"worker,omitempty"`
+	LeaseItem     uint64    `msgpack:"lease_item,omitempty"` // work item (queue stream seq) that holds the lease
+	Result        []byte    `msgpack:"result,omitempty"`     // JSON
+	Error         *JobError `msgpack:"error,omitempty"`      // last attempt's error
+	Progress      *Progress `msgpack:"progress,omitempty"`
+	CreatedAt     time.Time `msgpack:"created_at"`
+	RunAt         time.Time `msgpack:"run_at,omitempty"` // when a scheduled job is due
+	QueuedAt      time.Time `msgpack:"queued_at,omitempty"`
+	StartedAt     time.Time `msgpack:"started_at,omitempty"`
+	FinishedAt    time.Time `msgpack:"finished_at,omitempty"`
+	UpdatedAt     time.Time `msgpack:"updated_at"`
+	Seq           uint64    `msgpack:"seq"`    // last folded event
+	Events        int       `msgpack:"events"` // events folded
+}
+
+// Subject is the subject the job's events are appended to.
+func (j *Job) Subject() string {
+	return EventSubject(j.Spec.Namespace, j.Spec.Queue, j.Spec.Type, j.ID)
+}
+
+// Event is the envelope of every entry in the events stream. The common part
+// (type, job, time, attempt, actor, level, message, fields) is the same for
+// all events; the typed part below it is set by the events that need it.
+type Event struct {
+	V       int            `msgpack:"v"`
+	Type    string         `msgpack:"type"`
+	JobID   string         `msgpack:"job"`
+	Time    time.Time      `msgpack:"time"`
+	Attempt int            `msgpack:"attempt,omitempty"`
+	Actor   string         `msgpack:"actor,omitempty"`
+	Level   string         `msgpack:"level,omitempty"` // info|warning|error
+	Message string         `msgpack:"msg,omitempty"`
+	Fields  map[string]any `msgpack:"fields,omitempty"`
+	From    State          `msgpack:"from,omitempty"`
+	To      State          `msgpack:"to,omitempty"` // empty: no state change
+
+	Spec     *Spec     `msgpack:"spec,omitempty"`     // job.submitted
+	Result   []byte    `msgpack:"result,omitempty"`   // job.succeeded (JSON)
+	Error    *JobError `msgpack:"error,omitempty"`    // failures and retries
+	RunAt    time.Time `msgpack:"run_at,omitempty"`   // -> scheduled
+	Lease    uint64    `msgpack:"lease,omitempty"`    // job.started, job.claimed: the work item
+	Progress *Progress `msgpack:"progress,omitempty"` // job.progress
+
+	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
+	Subject string `msgpack:"-"` // set when read
+}
+
+// Levels of events.
+const (
+	LevelInfo    = "info"
+	LevelWarning = "warning"
+	LevelError   = "error"
+)
+
+// WorkItem is a runnable job on its queue's stream: the job record at the KV
+// revision Rev, so that a worker can claim it without reading first. It is a
+// hint: if the job moved on since, the claim conflicts and the worker reads
+// the current state.
+type WorkItem struct {
+	Rev uint64 `msgpack:"rev"`
+	Job Job    `msgpack:"job"`
+}

@@ -1,0 +1,144 @@
+package streams
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Subjects. Every name that goes into a subject is a single token: queue
+// names and namespaces are restricted to [A-Za-z0-9_-], and job types, which
+// may contain '.', ':' and '@', are escaped with Token.
+//
+//	jetflow.ev.<ns>.<queue>.<type>.<id>   the events of one job (EventsStream)
+//	jetflow.q.<queue>.run.<type>          runnable work items (the queue's stream)
+//	jetflow.q.<queue>.sched.<id>          a job's pending delay (a message schedule)
+//	jetflow.q.<queue>.due                 fired schedules, promoted to run items
+//	jetflow.cmd.<verb>                    commands (request/reply)
+//	jetflow.ctl.cancel                    cancel notifications to workers
+const (
+	EventsStream    = "JETFLOW_EVENTS"
+	EventsPrefix    = "jetflow.ev"
+	JobsBucket      = "jetflow_jobs"
+	QueuesBucket    = "jetflow_queues"
+	QueueStreamPfx  = "JETFLOW_Q_"
+	CommandPrefix   = "jetflow.cmd"
+	CancelSubject   = "jetflow.ctl.cancel"
+	DefaultNS       = "default"
+	DefaultQueue    = "default"
+	maxNameLen      = 64
+	maxTypeLen      = 128
+	tokenEscapeChar = '~'
+)
+
+// EventSubject is the subject all events of one job are appended to.
+func EventSubject(ns, queue, jobType, id string) string {
+	return EventsPrefix + "." + Token(ns) + "." + queue + "." + Token(jobType) + "." + id
+}
+
+// EventFilter selects the events of one job without knowing its namespace,
+// queue or type.
+func EventFilter(id string) string { return EventsPrefix + ".*.*.*." + id }
+
+// QueueStream is the name of a queue's work-queue stream.
+func QueueStream(queue string) string { return QueueStreamPfx + queue }
+
+// QueueSubjects are the subjects a queue's stream captures.
+func QueueSubjects(queue string) []string { return []string{"jetflow.q." + queue + ".>"} }
+
+// RunSubject is where runnable work items of one job type on a queue go.
+func RunSubject(queue, jobType string) string { return "jetflow.q." + queue + ".run." + Token(jobType) }
+
+// SchedSubject holds the message schedule of one job's pending delay. A job
+// has at most one: a new schedule on the subject replaces the old one.
+func SchedSubject(queue, id string) string { return "jetflow.q." + queue + ".sched." + id }
+
+// DueSubject receives fired schedules of a queue.
+func DueSubject(queue string) string { return "jetflow.q." + queue + ".due" }
+
+// KVKey is the key of a job's record in JobsBucket.
+func KVKey(id string) string { return id }
+
+// KVSubject is the subject behind a job's KV key, for pipelined
+// revision-checked writes.
+func KVSubject(id string) string { return "$KV." + JobsBucket + "." + id }
+
+// Token escapes a name into one subject token that is also a valid consumer
+// name and file name: every byte outside [A-Za-z0-9_-] becomes ~XX (hex).
+// "demo.echo" -> "demo~2Eecho".
+func Token(s string) string {
+	if isPlain(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if plainByte(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%c%02X", tokenEscapeChar, c)
+		}
+	}
+	return b.String()
+}
+
+// ParseToken reverses Token.
+func ParseToken(t string) (string, error) {
+	if !strings.ContainsRune(t, tokenEscapeChar) {
+		return t, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		if t[i] != tokenEscapeChar {
+			b.WriteByte(t[i])
+			continue
+		}
+		if i+2 >= len(t) {
+			return "", fmt.Errorf("token %q: truncated escape", t)
+		}
+		var c byte
+		if _, err := fmt.Sscanf(t[i+1:i+3], "%02X", &c); err != nil {
+			return "", fmt.Errorf("token %q: bad escape: %w", t, err)
+		}
+		b.WriteByte(c)
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func plainByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+func isPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidQueue reports whether q can name a queue: 1-64 of [A-Za-z0-9_-].
+func ValidQueue(q string) bool { return q != "" && len(q) <= maxNameLen && isPlain(q) }
+
+// ValidNamespace reports whether ns can name a namespace: 1-64 of
+// [A-Za-z0-9_-], or one of the reserved "@global" and "@internal".
+func ValidNamespace(ns string) bool {
+	return ns == "@global" || ns == "@internal" || (ns != "" && len(ns) <= maxNameLen && isPlain(ns))
+}
+
+// ValidType reports whether t can name a job type: 1-128 printable ASCII
+// characters from [A-Za-z0-9_-.:@], not starting or ending with '.'.
+func ValidType(t string) bool {
+	if t == "" || len(t) > maxTypeLen || t[0] == '.' || t[len(t)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !plainByte(c) && c != '.' && c != ':' && c != '@' {
+			return false
+		}
+	}
+	return true
+}

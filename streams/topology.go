@@ -1,0 +1,160 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Topology says how jetflow's streams and buckets are provisioned. The zero
+// value is the single-node default; a cluster sets Replicas to 3.
+type Topology struct {
+	Replicas        int           // 1 (default) or 3 on a cluster
+	MemoryStorage   bool          // tests and benchmarks only: nothing survives a restart
+	EventsMaxAge    time.Duration // how long the event log keeps events; 0 = forever
+	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the queue streams (default 2 min)
+	MaxPayload      int32         // largest record; default 4 MiB
+}
+
+// Defaults of a Topology.
+const (
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultMaxPayload      = 4 << 20
+)
+
+func (t Topology) withDefaults() Topology {
+	if t.Replicas <= 0 {
+		t.Replicas = 1
+	}
+	if t.DuplicateWindow <= 0 {
+		t.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if t.MaxPayload <= 0 {
+		t.MaxPayload = DefaultMaxPayload
+	}
+	return t
+}
+
+func (t Topology) storage() jetstream.StorageType {
+	if t.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// EventsConfig is the configuration of the events stream: every job's log.
+// Limits retention (events are never consumed away), per-subject sequences
+// for optimistic appends, direct get for reading a job's history.
+func (t Topology) EventsConfig() jetstream.StreamConfig {
+	t = t.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "jetflow event log: every transition of every job",
+		Subjects:    []string{EventsPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     t.storage(),
+		Replicas:    t.Replicas,
+		MaxAge:      t.EventsMaxAge,
+		MaxMsgSize:  t.MaxPayload,
+		Duplicates:  t.DuplicateWindow,
+		AllowDirect: true,
+		DenyDelete:  true,
+	}
+}
+
+// QueueConfig is the configuration of one queue's work-queue stream: run
+// items (one consumer per job type), message schedules for delays, and the
+// due subject their firing lands on.
+func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
+	t = t.withDefaults()
+	return jetstream.StreamConfig{
+		Name:              QueueStream(queue),
+		Description:       "jetflow work queue " + queue,
+		Subjects:          QueueSubjects(queue),
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           t.storage(),
+		Replicas:          t.Replicas,
+		MaxMsgSize:        t.MaxPayload,
+		Duplicates:        t.DuplicateWindow,
+		AllowMsgSchedules: true,
+		AllowDirect:       true,
+	}
+}
+
+// Ensure creates or updates the events stream and the buckets. It is
+// idempotent and safe to run from every process at start.
+func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
+	t = t.withDefaults()
+	if _, err := js.CreateOrUpdateStream(ctx, t.EventsConfig()); err != nil {
+		return fmt.Errorf("ensure stream %s: %w", EventsStream, err)
+	}
+	for _, kv := range []jetstream.KeyValueConfig{
+		{Bucket: JobsBucket, Description: "jetflow job state, projected from the event log", History: 1,
+			Storage: t.storage(), Replicas: t.Replicas, MaxValueSize: t.MaxPayload},
+		{Bucket: QueuesBucket, Description: "jetflow queues and their settings", History: 1,
+			Storage: t.storage(), Replicas: t.Replicas},
+	} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kv); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", kv.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// Queues provisions queue streams on first use and remembers which exist, so
+// that the submit path pays for the check once per queue and process.
+type Queues struct {
+	topo  Topology
+	js    jetstream.JetStream
+	mu    sync.Mutex
+	known map[string]bool
+}
+
+// NewQueues returns a provisioner of queue streams.
+func NewQueues(js jetstream.JetStream, t Topology) *Queues {
+	return &Queues{topo: t.withDefaults(), js: js, known: map[string]bool{}}
+}
+
+// QueueRecord is a queue's entry in QueuesBucket.
+type QueueRecord struct {
+	Name      string    `msgpack:"name" json:"name"`
+	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
+	Paused    bool      `msgpack:"paused" json:"paused"`
+}
+
+// Ensure makes sure the queue's stream exists and the queue is registered.
+func (q *Queues) Ensure(ctx context.Context, queue string) error {
+	q.mu.Lock()
+	ok := q.known[queue]
+	q.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if !ValidQueue(queue) {
+		return fmt.Errorf("queue %q: invalid name", queue)
+	}
+	cfg := q.topo.QueueConfig(queue)
+	if _, err := q.js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := q.js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("create queue stream %s: %w", cfg.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("queue stream %s: %w", cfg.Name, err)
+	}
+	kv, err := q.js.KeyValue(ctx, QueuesBucket)
+	if err != nil {
+		return fmt.Errorf("queues bucket: %w", err)
+	}
+	rec, _ := Marshal(&QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
+	if _, err := kv.Create(ctx, queue, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("register queue %s: %w", queue, err)
+	}
+	q.mu.Lock()
+	q.known[queue] = true
+	q.mu.Unlock()
+	return nil
+}
