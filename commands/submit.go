@@ -103,13 +103,78 @@ func (d *Duration) seconds(f float64) error {
 	return nil
 }
 
+// RawJSON is a JSON value carried as its text. In JSON it is the value
+// itself; in msgpack it is either the value as msgpack (a map, an array, a
+// number...) or a string/binary holding JSON text.
+type RawJSON []byte
+
+// MarshalJSON returns the JSON text (null when empty).
+func (r RawJSON) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// UnmarshalJSON keeps the JSON text.
+func (r *RawJSON) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (r *RawJSON) DecodeMsgpack(dec *msgpack.Decoder) error {
+	v, err := dec.DecodeInterface()
+	if err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case []byte:
+		*r = RawJSON(x)
+		return nil
+	}
+	b, err := json.Marshal(jsonable(v))
+	if err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	*r = b
+	return nil
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder: the JSON text as binary.
+func (r RawJSON) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.EncodeBytes(r) }
+
+// jsonable turns msgpack's generic values (maps with any keys) into values
+// encoding/json accepts.
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonable(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = jsonable(e)
+		}
+		return x
+	}
+	return v
+}
+
 // SubmitRequest is a request to create a job, as it arrives from the SDK, the
 // CLI, the HTTP API or a jetflow.cmd.submit message. Pointer fields tell
 // "not given" (default) from zero.
 type SubmitRequest struct {
 	Namespace        string          `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
 	Type             string          `json:"type" msgpack:"type"`
-	Payload          json.RawMessage `json:"payload,omitempty" msgpack:"payload,omitempty"`
+	Payload          RawJSON         `json:"payload,omitempty" msgpack:"payload,omitempty"`
 	Queue            string          `json:"queue,omitempty" msgpack:"queue,omitempty"`
 	Delay            *Duration       `json:"delay,omitempty" msgpack:"delay,omitempty"`
 	RunAt            *time.Time      `json:"run_at,omitempty" msgpack:"run_at,omitempty"`

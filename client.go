@@ -1,0 +1,252 @@
+package jetflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Client submits jobs and follows them. It is safe for concurrent use.
+type Client struct {
+	store *engine.Store
+	nc    *nats.Conn
+	owned bool
+}
+
+// ClientOptions configure a Client. The zero value means defaults.
+type ClientOptions struct {
+	// Replicas of the streams and buckets jetflow provisions: 1 on one
+	// server, 3 on a cluster.
+	Replicas int
+	// Name identifies this process in the events it writes (the actor).
+	Name   string
+	Logger *slog.Logger
+}
+
+// Connect dials NATS at url (comma-separated for a cluster) and returns a
+// Client that owns the connection.
+func Connect(ctx context.Context, url string, o ClientOptions) (*Client, error) {
+	name := o.Name
+	if name == "" {
+		name = defaultName()
+	}
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	c, err := NewClient(ctx, nc, o)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.owned = true
+	return c, nil
+}
+
+// NewClient returns a Client on an existing connection, provisioning
+// jetflow's streams and buckets if they do not exist.
+func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, error) {
+	name := o.Name
+	if name == "" {
+		name = defaultName()
+	}
+	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas}, name)
+	if err != nil {
+		return nil, err
+	}
+	if o.Logger != nil {
+		st.Log = o.Logger
+	}
+	return &Client{store: st, nc: nc}, nil
+}
+
+func defaultName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+// Close closes the connection if the Client opened it.
+func (c *Client) Close() {
+	if c.owned {
+		c.nc.Close()
+	}
+}
+
+// Store is the engine's write path, for components built on the Client.
+func (c *Client) Store() *engine.Store { return c.store }
+
+// SubmitRequest is a job to submit, with every option; see Submit for the
+// short form.
+type SubmitRequest = commands.SubmitRequest
+
+// Submit submits a job of type jobType with payload (any value that
+// marshals to JSON; a json.RawMessage or []byte is taken as JSON as is).
+func (c *Client) Submit(ctx context.Context, jobType string, payload any, opts ...SubmitOption) (*JobInfo, error) {
+	req, err := NewRequest(jobType, payload, opts...)
+	if err != nil {
+		return nil, err
+	}
+	info, _, err := c.SubmitRequest(ctx, req)
+	return info, err
+}
+
+// NewRequest builds a SubmitRequest from Submit's arguments.
+func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitRequest, error) {
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	req := &SubmitRequest{Type: jobType, Payload: commands.RawJSON(raw)}
+	for _, o := range opts {
+		o(req)
+	}
+	return req, nil
+}
+
+// SubmitRequest submits one job. created is false when the request's
+// idempotency key named an existing job, which is returned as it is.
+func (c *Client) SubmitRequest(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
+	res, err := c.store.Submit(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	return projections.View(res.Job), res.Created, nil
+}
+
+// SubmitMany submits jobs with their writes pipelined. The i-th result and
+// error belong to the i-th request.
+func (c *Client) SubmitMany(ctx context.Context, reqs []*SubmitRequest) ([]*JobInfo, []error) {
+	res := c.store.SubmitBatch(ctx, reqs)
+	infos, errs := make([]*JobInfo, len(res)), make([]error, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			errs[i] = r.Err
+			continue
+		}
+		infos[i] = projections.View(r.Job)
+	}
+	return infos, errs
+}
+
+func marshalPayload(p any) (json.RawMessage, error) {
+	switch v := p.(type) {
+	case nil:
+		return json.RawMessage("null"), nil
+	case json.RawMessage:
+		return v, nil
+	case []byte:
+		return json.RawMessage(v), nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, &commands.InputError{Field: "payload", Reason: err.Error()}
+	}
+	return b, nil
+}
+
+// Get returns a job.
+func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
+	snap, err := c.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		// Maybe only the log has it yet (its submitter crashed mid-way).
+		snap, err = c.store.Load(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(snap.Job), nil
+}
+
+// Cancel cancels a job. A queued or scheduled job is cancelled at once; a
+// running job's handler sees its context cancelled. Cancelling a terminal
+// job changes nothing and returns it as it is.
+func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error) {
+	snap, err := c.store.Cancel(ctx, id, reason)
+	if errors.Is(err, ErrTerminal) {
+		return projections.View(snap.Job), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(snap.Job), nil
+}
+
+// Wait blocks until the job is terminal (or ctx is done) and returns it. It
+// watches the job's record: no polling.
+func (c *Client) Wait(ctx context.Context, id string) (*JobInfo, error) {
+	if _, err := c.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	w, err := c.store.KV.Watch(ctx, streams.KVKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("watch job %s: %w", id, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("watch job %s: closed", id)
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			if j.State.Terminal() {
+				return projections.View(j), nil
+			}
+		}
+	}
+}
+
+// ListFilter selects jobs; empty fields match everything.
+type ListFilter = engine.Filter
+
+// List returns the jobs that match f, newest first. It reads the whole jobs
+// bucket (one ordered consumer), which is fine for thousands of jobs; the
+// HTTP API keeps an index for more.
+func (c *Client) List(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
+	jobs, err := c.store.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]*JobInfo, len(jobs))
+	for i, j := range jobs {
+		views[i] = projections.View(j)
+	}
+	return views, nil
+}
+
+// Events returns a job's history, oldest first.
+func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
+	var out []*EventInfo
+	err := c.store.History(ctx, id, 0, false, func(e *streams.Event) error {
+		out = append(out, projections.ViewEvent(e))
+		return nil
+	})
+	return out, err
+}
+
+// Follow calls fn with a job's history, then with each new event as it is
+// appended, until the job's terminal event was delivered, fn returns an
+// error, or ctx is done.
+func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) error) error {
+	return c.store.History(ctx, id, 0, true, func(e *streams.Event) error { return fn(projections.ViewEvent(e)) })
+}

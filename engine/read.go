@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Filter selects jobs; empty fields match everything.
+type Filter struct {
+	State     streams.State `json:"state,omitempty" msgpack:"state,omitempty"`
+	Queue     string        `json:"queue,omitempty" msgpack:"queue,omitempty"`
+	Type      string        `json:"type,omitempty" msgpack:"type,omitempty"`
+	Namespace string        `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
+	Parent    string        `json:"parent,omitempty" msgpack:"parent,omitempty"`
+	Limit     int           `json:"limit,omitempty" msgpack:"limit,omitempty"`
+}
+
+// Validate checks a filter's fields.
+func (f *Filter) Validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return &commands.InputError{Field: "state", Reason: fmt.Sprintf("%q is not a state", f.State)}
+	}
+	if f.Queue != "" && !streams.ValidQueue(f.Queue) {
+		return &commands.InputError{Field: "queue", Reason: fmt.Sprintf("%q is not a queue name", f.Queue)}
+	}
+	if f.Parent != "" && !streams.ValidID(f.Parent) {
+		return &commands.InputError{Field: "parent", Reason: fmt.Sprintf("%q is not a job id", f.Parent)}
+	}
+	if f.Limit < 0 {
+		return &commands.InputError{Field: "limit", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Match reports whether j passes the filter.
+func (f *Filter) Match(j *streams.Job) bool {
+	return (f.State == "" || j.State == f.State) && (f.Queue == "" || j.Spec.Queue == f.Queue) &&
+		(f.Type == "" || j.Spec.Type == f.Type) && (f.Namespace == "" || j.Spec.Namespace == f.Namespace) &&
+		(f.Parent == "" || j.Spec.Parent == f.Parent)
+}
+
+// List returns the jobs that match f, newest first, reading the whole jobs
+// bucket through one ordered consumer.
+func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	w, err := s.KV.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer w.Stop()
+	var out []*streams.Job
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				SortNewestFirst(out)
+				if f.Limit > 0 && len(out) > f.Limit {
+					out = out[:f.Limit]
+				}
+				return out, nil
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				s.Log.Warn("undecodable job record", "key", e.Key(), "err", err)
+				continue
+			}
+			if f.Match(j) {
+				out = append(out, j)
+			}
+		}
+	}
+}
+
+// SortNewestFirst orders jobs by creation, newest first (id breaks ties).
+func SortNewestFirst(js []*streams.Job) {
+	sort.Slice(js, func(i, k int) bool {
+		if !js[i].CreatedAt.Equal(js[k].CreatedAt) {
+			return js[i].CreatedAt.After(js[k].CreatedAt)
+		}
+		return js[i].ID > js[k].ID
+	})
+}
+
+// History calls fn with each event of a job, oldest first; with live it
+// goes on with new events until the job's terminal event, fn's error or
+// ctx's end. after skips events up to that sequence.
+func (s *Store) History(ctx context.Context, id string, after uint64, live bool, fn func(*streams.Event) error) error {
+	if !streams.ValidID(id) {
+		return &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
+	}
+	snap, err := s.Get(ctx, id)
+	if err != nil {
+		if snap, err = s.Load(ctx, id); err != nil {
+			return err
+		}
+	}
+	if !live && snap.Job.Seq <= after {
+		return nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{snap.Job.Subject()}}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	cons, err := s.JS.OrderedConsumer(ctx, streams.EventsStream, cfg)
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", id, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", id, err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("events of %s: %w", id, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		ev, err := streams.DecodeEvent(m.Data())
+		if err != nil {
+			return fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
+		}
+		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		if err := fn(ev); err != nil {
+			return err
+		}
+		if meta.NumPending == 0 && (!live || ev.To.Terminal()) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Rebuild folds the event log, from the first event up to and including
+// sequence upTo (0: the last one now), into job records: the state of every
+// job as the log says it is.
+func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*streams.Job, uint64, error) {
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		return nil, 0, fmt.Errorf("events stream: %w", err)
+	}
+	if upTo == 0 {
+		upTo = s.CachedInfo().State.LastSeq
+	}
+	jobs := map[string]*streams.Job{}
+	if upTo == 0 {
+		return jobs, 0, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, streams.EventsStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read event log: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read event log: %w", err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, 0, fmt.Errorf("read event log: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, 0, err
+		}
+		if meta.Sequence.Stream > upTo {
+			break
+		}
+		ev, err := streams.DecodeEvent(m.Data())
+		if err != nil {
+			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
+		}
+		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		j, err := Apply(jobs[ev.JobID], ev)
+		if err != nil {
+			return nil, 0, fmt.Errorf("event %d: %w", ev.Seq, err)
+		}
+		jobs[ev.JobID] = j
+		if meta.Sequence.Stream >= upTo {
+			break
+		}
+	}
+	return jobs, upTo, nil
+}
+
+// Diff is one job whose projection differs from its log.
+type Diff struct {
+	ID     string   `json:"id"`
+	Reason string   `json:"reason"`
+	Fields []string `json:"fields,omitempty"`
+}
+
+// Report is the outcome of Verify.
+type Report struct {
+	Jobs    int    `json:"jobs"`     // jobs in the log
+	Records int    `json:"records"`  // records in the bucket
+	LastSeq uint64 `json:"last_seq"` // events up to here were rebuilt
+	Diffs   []Diff `json:"diffs"`
+}
+
+// Verify rebuilds every job from the log and compares it with its record in
+// the jobs bucket. On a live system a job that moves while Verify reads is
+// compared at the same event: records that are ahead of the rebuilt state
+// are folded forward from the log first, records that are behind are read
+// again after settle (writers project their own events within it) before
+// they count as a difference.
+func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (*Report, error) {
+	log, upTo, err := Rebuild(ctx, js, 0)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, streams.JobsBucket)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := readAll(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Jobs: len(log), Records: len(recs), LastSeq: upTo}
+	var behind []string
+	for id, want := range log {
+		got, ok := recs[id]
+		if !ok || got.Seq < want.Seq {
+			behind = append(behind, id)
+			continue
+		}
+		if got.Seq > want.Seq {
+			if want, err = foldTail(ctx, evs, want, got.Seq); err != nil {
+				return nil, err
+			}
+		}
+		if d := compare(want, got); d != nil {
+			rep.Diffs = append(rep.Diffs, *d)
+		}
+	}
+	if len(behind) > 0 && settle > 0 {
+		t := time.NewTimer(settle)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	for _, id := range behind {
+		want := log[id]
+		got, err := readOne(ctx, kv, id)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case got == nil:
+			rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: "in the log, missing from the jobs bucket"})
+			continue
+		case got.Seq < want.Seq:
+			rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)})
+			continue
+		case got.Seq > want.Seq:
+			if want, err = foldTail(ctx, evs, want, got.Seq); err != nil {
+				return nil, err
+			}
+		}
+		if d := compare(want, got); d != nil {
+			rep.Diffs = append(rep.Diffs, *d)
+		}
+	}
+	for id := range recs {
+		if _, ok := log[id]; !ok {
+			rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: "in the jobs bucket, not in the log"})
+		}
+	}
+	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
+	return rep, nil
+}
+
+// foldTail folds the job's events after j.Seq up to upTo from the log.
+func foldTail(ctx context.Context, evs jetstream.Stream, j *streams.Job, upTo uint64) (*streams.Job, error) {
+	subject := j.Subject()
+	for seq := j.Seq + 1; seq <= upTo; {
+		m, err := evs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Sequence > upTo {
+			break
+		}
+		ev, err := streams.DecodeEvent(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		ev.Seq, ev.Subject = m.Sequence, m.Subject
+		if j, err = Apply(j, ev); err != nil {
+			return nil, err
+		}
+		seq = m.Sequence + 1
+	}
+	return j, nil
+}
+
+func compare(want, got *streams.Job) *Diff {
+	a, err1 := streams.EncodeJob(want)
+	b, err2 := streams.EncodeJob(got)
+	if err1 == nil && err2 == nil && bytes.Equal(a, b) {
+		return nil
+	}
+	return &Diff{ID: want.ID, Reason: "record differs from the log", Fields: fieldDiff(want, got)}
+}
+
+// fieldDiff names the top-level fields of the job's JSON view (and the
+// record's internals) that differ.
+func fieldDiff(want, got *streams.Job) []string {
+	var fields []string
+	toMap := func(v any) map[string]json.RawMessage {
+		b, _ := json.Marshal(v)
+		m := map[string]json.RawMessage{}
+		_ = json.Unmarshal(b, &m)
+		return m
+	}
+	wm, gm := toMap(View(want)), toMap(View(got))
+	wm["lease_item"], _ = json.Marshal(want.LeaseItem)
+	gm["lease_item"], _ = json.Marshal(got.LeaseItem)
+	for k, v := range wm {
+		if !bytes.Equal(v, gm[k]) {
+			fields = append(fields, k)
+		}
+	}
+	sort.Strings(fields)
+	if len(fields) == 0 {
+		fields = []string{"(encoding)"}
+	}
+	return fields
+}
+
+func readAll(ctx context.Context, kv jetstream.KeyValue) (map[string]*streams.Job, error) {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	out := map[string]*streams.Job{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return out, nil
+			}
+			if e == nil {
+				return out, nil
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				return nil, fmt.Errorf("record %s: %w", e.Key(), err)
+			}
+			out[e.Key()] = j
+		}
+	}
+}
+
+func readOne(ctx context.Context, kv jetstream.KeyValue, id string) (*streams.Job, error) {
+	e, err := kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return streams.DecodeJob(e.Value())
+}

@@ -1,0 +1,129 @@
+package projections
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// JobView is a job as the outside world sees it: the object `jetflow get
+// --json`, the SDK and the HTTP API all return, from this one encoder.
+type JobView struct {
+	ID               string            `json:"id"`
+	Namespace        string            `json:"namespace"`
+	Type             string            `json:"type"`
+	Queue            string            `json:"queue"`
+	State            streams.State     `json:"state"`
+	Payload          json.RawMessage   `json:"payload"`
+	Result           json.RawMessage   `json:"result"`
+	Error            *streams.JobError `json:"error"`
+	Attempts         int               `json:"attempts"`
+	MaxRetries       int               `json:"max_retries"`
+	Retries          int               `json:"retries"`
+	LeaseRequeues    int               `json:"lease_requeues"`
+	MaxLeaseRequeues int               `json:"max_lease_requeues"`
+	TimeoutSeconds   float64           `json:"timeout_seconds"`
+	BackoffSeconds   float64           `json:"backoff_seconds"`
+	Tags             []string          `json:"tags"`
+	IdempotencyKey   string            `json:"idempotency_key,omitempty"`
+	ParentID         string            `json:"parent_id,omitempty"`
+	RetryOf          string            `json:"retry_of,omitempty"`
+	Priority         int               `json:"priority"`
+	Worker           string            `json:"worker,omitempty"`
+	Progress         *ProgressView     `json:"progress,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
+	RunAt            *time.Time        `json:"run_at"`
+	QueuedAt         *time.Time        `json:"queued_at"`
+	StartedAt        *time.Time        `json:"started_at"`
+	FinishedAt       *time.Time        `json:"finished_at"`
+	UpdatedAt        time.Time         `json:"updated_at"`
+	DurationSeconds  *float64          `json:"duration_seconds"`
+	Seq              uint64            `json:"seq"`
+	Events           int               `json:"events"`
+}
+
+// ProgressView is a job's last reported progress.
+type ProgressView struct {
+	Current int64    `json:"current"`
+	Total   int64    `json:"total"`
+	Message string   `json:"message,omitempty"`
+	Percent *float64 `json:"percent"`
+}
+
+// View renders a job record.
+func View(j *streams.Job) *JobView {
+	v := &JobView{
+		ID: j.ID, Namespace: j.Spec.Namespace, Type: j.Spec.Type, Queue: j.Spec.Queue, State: j.State,
+		Payload: rawJSON(j.Spec.Payload), Result: rawJSON(j.Result), Error: j.Error,
+		Attempts: j.Attempt, MaxRetries: j.Spec.MaxRetries, Retries: j.Retries,
+		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
+		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
+		Tags: j.Spec.Tags, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
+		Priority: j.Spec.Priority, Worker: j.Worker,
+		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
+		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
+		Seq: j.Seq, Events: j.Events,
+	}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if j.Progress != nil {
+		p := &ProgressView{Current: j.Progress.Current, Total: j.Progress.Total, Message: j.Progress.Message}
+		if p.Total > 0 {
+			pct := float64(p.Current) * 100 / float64(p.Total)
+			p.Percent = &pct
+		}
+		v.Progress = p
+	}
+	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
+		d := j.FinishedAt.Sub(j.StartedAt).Seconds()
+		v.DurationSeconds = &d
+	}
+	return v
+}
+
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(b)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// EventView is one event of a job's history, as JSON.
+type EventView struct {
+	Seq      uint64            `json:"seq"`
+	Type     string            `json:"type"`
+	JobID    string            `json:"job_id"`
+	Time     time.Time         `json:"time"`
+	Attempt  int               `json:"attempt"`
+	Actor    string            `json:"actor,omitempty"`
+	Level    string            `json:"level,omitempty"`
+	Message  string            `json:"message,omitempty"`
+	Fields   map[string]any    `json:"fields,omitempty"`
+	From     streams.State     `json:"from,omitempty"`
+	To       streams.State     `json:"to,omitempty"`
+	Error    *streams.JobError `json:"error,omitempty"`
+	Result   json.RawMessage   `json:"result,omitempty"`
+	RunAt    *time.Time        `json:"run_at,omitempty"`
+	Progress *streams.Progress `json:"progress,omitempty"`
+}
+
+// ViewEvent renders an event.
+func ViewEvent(e *streams.Event) *EventView {
+	v := &EventView{Seq: e.Seq, Type: e.Type, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
+		Actor: e.Actor, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
+		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
+	if len(e.Result) > 0 {
+		v.Result = json.RawMessage(e.Result)
+	}
+	return v
+}
