@@ -22,7 +22,6 @@ package jetflow
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -105,7 +104,7 @@ type codedError struct {
 	err  error
 }
 
-func (e *codedError) Error() string { return fmt.Sprintf("%s: %v", e.code, e.err) }
+func (e *codedError) Error() string { return e.err.Error() }
 func (e *codedError) Unwrap() error { return e.err }
 func (e *codedError) Code() string  { return e.code }
 

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/projections"
+)
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func cmdSubmit(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var (
+		queue, key           string
+		delay, backoff, tout time.Duration
+		maxRetries           = -1
+		wait                 bool
+		tags                 stringList
+	)
+	fs.StringVar(&queue, "queue", "", "queue (default \"default\")")
+	fs.DurationVar(&delay, "delay", 0, "run after this delay")
+	fs.IntVar(&maxRetries, "max-retries", -1, "retries of a failed attempt (default 3)")
+	fs.DurationVar(&backoff, "backoff", -1, "base delay of the first retry (default 30s)")
+	fs.DurationVar(&tout, "timeout", 0, "execution timeout of one attempt (default 1h)")
+	fs.StringVar(&key, "key", "", "idempotency key")
+	fs.Var(&tags, "tag", "tag (repeatable)")
+	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
+	pos, ok := c.parse(args, 1, 2)
+	if !ok {
+		return exitUsage
+	}
+	payload := json.RawMessage("null")
+	if len(pos) == 2 {
+		payload = json.RawMessage(pos[1])
+	}
+	opts := []jetflow.SubmitOption{jetflow.Tags(tags...)}
+	if queue != "" {
+		opts = append(opts, jetflow.Queue(queue))
+	}
+	if delay != 0 {
+		opts = append(opts, jetflow.Delay(delay))
+	}
+	if maxRetries >= 0 {
+		opts = append(opts, jetflow.MaxRetries(maxRetries))
+	}
+	if backoff >= 0 {
+		opts = append(opts, jetflow.Backoff(backoff))
+	}
+	if tout != 0 {
+		opts = append(opts, jetflow.Timeout(tout))
+	}
+	if key != "" {
+		opts = append(opts, jetflow.IdempotencyKey(key))
+	}
+	req, err := jetflow.NewRequest(pos[0], payload, opts...)
+	if err != nil {
+		return c.fail(err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	job, created, err := cl.SubmitRequest(ctx, req)
+	if err != nil {
+		return c.fail(err)
+	}
+	if !wait {
+		if c.json {
+			c.printJSON(job)
+		} else if created {
+			fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+		} else {
+			fmt.Fprintf(c.out, "%s\t%s\t(existing job for key %q)\n", job.ID, job.State, key)
+		}
+		return exitOK
+	}
+	if !c.json {
+		fmt.Fprintf(c.errw, "submitted %s, waiting...\n", job.ID)
+	}
+	return c.waitAndPrint(ctx, cl, job.ID, 0)
+}
+
+func (c *cli) waitAndPrint(ctx context.Context, cl *jetflow.Client, id string, timeout time.Duration) int {
+	wctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	job, err := cl.Wait(wctx, id)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		cur, gerr := cl.Get(ctx, id)
+		if gerr != nil {
+			return c.fail(gerr)
+		}
+		c.printJob(cur)
+		c.errorf("timed out after %s; job %s is %s", timeout, id, cur.State)
+		return exitTimeout
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitUsage
+		}
+		return c.fail(err)
+	}
+	c.printJob(job)
+	if job.State == jetflow.Succeeded {
+		return exitOK
+	}
+	return exitFailed
+}
+
+func (c *cli) printJob(j *jetflow.JobInfo) {
+	if c.json {
+		c.printJSON(j)
+		return
+	}
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
+	row("id", j.ID)
+	row("type", j.Type)
+	row("queue", j.Queue)
+	row("state", j.State)
+	row("attempts", fmt.Sprintf("%d (retries used %d of %d)", j.Attempts, j.Retries, j.MaxRetries))
+	row("payload", string(j.Payload))
+	if string(j.Result) != "null" {
+		row("result", string(j.Result))
+	}
+	if j.Error != nil {
+		msg := j.Error.Message
+		if j.Error.Code != "" {
+			msg = j.Error.Code + ": " + msg
+		}
+		row("error", msg)
+	}
+	if j.Progress != nil {
+		p := fmt.Sprintf("%d/%d", j.Progress.Current, j.Progress.Total)
+		if j.Progress.Percent != nil {
+			p += fmt.Sprintf(" (%.1f%%)", *j.Progress.Percent)
+		}
+		if j.Progress.Message != "" {
+			p += " " + j.Progress.Message
+		}
+		row("progress", p)
+	}
+	row("created_at", j.CreatedAt.Format(time.RFC3339Nano))
+	for _, t := range []struct {
+		k string
+		v *time.Time
+	}{{"run_at", j.RunAt}, {"queued_at", j.QueuedAt}, {"started_at", j.StartedAt}, {"finished_at", j.FinishedAt}} {
+		if t.v != nil {
+			row(t.k, t.v.Format(time.RFC3339Nano))
+		}
+	}
+	if j.DurationSeconds != nil {
+		row("duration", time.Duration(*j.DurationSeconds*float64(time.Second)).Round(time.Microsecond))
+	}
+	if j.Worker != "" {
+		row("worker", j.Worker)
+	}
+	w.Flush()
+}
+
+func cmdGet(c *cli, args []string) int {
+	c.clientFlags()
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	job, err := cl.Get(ctx, pos[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	c.printJob(job)
+	return exitOK
+}
+
+func cmdWait(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var timeout time.Duration
+	fs.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 3)")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	if _, err := cl.Get(ctx, pos[0]); err != nil {
+		c.errorf("%v", err)
+		return exitUsage
+	}
+	return c.waitAndPrint(ctx, cl, pos[0], timeout)
+}
+
+func cmdList(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var f jetflow.ListFilter
+	var state string
+	fs.StringVar(&state, "state", "", "only jobs in this state")
+	fs.StringVar(&f.Queue, "queue", "", "only jobs of this queue")
+	fs.StringVar(&f.Type, "type", "", "only jobs of this type")
+	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	f.State = jetflow.State(state)
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	jobs, err := cl.List(ctx, f)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		if jobs == nil {
+			jobs = []*jetflow.JobInfo{}
+		}
+		c.printJSON(jobs)
+		return exitOK
+	}
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
+	}
+	w.Flush()
+	return exitOK
+}
+
+func cmdCancel(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var reason string
+	fs.StringVar(&reason, "reason", "", "why (recorded in the event)")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	job, err := cl.Cancel(ctx, pos[0], reason)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(job)
+	} else {
+		fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+	}
+	return exitOK
+}
+
+func cmdEvents(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var follow bool
+	fs.BoolVar(&follow, "follow", false, "keep printing new events until the job is terminal")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	print := func(e *jetflow.EventInfo) error {
+		if c.json {
+			b, _ := json.Marshal(e)
+			fmt.Fprintln(c.out, string(b))
+			return nil
+		}
+		fmt.Fprintln(c.out, formatEvent(e))
+		return nil
+	}
+	var err error
+	if follow {
+		err = cl.Follow(ctx, pos[0], print)
+	} else {
+		var evs []*jetflow.EventInfo
+		if evs, err = cl.Events(ctx, pos[0]); err == nil {
+			for _, e := range evs {
+				_ = print(e)
+			}
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func formatEvent(e *projections.EventView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  #%-6d %-26s", e.Time.Format("15:04:05.000"), e.Seq, e.Type)
+	if e.To != "" {
+		from := string(e.From)
+		if from == "" {
+			from = "new"
+		}
+		fmt.Fprintf(&b, " %s -> %s", from, e.To)
+	}
+	if e.Attempt > 0 {
+		fmt.Fprintf(&b, "  attempt %d", e.Attempt)
+	}
+	if e.Actor != "" {
+		fmt.Fprintf(&b, "  by %s", e.Actor)
+	}
+	if e.Progress != nil {
+		fmt.Fprintf(&b, "  %d/%d", e.Progress.Current, e.Progress.Total)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, "  %q", e.Message)
+	}
+	if e.Error != nil && e.Error.Code != "" {
+		fmt.Fprintf(&b, "  [%s]", e.Error.Code)
+	}
+	if e.RunAt != nil {
+		fmt.Fprintf(&b, "  run_at %s", e.RunAt.Format(time.RFC3339))
+	}
+	if len(e.Result) > 0 {
+		fmt.Fprintf(&b, "  result %s", e.Result)
+	}
+	return b.String()
+}
+
+func cmdReplay(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var verify bool
+	var settle time.Duration
+	fs.BoolVar(&verify, "verify", false, "diff the state rebuilt from the log against the jobs bucket; exit 1 if they differ")
+	fs.DurationVar(&settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up")
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	js := cl.Store().JS
+	if !verify {
+		jobs, last, err := projections.Rebuild(ctx, js, 0)
+		if err != nil {
+			return c.fail(err)
+		}
+		counts := map[jetflow.State]int{}
+		for _, j := range jobs {
+			counts[j.State]++
+		}
+		if c.json {
+			c.printJSON(map[string]any{"jobs": len(jobs), "last_seq": last, "states": counts})
+			return exitOK
+		}
+		fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", len(jobs), last)
+		for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
+			jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
+			if counts[s] > 0 {
+				fmt.Fprintf(c.out, "  %-10s %d\n", s, counts[s])
+			}
+		}
+		return exitOK
+	}
+	rep, err := projections.Verify(ctx, js, settle)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		if rep.Diffs == nil {
+			rep.Diffs = []projections.Diff{}
+		}
+		c.printJSON(rep)
+	} else {
+		fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records: %d differ\n", rep.Jobs, rep.LastSeq, rep.Records, len(rep.Diffs))
+		for _, d := range rep.Diffs {
+			fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)
+			if len(d.Fields) > 0 {
+				fmt.Fprintf(c.out, " (%s)", strings.Join(d.Fields, ", "))
+			}
+			fmt.Fprintln(c.out)
+		}
+	}
+	if len(rep.Diffs) > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

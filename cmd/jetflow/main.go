@@ -1,0 +1,185 @@
+// Command jetflow runs the jetflow engine (serve), workers (worker), and is
+// the command line client of a running engine (submit, get, ls, wait,
+// cancel, events, replay, bench).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jetflow/jetflow"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the job failed or was cancelled; or the command's own failure
+	exitUsage   = 2 // usage or connection error
+	exitTimeout = 3 // wait gave up before the job was terminal
+)
+
+const usage = `jetflow: an event-sourced job engine on NATS JetStream
+
+Engine and workers:
+  jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
+  jetflow worker [--queue Q] [--concurrency N] [--lease D]     run the demo handlers
+  jetflow bench [--jobs N] [--workers C] [--json]
+
+Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere):
+  jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
+                 [--timeout D] [--key K] [--tag T] [--wait]
+  jetflow get ID
+  jetflow wait ID [--timeout D]
+  jetflow ls [--state S] [--queue Q] [--type T] [--limit N]
+  jetflow cancel ID [--reason R]
+  jetflow events ID [--follow]
+  jetflow replay [--verify]
+
+Exit codes: 0 ok (job succeeded); 1 job failed or cancelled, or the command failed;
+2 usage or connection error; 3 wait timed out.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmds := map[string]func(*cli, []string) int{
+		"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
+		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
+		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay,
+	}
+	f, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "jetflow: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	c := &cli{name: args[0], out: stdout, errw: stderr}
+	return f(c, args[1:])
+}
+
+// cli is one command's context: its flags, output and connection.
+type cli struct {
+	name  string
+	out   io.Writer
+	errw  io.Writer
+	fs    *flag.FlagSet
+	url   string
+	json  bool
+	debug bool
+}
+
+func (c *cli) flags() *flag.FlagSet {
+	c.fs = flag.NewFlagSet("jetflow "+c.name, flag.ContinueOnError)
+	c.fs.SetOutput(c.errw)
+	return c.fs
+}
+
+// clientFlags adds the flags every client command has.
+func (c *cli) clientFlags() *flag.FlagSet {
+	fs := c.flags()
+	def := os.Getenv("JETFLOW_NATS")
+	if def == "" {
+		def = "nats://127.0.0.1:4222"
+	}
+	fs.StringVar(&c.url, "nats", def, "NATS URL of the jetflow system (env JETFLOW_NATS)")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	return fs
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments, and returns the positional ones.
+func (c *cli) parse(args []string, minPos, maxPos int) ([]string, bool) {
+	var pos []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			return nil, false
+		}
+		args = c.fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
+		fmt.Fprintf(c.errw, "jetflow %s: want %s, got %d: %s\n", c.name, argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
+		return nil, false
+	}
+	return pos, true
+}
+
+func argCount(lo, hi int) string {
+	switch {
+	case lo == hi:
+		return fmt.Sprintf("%d argument(s)", lo)
+	case hi < 0:
+		return fmt.Sprintf("at least %d argument(s)", lo)
+	}
+	return fmt.Sprintf("%d to %d arguments", lo, hi)
+}
+
+// connect opens a client, failing fast when nothing listens at the URL.
+func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger()})
+	if err != nil {
+		c.errorf("%v", err)
+		return nil, false
+	}
+	return cl, true
+}
+
+func (c *cli) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if c.name == "serve" || c.name == "worker" {
+		level = slog.LevelInfo
+	}
+	if c.debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.errw, &slog.HandlerOptions{Level: level}))
+}
+
+func (c *cli) errorf(format string, args ...any) {
+	fmt.Fprintf(c.errw, "jetflow %s: %s\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// fail reports err and returns its exit code: 2 for bad input and missing
+// jobs (the caller's mistake), 1 otherwise.
+func (c *cli) fail(err error) int {
+	c.errorf("%v", err)
+	if errors.Is(err, jetflow.ErrInvalidInput) || errors.Is(err, jetflow.ErrNotFound) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func (c *cli) printJSON(v any) {
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}

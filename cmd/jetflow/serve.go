@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/engine"
+)
+
+func cmdServe(c *cli, args []string) int {
+	fs := c.flags()
+	var (
+		dir, listen, url, sync string
+		demo                   bool
+		replicas               int
+		lag                    time.Duration
+		concurrency            int
+	)
+	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
+	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
+	fs.StringVar(&url, "nats", "", "use the NATS system at this URL (comma-separated for a cluster) instead of an embedded server")
+	fs.StringVar(&sync, "sync", "1s", "embedded server fsync: an interval (loses at most that much on power loss) or \"always\" (fsync before every ack)")
+	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail) and submit a first job")
+	fs.IntVar(&replicas, "replicas", 0, "replicas of jetflow's streams (default 1 embedded, 3 with --nats and a cluster)")
+	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
+	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
+	fs.BoolVar(&c.debug, "debug", false, "debug logging")
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	log := c.logger()
+	ctx, stop := signalContext()
+	defer stop()
+
+	var nc *nats.Conn
+	var srv *server.Server
+	if url == "" {
+		cfg := engine.ServerConfig{Dir: dir, Listen: listen, Debug: c.debug}
+		if sync == "always" {
+			cfg.SyncAlways = true
+		} else {
+			d, err := time.ParseDuration(sync)
+			if err != nil || d <= 0 {
+				c.errorf("--sync %q: want \"always\" or a positive duration", sync)
+				return exitUsage
+			}
+			cfg.SyncInterval = d
+		}
+		var err error
+		if srv, err = engine.StartServer(cfg); err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		if nc, err = engine.ConnectInProcess(srv, "jetflow-serve"); err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		log.Info("embedded NATS server", "listen", "nats://"+listen, "data", dir, "sync", sync)
+	} else {
+		var err error
+		nc, err = nats.Connect(url, nats.Name("jetflow-serve"), nats.MaxReconnects(-1))
+		if err != nil {
+			c.errorf("connect to NATS at %s: %v", url, err)
+			return exitUsage
+		}
+		if replicas == 0 && strings.Contains(url, ",") {
+			replicas = 3
+		}
+		log.Info("external NATS", "url", url, "replicas", max(replicas, 1))
+	}
+	defer nc.Close()
+
+	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, Name: "engine-" + defaultID(), Logger: log})
+	if err != nil {
+		c.errorf("%v", err)
+		return exitUsage
+	}
+	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
+	if err := eng.Start(ctx); err != nil {
+		c.errorf("start engine: %v", err)
+		return exitFailed
+	}
+	var w *jetflow.Worker
+	if demo {
+		w = jetflow.NewWorker(client, jetflow.WorkerConfig{Logger: log,
+			Queues: map[string]jetflow.QueueConfig{"default": {Concurrency: concurrency}}})
+		registerDemo(w, "default")
+		if err := w.Start(ctx); err != nil {
+			c.errorf("start demo worker: %v", err)
+			eng.Stop(context.Background())
+			return exitFailed
+		}
+		go firstDemoJob(ctx, client, log)
+	}
+	fmt.Fprintf(c.errw, "jetflow is running. In another terminal:\n"+
+		"  go run ./cmd/jetflow submit demo.echo '{\"hello\":\"world\"}' --wait\n"+
+		"  go run ./cmd/jetflow ls\n(Ctrl-C stops it.)\n")
+	<-ctx.Done()
+	log.Info("shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if w != nil {
+		w.Stop(shutdown)
+	}
+	eng.Stop(shutdown)
+	return exitOK
+}
+
+// firstDemoJob submits one demo job and logs how it ended, so that a
+// newcomer sees a job go through within seconds of starting serve --demo.
+func firstDemoJob(ctx context.Context, client *jetflow.Client, log *slog.Logger) {
+	job, err := client.Submit(ctx, "demo.echo", map[string]string{"hello": "jetflow"})
+	if err != nil {
+		log.Warn("demo job", "err", err)
+		return
+	}
+	log.Info("demo job submitted", "id", job.ID, "type", job.Type)
+	done, err := client.Wait(ctx, job.ID)
+	if err != nil {
+		return
+	}
+	log.Info("demo job finished", "id", done.ID, "state", done.State, "result", string(done.Result),
+		"events", done.Events, "see", "go run ./cmd/jetflow events "+done.ID)
+}
+
+func defaultID() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+func cmdWorker(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var (
+		queue       string
+		concurrency int
+		lease       time.Duration
+		grace       time.Duration
+		id          string
+	)
+	fs.StringVar(&queue, "queue", "default", "queue to work")
+	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once")
+	fs.DurationVar(&lease, "lease", engine.DefaultLease, "how long a silent worker keeps its jobs")
+	fs.DurationVar(&grace, "grace", engine.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
+	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
+	fs.BoolVar(&c.debug, "debug", false, "debug logging")
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
+		Queues: map[string]jetflow.QueueConfig{queue: {Concurrency: concurrency, Lease: lease}}})
+	registerDemo(w, queue)
+	if err := w.Start(ctx); err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	fmt.Fprintf(c.errw, "worker %s running demo handlers on queue %s\n", w.ID(), queue)
+	<-ctx.Done()
+	w.Stop(context.Background())
+	return exitOK
+}
+
+// registerDemo registers the demo handlers on queue.
+func registerDemo(w *jetflow.Worker, queue string) {
+	on := jetflow.OnQueue(queue)
+	w.Handle("demo.echo", jetflow.HandlerFunc(func(_ context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+		return job.Payload, nil
+	}), on)
+	jetflow.Register(w, "demo.sleep", func(ctx context.Context, job *jetflow.Job[struct {
+		Seconds float64 `json:"seconds"`
+	}]) (map[string]float64, error) {
+		d := time.Duration(job.Payload.Seconds * float64(time.Second))
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return map[string]float64{"slept_seconds": job.Payload.Seconds}, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}, on)
+	jetflow.Register(w, "demo.fail", func(_ context.Context, job *jetflow.Job[struct {
+		Times int `json:"times"`
+	}]) (map[string]int, error) {
+		if job.Attempt <= job.Payload.Times {
+			return nil, jetflow.WithCode("DEMO_FAIL", fmt.Errorf("attempt %d of %d planned failures", job.Attempt, job.Payload.Times))
+		}
+		return map[string]int{"attempts": job.Attempt}, nil
+	}, on)
+}

@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Component is the life every background component shares.
+type Component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context)
+}
+
+// EngineConfig configures the background components.
+type EngineConfig struct {
+	ProjectorLag time.Duration
+	Log          *slog.Logger
+}
+
+// Engine runs the components that keep jetflow whole, next to any number of
+// workers and clients: the Projector, the Promoter and the command server.
+// Any number of engines may run against one NATS system.
+type Engine struct {
+	Store      *Store
+	Projector  *Projector
+	Promoter   *Promoter
+	Commands   *CommandServer
+	components []Component
+}
+
+// NewEngine assembles an engine on a store.
+func NewEngine(store *Store, cfg EngineConfig) *Engine {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	e := &Engine{Store: store,
+		Projector: NewProjector(store, ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
+		Promoter:  NewPromoter(store, log),
+		Commands:  NewCommandServer(store, log),
+	}
+	e.components = []Component{e.Projector, e.Promoter, e.Commands}
+	return e
+}
+
+// Add adds a component that starts after, and stops before, the others.
+func (e *Engine) Add(c Component) { e.components = append(e.components, c) }
+
+// Start starts every component; if one fails, those started are stopped.
+func (e *Engine) Start(ctx context.Context) error {
+	for i, c := range e.components {
+		if err := c.Start(ctx); err != nil {
+			for k := i - 1; k >= 0; k-- {
+				e.components[k].Stop(ctx)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every component, last started first.
+func (e *Engine) Stop(ctx context.Context) {
+	for i := len(e.components) - 1; i >= 0; i-- {
+		e.components[i].Stop(ctx)
+	}
+}
