@@ -45,6 +45,9 @@ type RuntimeConfig struct {
 	MaxAckPending int                // jobs of one type in flight across all workers of the queue
 	WorkerID      string
 	Log           *slog.Logger
+	// OnOutcome, if set, is called after an attempt's outcome was recorded
+	// (the job's new record and the event), before its work item is acked.
+	OnOutcome func(j *streams.Job, ev *streams.Event)
 }
 
 func (c RuntimeConfig) withDefaults() RuntimeConfig {
@@ -389,7 +392,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 		}
 	}
 	for try := 0; ; try++ {
-		next, _, err := r.store.Apply(ctx, op, snap, func(j *streams.Job) (*streams.Event, error) {
+		next, ev, err := r.store.Apply(ctx, op, snap, func(j *streams.Job) (*streams.Event, error) {
 			if err := commands.CheckClaimant(j, worker, lease, attempt); err != nil {
 				return nil, err
 			}
@@ -416,6 +419,9 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", snap.Job.ID, "err", err)
 		}
 		crash(op + ":dispatched")
+		if r.cfg.OnOutcome != nil {
+			r.cfg.OnOutcome(next.Job, ev)
+		}
 		_ = rn.msg.Ack()
 		return
 	}
@@ -423,9 +429,8 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 
 // onCancel cancels the handler of a job that was just cancelled.
 func (r *Runtime) onCancel(m *nats.Msg) {
-	id := string(m.Data)
 	r.mu.Lock()
-	rn := r.inflight[id]
+	rn := r.inflight[string(m.Data)]
 	r.mu.Unlock()
 	if rn == nil {
 		return

@@ -1,6 +1,303 @@
 package main
 
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// benchResult is what `jetflow bench --json` prints.
+type benchResult struct {
+	Jobs            int     `json:"jobs"`
+	Workers         int     `json:"workers"`
+	Storage         string  `json:"storage"`
+	EnqueuePerSec   float64 `json:"enqueue_jobs_per_sec"`
+	ProcessPerSec   float64 `json:"processing_jobs_per_sec"`
+	StartP50Ms      float64 `json:"submit_to_start_p50_ms"`
+	StartP99Ms      float64 `json:"submit_to_start_p99_ms"`
+	CompleteP50Ms   float64 `json:"submit_to_complete_p50_ms"`
+	CompleteP99Ms   float64 `json:"submit_to_complete_p99_ms"`
+	LatencyRate     int     `json:"latency_rate_per_sec,omitempty"`
+	LatStartP50Ms   float64 `json:"latency_submit_to_start_p50_ms,omitempty"`
+	LatStartP99Ms   float64 `json:"latency_submit_to_start_p99_ms,omitempty"`
+	LatCompleteP50  float64 `json:"latency_submit_to_complete_p50_ms,omitempty"`
+	LatCompleteP99  float64 `json:"latency_submit_to_complete_p99_ms,omitempty"`
+	CPUCores        float64 `json:"cpu_cores"`
+	ProjectorRepair int64   `json:"projector_repairs"`
+}
+
 func cmdBench(c *cli, args []string) int {
-	c.errorf("not yet")
-	return exitFailed
+	fs := c.flags()
+	var (
+		jobs, workers, rate, batch int
+		latDur                     time.Duration
+		syncMode                   string
+		url                        string
+	)
+	fs.IntVar(&jobs, "jobs", 50000, "jobs to enqueue, then drain")
+	fs.IntVar(&workers, "workers", 64, "concurrent handlers draining them")
+	fs.IntVar(&batch, "batch", 1000, "jobs per pipelined submit batch")
+	fs.IntVar(&rate, "rate", 200, "jobs/s of the latency phase (0: skip it)")
+	fs.DurationVar(&latDur, "latency-duration", 5*time.Second, "length of the latency phase")
+	fs.StringVar(&syncMode, "sync", "1s", "embedded server fsync: interval or \"always\"")
+	fs.StringVar(&url, "nats", "", "benchmark against this NATS system instead of an embedded server in a temp dir")
+	fs.BoolVar(&c.json, "json", false, "print one JSON object")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	if jobs <= 0 || workers <= 0 || batch <= 0 {
+		c.errorf("--jobs, --workers and --batch must be positive")
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+
+	connect := func(name string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(name)) }
+	storage := "external"
+	if url == "" {
+		dir, err := os.MkdirTemp("", "jetflow-bench-")
+		if err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		defer os.RemoveAll(dir)
+		cfg := engine.ServerConfig{Dir: dir}
+		if syncMode == "always" {
+			cfg.SyncAlways = true
+		} else if cfg.SyncInterval, err = time.ParseDuration(syncMode); err != nil {
+			c.errorf("--sync %q: %v", syncMode, err)
+			return exitUsage
+		}
+		srv, err := engine.StartServer(cfg)
+		if err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		connect = func(name string) (*nats.Conn, error) { return engine.ConnectInProcess(srv, name) }
+		storage = "file, sync " + syncMode
+	}
+	open := func(name string) (*engine.Store, bool) {
+		nc, err := connect(name)
+		if err != nil {
+			c.errorf("connect: %v", err)
+			return nil, false
+		}
+		st, err := engine.OpenStore(ctx, nc, streams.Topology{}, name)
+		if err != nil {
+			c.errorf("%v", err)
+			return nil, false
+		}
+		st.Log = c.logger()
+		return st, true
+	}
+	subSt, ok1 := open("bench-submit")
+	workSt, ok2 := open("bench-work")
+	engSt, ok3 := open("bench-engine")
+	if !ok1 || !ok2 || !ok3 {
+		return exitUsage
+	}
+	defer subSt.NC.Close()
+	defer workSt.NC.Close()
+	defer engSt.NC.Close()
+	eng := engine.NewEngine(engSt, engine.EngineConfig{Log: c.logger()})
+	if err := eng.Start(ctx); err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	defer eng.Stop(context.Background())
+
+	queue := "bench" + streams.NewID()[20:] // fresh queue per run against a shared server
+	const jobType = "bench.noop"
+	if err := subSt.Queues.Ensure(ctx, queue); err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+
+	// Completions, as the worker runtime records them.
+	var (
+		mu        sync.Mutex
+		startLat  []time.Duration
+		doneLat   []time.Duration
+		done      atomic.Int64
+		firstDone time.Time
+		lastDone  time.Time
+		allDone   = make(chan struct{})
+		target    atomic.Int64
+	)
+	target.Store(int64(jobs))
+	onOutcome := func(j *streams.Job, ev *streams.Event) {
+		if j.State != streams.StateSucceeded {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		startLat = append(startLat, j.StartedAt.Sub(j.CreatedAt))
+		doneLat = append(doneLat, j.FinishedAt.Sub(j.CreatedAt))
+		if firstDone.IsZero() {
+			firstDone = now
+		}
+		lastDone = now
+		mu.Unlock()
+		if done.Add(1) == target.Load() {
+			close(allDone)
+		}
+	}
+
+	// Phase 1: enqueue.
+	fmt.Fprintf(c.errw, "enqueueing %d jobs...\n", jobs)
+	cpu0, wall0 := cpuTime(), time.Now()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var enqErr atomic.Value
+	const submitters = 4
+	per := (jobs + submitters - 1) / submitters
+	for s := 0; s < submitters; s++ {
+		lo, hi := s*per, min((s+1)*per, jobs)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i += batch {
+				n := min(batch, hi-i)
+				reqs := make([]*commands.SubmitRequest, n)
+				for k := range reqs {
+					reqs[k] = &commands.SubmitRequest{Type: jobType, Queue: queue, Payload: commands.RawJSON(`{"n":1}`)}
+				}
+				for _, r := range subSt.SubmitBatch(ctx, reqs) {
+					if r.Err != nil {
+						enqErr.CompareAndSwap(nil, r.Err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	enqDur := time.Since(t0)
+	if err, _ := enqErr.Load().(error); err != nil {
+		c.errorf("enqueue: %v", err)
+		return exitFailed
+	}
+
+	// Phase 2: drain with C handlers.
+	fmt.Fprintf(c.errw, "draining with %d handlers...\n", workers)
+	var started atomic.Bool
+	var startT time.Time
+	rt, err := engine.NewRuntime(workSt, engine.RuntimeConfig{
+		Queue: queue, Concurrency: workers, WorkerID: "bench-worker", Log: c.logger(), OnOutcome: onOutcome,
+		Handlers: map[string]engine.Handler{jobType: func(context.Context, *engine.Task) ([]byte, error) {
+			if started.CompareAndSwap(false, true) {
+				mu.Lock()
+				startT = time.Now()
+				mu.Unlock()
+			}
+			return nil, nil
+		}},
+	})
+	if err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+		}
+	}
+	if err := rt.Start(ctx); err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	defer rt.Stop(context.Background())
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+		return exitFailed
+	}
+	pprof.StopCPUProfile()
+	mu.Lock()
+	procDur := lastDone.Sub(startT)
+	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage,
+		EnqueuePerSec: float64(jobs) / enqDur.Seconds(), ProcessPerSec: float64(jobs) / procDur.Seconds()}
+	res.StartP50Ms, res.StartP99Ms = pct(startLat)
+	res.CompleteP50Ms, res.CompleteP99Ms = pct(doneLat)
+	startLat, doneLat = nil, nil
+	mu.Unlock()
+	res.CPUCores = (cpuTime() - cpu0).Seconds() / time.Since(wall0).Seconds()
+
+	// Phase 3: latency at a steady rate, workers idle-waiting.
+	if rate > 0 && latDur > 0 {
+		n := int(float64(rate) * latDur.Seconds())
+		fmt.Fprintf(c.errw, "latency: %d jobs at %d/s...\n", n, rate)
+		allDone = make(chan struct{})
+		target.Store(int64(jobs + n))
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		for i := 0; i < n; i++ {
+			<-tick.C
+			go func() {
+				_, err := subSt.Submit(ctx, &commands.SubmitRequest{Type: jobType, Queue: queue})
+				if err != nil {
+					enqErr.CompareAndSwap(nil, err)
+				}
+			}()
+		}
+		tick.Stop()
+		select {
+		case <-allDone:
+		case <-time.After(30 * time.Second):
+			c.errorf("latency phase: only %d of %d jobs finished", done.Load()-int64(jobs), n)
+			return exitFailed
+		}
+		mu.Lock()
+		res.LatencyRate = rate
+		res.LatStartP50Ms, res.LatStartP99Ms = pct(startLat)
+		res.LatCompleteP50, res.LatCompleteP99 = pct(doneLat)
+		mu.Unlock()
+	}
+	res.ProjectorRepair = engSt.Repairs.Load()
+
+	if c.json {
+		c.printJSON(res)
+		return exitOK
+	}
+	fmt.Fprintf(c.out, "jetflow bench: %d jobs, %d handlers, %s\n", jobs, workers, storage)
+	fmt.Fprintf(c.out, "  enqueue          %8.0f jobs/s\n", res.EnqueuePerSec)
+	fmt.Fprintf(c.out, "  processing       %8.0f jobs/s\n", res.ProcessPerSec)
+	fmt.Fprintf(c.out, "  burn-down   submit->start p50 %.1f ms  p99 %.1f ms; submit->complete p50 %.1f ms  p99 %.1f ms\n",
+		res.StartP50Ms, res.StartP99Ms, res.CompleteP50Ms, res.CompleteP99Ms)
+	if res.LatencyRate > 0 {
+		fmt.Fprintf(c.out, "  at %d jobs/s  submit->start p50 %.2f ms  p99 %.2f ms; submit->complete p50 %.2f ms  p99 %.2f ms\n",
+			res.LatencyRate, res.LatStartP50Ms, res.LatStartP99Ms, res.LatCompleteP50, res.LatCompleteP99)
+	}
+	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain)\n", res.CPUCores)
+	return exitOK
+}
+
+func pct(d []time.Duration) (p50, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Slice(d, func(i, k int) bool { return d[i] < d[k] })
+	ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
+	return ms(d[len(d)*50/100]), ms(d[min(len(d)-1, len(d)*99/100)])
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
