@@ -48,10 +48,14 @@ func Timeout(d time.Duration) SubmitOption {
 
 // IdempotencyKey makes submits with the same key in a namespace return the
 // one job the first of them created.
-func IdempotencyKey(key string) SubmitOption { return func(r *SubmitRequest) { r.IdempotencyKey = key } }
+func IdempotencyKey(key string) SubmitOption {
+	return func(r *SubmitRequest) { r.IdempotencyKey = key }
+}
 
 // Tags labels the job.
-func Tags(tags ...string) SubmitOption { return func(r *SubmitRequest) { r.Tags = append(r.Tags, tags...) } }
+func Tags(tags ...string) SubmitOption {
+	return func(r *SubmitRequest) { r.Tags = append(r.Tags, tags...) }
+}
 
 // Priority sets the job's priority (recorded; dispatch is FIFO per queue).
 func Priority(p int) SubmitOption { return func(r *SubmitRequest) { r.Priority = p } }

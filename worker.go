@@ -37,7 +37,9 @@ type Handler interface {
 type HandlerFunc func(ctx context.Context, job *RawJob) (json.RawMessage, error)
 
 // Work calls f.
-func (f HandlerFunc) Work(ctx context.Context, job *RawJob) (json.RawMessage, error) { return f(ctx, job) }
+func (f HandlerFunc) Work(ctx context.Context, job *RawJob) (json.RawMessage, error) {
+	return f(ctx, job)
+}
 
 // Middleware wraps a Handler: logging, metrics, tracing, recovery.
 type Middleware func(Handler) Handler

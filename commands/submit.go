@@ -172,25 +172,25 @@ func jsonable(v any) any {
 // CLI, the HTTP API or a jetflow.cmd.submit message. Pointer fields tell
 // "not given" (default) from zero.
 type SubmitRequest struct {
-	Namespace        string          `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
-	Type             string          `json:"type" msgpack:"type"`
-	Payload          RawJSON         `json:"payload,omitempty" msgpack:"payload,omitempty"`
-	Queue            string          `json:"queue,omitempty" msgpack:"queue,omitempty"`
-	Delay            *Duration       `json:"delay,omitempty" msgpack:"delay,omitempty"`
-	RunAt            *time.Time      `json:"run_at,omitempty" msgpack:"run_at,omitempty"`
-	MaxRetries       *int            `json:"max_retries,omitempty" msgpack:"max_retries,omitempty"`
-	Backoff          *Duration       `json:"backoff,omitempty" msgpack:"backoff,omitempty"`
-	BackoffCap       *Duration       `json:"backoff_cap,omitempty" msgpack:"backoff_cap,omitempty"`
-	Jitter           *float64        `json:"jitter,omitempty" msgpack:"jitter,omitempty"`
-	Timeout          *Duration       `json:"timeout,omitempty" msgpack:"timeout,omitempty"`
-	IdempotencyKey   string          `json:"idempotency_key,omitempty" msgpack:"idempotency_key,omitempty"`
-	Tags             []string        `json:"tags,omitempty" msgpack:"tags,omitempty"`
-	Parent           string          `json:"parent,omitempty" msgpack:"parent,omitempty"`
-	RetryOf          string          `json:"retry_of,omitempty" msgpack:"retry_of,omitempty"`
-	Priority         int             `json:"priority,omitempty" msgpack:"priority,omitempty"`
-	RetryOn          []string        `json:"retry_on,omitempty" msgpack:"retry_on,omitempty"`
-	NoRetryOn        []string        `json:"no_retry_on,omitempty" msgpack:"no_retry_on,omitempty"`
-	MaxLeaseRequeues *int            `json:"max_lease_requeues,omitempty" msgpack:"max_lease_requeues,omitempty"`
+	Namespace        string     `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
+	Type             string     `json:"type" msgpack:"type"`
+	Payload          RawJSON    `json:"payload,omitempty" msgpack:"payload,omitempty"`
+	Queue            string     `json:"queue,omitempty" msgpack:"queue,omitempty"`
+	Delay            *Duration  `json:"delay,omitempty" msgpack:"delay,omitempty"`
+	RunAt            *time.Time `json:"run_at,omitempty" msgpack:"run_at,omitempty"`
+	MaxRetries       *int       `json:"max_retries,omitempty" msgpack:"max_retries,omitempty"`
+	Backoff          *Duration  `json:"backoff,omitempty" msgpack:"backoff,omitempty"`
+	BackoffCap       *Duration  `json:"backoff_cap,omitempty" msgpack:"backoff_cap,omitempty"`
+	Jitter           *float64   `json:"jitter,omitempty" msgpack:"jitter,omitempty"`
+	Timeout          *Duration  `json:"timeout,omitempty" msgpack:"timeout,omitempty"`
+	IdempotencyKey   string     `json:"idempotency_key,omitempty" msgpack:"idempotency_key,omitempty"`
+	Tags             []string   `json:"tags,omitempty" msgpack:"tags,omitempty"`
+	Parent           string     `json:"parent,omitempty" msgpack:"parent,omitempty"`
+	RetryOf          string     `json:"retry_of,omitempty" msgpack:"retry_of,omitempty"`
+	Priority         int        `json:"priority,omitempty" msgpack:"priority,omitempty"`
+	RetryOn          []string   `json:"retry_on,omitempty" msgpack:"retry_on,omitempty"`
+	NoRetryOn        []string   `json:"no_retry_on,omitempty" msgpack:"no_retry_on,omitempty"`
+	MaxLeaseRequeues *int       `json:"max_lease_requeues,omitempty" msgpack:"max_lease_requeues,omitempty"`
 }
 
 // Spec validates a request and resolves it into the spec a job is created
