@@ -36,10 +36,24 @@ func Marshal(v any) ([]byte, error) {
 	return out, err
 }
 
-// Unmarshal decodes msgpack data into v. Fields that v does not know are
-// skipped, so that older code reads newer records.
+// Unmarshal decodes msgpack data into v, after CheckMsgpack. Fields that v
+// does not know are skipped, so that older code reads newer records.
 func Unmarshal(data []byte, v any) error {
+	if err := CheckMsgpack(data); err != nil {
+		return err
+	}
 	return msgpack.Unmarshal(data, v)
+}
+
+// UnmarshalStrict is Unmarshal for input from outside (commands): fields
+// that v does not know are errors.
+func UnmarshalStrict(data []byte, v any) error {
+	if err := CheckMsgpack(data); err != nil {
+		return err
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields(true)
+	return dec.Decode(v)
 }
 
 // EncodeEvent encodes an event envelope.

@@ -1,0 +1,249 @@
+package commands_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// allowedMoves is the brief's lifecycle table, written out independently of
+// commands.Lifecycle, so that a change to the table shows up here.
+var allowedMoves = map[streams.State][]streams.State{
+	streams.StateNew:       {streams.StatePending, streams.StateScheduled, streams.StateQueued},
+	streams.StatePending:   {streams.StateQueued, streams.StateScheduled, streams.StateFailed, streams.StateCancelled},
+	streams.StateScheduled: {streams.StateQueued, streams.StateCancelled},
+	streams.StateQueued:    {streams.StateClaimed, streams.StateRunning, streams.StateCancelled, streams.StateFailed},
+	streams.StateClaimed:   {streams.StateRunning, streams.StateQueued, streams.StateFailed, streams.StateCancelled},
+	streams.StateRunning: {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled, streams.StateScheduled,
+		streams.StateQueued, streams.StateWaiting},
+	streams.StateWaiting:   {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled},
+	streams.StateSucceeded: nil,
+	streams.StateFailed:    nil,
+	streams.StateCancelled: nil,
+}
+
+func TestLifecycleEveryPair(t *testing.T) {
+	froms := append([]streams.State{streams.StateNew}, streams.States...)
+	for _, from := range froms {
+		for _, to := range streams.States {
+			want := false
+			for _, s := range allowedMoves[from] {
+				want = want || s == to
+			}
+			name := string(from)
+			if name == "" {
+				name = "new"
+			}
+			t.Run(name+"->"+string(to), func(t *testing.T) {
+				if got := commands.Allowed(from, to); got != want {
+					t.Fatalf("Allowed(%q, %q) = %v, want %v", from, to, got, want)
+				}
+				// Every event type either may make the move or is refused
+				// with a TransitionError naming it.
+				ok := false
+				for _, ev := range eventTypes {
+					err := commands.Check("J", from, to, ev)
+					if err == nil {
+						ok = true
+						continue
+					}
+					var te *commands.TransitionError
+					if !errors.As(err, &te) || !errors.Is(err, commands.ErrInvalidTransition) {
+						t.Fatalf("Check(%q,%q,%s) = %v: want a *TransitionError", from, to, ev, err)
+					}
+					if te.From != from || te.Event != ev {
+						t.Fatalf("TransitionError %+v does not name the move", te)
+					}
+					if from.Terminal() != errors.Is(err, commands.ErrTerminal) {
+						t.Fatalf("Check(%q,...): ErrTerminal match = %v", from, errors.Is(err, commands.ErrTerminal))
+					}
+				}
+				if ok != want {
+					t.Fatalf("some event allows %q->%q: %v, want %v", from, to, ok, want)
+				}
+			})
+		}
+	}
+}
+
+var eventTypes = []string{streams.EvSubmitted, streams.EvDue, streams.EvClaimed, streams.EvStarted, streams.EvSucceeded,
+	streams.EvFailed, streams.EvCancelled, streams.EvRetryScheduled, streams.EvRetryLater, streams.EvRequeued,
+	streams.EvLeaseExpiredRequeue, streams.EvLeaseExpired, streams.EvWaiting}
+
+func TestTerminalStatesHaveNoExit(t *testing.T) {
+	for _, tr := range commands.Lifecycle {
+		if tr.From.Terminal() {
+			t.Errorf("table has a move out of terminal state %s: %+v", tr.From, tr)
+		}
+		if !tr.To.Valid() {
+			t.Errorf("table moves to unknown state %q", tr.To)
+		}
+	}
+}
+
+func TestAnnotationsOnlyWhileHeld(t *testing.T) {
+	for _, from := range streams.States {
+		err := commands.Check("J", from, "", streams.EvProgress)
+		want := from == streams.StateClaimed || from == streams.StateRunning || from == streams.StateWaiting
+		if (err == nil) != want {
+			t.Errorf("progress in %s: err %v, allowed %v", from, err, want)
+		}
+	}
+}
+
+func job(state streams.State) *streams.Job {
+	return &streams.Job{ID: "J", State: state, Seq: 7, Attempt: 1, Spec: streams.Spec{
+		MaxRetries: 3, Backoff: 30 * time.Second, BackoffCap: time.Hour, MaxLeaseRequeues: 3}}
+}
+
+func TestDecisionsRefuseWithoutWriting(t *testing.T) {
+	now := time.Now()
+	for _, s := range streams.States {
+		j := job(s)
+		cases := map[string]func() (*streams.Event, error){
+			"start":   func() (*streams.Event, error) { return commands.Start(j, "w", 1, now) },
+			"claim":   func() (*streams.Event, error) { return commands.Claim(j, "w", 1, now) },
+			"succeed": func() (*streams.Event, error) { return commands.Succeed(j, nil, "w", now) },
+			"requeue": func() (*streams.Event, error) { return commands.Requeue(j, "", "w", now) },
+			"due":     func() (*streams.Event, error) { return commands.Due(j, "w", now) },
+			"lease":   func() (*streams.Event, error) { return commands.LeaseLost(j, "w", now) },
+			"later":   func() (*streams.Event, error) { return commands.RetryLater(j, time.Second, "", "w", now) },
+			"cancel":  func() (*streams.Event, error) { return commands.Cancel(j, "", "w", now) },
+		}
+		for name, f := range cases {
+			ev, err := f()
+			if err != nil {
+				if ev != nil {
+					t.Errorf("%s from %s: refused but returned an event", name, s)
+				}
+				if !errors.Is(err, commands.ErrInvalidTransition) {
+					t.Errorf("%s from %s: %v is not ErrInvalidTransition", name, s, err)
+				}
+				continue
+			}
+			if ev.From != s || !commands.Allowed(s, ev.To) {
+				t.Errorf("%s from %s: event %s %s->%s is not in the table", name, s, ev.Type, ev.From, ev.To)
+			}
+		}
+	}
+}
+
+func TestCancelTerminalIsErrTerminal(t *testing.T) {
+	for _, s := range []streams.State{streams.StateSucceeded, streams.StateFailed, streams.StateCancelled} {
+		_, err := commands.Cancel(job(s), "", "me", time.Now())
+		if !errors.Is(err, commands.ErrTerminal) {
+			t.Fatalf("cancel %s: %v", s, err)
+		}
+	}
+}
+
+func TestFailDecidesRetry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		retries   int
+		max       int
+		retryable bool
+		code      string
+		retryOn   []string
+		noRetryOn []string
+		backoff   time.Duration
+		want      string
+		to        streams.State
+	}{
+		{"first failure retries after backoff", 0, 3, true, "", nil, nil, 30 * time.Second, streams.EvRetryScheduled, streams.StateScheduled},
+		{"zero backoff requeues at once", 0, 3, true, "", nil, nil, 0, streams.EvRetryScheduled, streams.StateQueued},
+		{"last retry used", 3, 3, true, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
+		{"max_retries 0", 0, 0, true, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
+		{"permanent", 0, 3, false, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
+		{"no_retry_on matches", 0, 3, true, "BAD", nil, []string{"BAD"}, time.Second, streams.EvFailed, streams.StateFailed},
+		{"retry_on misses", 0, 3, true, "OTHER", []string{"NET"}, nil, time.Second, streams.EvFailed, streams.StateFailed},
+		{"retry_on matches", 0, 3, true, "NET", []string{"NET"}, nil, time.Second, streams.EvRetryScheduled, streams.StateScheduled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job(streams.StateRunning)
+			j.Retries, j.Spec.MaxRetries, j.Spec.Backoff = tc.retries, tc.max, tc.backoff
+			j.Spec.RetryOn, j.Spec.NoRetryOn, j.Spec.Jitter = tc.retryOn, tc.noRetryOn, 0
+			ev, err := commands.Fail(j, streams.JobError{Code: tc.code, Message: "boom"}, tc.retryable, "w", now, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type != tc.want || ev.To != tc.to {
+				t.Fatalf("got %s -> %s, want %s -> %s", ev.Type, ev.To, tc.want, tc.to)
+			}
+			if ev.Error == nil || ev.Error.Message != "boom" {
+				t.Fatalf("event error %+v", ev.Error)
+			}
+			if tc.to == streams.StateScheduled && !ev.RunAt.Equal(now.Add(tc.backoff)) {
+				t.Fatalf("run_at %s, want %s", ev.RunAt, now.Add(tc.backoff))
+			}
+		})
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	s := &streams.Spec{Backoff: 30 * time.Second, BackoffCap: time.Hour}
+	for n, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute,
+		7: 32 * time.Minute, 8: time.Hour, 30: time.Hour} {
+		if got := commands.RetryDelay(s, n, 0.9); got != want {
+			t.Errorf("retry %d: %s, want %s", n, got, want)
+		}
+	}
+	s.Jitter = 0.1
+	lo, hi := commands.RetryDelay(s, 1, 0), commands.RetryDelay(s, 1, 0.999999)
+	if lo != 27*time.Second || hi < 32*time.Second || hi > 33*time.Second {
+		t.Errorf("jitter bounds %s..%s, want 27s..33s", lo, hi)
+	}
+	if d := commands.RetryDelay(&streams.Spec{}, 3, 0.5); d != 0 {
+		t.Errorf("zero base: %s", d)
+	}
+}
+
+func TestLeaseLostCountsRequeues(t *testing.T) {
+	for n := 0; n <= 4; n++ {
+		j := job(streams.StateRunning)
+		j.LeaseRequeues = n
+		ev, err := commands.LeaseLost(j, "w", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := streams.EvLeaseExpiredRequeue
+		if n >= 3 {
+			want = streams.EvLeaseExpired
+		}
+		if ev.Type != want {
+			t.Errorf("after %d requeues: %s, want %s", n, ev.Type, want)
+		}
+	}
+}
+
+func TestCheckClaimant(t *testing.T) {
+	j := job(streams.StateRunning)
+	j.Worker, j.LeaseItem, j.Attempt = "A", 9, 2
+	if err := commands.CheckClaimant(j, "A", 9, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		w     string
+		lease uint64
+		att   int
+	}{{"B", 9, 2}, {"A", 8, 2}, {"A", 9, 1}} {
+		if err := commands.CheckClaimant(j, c.w, c.lease, c.att); !errors.Is(err, commands.ErrNotClaimant) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+	j.State = streams.StateSucceeded
+	if err := commands.CheckClaimant(j, "A", 9, 2); !errors.Is(err, commands.ErrNotClaimant) {
+		t.Errorf("terminal: %v", err)
+	}
+}
+
+func ExampleCheck() {
+	err := commands.Check("01J", streams.StateSucceeded, streams.StateRunning, streams.EvStarted)
+	fmt.Println(err, errors.Is(err, commands.ErrInvalidTransition), errors.Is(err, commands.ErrTerminal))
+	// Output: job 01J: job.started: succeeded -> running is not allowed true true
+}
