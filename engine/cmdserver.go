@@ -255,13 +255,7 @@ func decodeCommand(body []byte, asJSON bool, v any) error {
 		}
 		return nil
 	}
-	dec := msgpack.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields(true)
-	dec.SetCustomStructTag("msgpack")
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	return nil
+	return streams.UnmarshalStrict(body, v)
 }
 
 // encodeReply encodes a reply as JSON, or as msgpack of the same JSON shape

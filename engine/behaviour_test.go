@@ -1,0 +1,736 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func TestClaimRace16Goroutines(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "nobody.runs.this"})
+	start := make(chan struct{})
+	var wins, refusals atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		st := testkit.Store(t, testkit.Conn(t, h.srv), "racer")
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			_, _, err := st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+				return commands.Start(j, "racer", uint64(100+i), time.Now())
+			})
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, commands.ErrInvalidTransition):
+				refusals.Add(1)
+			default:
+				t.Errorf("racer %d: %v", i, err)
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 || refusals.Load() != 15 {
+		t.Fatalf("%d won, %d refused; want 1 and 15", wins.Load(), refusals.Load())
+	}
+	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted)
+	h.verify()
+}
+
+func TestDuplicateWorkItemsRunOnce(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "dup", Queue: "dups"})
+	// Fifteen more copies of its work item, as redelivery or repair could
+	// leave (no message id: the stream keeps every copy).
+	item, _ := streams.Marshal(&streams.WorkItem{Rev: sub.Rev, Job: *sub.Job})
+	for i := 0; i < 15; i++ {
+		if _, err := h.st.JS.Publish(h.ctx, streams.RunSubject("dups", "dup"), item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs counter
+	release := make(chan struct{})
+	h.runtime(engine.RuntimeConfig{Queue: "dups", WorkerID: "w", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"dup": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			runs.add(task.Job.ID)
+			<-release // hold the job while the duplicates arrive
+			return []byte(`1`), nil
+		}}})
+	qs, err := h.st.JS.Stream(h.ctx, streams.QueueStream("dups"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fifteen duplicates are dropped while the first holds the job.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		info, err := qs.Info(h.ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 1 {
+			return testkit.Errorf("%d work items left", info.State.Msgs)
+		}
+		return nil
+	})
+	close(release)
+	h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+	if n := runs.get(sub.Job.ID); n != 1 {
+		t.Fatalf("handler ran %d times", n)
+	}
+	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvSucceeded)
+	h.verify()
+}
+
+func TestRetriesWithBackoff(t *testing.T) {
+	h := newHarness(t)
+	var fails atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"flaky": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			if task.Job.Attempt <= 2 {
+				fails.Add(1)
+				return nil, errors.New("not yet")
+			}
+			return []byte(`"done"`), nil
+		}}})
+	// Zero backoff: requeued at once.
+	fast := h.submit(commands.SubmitRequest{Type: "flaky", Backoff: dur(0)})
+	j := h.waitState(fast.Job.ID, streams.StateSucceeded, 10*time.Second)
+	if j.Attempt != 3 || j.Retries != 2 || string(j.Result) != `"done"` || j.Error != nil {
+		t.Fatalf("job %+v", j)
+	}
+	h.wantEvents(fast.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvStarted,
+		streams.EvRetryScheduled, streams.EvStarted, streams.EvSucceeded)
+	// One second base: scheduled (never failed) while it waits.
+	slow := h.submit(commands.SubmitRequest{Type: "flaky", Backoff: dur(time.Second), Jitter: ptr(0.0)})
+	j = h.waitState(slow.Job.ID, streams.StateScheduled, 10*time.Second)
+	if j.Retries != 1 || j.Error == nil || j.Error.Message != "not yet" || j.RunAt.Sub(j.UpdatedAt) != time.Second {
+		t.Fatalf("waiting for retry: %+v", j)
+	}
+	j = h.waitState(slow.Job.ID, streams.StateSucceeded, 15*time.Second)
+	h.wantEvents(slow.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvDue,
+		streams.EvStarted, streams.EvRetryScheduled, streams.EvDue, streams.EvStarted, streams.EvSucceeded)
+	if j.StartedAt.Before(j.RunAt) {
+		t.Fatalf("retry started %s before its run_at %s", j.StartedAt, j.RunAt)
+	}
+	h.verify()
+}
+
+func TestFailureKinds(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"permanent": func(context.Context, *engine.Task) ([]byte, error) {
+			return nil, &engine.PermanentError{Err: errors.New("bad input")}
+		},
+		"coded": func(context.Context, *engine.Task) ([]byte, error) {
+			return nil, codeErr("VALIDATION")
+		},
+		"panics": func(context.Context, *engine.Task) ([]byte, error) { panic("kaboom") },
+		"slow": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), engine.ErrTimeout) {
+				return nil, errors.New("context ended without the timeout cause")
+			}
+			return nil, ctx.Err()
+		},
+		"later": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			if task.Job.Attempt == 1 {
+				return nil, &engine.RetryLaterError{Delay: 0, Reason: "GPU busy"}
+			}
+			return []byte(`1`), nil
+		},
+		"badresult": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`{not json`), nil },
+	}})
+	check := func(req commands.SubmitRequest, state streams.State, attempts, retries int, code string, evs ...string) *streams.Job {
+		t.Helper()
+		sub := h.submit(req)
+		j := h.waitState(sub.Job.ID, state, 15*time.Second)
+		if j.Attempt != attempts || j.Retries != retries {
+			t.Fatalf("%s: attempts %d retries %d, want %d %d", req.Type, j.Attempt, j.Retries, attempts, retries)
+		}
+		if code != "" && (j.Error == nil || j.Error.Code != code) {
+			t.Fatalf("%s: error %+v, want code %s", req.Type, j.Error, code)
+		}
+		h.wantEvents(sub.Job.ID, evs...)
+		return j
+	}
+	check(commands.SubmitRequest{Type: "permanent"}, streams.StateFailed, 1, 0, engine.CodeError,
+		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	check(commands.SubmitRequest{Type: "coded", NoRetryOn: []string{"VALIDATION"}}, streams.StateFailed, 1, 0, "VALIDATION",
+		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	j := check(commands.SubmitRequest{Type: "panics", MaxRetries: ptr(1), Backoff: dur(0)}, streams.StateFailed, 2, 1, engine.CodePanic,
+		streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvStarted, streams.EvFailed)
+	if !strings.Contains(j.Error.Stack, "behaviour_test.go") || !strings.Contains(j.Error.Message, "kaboom") {
+		t.Fatalf("panic error without its stack: %+v", j.Error)
+	}
+	start := time.Now()
+	check(commands.SubmitRequest{Type: "slow", Timeout: dur(300 * time.Millisecond), MaxRetries: ptr(0)}, streams.StateFailed, 1, 0, engine.CodeTimeout,
+		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("timeout took %s", time.Since(start))
+	}
+	j = check(commands.SubmitRequest{Type: "later", MaxRetries: ptr(0)}, streams.StateSucceeded, 2, 0, "",
+		streams.EvSubmitted, streams.EvStarted, streams.EvRetryLater, streams.EvStarted, streams.EvSucceeded)
+	evs := h.events(j.ID)
+	if evs[2].Message != "GPU busy" {
+		t.Fatalf("retry_later event %+v", evs[2])
+	}
+	check(commands.SubmitRequest{Type: "badresult"}, streams.StateFailed, 1, 0, engine.CodeError,
+		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	h.verify()
+}
+
+type codeErr string
+
+func (c codeErr) Error() string { return "coded: " + string(c) }
+func (c codeErr) Code() string  { return string(c) }
+
+func TestCancel(t *testing.T) {
+	h := newHarness(t)
+	running := make(chan string, 1)
+	cause := make(chan error, 1)
+	var ran counter
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"long": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			ran.add(task.Job.ID)
+			running <- task.Job.ID
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return []byte(`"finished anyway"`), nil // discarded: cancelled stands
+		}}})
+
+	t.Run("queued", func(t *testing.T) {
+		sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
+		snap, err := h.st.Cancel(h.ctx, sub.Job.ID, "not needed")
+		if err != nil || snap.Job.State != streams.StateCancelled {
+			t.Fatalf("cancel: %v %+v", err, snap.Job)
+		}
+		h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvCancelled)
+	})
+	t.Run("scheduled", func(t *testing.T) {
+		sub := h.submit(commands.SubmitRequest{Type: "long", Delay: dur(time.Second)})
+		if _, err := h.st.Cancel(h.ctx, sub.Job.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		// The schedule still fires; the promoter finds the job cancelled and
+		// drops the due item.
+		qs, err := h.st.JS.Stream(h.ctx, streams.QueueStream("default"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			if _, err := qs.GetLastMsgForSubject(h.ctx, streams.SchedSubject("default", sub.Job.ID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return testkit.Errorf("schedule not fired yet (%v)", err)
+			}
+			c, err := h.st.JS.Consumer(h.ctx, streams.QueueStream("default"), engine.PromoterConsumer)
+			if err != nil {
+				return err
+			}
+			info, err := c.Info(h.ctx)
+			if err != nil {
+				return err
+			}
+			if info.Delivered.Consumer == 0 || info.NumAckPending != 0 || info.NumPending != 0 {
+				return testkit.Errorf("promoter: delivered %d, held %d, waiting %d", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+			}
+			return nil
+		})
+		if ran.get(sub.Job.ID) != 0 {
+			t.Fatal("a cancelled scheduled job ran")
+		}
+		h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvCancelled)
+	})
+	t.Run("running", func(t *testing.T) {
+		sub := h.submit(commands.SubmitRequest{Type: "long"})
+		id := <-running
+		if id != sub.Job.ID {
+			t.Fatalf("running %s", id)
+		}
+		h.waitState(id, streams.StateRunning, 5*time.Second)
+		t0 := time.Now()
+		if _, err := h.st.Cancel(h.ctx, id, "user"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-cause:
+			if !errors.Is(c, engine.ErrJobCancelled) {
+				t.Fatalf("handler context cause %v", c)
+			}
+			if d := time.Since(t0); d > time.Second {
+				t.Fatalf("handler saw the cancel after %s", d)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("handler context not cancelled within 1s")
+		}
+		// Its result is discarded: the work item is settled and nothing
+		// more is written.
+		testkit.WaitFor(t, 5*time.Second, func() error {
+			c, err := h.st.JS.Consumer(h.ctx, streams.QueueStream("default"), engine.ConsumerName("long"))
+			if err != nil {
+				return err
+			}
+			info, err := c.Info(h.ctx)
+			if err != nil {
+				return err
+			}
+			if info.NumAckPending != 0 || info.NumPending != 0 {
+				return testkit.Errorf("work items of long: %d held, %d waiting", info.NumAckPending, info.NumPending)
+			}
+			return nil
+		})
+		j := h.get(id)
+		if j.State != streams.StateCancelled || j.Result != nil {
+			t.Fatalf("job %+v", j)
+		}
+		h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
+	})
+	t.Run("terminal", func(t *testing.T) {
+		sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
+		if _, err := h.st.Cancel(h.ctx, sub.Job.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		before := h.lastSeq()
+		snap, err := h.st.Cancel(h.ctx, sub.Job.ID, "again")
+		if !errors.Is(err, commands.ErrTerminal) || snap.Job.State != streams.StateCancelled {
+			t.Fatalf("second cancel: %v", err)
+		}
+		if after := h.lastSeq(); after != before {
+			t.Fatalf("cancel of a terminal job wrote %d events", after-before)
+		}
+	})
+	h.verify()
+}
+
+func TestRefusedTransitionWritesNothing(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
+	before := h.lastSeq()
+	for name, d := range map[string]engine.Decider{
+		"succeed queued": func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "x", time.Now()) },
+		"due queued":     func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, "x", time.Now()) },
+		"requeue queued": func(j *streams.Job) (*streams.Event, error) { return commands.Requeue(j, "", "x", time.Now()) },
+	} {
+		_, _, err := h.st.Apply(h.ctx, "test", sub, d)
+		if !errors.Is(err, commands.ErrInvalidTransition) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if after := h.lastSeq(); after != before {
+		t.Fatalf("refused transitions wrote %d events", after-before)
+	}
+	if _, err := h.st.Get(h.ctx, "NOTANID"); !errors.Is(err, commands.ErrInvalidInput) {
+		t.Fatalf("get bad id: %v", err)
+	}
+	if _, err := h.st.Load(h.ctx, streams.NewID()); !errors.Is(err, commands.ErrNotFound) {
+		t.Fatalf("load unknown id: %v", err)
+	}
+	if _, err := h.st.Cancel(h.ctx, streams.NewID(), ""); !errors.Is(err, commands.ErrNotFound) {
+		t.Fatalf("cancel unknown id: %v", err)
+	}
+}
+
+// A zombie: worker A's lease went to B; A's late outcome is refused.
+func TestZombieWritesRefused(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
+	now := time.Now
+	a, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Start(j, "A", 1, now())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := h.st.Apply(h.ctx, "lease", a, func(j *streams.Job) (*streams.Event, error) { return commands.LeaseLost(j, "B", now()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = h.st.Apply(h.ctx, "claim", b, func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "B", 1, now()) }); err != nil {
+		t.Fatal(err)
+	}
+	// A reports success on the snapshot it holds.
+	_, _, err = h.st.Apply(h.ctx, "complete", a, func(j *streams.Job) (*streams.Event, error) {
+		if err := commands.CheckClaimant(j, "A", 1, a.Job.Attempt); err != nil {
+			return nil, err
+		}
+		return commands.Succeed(j, nil, "A", now())
+	})
+	if !errors.Is(err, commands.ErrNotClaimant) {
+		t.Fatalf("zombie write: %v", err)
+	}
+	j := h.get(sub.Job.ID)
+	if j.State != streams.StateRunning || j.Worker != "B" || j.Attempt != 2 || j.LeaseRequeues != 1 {
+		t.Fatalf("job %+v", j)
+	}
+	h.verify()
+}
+
+// A worker that dies (its connection gone, no renewals) loses its lease;
+// the server redelivers the item and another worker requeues and runs it.
+func TestLeaseExpiryRequeues(t *testing.T) {
+	h := newHarness(t)
+	held := make(chan struct{}, 1)
+	deadSt := testkit.Store(t, testkit.Conn(t, h.srv), "dead")
+	dead, err := engine.NewRuntime(deadSt, engine.RuntimeConfig{WorkerID: "dead", Lease: time.Second, Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{"work": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			held <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sub := h.submit(commands.SubmitRequest{Type: "work"})
+	<-held
+	h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+	deadSt.NC.Close() // the process is gone: no renewals, no writes
+	defer dead.Stop(context.Background())
+
+	var ran atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "alive", Lease: time.Second, Handlers: map[string]engine.Handler{
+		"work": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return []byte(`"ok"`), nil }}})
+	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 15*time.Second)
+	if ran.Load() != 1 || j.Worker != "alive" || j.LeaseRequeues != 1 || j.Attempt != 2 {
+		t.Fatalf("job %+v, ran %d", j, ran.Load())
+	}
+	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvSucceeded)
+	h.verify()
+}
+
+func TestMaxLeaseRequeuesFails(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "no.worker", MaxLeaseRequeues: ptr(1)})
+	cur := sub
+	var err error
+	for i := 0; i < 2; i++ {
+		if cur, _, err = h.st.Apply(h.ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
+			return commands.Start(j, "w", 1, time.Now())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if cur, _, err = h.st.Apply(h.ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
+			return commands.LeaseLost(j, "w2", time.Now())
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur.Job.State != streams.StateFailed || cur.Job.Error.Code != "LEASE_EXPIRED" || cur.Job.LeaseRequeues != 2 {
+		t.Fatalf("job %+v", cur.Job)
+	}
+	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvLeaseExpired)
+}
+
+func TestGracefulShutdownRequeues(t *testing.T) {
+	for _, obedient := range []bool{true, false} {
+		name := "handler honours its context"
+		if !obedient {
+			name = "handler ignores its context"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			held := make(chan struct{}, 1)
+			stuck := make(chan struct{})
+			defer close(stuck)
+			first, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, h.srv), "first"), engine.RuntimeConfig{
+				WorkerID: "first", ShutdownGrace: 100 * time.Millisecond, Log: testkit.Logger(t),
+				Handlers: map[string]engine.Handler{"work": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+					held <- struct{}{}
+					if obedient {
+						<-ctx.Done()
+						return nil, context.Cause(ctx)
+					}
+					<-stuck
+					return []byte(`"too late"`), nil
+				}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Start(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+			sub := h.submit(commands.SubmitRequest{Type: "work"})
+			<-held
+			h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+			t0 := time.Now()
+			first.Stop(context.Background())
+			if d := time.Since(t0); d > 5*time.Second {
+				t.Fatalf("stop took %s", d)
+			}
+			j := h.get(sub.Job.ID)
+			if j.State != streams.StateQueued {
+				t.Fatalf("after stop the job is %s", j.State)
+			}
+			h.runtime(engine.RuntimeConfig{WorkerID: "second", Handlers: map[string]engine.Handler{
+				"work": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`"second"`), nil }}})
+			j = h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+			if j.Worker != "second" || string(j.Result) != `"second"` || j.Retries != 0 {
+				t.Fatalf("job %+v", j)
+			}
+			h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRequeued, streams.EvStarted, streams.EvSucceeded)
+			h.verify()
+		})
+	}
+}
+
+func TestUnknownTypeStaysQueued(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"known": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil }}})
+	unknown := h.submit(commands.SubmitRequest{Type: "unknown.type"})
+	known := h.submit(commands.SubmitRequest{Type: "known"})
+	h.waitState(known.Job.ID, streams.StateSucceeded, 10*time.Second)
+	// The projector has seen both submits (its lag is 100ms) and the known
+	// job went through; the unknown one is still visible and queued.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if _, last := h.eng.Projector.Stats(); last < known.Job.Seq {
+			return testkit.Errorf("projector at %d", last)
+		}
+		return nil
+	})
+	if j := h.get(unknown.Job.ID); j.State != streams.StateQueued || j.Attempt != 0 {
+		t.Fatalf("unknown type: %+v", j)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	h := newHarness(t)
+	first, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Type: "no.worker", IdempotencyKey: "order-42"})
+	if err != nil || !first.Created {
+		t.Fatalf("first: %v %v", err, first.Created)
+	}
+	for _, req := range []commands.SubmitRequest{
+		{Type: "no.worker", IdempotencyKey: "order-42"},
+		{Type: "other.type", Queue: "elsewhere", IdempotencyKey: "order-42"}, // same key, other subject
+	} {
+		again, err := h.st.Submit(h.ctx, &req)
+		if err != nil || again.Created || again.Job.ID != first.Job.ID || again.Job.Spec.Type != "no.worker" {
+			t.Fatalf("again: %v created=%v %+v", err, again.Created, again.Job)
+		}
+	}
+	other, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Type: "no.worker", IdempotencyKey: "order-42", Namespace: "tenant2"})
+	if err != nil || !other.Created || other.Job.ID == first.Job.ID {
+		t.Fatalf("other namespace: %v %+v", err, other)
+	}
+	h.wantEvents(first.Job.ID, streams.EvSubmitted)
+}
+
+// A writer that crashed right after its append leaves the job only in the
+// log: the projector builds its record and dispatches it.
+func TestProjectorRepairsWhatACrashLeft(t *testing.T) {
+	h := newHarness(t)
+	var ran atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"orphan": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return []byte(`7`), nil }}})
+	now := time.Now().UTC()
+	spec, _ := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
+	id := streams.NewID()
+	ev, _ := commands.Submit(id, spec, now)
+	if _, err := h.st.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := h.waitState(id, streams.StateSucceeded, 15*time.Second)
+	if ran.Load() != 1 || string(j.Result) != "7" {
+		t.Fatalf("ran %d, job %+v", ran.Load(), j)
+	}
+	if h.eng.Store.Repairs.Load() < 1 {
+		t.Fatal("projector did not count the repair")
+	}
+	h.verify()
+}
+
+func TestVerifyFindsTamperedRecord(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
+	h.verify()
+	tampered := *sub.Job
+	tampered.State = streams.StateSucceeded
+	b, _ := streams.EncodeJob(&tampered)
+	if _, err := h.st.KV.Put(h.ctx, sub.Job.ID, b); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := projectionsVerify(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Diffs) != 1 || rep.Diffs[0].ID != sub.Job.ID || strings.Join(rep.Diffs[0].Fields, ",") != "state" {
+		t.Fatalf("diffs %+v", rep.Diffs)
+	}
+}
+
+func TestWaitAndFollowArePushed(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"gate": func(context.Context, *engine.Task) ([]byte, error) { <-release; return nil, nil }}})
+	sub := h.submit(commands.SubmitRequest{Type: "gate"})
+	got := make(chan []string, 1)
+	go func() {
+		var seen []string
+		_ = h.st.History(h.ctx, sub.Job.ID, 0, true, func(e *streams.Event) error { seen = append(seen, e.Type); return nil })
+		got <- seen
+	}()
+	h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+	close(release)
+	select {
+	case seen := <-got:
+		if strings.Join(seen, " ") != "job.submitted job.started job.succeeded" {
+			t.Fatalf("followed %v", seen)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end at the terminal event")
+	}
+}
+
+func TestServerRestartKeepsScheduledJobs(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testkit.Ctx(t)
+	start := func() (*engine.Store, func()) {
+		srv, err := engine.StartServer(engine.ServerConfig{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := engine.ConnectInProcess(srv, "restart")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := engine.OpenStore(ctx, nc, streams.Topology{}, "restart")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Log = testkit.Logger(t)
+		return st, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }
+	}
+	st, stop := start()
+	res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "later", Delay: dur(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop() // every process gone while the job waits
+
+	st, stop = start()
+	defer stop()
+	eng := engine.NewEngine(st, engine.EngineConfig{Log: testkit.Logger(t), ProjectorLag: 100 * time.Millisecond})
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(context.Background())
+	rt, err := engine.NewRuntime(st, engine.RuntimeConfig{WorkerID: "w", Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{"later": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`1`), nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		snap, err := st.Get(ctx, res.Job.ID)
+		if err != nil {
+			return err
+		}
+		if snap.Job.State != streams.StateSucceeded {
+			return testkit.Errorf("job is %s", snap.Job.State)
+		}
+		return nil
+	})
+}
+
+func TestCommandProtocol(t *testing.T) {
+	h := newHarness(t)
+	nc := testkit.Conn(t, h.srv)
+	ask := func(verb string, body []byte, jsonCT bool) map[string]any {
+		t.Helper()
+		m := nats.NewMsg(streams.CommandPrefix + "." + verb)
+		m.Data = body
+		if jsonCT {
+			m.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", verb, err)
+		}
+		out := map[string]any{}
+		if jsonCT {
+			if err := jsonUnmarshal(resp.Data, &out); err != nil {
+				t.Fatalf("%s reply %q: %v", verb, resp.Data, err)
+			}
+		} else if err := streams.Unmarshal(resp.Data, &out); err != nil {
+			t.Fatalf("%s reply: %v", verb, err)
+		}
+		return out
+	}
+	problemType := func(r map[string]any) string {
+		e, _ := r["error"].(map[string]any)
+		s, _ := e["type"].(string)
+		return s
+	}
+	r := ask("submit", []byte(`{"type":"demo.x","payload":{"a":[1,2]},"max_retries":0,"delay":"1h"}`), true)
+	job, _ := r["job"].(map[string]any)
+	if job == nil || job["state"] != "scheduled" || r["created"] != true {
+		t.Fatalf("submit reply %v", r)
+	}
+	id := job["id"].(string)
+	mp, _ := streams.Marshal(map[string]any{"type": "demo.y", "payload": map[string]any{"n": 1}})
+	r = ask("submit", mp, false)
+	if j, _ := r["job"].(map[string]any); j == nil || j["state"] != "queued" {
+		t.Fatalf("msgpack submit reply %v", r)
+	} else if p, _ := j["payload"].(map[string]any); p == nil {
+		t.Fatalf("msgpack reply payload is not a value: %v", j["payload"])
+	}
+	if r = ask("get", []byte(`{"id":"`+id+`"}`), true); r["job"].(map[string]any)["id"] != id {
+		t.Fatalf("get reply %v", r)
+	}
+	if r = ask("events", []byte(`{"id":"`+id+`"}`), true); len(r["events"].([]any)) != 1 {
+		t.Fatalf("events reply %v", r)
+	}
+	if r = ask("list", []byte(`{"state":"scheduled"}`), true); len(r["jobs"].([]any)) != 1 {
+		t.Fatalf("list reply %v", r)
+	}
+	if r = ask("cancel", []byte(`{"id":"`+id+`","reason":"test"}`), true); r["job"].(map[string]any)["state"] != "cancelled" {
+		t.Fatalf("cancel reply %v", r)
+	}
+	before := h.lastSeq()
+	for _, tc := range []struct {
+		verb, body string
+		json       bool
+		want       string
+	}{
+		{"submit", `{"type":`, true, engine.ProblemBadCommand},
+		{"submit", `{"type":"x","max_retries":"three"}`, true, engine.ProblemBadCommand},
+		{"submit", `{"type":"x","unknown":1}`, true, engine.ProblemBadCommand},
+		{"submit", `{"type":"bad type"}`, true, engine.ProblemInvalidInput},
+		{"submit", "\xdd\xff\xff\xff\xff", false, engine.ProblemBadCommand},
+		{"submit", "", true, engine.ProblemBadCommand},
+		{"get", `{"id":"nope"}`, true, engine.ProblemInvalidInput},
+		{"get", `{"id":"` + streams.NewID() + `"}`, true, engine.ProblemNotFound},
+		{"cancel", `{"id":"` + streams.NewID() + `"}`, true, engine.ProblemNotFound},
+		{"list", `{"state":"sleeping"}`, true, engine.ProblemInvalidInput},
+		{"explode", `{}`, true, engine.ProblemUnknownCommand},
+	} {
+		if got := problemType(ask(tc.verb, []byte(tc.body), tc.json)); got != tc.want {
+			t.Errorf("%s %q: problem %q, want %q", tc.verb, tc.body, got, tc.want)
+		}
+	}
+	big := make([]byte, engine.MaxCommandBytes+1)
+	if got := problemType(ask("submit", big, true)); got != engine.ProblemBadCommand {
+		t.Errorf("oversized command: %q", got)
+	}
+	if after := h.lastSeq(); after != before {
+		t.Fatalf("refused commands wrote %d events", after-before)
+	}
+}

@@ -1,0 +1,175 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// harness is one embedded server with a client-side Store and an engine
+// (projector with a short lag, promoter, command server).
+type harness struct {
+	t   *testing.T
+	srv *server.Server
+	st  *engine.Store
+	eng *engine.Engine
+	ctx context.Context
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	srv := testkit.Server(t)
+	h := &harness{t: t, srv: srv, ctx: testkit.Ctx(t)}
+	h.st = testkit.Store(t, testkit.Conn(t, srv), "client")
+	h.eng = engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := h.eng.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.eng.Stop(context.Background()) })
+	return h
+}
+
+// runtime starts a worker runtime on its own connection.
+func (h *harness) runtime(cfg engine.RuntimeConfig) *engine.Runtime {
+	h.t.Helper()
+	st := testkit.Store(h.t, testkit.Conn(h.t, h.srv), cfg.WorkerID)
+	if cfg.Log == nil {
+		cfg.Log = testkit.Logger(h.t)
+	}
+	rt, err := engine.NewRuntime(st, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := rt.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { rt.Stop(context.Background()) })
+	return rt
+}
+
+func (h *harness) submit(req commands.SubmitRequest) engine.Snapshot {
+	h.t.Helper()
+	res, err := h.st.Submit(h.ctx, &req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.Snapshot
+}
+
+func (h *harness) get(id string) *streams.Job {
+	h.t.Helper()
+	snap, err := h.st.Get(h.ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return snap.Job
+}
+
+func (h *harness) waitState(id string, want streams.State, timeout time.Duration) *streams.Job {
+	h.t.Helper()
+	var j *streams.Job
+	testkit.WaitFor(h.t, timeout, func() error {
+		snap, err := h.st.Get(h.ctx, id)
+		if err != nil {
+			return err
+		}
+		j = snap.Job
+		if j.State != want {
+			return fmt.Errorf("job %s is %s, want %s", id, j.State, want)
+		}
+		return nil
+	})
+	return j
+}
+
+// events is the job's history from the log.
+func (h *harness) events(id string) []*streams.Event {
+	h.t.Helper()
+	var evs []*streams.Event
+	if err := h.st.History(h.ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+func types(evs []*streams.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+func (h *harness) wantEvents(id string, want ...string) {
+	h.t.Helper()
+	got := types(h.events(id))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		h.t.Fatalf("events of %s:\n got %v\nwant %v", id, got, want)
+	}
+}
+
+// verify rebuilds every job from the log and requires the bucket to agree.
+func (h *harness) verify() {
+	h.t.Helper()
+	rep, err := projections.Verify(h.ctx, h.st.JS, 2*time.Second)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if len(rep.Diffs) > 0 {
+		h.t.Fatalf("log and jobs bucket differ: %+v", rep.Diffs)
+	}
+}
+
+// lastSeq is the last event sequence of the events stream.
+func (h *harness) lastSeq() uint64 {
+	h.t.Helper()
+	info, err := h.st.Events.Info(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// counter counts handler runs per job.
+type counter struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *counter) add(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]int{}
+	}
+	c.runs[id]++
+	return c.runs[id]
+}
+
+func (c *counter) get(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[id]
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func dur(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
+
+func projectionsVerify(h *harness) (*projections.Report, error) {
+	return projections.Verify(h.ctx, h.st.JS, time.Second)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
