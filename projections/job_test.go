@@ -55,7 +55,9 @@ func TestApplyRetryThenSuccess(t *testing.T) {
 		},
 		func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, "engine", at(32*time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w2", 12, at(33*time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, []byte(`"ok"`), "w2", at(34*time.Second)) },
+		func(j *streams.Job) (*streams.Event, error) {
+			return commands.Succeed(j, []byte(`"ok"`), "w2", at(34*time.Second))
+		},
 	)
 	want := &streams.Job{ID: "J", Spec: j.Spec, State: streams.StateSucceeded, Attempt: 2, Retries: 1,
 		Worker: "w2", Result: []byte(`"ok"`), CreatedAt: t0, RunAt: at(32 * time.Second), QueuedAt: at(32 * time.Second),
@@ -70,7 +72,9 @@ func TestApplyLeaseAndCancel(t *testing.T) {
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) { return commands.LeaseLost(j, "w2", at(40*time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w2", 11, at(41*time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) { return commands.Cancel(j, "operator", "cli", at(42*time.Second)) },
+		func(j *streams.Job) (*streams.Event, error) {
+			return commands.Cancel(j, "operator", "cli", at(42*time.Second))
+		},
 	)
 	if j.State != streams.StateCancelled || j.LeaseRequeues != 1 || j.Attempt != 2 || j.LeaseItem != 0 ||
 		!j.FinishedAt.Equal(at(42*time.Second)) || j.Error == nil || j.Error.Code != "CANCELLED" {
