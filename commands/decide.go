@@ -199,6 +199,19 @@ func shouldRetry(s *streams.Spec, code string) bool {
 	return true
 }
 
+// CheckHolder returns ErrNotClaimant unless j is claimed or running by
+// worker: the guard of reports from workers outside the process (HTTP),
+// whose identity is their worker id.
+func CheckHolder(j *streams.Job, worker string) error {
+	if (j.State == streams.StateRunning || j.State == streams.StateClaimed) && j.Worker == worker {
+		return nil
+	}
+	if j.State.Terminal() {
+		return fmt.Errorf("job %s is %s: %w", j.ID, j.State, ErrNotClaimant)
+	}
+	return fmt.Errorf("job %s is %s, held by %q: %w", j.ID, j.State, j.Worker, ErrNotClaimant)
+}
+
 // CheckClaimant returns ErrNotClaimant unless j is claimed or running under
 // the lease of worker's work item in the given attempt: the guard that keeps
 // a zombie worker (one whose lease went to another) from changing the job.

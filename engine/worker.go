@@ -162,18 +162,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.cancelSb = sub
 	for jobType := range r.cfg.Handlers {
-		cons, err := r.store.JS.CreateOrUpdateConsumer(ctx, qs.CachedInfo().Config.Name, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(jobType),
-			Description:   "jetflow workers of " + jobType,
-			FilterSubject: streams.RunSubject(r.cfg.Queue, jobType),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       r.cfg.Lease,
-			MaxDeliver:    -1, // lease losses are counted in the job (max_lease_requeues), not here
-			MaxAckPending: r.cfg.MaxAckPending,
-		})
+		cons, err := r.store.EnsureRunConsumer(ctx, r.cfg.Queue, jobType, r.cfg.Lease, r.cfg.MaxAckPending)
 		if err != nil {
 			r.stopLocked()
-			return fmt.Errorf("consumer for %s: %w", jobType, err)
+			return err
 		}
 		cc, err := cons.Consume(r.receive,
 			jetstream.PullMaxMessages(r.cfg.Concurrency),
@@ -221,28 +213,21 @@ func (r *Runtime) receive(msg jetstream.Msg) {
 // process takes one work item from claim to its outcome.
 func (r *Runtime) process(msg jetstream.Msg) {
 	ctx := context.Background()
-	meta, err := msg.Metadata()
-	if err != nil {
-		r.log.Error("work item without metadata", "err", err)
-		_ = msg.Term()
+	d := decodeDelivery(msg, r.log)
+	if d == nil {
 		return
 	}
-	item, err := streams.DecodeWorkItem(msg.Data())
-	if err != nil {
-		r.log.Error("malformed work item dropped", "seq", meta.Sequence.Stream, "err", err)
-		_ = msg.Term()
-		return
-	}
-	h := r.cfg.Handlers[item.Job.Spec.Type]
+	h := r.cfg.Handlers[d.item.Job.Spec.Type]
 	if h == nil { // a consumer is per type, so this is a misrouted item
-		r.log.Error("work item for a type this worker does not run", "type", item.Job.Spec.Type)
+		r.log.Error("work item for a type this worker does not run", "type", d.item.Job.Spec.Type)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	snap, ok := r.claim(ctx, msg, meta, item)
+	snap, ok := r.store.claimItem(ctx, r.qs, d, r.cfg.WorkerID, false, r.log)
 	if !ok {
 		return
 	}
+	meta := d.meta
 	crash("claim:done")
 
 	hctx, cancel := context.WithCancelCause(context.Background())
@@ -266,69 +251,6 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		return // Stop requeued it after the grace period; our result is void
 	}
 	r.complete(ctx, rn, snap, result, herr, cause)
-}
-
-// claim starts the job of a work item. It returns false when the item is
-// not (or no longer) the job's way to run, after settling the message.
-func (r *Runtime) claim(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, item *streams.WorkItem) (Snapshot, bool) {
-	lease := meta.Sequence.Stream
-	cur := Snapshot{Job: &item.Job, Rev: item.Rev}
-	for round := 0; round < 4; round++ {
-		snap, _, err := r.store.Apply(ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
-			return commands.Start(j, r.cfg.WorkerID, lease, time.Now().UTC())
-		})
-		if err == nil {
-			return snap, true
-		}
-		if !errors.Is(err, commands.ErrInvalidTransition) {
-			r.log.Warn("claim failed; the item will be redelivered", "job", item.Job.ID, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return snap, false
-		}
-		j := snap.Job
-		if j.State != streams.StateRunning && j.State != streams.StateClaimed {
-			// Terminal, scheduled, waiting: this item is stale. Another item
-			// (or the promoter) runs the job when it is runnable again.
-			_ = msg.Ack()
-			return snap, false
-		}
-		if j.LeaseItem != lease && r.itemAlive(ctx, j.LeaseItem) {
-			_ = msg.Ack() // a duplicate item while the job's own item is held
-			return snap, false
-		}
-		// The job is held under this item's lease (which the server has just
-		// redelivered: its worker stopped renewing it) or under an item that
-		// no longer exists. Either way the lease is lost.
-		held := j.LeaseItem
-		next, _, err := r.store.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
-			if (j.State != streams.StateRunning && j.State != streams.StateClaimed) || j.LeaseItem != held {
-				return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
-			}
-			return commands.LeaseLost(j, r.cfg.WorkerID, time.Now().UTC())
-		})
-		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
-			r.log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return next, false
-		}
-		if next.Job.State.Terminal() {
-			_ = msg.Ack()
-			return next, false
-		}
-		cur = next
-	}
-	_ = msg.NakWithDelay(time.Second)
-	return cur, false
-}
-
-// itemAlive reports whether the work item at seq of this queue's stream
-// still exists (is held by a worker or waits for redelivery).
-func (r *Runtime) itemAlive(ctx context.Context, seq uint64) bool {
-	if seq == 0 {
-		return false
-	}
-	_, err := r.qs.GetMsg(ctx, seq)
-	return err == nil || !errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // call runs the handler, turning a panic into an error with its stack.

@@ -40,28 +40,28 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 	case streams.EvDue:
 		n.QueuedAt = t
 	case streams.EvClaimed:
-		n.Worker, n.LeaseItem = ev.Actor, ev.Lease
+		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 	case streams.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t
-		n.Worker, n.LeaseItem = ev.Actor, ev.Lease
+		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.Progress = nil
 	case streams.EvSucceeded:
 		n.Result = ev.Result
 		n.Error = nil
 		n.FinishedAt = t
-		n.LeaseItem = 0
+		n.LeaseItem, n.LeaseAck = 0, ""
 	case streams.EvFailed, streams.EvLeaseExpired:
 		n.Error = ev.Error
 		n.FinishedAt = t
-		n.LeaseItem = 0
+		n.LeaseItem, n.LeaseAck = 0, ""
 		if ev.Type == streams.EvLeaseExpired {
 			n.LeaseRequeues++
 		}
 	case streams.EvCancelled:
 		n.Error = &streams.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
 		n.FinishedAt = t
-		n.LeaseItem = 0
+		n.LeaseItem, n.LeaseAck = 0, ""
 	case streams.EvRetryScheduled, streams.EvRetryLater, streams.EvRequeued, streams.EvLeaseExpiredRequeue:
 		switch ev.Type {
 		case streams.EvRetryScheduled:
@@ -70,7 +70,7 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		case streams.EvLeaseExpiredRequeue:
 			n.LeaseRequeues++
 		}
-		n.LeaseItem = 0
+		n.LeaseItem, n.LeaseAck = 0, ""
 		n.Worker = ""
 		if ev.To == streams.StateScheduled {
 			n.RunAt = ev.RunAt
@@ -78,7 +78,7 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 			n.QueuedAt = t
 		}
 	case streams.EvWaiting:
-		n.LeaseItem = 0
+		n.LeaseItem, n.LeaseAck = 0, ""
 	case streams.EvProgress:
 		if ev.Progress != nil {
 			p := *ev.Progress

@@ -114,6 +114,7 @@ type Job struct {
 	LeaseRequeues int       `msgpack:"lease_requeues"` // times a lost lease put it back
 	Worker        string    `msgpack:"worker,omitempty"`
 	LeaseItem     uint64    `msgpack:"lease_item,omitempty"` // work item (queue stream seq) that holds the lease
+	LeaseAck      string    `msgpack:"lease_ack,omitempty"`  // the item's ack subject, for workers outside the process that fetched it
 	Result        []byte    `msgpack:"result,omitempty"`     // JSON
 	Error         *JobError `msgpack:"error,omitempty"`      // last attempt's error
 	Progress      *Progress `msgpack:"progress,omitempty"`
@@ -153,6 +154,7 @@ type Event struct {
 	Error    *JobError `msgpack:"error,omitempty"`    // failures and retries
 	RunAt    time.Time `msgpack:"run_at,omitempty"`   // -> scheduled
 	Lease    uint64    `msgpack:"lease,omitempty"`    // job.started, job.claimed: the work item
+	LeaseAck string    `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
 	Progress *Progress `msgpack:"progress,omitempty"` // job.progress
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// RunConsumerConfig is the durable consumer that all workers of one job
+// type on a queue share: its AckWait is the lease of a running job, its
+// MaxAckPending the cluster-wide limit of jobs of that type in flight.
+func RunConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(jobType),
+		Description:   "jetflow workers of " + jobType,
+		FilterSubject: streams.RunSubject(queue, jobType),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       lease,
+		MaxDeliver:    -1, // lease losses are counted in the job (max_lease_requeues), not here
+		MaxAckPending: maxAckPending,
+	}
+}
+
+// EnsureRunConsumer creates or updates the run consumer of a job type on a
+// queue, paused if the queue is paused.
+func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, lease time.Duration, maxAckPending int) (jetstream.Consumer, error) {
+	if err := s.Queues.Ensure(ctx, queue); err != nil {
+		return nil, err
+	}
+	cfg := RunConsumerConfig(queue, jobType, lease, maxAckPending)
+	rec, err := s.Queue(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Paused {
+		cfg.PauseUntil = &pausedForever
+	}
+	cons, err := s.JS.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer for %s on %s: %w", jobType, queue, err)
+	}
+	// A pause that landed between reading the queue and updating the
+	// consumer would have been undone by the update: apply it again.
+	if rec, err := s.Queue(ctx, queue); err == nil && rec.Paused && cfg.PauseUntil == nil {
+		if _, err := s.JS.PauseConsumer(ctx, streams.QueueStream(queue), cfg.Durable, pausedForever); err != nil {
+			return nil, err
+		}
+	}
+	return cons, nil
+}
+
+// pausedForever is how long a paused queue's consumers are paused: until
+// resumed.
+var pausedForever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// delivery is a work item as a consumer delivered it.
+type delivery struct {
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+	item *streams.WorkItem
+}
+
+// decodeDelivery reads a delivered work item; a malformed one is
+// terminated (it can never be run) and nil returned.
+func decodeDelivery(msg jetstream.Msg, log *slog.Logger) *delivery {
+	meta, err := msg.Metadata()
+	if err != nil {
+		log.Error("work item without metadata", "err", err)
+		_ = msg.Term()
+		return nil
+	}
+	item, err := streams.DecodeWorkItem(msg.Data())
+	if err != nil {
+		log.Error("malformed work item dropped", "seq", meta.Sequence.Stream, "err", err)
+		_ = msg.Term()
+		return nil
+	}
+	return &delivery{msg: msg, meta: meta, item: item}
+}
+
+// claimItem takes the job of a delivered work item for worker: job.started
+// for a worker in this process, job.claimed (with the item's ack subject as
+// the lease) for a remote one. It returns false when the item is not, or no
+// longer, the job's way to run, after settling the message:
+//
+//   - the job is terminal, scheduled or waiting: the item is stale (acked);
+//   - the job is held under another item that still exists: a duplicate (acked);
+//   - the job is held under this item, which the server has just delivered
+//     again because its holder stopped renewing the lease, or under an item
+//     that no longer exists: the lease is lost; job.lease_expired_requeue
+//     (or job.lease_expired, failing the job, after max_lease_requeues) and
+//     then the claim are written.
+func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery, worker string, remote bool, log *slog.Logger) (Snapshot, bool) {
+	lease := d.meta.Sequence.Stream
+	ack := ""
+	if remote {
+		ack = d.msg.Reply()
+	}
+	cur := Snapshot{Job: &d.item.Job, Rev: d.item.Rev}
+	for round := 0; round < 4; round++ {
+		snap, _, err := s.Apply(ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
+			now := time.Now().UTC()
+			if remote {
+				ev, err := commands.Claim(j, worker, lease, now)
+				if ev != nil {
+					ev.LeaseAck = ack
+				}
+				return ev, err
+			}
+			return commands.Start(j, worker, lease, now)
+		})
+		if err == nil {
+			return snap, true
+		}
+		if !errors.Is(err, commands.ErrInvalidTransition) {
+			log.Warn("claim failed; the item will be redelivered", "job", d.item.Job.ID, "err", err)
+			_ = d.msg.NakWithDelay(time.Second)
+			return snap, false
+		}
+		j := snap.Job
+		if j.State != streams.StateRunning && j.State != streams.StateClaimed {
+			_ = d.msg.Ack()
+			return snap, false
+		}
+		if j.LeaseItem != lease && itemAlive(ctx, qs, j.LeaseItem) {
+			_ = d.msg.Ack()
+			return snap, false
+		}
+		held := j.LeaseItem
+		next, _, err := s.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
+			if (j.State != streams.StateRunning && j.State != streams.StateClaimed) || j.LeaseItem != held {
+				return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
+			}
+			return commands.LeaseLost(j, worker, time.Now().UTC())
+		})
+		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
+			log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)
+			_ = d.msg.NakWithDelay(time.Second)
+			return next, false
+		}
+		if next.Job.State.Terminal() {
+			_ = d.msg.Ack()
+			return next, false
+		}
+		cur = next
+	}
+	_ = d.msg.NakWithDelay(time.Second)
+	return cur, false
+}
+
+// itemAlive reports whether the work item at seq of a queue's stream still
+// exists (held by a worker, or waiting for redelivery).
+func itemAlive(ctx context.Context, qs jetstream.Stream, seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	_, err := qs.GetMsg(ctx, seq)
+	return err == nil || !errors.Is(err, jetstream.ErrMsgNotFound)
+}

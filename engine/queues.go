@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// ErrQueueNotFound: no queue has the name.
+var ErrQueueNotFound = fmt.Errorf("queue: %w", commands.ErrNotFound)
+
+// Queue returns a queue's record.
+func (s *Store) Queue(ctx context.Context, queue string) (*streams.QueueRecord, error) {
+	rec, _, err := s.queueRecord(ctx, queue)
+	return rec, err
+}
+
+func (s *Store) queueRecord(ctx context.Context, queue string) (*streams.QueueRecord, uint64, error) {
+	if !streams.ValidQueue(queue) {
+		return nil, 0, &commands.InputError{Field: "queue", Reason: fmt.Sprintf("%q is not a queue name", queue)}
+	}
+	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := kv.Get(ctx, queue)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrQueueNotFound, queue)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var rec streams.QueueRecord
+	if err := streams.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, 0, fmt.Errorf("queue %s record: %w", queue, err)
+	}
+	return &rec, e.Revision(), nil
+}
+
+// Queues lists the queues' records.
+func (s *Store) QueueList(ctx context.Context) ([]*streams.QueueRecord, error) {
+	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var out []*streams.QueueRecord
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		var rec streams.QueueRecord
+		if err := streams.Unmarshal(e.Value(), &rec); err == nil {
+			out = append(out, &rec)
+		}
+	}
+	return out, nil
+}
+
+// SetQueuePaused pauses or resumes a queue: a paused queue accepts jobs but
+// dispatches none. The record says so (workers that start later create
+// their consumers paused), and every run consumer of the queue is paused or
+// resumed on the server, so it holds for every worker at once.
+func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (*streams.QueueRecord, error) {
+	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		return nil, err
+	}
+	var rec *streams.QueueRecord
+	for try := 0; ; try++ {
+		var rev uint64
+		if rec, rev, err = s.queueRecord(ctx, queue); err != nil {
+			return nil, err
+		}
+		if rec.Paused == paused {
+			break
+		}
+		rec.Paused = paused
+		b, err := streams.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		if _, err = kv.Update(ctx, queue, b, rev); err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || try > 10 {
+			return nil, fmt.Errorf("queue %s: %w", queue, err)
+		}
+	}
+	stream := streams.QueueStream(queue)
+	qs, err := s.JS.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	names := qs.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, "run_") {
+			continue
+		}
+		if paused {
+			_, err = s.JS.PauseConsumer(ctx, stream, name, pausedForever)
+		} else {
+			_, err = s.JS.ResumeConsumer(ctx, stream, name)
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("queue %s consumer %s: %w", queue, name, err)
+		}
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// QueueStats is what a queue holds right now.
+type QueueStats struct {
+	Name    string `json:"name"`
+	Paused  bool   `json:"paused"`
+	Waiting uint64 `json:"waiting"` // work items not yet delivered
+	Held    int    `json:"held"`    // work items delivered and not acked (claimed or running)
+	Delayed uint64 `json:"delayed"` // pending schedules (scheduled jobs, retries in backoff)
+}
+
+// QueueStats reads a queue's depth from its stream and consumers.
+func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
+	rec, err := s.Queue(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	st := &QueueStats{Name: queue, Paused: rec.Paused}
+	stream, err := s.JS.Stream(ctx, streams.QueueStream(queue))
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter("jetflow.q."+queue+".sched.>"))
+	if err != nil {
+		return nil, err
+	}
+	st.Delayed = uint64(len(info.State.Subjects))
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if !strings.HasPrefix(ci.Name, "run_") {
+			continue
+		}
+		st.Waiting += ci.NumPending
+		st.Held += ci.NumAckPending
+	}
+	return st, nil
+}
