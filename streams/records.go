@@ -149,13 +149,13 @@ type Event struct {
 	From    State          `msgpack:"from,omitempty"`
 	To      State          `msgpack:"to,omitempty"` // empty: no state change
 
-	Spec     *Spec     `msgpack:"spec,omitempty"`     // job.submitted
-	Result   []byte    `msgpack:"result,omitempty"`   // job.succeeded (JSON)
-	Error    *JobError `msgpack:"error,omitempty"`    // failures and retries
-	RunAt    time.Time `msgpack:"run_at,omitempty"`   // -> scheduled
-	Lease    uint64    `msgpack:"lease,omitempty"`    // job.started, job.claimed: the work item
+	Spec     *Spec     `msgpack:"spec,omitempty"`      // job.submitted
+	Result   []byte    `msgpack:"result,omitempty"`    // job.succeeded (JSON)
+	Error    *JobError `msgpack:"error,omitempty"`     // failures and retries
+	RunAt    time.Time `msgpack:"run_at,omitempty"`    // -> scheduled
+	Lease    uint64    `msgpack:"lease,omitempty"`     // job.started, job.claimed: the work item
 	LeaseAck string    `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
-	Progress *Progress `msgpack:"progress,omitempty"` // job.progress
+	Progress *Progress `msgpack:"progress,omitempty"`  // job.progress
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read
