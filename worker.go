@@ -23,6 +23,29 @@ type Job[T any] struct {
 	Tags      []string
 	Payload   T
 	Info      *JobInfo // the job as it was claimed
+
+	task *engine.Task
+}
+
+// Progress reports how far the handler got (current of total, with an
+// optional message). Call it as often as you like: writes are coalesced to a
+// few a second, the last value wins, and the last one is written before the
+// job's outcome. Visible live in `jetflow get` and the job's event stream.
+func (j *Job[T]) Progress(current, total int64, message string) error {
+	if j.task == nil {
+		return errors.New("jetflow: progress outside a handler")
+	}
+	return j.task.Progress(current, total, message)
+}
+
+// Emit appends a named event to the job's log (level info, warning or
+// error) with a message and fields, e.g. Emit(ctx, "import.page_done",
+// "info", "page 3 of 10", map[string]any{"rows": 500}).
+func (j *Job[T]) Emit(ctx context.Context, name, level, message string, fields map[string]any) error {
+	if j.task == nil {
+		return errors.New("jetflow: emit outside a handler")
+	}
+	return j.task.Emit(ctx, name, level, message, fields)
 }
 
 // RawJob is a job whose payload is left as JSON: what a Handler gets.
@@ -124,7 +147,7 @@ func (w *Worker) Use(mw ...Middleware) {
 func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, job *Job[T]) (R, error), opts ...HandlerOption) {
 	w.Handle(jobType, HandlerFunc(func(ctx context.Context, raw *RawJob) (json.RawMessage, error) {
 		job := &Job[T]{ID: raw.ID, Type: raw.Type, Queue: raw.Queue, Namespace: raw.Namespace,
-			Attempt: raw.Attempt, Tags: raw.Tags, Info: raw.Info}
+			Attempt: raw.Attempt, Tags: raw.Tags, Info: raw.Info, task: raw.task}
 		if len(raw.Payload) > 0 && string(raw.Payload) != "null" {
 			if err := json.Unmarshal(raw.Payload, &job.Payload); err != nil {
 				return nil, Permanent(WithCode("BAD_PAYLOAD", fmt.Errorf("payload does not decode into %T: %w", job.Payload, err)))
@@ -182,7 +205,7 @@ func adapt(h Handler) engine.Handler {
 	return func(ctx context.Context, t *engine.Task) ([]byte, error) {
 		j := t.Job
 		raw := &RawJob{ID: j.ID, Type: j.Spec.Type, Queue: j.Spec.Queue, Namespace: j.Spec.Namespace,
-			Attempt: j.Attempt, Tags: j.Spec.Tags, Payload: json.RawMessage(j.Spec.Payload)}
+			Attempt: j.Attempt, Tags: j.Spec.Tags, Payload: json.RawMessage(j.Spec.Payload), task: t}
 		raw.Info = viewOf(j)
 		return h.Work(ctx, raw)
 	}

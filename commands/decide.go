@@ -225,3 +225,13 @@ func CheckClaimant(j *streams.Job, worker string, lease uint64, attempt int) err
 	}
 	return fmt.Errorf("job %s is %s, held by %q (attempt %d): %w", j.ID, j.State, j.Worker, j.Attempt, ErrNotClaimant)
 }
+
+// Emit records a handler's own event (name, level, message, fields) on j. It
+// does not move the job.
+func Emit(j *streams.Job, name, level, message string, fields map[string]any, actor string, now time.Time) (*streams.Event, error) {
+	if err := Check(j.ID, j.State, j.State, streams.EvCustom); err != nil {
+		return nil, err
+	}
+	return &streams.Event{Type: streams.EvCustom, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Name: name, Level: level, Message: message, Fields: fields}, nil
+}

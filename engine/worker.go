@@ -21,11 +21,6 @@ import (
 // any other error is retried with backoff while retries are left.
 type Handler func(ctx context.Context, t *Task) ([]byte, error)
 
-// Task is a running attempt, as its handler sees it.
-type Task struct {
-	Job *streams.Job // the record as claimed: spec, payload, attempt
-	rt  *Runtime
-}
 
 // Defaults of RuntimeConfig.
 const (
@@ -33,6 +28,8 @@ const (
 	DefaultLease         = 30 * time.Second
 	DefaultShutdownGrace = 10 * time.Second
 	DefaultMaxAckPending = 4096
+	// DefaultProgressInterval bounds progress writes to four a second a job.
+	DefaultProgressInterval = 250 * time.Millisecond
 )
 
 // RuntimeConfig configures the worker runtime of one queue.
@@ -48,6 +45,10 @@ type RuntimeConfig struct {
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
 	// (the job's new record and the event), before its work item is acked.
 	OnOutcome func(j *streams.Job, ev *streams.Event)
+	// ProgressInterval is the least time between two progress events of one
+	// job (default 250ms): a handler may report progress as often as it
+	// likes; the last value in each interval is written.
+	ProgressInterval time.Duration
 }
 
 func (c RuntimeConfig) withDefaults() RuntimeConfig {
@@ -65,6 +66,9 @@ func (c RuntimeConfig) withDefaults() RuntimeConfig {
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = DefaultMaxAckPending
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -117,13 +121,26 @@ type Runtime struct {
 
 // run is one attempt in progress.
 type run struct {
+	rt      *Runtime
 	msg     jetstream.Msg
-	job     *streams.Job // as claimed (running)
+	id      string
 	lease   uint64
+	attempt int
 	cancel  context.CancelCauseFunc
 	since   time.Time
 	done    chan struct{} // closed when process() returns
-	settled bool          // Stop wrote the outcome itself; process() must not
+	settled bool          // Stop wrote the outcome itself; process() must not (guarded by Runtime.mu)
+
+	// The attempt's own writes (progress, events, the outcome) go one at a
+	// time, each on the snapshot the previous one left.
+	wmu  sync.Mutex
+	snap Snapshot
+
+	// Progress is coalesced: the last value waits here for its turn.
+	pmu       sync.Mutex
+	pending   *streams.Progress
+	timer     *time.Timer
+	lastWrite time.Time
 }
 
 // NewRuntime returns a runtime for one queue.
@@ -232,15 +249,23 @@ func (r *Runtime) process(msg jetstream.Msg) {
 
 	hctx, cancel := context.WithCancelCause(context.Background())
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, snap.Job.Spec.Timeout, ErrTimeout)
-	rn := &run{msg: msg, job: snap.Job, lease: meta.Sequence.Stream, cancel: cancel, since: time.Now(), done: make(chan struct{})}
+	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, attempt: snap.Job.Attempt,
+		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
 	r.mu.Lock()
 	r.inflight[snap.Job.ID] = rn
 	r.mu.Unlock()
 
-	result, herr := r.call(hctx, h, &Task{Job: snap.Job, rt: r})
+	var result []byte
+	var herr error
+	if r.parentGone(ctx, rn) {
+		herr = errParentGone
+	} else {
+		result, herr = r.call(hctx, h, &Task{Job: snap.Job, run: rn})
+	}
 	cause := context.Cause(hctx)
 	cancelTimeout()
 	cancel(nil)
+	rn.stopProgress()
 
 	r.mu.Lock()
 	delete(r.inflight, snap.Job.ID)
@@ -250,7 +275,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	if settled {
 		return // Stop requeued it after the grace period; our result is void
 	}
-	r.complete(ctx, rn, snap, result, herr, cause)
+	r.complete(ctx, rn, result, herr, cause)
 }
 
 // call runs the handler, turning a panic into an error with its stack.
@@ -272,8 +297,12 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 func (e *panicError) Code() string  { return CodePanic }
 
 // complete records how an attempt ended and settles its work item.
-func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result []byte, herr, cause error) {
-	worker, lease, attempt := r.cfg.WorkerID, rn.lease, snap.Job.Attempt
+func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, cause error) {
+	rn.flushProgress(ctx) // the last progress is recorded before the outcome
+	rn.wmu.Lock()
+	defer rn.wmu.Unlock()
+	snap := rn.snap
+	worker, lease, attempt := r.cfg.WorkerID, rn.lease, rn.attempt
 	var decide func(j *streams.Job, now time.Time) (*streams.Event, error)
 	op := "complete"
 	var rl *RetryLaterError
@@ -297,6 +326,10 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 	case errors.As(herr, &rl):
 		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
 			return commands.RetryLater(j, rl.Delay, rl.Reason, worker, now)
+		}
+	case errors.Is(herr, errParentGone):
+		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Cancel(j, "parent job is no longer running", worker, now)
 		}
 	}
 	if decide == nil {
@@ -323,7 +356,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 		if errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
 			// Cancelled, or the lease went to another worker: what this
 			// attempt produced is discarded.
-			r.log.Info("attempt result discarded", "job", snap.Job.ID, "reason", err)
+			r.log.Info("attempt result discarded", "job", rn.id, "reason", err)
 			r.release(rn, next.Job)
 			return
 		}
@@ -334,11 +367,11 @@ func (r *Runtime) complete(ctx context.Context, rn *run, snap Snapshot, result [
 			}
 			// Leave the item to be redelivered: the lease expires and the job
 			// is requeued by whoever gets it.
-			r.log.Error("could not record the outcome of an attempt", "job", snap.Job.ID, "err", err)
+			r.log.Error("could not record the outcome of an attempt", "job", rn.id, "err", err)
 			return
 		}
 		if err := r.store.Dispatch(ctx, next); err != nil {
-			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", snap.Job.ID, "err", err)
+			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", rn.id, "err", err)
 		}
 		crash(op + ":dispatched")
 		if r.cfg.OnOutcome != nil {
@@ -364,16 +397,13 @@ func (r *Runtime) onCancel(m *nats.Msg) {
 func (r *Runtime) checkRun(rn *run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	snap, err := r.store.Get(ctx, rn.job.ID)
+	snap, err := r.store.Get(ctx, rn.id)
 	if err != nil {
 		return
 	}
 	j := snap.Job
-	if j.Seq == rn.job.Seq {
+	if commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.attempt) == nil {
 		return
-	}
-	if commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.job.Attempt) == nil {
-		return // moved on by our own events (progress)
 	}
 	if j.State == streams.StateCancelled {
 		rn.cancel(ErrJobCancelled)
@@ -474,20 +504,20 @@ func (r *Runtime) Stop(ctx context.Context) {
 }
 
 func (r *Runtime) requeue(ctx context.Context, rn *run) {
-	snap, err := r.store.Load(ctx, rn.job.ID)
+	snap, err := r.store.Load(ctx, rn.id)
 	if err != nil {
-		r.log.Error("requeue on shutdown", "job", rn.job.ID, "err", err)
+		r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
 		return
 	}
 	next, _, err := r.store.Apply(ctx, "requeue", snap, func(j *streams.Job) (*streams.Event, error) {
-		if err := commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.job.Attempt); err != nil {
+		if err := commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.attempt); err != nil {
 			return nil, err
 		}
 		return commands.Requeue(j, "worker shut down; handler did not stop", r.cfg.WorkerID, time.Now().UTC())
 	})
 	if err != nil {
 		if !errors.Is(err, commands.ErrNotClaimant) {
-			r.log.Error("requeue on shutdown", "job", rn.job.ID, "err", err)
+			r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
 		}
 		r.release(rn, next.Job)
 		return

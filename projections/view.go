@@ -102,6 +102,7 @@ func timePtr(t time.Time) *time.Time {
 type EventView struct {
 	Seq      uint64            `json:"seq"`
 	Type     string            `json:"type"`
+	Name     string            `json:"name,omitempty"`
 	JobID    string            `json:"job_id"`
 	Time     time.Time         `json:"time"`
 	Attempt  int               `json:"attempt"`
@@ -119,7 +120,7 @@ type EventView struct {
 
 // ViewEvent renders an event.
 func ViewEvent(e *streams.Event) *EventView {
-	v := &EventView{Seq: e.Seq, Type: e.Type, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
+	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
 		Actor: e.Actor, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
 		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
 	if len(e.Result) > 0 {

@@ -144,6 +144,7 @@ type Event struct {
 	Attempt int            `msgpack:"attempt,omitempty"`
 	Actor   string         `msgpack:"actor,omitempty"`
 	Level   string         `msgpack:"level,omitempty"` // info|warning|error
+	Name    string         `msgpack:"name,omitempty"`  // job.event: the handler's own name for it
 	Message string         `msgpack:"msg,omitempty"`
 	Fields  map[string]any `msgpack:"fields,omitempty"`
 	From    State          `msgpack:"from,omitempty"`
