@@ -21,7 +21,6 @@ import (
 // any other error is retried with backoff while retries are left.
 type Handler func(ctx context.Context, t *Task) ([]byte, error)
 
-
 // Defaults of RuntimeConfig.
 const (
 	DefaultConcurrency   = 10
