@@ -93,7 +93,8 @@ type Worker struct {
 
 	mu       sync.Mutex
 	mws      []Middleware
-	handlers map[string]map[string]Handler // queue -> type -> handler
+	handlers map[string]map[string]Handler             // queue -> type -> handler
+	batches  map[string]map[string]engine.BatchHandler // queue -> batch type -> handler
 	runtimes []*engine.Runtime
 	started  bool
 }
@@ -106,7 +107,8 @@ func NewWorker(client *Client, cfg WorkerConfig) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{client: client, cfg: cfg, handlers: map[string]map[string]Handler{}}
+	return &Worker{client: client, cfg: cfg, handlers: map[string]map[string]Handler{},
+		batches: map[string]map[string]engine.BatchHandler{}}
 }
 
 // ID is the worker's id.
@@ -168,20 +170,27 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.started {
 		return nil
 	}
-	if len(w.handlers) == 0 {
+	if len(w.handlers) == 0 && len(w.batches) == 0 {
 		return errors.New("jetflow: worker has no handlers")
 	}
-	for queue, byType := range w.handlers {
+	queues := map[string]bool{}
+	for q := range w.handlers {
+		queues[q] = true
+	}
+	for q := range w.batches {
+		queues[q] = true
+	}
+	for queue := range queues {
 		qc := w.cfg.Queues[queue]
-		hs := make(map[string]engine.Handler, len(byType))
-		for jobType, h := range byType {
+		hs := make(map[string]engine.Handler, len(w.handlers[queue]))
+		for jobType, h := range w.handlers[queue] {
 			for i := len(w.mws) - 1; i >= 0; i-- {
 				h = w.mws[i](h)
 			}
 			hs[jobType] = adapt(h)
 		}
 		rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
-			Queue: queue, Handlers: hs, Concurrency: qc.Concurrency, Lease: qc.Lease,
+			Queue: queue, Handlers: hs, Batches: w.batches[queue], Concurrency: qc.Concurrency, Lease: qc.Lease,
 			ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger,
 		})
 		if err == nil {

@@ -54,7 +54,8 @@ var Lifecycle = []Transition{
 	{streams.StateRunning, streams.StateWaiting, streams.EvWaiting, "handler deferred to children/batches"},
 
 	{streams.StateWaiting, streams.StateSucceeded, streams.EvSucceeded, "children/batches all done"},
-	{streams.StateWaiting, streams.StateFailed, streams.EvFailed, "failure policy tripped or stalled"},
+	{streams.StateWaiting, streams.StateFailed, streams.EvFailed, "failure policy tripped"},
+	{streams.StateWaiting, streams.StateFailed, streams.EvStalled, "no piece finished for stall_seconds"},
 	{streams.StateWaiting, streams.StateCancelled, streams.EvCancelled, "cancel"},
 }
 
@@ -63,6 +64,7 @@ var Lifecycle = []Transition{
 var Annotations = map[string][]streams.State{
 	streams.EvProgress: {streams.StateClaimed, streams.StateRunning, streams.StateWaiting},
 	streams.EvCustom:   {streams.StateClaimed, streams.StateRunning, streams.StateWaiting},
+	streams.EvFanIn:    {streams.StateWaiting},
 }
 
 type move struct {

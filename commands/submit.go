@@ -191,6 +191,12 @@ type SubmitRequest struct {
 	RetryOn          []string   `json:"retry_on,omitempty" msgpack:"retry_on,omitempty"`
 	NoRetryOn        []string   `json:"no_retry_on,omitempty" msgpack:"no_retry_on,omitempty"`
 	MaxLeaseRequeues *int       `json:"max_lease_requeues,omitempty" msgpack:"max_lease_requeues,omitempty"`
+	QueueTimeout     *Duration  `json:"queue_timeout,omitempty" msgpack:"queue_timeout,omitempty"`
+
+	// ID and Piece are set by the engine for the children of a fan-out:
+	// their ids are derived from the parent's (engine.ChildID).
+	ID    string `json:"-" msgpack:"-"`
+	Piece int    `json:"-" msgpack:"-"`
 }
 
 // Spec validates a request and resolves it into the spec a job is created
@@ -275,6 +281,13 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 		}
 		s.MaxLeaseRequeues = *r.MaxLeaseRequeues
 	}
+	if r.QueueTimeout != nil {
+		if *r.QueueTimeout < 0 {
+			return s, inputErr("queue_timeout", "must not be negative")
+		}
+		s.QueueTimeout = time.Duration(*r.QueueTimeout)
+	}
+	s.Piece = r.Piece
 	if len(s.Key) > maxKeyLen {
 		return s, inputErr("idempotency_key", "longer than %d bytes", maxKeyLen)
 	}

@@ -28,13 +28,25 @@ func RunConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending
 	}
 }
 
+// BatchConsumerConfig is RunConsumerConfig for the batches of a batch type.
+func BatchConsumerConfig(queue, batchType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	cfg := RunConsumerConfig(queue, batchType, lease, maxAckPending)
+	cfg.Durable = BatchConsumerName(batchType)
+	cfg.Description = "jetflow workers of batches " + batchType
+	cfg.FilterSubject = streams.BatchSubject(queue, batchType)
+	return cfg
+}
+
 // EnsureRunConsumer creates or updates the run consumer of a job type on a
 // queue, paused if the queue is paused.
 func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, lease time.Duration, maxAckPending int) (jetstream.Consumer, error) {
+	return s.ensureConsumer(ctx, queue, RunConsumerConfig(queue, jobType, lease, maxAckPending))
+}
+
+func (s *Store) ensureConsumer(ctx context.Context, queue string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	if err := s.Queues.Ensure(ctx, queue); err != nil {
 		return nil, err
 	}
-	cfg := RunConsumerConfig(queue, jobType, lease, maxAckPending)
 	rec, err := s.Queue(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -44,7 +56,7 @@ func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, le
 	}
 	cons, err := s.JS.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("consumer for %s on %s: %w", jobType, queue, err)
+		return nil, fmt.Errorf("consumer %s on %s: %w", cfg.Durable, queue, err)
 	}
 	// A pause that landed between reading the queue and updating the
 	// consumer would have been undone by the update: apply it again.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Component is the life every background component shares.
@@ -14,18 +16,25 @@ type Component interface {
 
 // EngineConfig configures the background components.
 type EngineConfig struct {
+	ID           string // this engine's name in elections and events (default: the store's actor)
 	ProjectorLag time.Duration
+	LeaderTTL    time.Duration // how long a failover of the led components can take (default 10s)
+	Reaper       ReaperConfig
 	Log          *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
-// workers and clients: the Projector, the Promoter and the command server.
-// Any number of engines may run against one NATS system.
+// workers and clients: the Projector, the Promoter and the command server on
+// every engine, and, on the one engine that leads, the fan-in counter and
+// the Reaper. Any number of engines may run against one NATS system.
 type Engine struct {
 	Store      *Store
 	Projector  *Projector
 	Promoter   *Promoter
 	Commands   *CommandServer
+	FanIn      *FanIn
+	Reaper     *Reaper
+	Leader     *Leader // runs FanIn and Reaper on one engine at a time
 	components []Component
 }
 
@@ -35,12 +44,21 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.ID == "" {
+		cfg.ID = store.Actor
+	}
+	if cfg.Reaper.Log == nil {
+		cfg.Reaper.Log = log
+	}
 	e := &Engine{Store: store,
 		Projector: NewProjector(store, ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
 		Promoter:  NewPromoter(store, log),
 		Commands:  NewCommandServer(store, log),
+		FanIn:     NewFanIn(store, log),
+		Reaper:    NewReaper(store, cfg.Reaper),
 	}
-	e.components = []Component{e.Projector, e.Promoter, e.Commands}
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Reaper)
+	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }
 

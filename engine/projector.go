@@ -169,8 +169,8 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	var order []string
 	for _, m := range msgs {
 		meta, err := m.Metadata()
-		if err != nil {
-			continue
+		if err != nil || streams.IsPieceSubject(m.Subject()) {
+			continue // piece events are the fan-in counter's
 		}
 		ev, err := streams.DecodeEvent(m.Data())
 		if err != nil {
@@ -223,9 +223,19 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			snap = fresh
 		}
-		// Runnable as of its last event: make sure it has a work item.
-		if snap.Job.Seq == s.last && (snap.Job.State == streams.StateQueued || snap.Job.State == streams.StateScheduled) {
+		if snap.Job.Seq != s.last {
+			continue // it moved on since; its later events are in a later batch
+		}
+		// Its last event is here: repeat what its writer does after the
+		// append, in case the writer died first. Each is a no-op when it
+		// was done (message ids, schedules by subject, pieces by number).
+		switch {
+		case snap.Job.State == streams.StateQueued || snap.Job.State == streams.StateScheduled:
 			futs = append(futs, p.store.dispatchAsync(snap))
+		case snap.Job.State.Terminal() && snap.Job.Spec.Parent != "":
+			futs = append(futs, p.store.pieceAsync(snap.Job))
+		case snap.Job.State == streams.StateWaiting && s.event.Type == streams.EvWaiting:
+			futs = append(futs, p.store.planAsync(snap.Job))
 		}
 	}
 	for _, f := range futs {

@@ -104,7 +104,7 @@ func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (
 	}
 	names := qs.ConsumerNames(ctx)
 	for name := range names.Name() {
-		if !strings.HasPrefix(name, "run_") {
+		if !strings.HasPrefix(name, "run_") && !strings.HasPrefix(name, "batch_") {
 			continue
 		}
 		if paused {
@@ -149,7 +149,7 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 	st.Delayed = uint64(len(info.State.Subjects))
 	lister := stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		if !strings.HasPrefix(ci.Name, "run_") {
+		if !strings.HasPrefix(ci.Name, "run_") && !strings.HasPrefix(ci.Name, "batch_") {
 			continue
 		}
 		st.Waiting += ci.NumPending

@@ -222,6 +222,15 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			return cur, ev, err
 		}
 		crash(op + ":projected")
+		if err := s.afterApply(ctx, next, ev); err != nil {
+			// The transition stands; the Projector repeats what is missing.
+			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err)
+		}
+		if ev.To.Terminal() && next.Job.Fanout != nil && ev.To != streams.StateSucceeded {
+			if err := s.cascade(ctx, next.Job, "parent job is "+string(ev.To)); err != nil {
+				s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
+			}
+		}
 		return next, ev, nil
 	}
 }
@@ -287,7 +296,10 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		id := streams.NewID()
-		if spec.Key != "" {
+		switch {
+		case req.ID != "":
+			id = req.ID
+		case spec.Key != "":
 			id = streams.KeyedID(spec.Namespace, spec.Key)
 		}
 		ev, err := commands.Submit(id, spec, now)
@@ -300,10 +312,10 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		evs[i] = ev
-		if spec.Key != "" {
-			// Keyed ids must be unique across subjects: a synchronous,
+		if spec.Key != "" || req.ID != "" {
+			// Derived ids must be unique across subjects: a synchronous,
 			// wildcard-checked append (see streams.Writer.AppendFirst).
-			seq, err := s.W.AppendFirst(ctx, ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id))
+			seq, err := s.W.AppendFirst(ctx, ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), true)
 			if streams.IsConflict(err) {
 				existing, lerr := s.Load(ctx, id)
 				out[i] = Submitted{Snapshot: existing, Err: lerr}

@@ -34,7 +34,8 @@ const (
 // RuntimeConfig configures the worker runtime of one queue.
 type RuntimeConfig struct {
 	Queue         string
-	Handlers      map[string]Handler // by job type
+	Handlers      map[string]Handler      // by job type
+	Batches       map[string]BatchHandler // by batch type
 	Concurrency   int                // handlers running at once in this process
 	Lease         time.Duration      // how long a silent worker keeps a job (the consumer's AckWait)
 	ShutdownGrace time.Duration      // how long Stop lets running handlers finish
@@ -79,12 +80,17 @@ func (c RuntimeConfig) validate() error {
 	if !streams.ValidQueue(c.Queue) {
 		return fmt.Errorf("worker: invalid queue %q", c.Queue)
 	}
-	if len(c.Handlers) == 0 {
+	if len(c.Handlers) == 0 && len(c.Batches) == 0 {
 		return fmt.Errorf("worker: queue %s has no handlers", c.Queue)
 	}
 	for t := range c.Handlers {
 		if !streams.ValidType(t) {
 			return fmt.Errorf("worker: invalid job type %q", t)
+		}
+	}
+	for t := range c.Batches {
+		if !streams.ValidType(t) {
+			return fmt.Errorf("worker: invalid batch type %q", t)
 		}
 	}
 	if c.WorkerID == "" {
@@ -112,7 +118,9 @@ type Runtime struct {
 	started  bool
 	stopped  bool
 	consumes []jetstream.ConsumeContext
-	inflight map[string]*run // by job id
+	inflight map[string]*run      // by job id
+	batches  map[string]*batchRun // by parent/piece
+	parents  *parentCache
 	cancelSb *nats.Subscription
 	tickStop chan struct{}
 	tickDone chan struct{}
@@ -150,7 +158,7 @@ func NewRuntime(store *Store, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	return &Runtime{cfg: cfg, store: store, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
 		slots: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
-		inflight: map[string]*run{}}, nil
+		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: store}}, nil
 }
 
 // ConsumerName is the durable consumer that all workers of one job type on a
@@ -183,18 +191,21 @@ func (r *Runtime) Start(ctx context.Context) error {
 			r.stopLocked()
 			return err
 		}
-		cc, err := cons.Consume(r.receive,
-			jetstream.PullMaxMessages(r.cfg.Concurrency),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-					r.log.Debug("consume", "err", err)
-				}
-			}))
+		if err := r.consume(cons, r.receive); err != nil {
+			r.stopLocked()
+			return err
+		}
+	}
+	for batchType := range r.cfg.Batches {
+		cons, err := r.store.ensureConsumer(ctx, r.cfg.Queue, BatchConsumerConfig(r.cfg.Queue, batchType, r.cfg.Lease, r.cfg.MaxAckPending))
 		if err != nil {
 			r.stopLocked()
-			return fmt.Errorf("consume %s: %w", jobType, err)
+			return err
 		}
-		r.consumes = append(r.consumes, cc)
+		if err := r.consume(cons, r.receiveBatch); err != nil {
+			r.stopLocked()
+			return err
+		}
 	}
 	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
 	go r.renewLeases()
@@ -202,13 +213,39 @@ func (r *Runtime) Start(ctx context.Context) error {
 	return nil
 }
 
-// receive is the consume callback: it waits for a free slot, then runs the
-// work item in its own goroutine.
+func (r *Runtime) consume(cons jetstream.Consumer, cb jetstream.MessageHandler) error {
+	cc, err := cons.Consume(cb,
+		jetstream.PullMaxMessages(r.cfg.Concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				r.log.Debug("consume", "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	r.consumes = append(r.consumes, cc)
+	return nil
+}
+
+// receive is the consume callback of job consumers.
 func (r *Runtime) receive(msg jetstream.Msg) {
+	if !r.acquire(msg) {
+		return
+	}
+	go func() {
+		defer r.releaseSlot()
+		r.process(msg)
+	}()
+}
+
+// acquire waits for a free slot for msg; it returns false (after letting
+// another worker have the message) when the runtime is stopping.
+func (r *Runtime) acquire(msg jetstream.Msg) bool {
 	select {
 	case <-r.stopping:
 		_ = msg.Nak() // let another worker have it at once
-		return
+		return false
 	case r.slots <- struct{}{}:
 	}
 	r.mu.Lock()
@@ -216,14 +253,16 @@ func (r *Runtime) receive(msg jetstream.Msg) {
 		r.mu.Unlock()
 		<-r.slots
 		_ = msg.Nak()
-		return
+		return false
 	}
 	r.wg.Add(1) // under mu, so never after Stop's Wait began
 	r.mu.Unlock()
-	go func() {
-		defer func() { <-r.slots; r.wg.Done() }()
-		r.process(msg)
-	}()
+	return true
+}
+
+func (r *Runtime) releaseSlot() {
+	<-r.slots
+	r.wg.Done()
 }
 
 // process takes one work item from claim to its outcome.
@@ -331,6 +370,13 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			return commands.Cancel(j, "parent job is no longer running", worker, now)
 		}
 	}
+	var fo *FanOut
+	if decide == nil && errors.As(herr, &fo) {
+		var err error
+		if decide, err = r.fanOut(ctx, rn, fo); err != nil {
+			herr = err // making the pieces failed: an ordinary failed attempt
+		}
+	}
 	if decide == nil {
 		jerr := streams.JobError{Code: errorCode(herr), Message: herr.Error()}
 		retryable := !errors.As(herr, &perm)
@@ -383,13 +429,30 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 
 // onCancel cancels the handler of a job that was just cancelled.
 func (r *Runtime) onCancel(m *nats.Msg) {
+	id := string(m.Data)
 	r.mu.Lock()
-	rn := r.inflight[string(m.Data)]
-	r.mu.Unlock()
-	if rn == nil {
-		return
+	rn := r.inflight[id]
+	var batches []*batchRun
+	for _, br := range r.batches {
+		if br.parent == id {
+			batches = append(batches, br)
+		}
 	}
-	go r.checkRun(rn)
+	r.mu.Unlock()
+	if rn != nil {
+		go r.checkRun(rn)
+	}
+	if len(batches) > 0 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if r.parents.terminal(ctx, id) {
+				for _, br := range batches {
+					br.cancel(ErrJobCancelled)
+				}
+			}
+		}()
+	}
 }
 
 // checkRun cancels a handler whose job is no longer held by its attempt.
@@ -430,6 +493,12 @@ func (r *Runtime) renewLeases() {
 		for _, rn := range r.inflight {
 			runs = append(runs, rn)
 		}
+		var batches []*batchRun
+		for _, br := range r.batches {
+			if time.Since(br.since) >= every/2 {
+				batches = append(batches, br)
+			}
+		}
 		r.mu.Unlock()
 		for _, rn := range runs {
 			if time.Since(rn.since) < every/2 {
@@ -437,6 +506,9 @@ func (r *Runtime) renewLeases() {
 			}
 			_ = rn.msg.InProgress()
 			go r.checkRun(rn)
+		}
+		for _, br := range batches {
+			_ = br.msg.InProgress()
 		}
 	}
 }
@@ -477,6 +549,11 @@ func (r *Runtime) Stop(ctx context.Context) {
 	for _, rn := range runs {
 		rn.cancel(ErrShutdown) // a handler that honours its context requeues itself
 	}
+	r.mu.Lock()
+	for _, br := range r.batches {
+		br.cancel(ErrShutdown) // a batch that stops is handed to another worker
+	}
+	r.mu.Unlock()
 	wctx, cancelWait := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelWait()
 	for _, rn := range runs {

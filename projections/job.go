@@ -53,6 +53,9 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		n.LeaseItem, n.LeaseAck = 0, ""
 	case streams.EvFailed, streams.EvLeaseExpired:
 		n.Error = ev.Error
+		if ev.Result != nil { // a fan-out parent's summary
+			n.Result = ev.Result
+		}
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
 		if ev.Type == streams.EvLeaseExpired {
@@ -79,6 +82,18 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		}
 	case streams.EvWaiting:
 		n.LeaseItem, n.LeaseAck = 0, ""
+		if ev.Plan != nil {
+			n.Fanout = &streams.Fanout{Plan: *ev.Plan}
+		}
+	case streams.EvFanIn:
+		if ev.Counts != nil && n.Fanout != nil {
+			f := *n.Fanout
+			f.Counts = *ev.Counts
+			n.Fanout = &f
+		}
+	case streams.EvStalled:
+		n.Error = ev.Error
+		n.FinishedAt = t
 	case streams.EvProgress:
 		if ev.Progress != nil {
 			p := *ev.Progress
@@ -88,6 +103,11 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 	default:
 		// An event type this build does not know: its state change (if any)
 		// is taken, the rest is left to newer code.
+	}
+	if ev.Counts != nil && n.Fanout != nil && ev.Type != streams.EvFanIn {
+		f := *n.Fanout
+		f.Counts = *ev.Counts
+		n.Fanout = &f
 	}
 	n.Seq = ev.Seq
 	n.Events++

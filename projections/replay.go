@@ -54,6 +54,14 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 		if meta.Sequence.Stream > upTo {
 			break
 		}
+		if streams.IsPieceSubject(m.Subject()) {
+			// Piece events are facts about a parent's pieces, not its
+			// transitions; CountPieces folds them.
+			if meta.Sequence.Stream >= upTo {
+				break
+			}
+			continue
+		}
 		ev, err := streams.DecodeEvent(m.Data())
 		if err != nil {
 			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)

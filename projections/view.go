@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jetflow/jetflow/streams"
@@ -32,6 +33,8 @@ type JobView struct {
 	Priority         int               `json:"priority"`
 	Worker           string            `json:"worker,omitempty"`
 	Progress         *ProgressView     `json:"progress,omitempty"`
+	Fanout           *FanoutView       `json:"fanout,omitempty"`
+	QueuePosition    *int              `json:"queue_position,omitempty"` // set by readers that ask the queue (engine.Store.QueuePosition)
 	CreatedAt        time.Time         `json:"created_at"`
 	RunAt            *time.Time        `json:"run_at"`
 	QueuedAt         *time.Time        `json:"queued_at"`
@@ -41,6 +44,21 @@ type JobView struct {
 	DurationSeconds  *float64          `json:"duration_seconds"`
 	Seq              uint64            `json:"seq"`
 	Events           int               `json:"events"`
+}
+
+// FanoutView is a coordinator's pieces: how many, and how they ended.
+type FanoutView struct {
+	Kind            string               `json:"kind"`
+	Total           int                  `json:"total"`
+	Succeeded       int                  `json:"succeeded"`
+	Failed          int                  `json:"failed"`
+	Cancelled       int                  `json:"cancelled"`
+	Finished        int                  `json:"finished"`
+	Percent         float64              `json:"percent"`
+	Policy          string               `json:"policy"`
+	MaxFailureRatio float64              `json:"max_failure_ratio,omitempty"`
+	BatchType       string               `json:"batch_type,omitempty"`
+	Errors          []streams.ErrorCount `json:"errors,omitempty"`
 }
 
 // ProgressView is a job's last reported progress.
@@ -75,6 +93,20 @@ func View(j *streams.Job) *JobView {
 			p.Percent = &pct
 		}
 		v.Progress = p
+	}
+	if f := j.Fanout; f != nil {
+		c := f.Counts
+		fv := &FanoutView{Kind: f.Plan.Kind, Total: f.Plan.Total, Succeeded: c.Succeeded, Failed: c.Failed,
+			Cancelled: c.Cancelled, Finished: c.Finished(), Policy: f.Plan.Policy, MaxFailureRatio: f.Plan.MaxFailureRatio,
+			BatchType: f.Plan.BatchType, Errors: c.Errors}
+		if fv.Total > 0 {
+			fv.Percent = float64(fv.Finished) * 100 / float64(fv.Total)
+		}
+		v.Fanout = fv
+		// A waiting parent's progress is its pieces'.
+		pct := fv.Percent
+		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
+			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
 	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
 		d := j.FinishedAt.Sub(j.StartedAt).Seconds()

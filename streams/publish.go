@@ -45,6 +45,9 @@ type Future struct {
 	err error
 }
 
+// FailedFuture is a Future that failed before anything was sent.
+func FailedFuture(err error) Future { return Future{err: err} }
+
 // Wait returns the stream sequence the message was stored at.
 func (f Future) Wait(ctx context.Context) (uint64, error) {
 	if f.err != nil {
@@ -97,17 +100,18 @@ func (w Writer) AppendAsync(subject string, ev *Event, expectSeq uint64) Future 
 }
 
 // AppendFirst appends the first event of a job: it fails with ErrConflict if
-// any event for the job id exists on any subject (another namespace, queue
-// or type), which makes idempotency keys hold across them.
-func (w Writer) AppendFirst(ctx context.Context, ev *Event, subject string) (uint64, error) {
+// an event for the job id exists already (on any subject, for a derived id,
+// which makes idempotency keys hold across namespaces, queues and types).
+func (w Writer) AppendFirst(ctx context.Context, ev *Event, subject string, derived bool) (uint64, error) {
 	data, err := EncodeEvent(ev)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s: %w", ev.Type, err)
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	// A keyed id must be unique across every subject it could appear on; a
-	// random id only needs its own subject to be empty, which is cheaper.
-	if ev.Spec != nil && ev.Spec.Key != "" {
+	// A derived id (from an idempotency key, or a fan-out parent) must be
+	// unique across every subject it could appear on; a random id only
+	// needs its own subject to be empty, which is cheaper.
+	if derived {
 		return w.Publish(ctx, m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
 	}
 	return w.Publish(ctx, m, jetstream.WithExpectLastSequencePerSubject(0))

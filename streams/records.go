@@ -56,9 +56,80 @@ const (
 	EvLeaseExpiredRequeue = "job.lease_expired_requeue" // running|claimed -> queued
 	EvLeaseExpired        = "job.lease_expired"         // running|claimed -> failed
 	EvWaiting             = "job.waiting"               // running -> waiting (deferred to children)
+	EvStalled             = "job.stalled"               // waiting -> failed: no piece finished for stall_seconds
 	EvProgress            = "job.progress"              // no state change
 	EvCustom              = "job.event"                 // no state change: a handler's own event
+	EvFanIn               = "job.fanin"                 // no state change: a waiting parent's counts so far
 )
+
+// Piece events, on a parent's piece subject (PieceSubject): what became of
+// each of its children or batches, and its plan. They are facts about
+// pieces, not transitions of the parent, so they are not sequence-checked;
+// the fan-in counter takes the first event of each piece number and
+// ignores repeats.
+const (
+	PcPlanned   = "piece.planned" // the parent is waiting for Fields["total"] pieces
+	PcSucceeded = "piece.succeeded"
+	PcFailed    = "piece.failed"
+	PcCancelled = "piece.cancelled"
+)
+
+// Fan-out kinds and failure policies.
+const (
+	FanoutChildren = "children"
+	FanoutBatches  = "batches"
+
+	PolicyAll      = "all"       // the parent fails once all pieces finished and any did not succeed
+	PolicyFailFast = "fail_fast" // the first failed piece fails the parent and cancels the rest
+	PolicyTolerate = "tolerate"  // the parent fails once more than MaxFailureRatio of pieces failed
+)
+
+// FanoutPlan is what a waiting parent waits for.
+type FanoutPlan struct {
+	Kind            string        `msgpack:"kind" json:"kind"`
+	Total           int           `msgpack:"total" json:"total"`
+	Policy          string        `msgpack:"policy" json:"policy"`
+	MaxFailureRatio float64       `msgpack:"max_failure_ratio,omitempty" json:"max_failure_ratio,omitempty"`
+	BatchType       string        `msgpack:"batch_type,omitempty" json:"batch_type,omitempty"`
+	BatchQueue      string        `msgpack:"batch_queue,omitempty" json:"batch_queue,omitempty"`
+	StallTimeout    time.Duration `msgpack:"stall,omitempty" json:"-"`
+}
+
+// FanoutCounts is how the pieces of a fan-out ended so far.
+type FanoutCounts struct {
+	Succeeded int          `msgpack:"succeeded" json:"succeeded"`
+	Failed    int          `msgpack:"failed" json:"failed"`
+	Cancelled int          `msgpack:"cancelled" json:"cancelled"`
+	Errors    []ErrorCount `msgpack:"errors,omitempty" json:"errors,omitempty"` // the most common failure messages
+}
+
+// Finished is the number of pieces that ended.
+func (c FanoutCounts) Finished() int { return c.Succeeded + c.Failed + c.Cancelled }
+
+// ErrorCount is one failure message and how many pieces failed with it.
+type ErrorCount struct {
+	Message string `msgpack:"message" json:"message"`
+	Count   int    `msgpack:"count" json:"count"`
+}
+
+// Fanout is a parent's plan and counts in its record.
+type Fanout struct {
+	Plan   FanoutPlan   `msgpack:"plan"`
+	Counts FanoutCounts `msgpack:"counts"`
+}
+
+// BatchItem is a batch of a fan-out on its queue's stream: a piece of work
+// with no job record of its own (BatchSubject).
+type BatchItem struct {
+	Parent     string        `msgpack:"parent"`
+	Piece      int           `msgpack:"piece"` // 1-based
+	Type       string        `msgpack:"type"`
+	Queue      string        `msgpack:"queue"`
+	Payload    []byte        `msgpack:"payload,omitempty"` // JSON
+	MaxRetries int           `msgpack:"max_retries"`
+	Backoff    time.Duration `msgpack:"backoff"`
+	Timeout    time.Duration `msgpack:"timeout"`
+}
 
 // EnvelopeVersion is the version of the Event envelope written by this code.
 const EnvelopeVersion = 1
@@ -85,6 +156,8 @@ type Spec struct {
 	Timeout          time.Duration `msgpack:"timeout"` // execution timeout of one attempt
 	MaxLeaseRequeues int           `msgpack:"max_lease_requeues"`
 	RunAt            time.Time     `msgpack:"run_at,omitempty"`
+	Piece            int           `msgpack:"piece,omitempty"` // a child's number among its parent's pieces (1-based)
+	QueueTimeout     time.Duration `msgpack:"queue_timeout,omitempty"`
 }
 
 // JobError is why an attempt or a job failed.
@@ -118,6 +191,7 @@ type Job struct {
 	Result        []byte    `msgpack:"result,omitempty"`     // JSON
 	Error         *JobError `msgpack:"error,omitempty"`      // last attempt's error
 	Progress      *Progress `msgpack:"progress,omitempty"`
+	Fanout        *Fanout   `msgpack:"fanout,omitempty"` // a coordinator's plan and counts
 	CreatedAt     time.Time `msgpack:"created_at"`
 	RunAt         time.Time `msgpack:"run_at,omitempty"` // when a scheduled job is due
 	QueuedAt      time.Time `msgpack:"queued_at,omitempty"`
@@ -150,13 +224,16 @@ type Event struct {
 	From    State          `msgpack:"from,omitempty"`
 	To      State          `msgpack:"to,omitempty"` // empty: no state change
 
-	Spec     *Spec     `msgpack:"spec,omitempty"`      // job.submitted
-	Result   []byte    `msgpack:"result,omitempty"`    // job.succeeded (JSON)
-	Error    *JobError `msgpack:"error,omitempty"`     // failures and retries
-	RunAt    time.Time `msgpack:"run_at,omitempty"`    // -> scheduled
-	Lease    uint64    `msgpack:"lease,omitempty"`     // job.started, job.claimed: the work item
-	LeaseAck string    `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
-	Progress *Progress `msgpack:"progress,omitempty"`  // job.progress
+	Spec     *Spec         `msgpack:"spec,omitempty"`      // job.submitted
+	Result   []byte        `msgpack:"result,omitempty"`    // job.succeeded (JSON)
+	Error    *JobError     `msgpack:"error,omitempty"`     // failures and retries
+	RunAt    time.Time     `msgpack:"run_at,omitempty"`    // -> scheduled
+	Lease    uint64        `msgpack:"lease,omitempty"`     // job.started, job.claimed: the work item
+	LeaseAck string        `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
+	Progress *Progress     `msgpack:"progress,omitempty"`  // job.progress
+	Plan     *FanoutPlan   `msgpack:"plan,omitempty"`      // job.waiting
+	Counts   *FanoutCounts `msgpack:"counts,omitempty"`    // job.fanin, and a parent's outcome
+	Piece    int           `msgpack:"piece,omitempty"`     // piece events: the piece number
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read

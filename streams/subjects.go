@@ -10,6 +10,8 @@ import (
 // may contain '.', ':' and '@', are escaped with Token.
 //
 //	jetflow.ev.<ns>.<queue>.<type>.<id>   the events of one job (EventsStream)
+//	jetflow.pc.<parent id>                what became of a parent's pieces (EventsStream)
+//	jetflow.q.<queue>.batch.<type>        batches of fan-outs (the queue's stream)
 //	jetflow.q.<queue>.run.<type>          runnable work items (the queue's stream)
 //	jetflow.q.<queue>.sched.<id>          a job's pending delay (a message schedule)
 //	jetflow.q.<queue>.due                 fired schedules, promoted to run items
@@ -18,6 +20,7 @@ import (
 const (
 	EventsStream    = "JETFLOW_EVENTS"
 	EventsPrefix    = "jetflow.ev"
+	PiecesPrefix    = "jetflow.pc"
 	JobsBucket      = "jetflow_jobs"
 	QueuesBucket    = "jetflow_queues"
 	QueueStreamPfx  = "JETFLOW_Q_"
@@ -38,6 +41,17 @@ func EventSubject(ns, queue, jobType, id string) string {
 // EventFilter selects the events of one job without knowing its namespace,
 // queue or type.
 func EventFilter(id string) string { return EventsPrefix + ".*.*.*." + id }
+
+// PieceSubject is where the outcomes of a parent's pieces are recorded.
+func PieceSubject(parent string) string { return PiecesPrefix + "." + parent }
+
+// IsPieceSubject reports whether subj holds piece events rather than a job's.
+func IsPieceSubject(subj string) bool { return strings.HasPrefix(subj, PiecesPrefix+".") }
+
+// BatchSubject is where the batches of one batch type on a queue go.
+func BatchSubject(queue, batchType string) string {
+	return "jetflow.q." + queue + ".batch." + Token(batchType)
+}
 
 // QueueStream is the name of a queue's work-queue stream.
 func QueueStream(queue string) string { return QueueStreamPfx + queue }

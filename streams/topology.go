@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,7 +55,7 @@ func (t Topology) EventsConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        EventsStream,
 		Description: "jetflow event log: every transition of every job",
-		Subjects:    []string{EventsPrefix + ".>"},
+		Subjects:    []string{EventsPrefix + ".>", PiecesPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     t.storage(),
 		Replicas:    t.Replicas,
@@ -85,12 +86,15 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 	}
 }
 
-// Ensure creates or updates the events stream and the buckets. It is
-// idempotent and safe to run from every process at start.
+// Ensure creates the events stream and the buckets if they are missing, and
+// updates the events stream only if its configuration differs from this
+// build's. It is idempotent and cheap to run from every process at start
+// (an update while other processes create consumers is both needless work
+// and, in nats-server 2.15, a data race in the file store).
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	t = t.withDefaults()
-	if _, err := js.CreateOrUpdateStream(ctx, t.EventsConfig()); err != nil {
-		return fmt.Errorf("ensure stream %s: %w", EventsStream, err)
+	if err := EnsureStream(ctx, js, t.EventsConfig()); err != nil {
+		return err
 	}
 	for _, kv := range []jetstream.KeyValueConfig{
 		{Bucket: JobsBucket, Description: "jetflow job state, projected from the event log", History: 1,
@@ -98,9 +102,48 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 		{Bucket: QueuesBucket, Description: "jetflow queues and their settings", History: 1,
 			Storage: t.storage(), Replicas: t.Replicas},
 	} {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kv); err != nil {
-			return fmt.Errorf("ensure bucket %s: %w", kv.Bucket, err)
+		if err := EnsureBucket(ctx, js, kv); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// EnsureStream creates a stream, or updates it if the settings jetflow
+// relies on differ.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err = js.CreateStream(ctx, cfg); err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	have := s.CachedInfo().Config
+	if slices.Equal(have.Subjects, cfg.Subjects) && have.MaxAge == cfg.MaxAge && have.Duplicates == cfg.Duplicates &&
+		have.MaxMsgSize == cfg.MaxMsgSize && have.AllowDirect == cfg.AllowDirect &&
+		have.AllowMsgSchedules == cfg.AllowMsgSchedules && have.Retention == cfg.Retention {
+		return nil
+	}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("update stream %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// EnsureBucket creates a KV bucket if it is missing.
+func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) error {
+	_, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err = js.CreateKeyValue(ctx, cfg); err == nil || errors.Is(err, jetstream.ErrBucketExists) ||
+			errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
 	}
 	return nil
 }

@@ -1,0 +1,441 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// summary decodes a fan-out parent's result.
+func summary(t *testing.T, j *streams.Job) commands.Summary {
+	t.Helper()
+	var s commands.Summary
+	if err := json.Unmarshal(j.Result, &s); err != nil {
+		t.Fatalf("result %q: %v", j.Result, err)
+	}
+	return s
+}
+
+func countType(evs []*streams.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func childReqs(n int, jobType string, payload func(i int) string) []*commands.SubmitRequest {
+	out := make([]*commands.SubmitRequest, n)
+	for i := range out {
+		out[i] = &commands.SubmitRequest{Type: jobType, Payload: commands.RawJSON(payload(i)), MaxRetries: ptr(0)}
+	}
+	return out
+}
+
+func TestFanOutChildren(t *testing.T) {
+	h := newHarness(t)
+	var childRuns atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 8, Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(20, "child", func(i int) string { return strconv.Itoa(i) })}
+		},
+		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			childRuns.Add(1)
+			return task.Job.Spec.Payload, nil
+		},
+	}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord"})
+	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+	if s := summary(t, j); s.Total != 20 || s.Succeeded != 20 || s.Failed != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	if j.Fanout == nil || j.Fanout.Counts.Succeeded != 20 || childRuns.Load() != 20 {
+		t.Fatalf("fanout %+v, child runs %d", j.Fanout, childRuns.Load())
+	}
+	evs := h.events(sub.Job.ID)
+	if countType(evs, streams.EvSucceeded) != 1 || countType(evs, streams.EvWaiting) != 1 {
+		t.Fatalf("parent events %v", types(evs))
+	}
+	// Every child has the parent, its piece number and its derived id.
+	for n := 1; n <= 20; n++ {
+		c := h.get(engine.ChildID("default", sub.Job.ID, n))
+		if c.Spec.Parent != sub.Job.ID || c.Spec.Piece != n || c.State != streams.StateSucceeded || string(c.Result) != strconv.Itoa(n-1) {
+			t.Fatalf("child %d: %+v", n, c)
+		}
+	}
+	h.verify()
+}
+
+func TestFanOutTenThousandBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 batches")
+	}
+	h := newHarness(t)
+	const n = 10000
+	var runs atomic.Int64
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 8,
+		Handlers: map[string]engine.Handler{"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			f := &engine.FanOut{BatchType: "piece", Batches: make([][]byte, n)}
+			for i := range f.Batches {
+				f.Batches[i] = []byte(strconv.Itoa(i))
+			}
+			return nil, f
+		}},
+		Batches: map[string]engine.BatchHandler{"piece": func(ctx context.Context, b *engine.BatchTask) error {
+			runs.Add(1)
+			if b.Piece%1000 == 0 {
+				return &engine.PermanentError{Err: errors.New("every thousandth fails")}
+			}
+			return nil
+		}}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord"})
+	j := h.waitState(sub.Job.ID, streams.StateFailed, 60*time.Second)
+	s := summary(t, j)
+	if s.Total != n || s.Succeeded != n-10 || s.Failed != 10 || s.Cancelled != 0 || runs.Load() != n {
+		t.Fatalf("summary %+v, runs %d", s, runs.Load())
+	}
+	if len(s.Errors) != 1 || s.Errors[0].Count != 10 || j.Error.Code != "FANOUT_FAILED" {
+		t.Fatalf("errors %+v, job error %+v", s.Errors, j.Error)
+	}
+	evs := h.events(sub.Job.ID)
+	if countType(evs, streams.EvFailed)+countType(evs, streams.EvSucceeded) != 1 {
+		t.Fatalf("parent ended %d times", countType(evs, streams.EvFailed)+countType(evs, streams.EvSucceeded))
+	}
+	if countType(evs, streams.EvFanIn) < 1 {
+		t.Fatal("no progress while the batches ran")
+	}
+	h.verify()
+}
+
+// Batches delivered twice, and outcomes recorded twice (as after a crash
+// between the record and the ack), are counted once.
+func TestFanOutDuplicatesCountOnce(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4,
+		Handlers: map[string]engine.Handler{"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{BatchType: "piece", Batches: [][]byte{[]byte(`1`), []byte(`2`), []byte(`3`)}}
+		}},
+		Batches: map[string]engine.BatchHandler{"piece": func(ctx context.Context, b *engine.BatchTask) error {
+			runs.Add(1)
+			if b.Piece == 3 {
+				<-release
+			}
+			return nil
+		}}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord"})
+	// Pieces 1 and 2 done; piece 3 held.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		j := h.get(sub.Job.ID)
+		if j.Fanout == nil || j.Fanout.Counts.Succeeded != 2 {
+			return fmt.Errorf("fanout %+v", j.Fanout)
+		}
+		return nil
+	})
+	// Copies of batch 1's item (no message id: the stream keeps them), and
+	// a repeated outcome of piece 2 under a new message id.
+	item, _ := streams.Marshal(&streams.BatchItem{Parent: sub.Job.ID, Piece: 1, Type: "piece", Queue: "default", MaxRetries: 3, Timeout: time.Minute})
+	for i := 0; i < 3; i++ {
+		if _, err := h.st.JS.Publish(h.ctx, streams.BatchSubject("default", "piece"), item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, _ := streams.EncodeEvent(&streams.Event{Type: streams.PcSucceeded, JobID: sub.Job.ID, Piece: 2, Time: time.Now()})
+	if _, err := h.st.JS.PublishMsg(h.ctx, &nats.Msg{Subject: streams.PieceSubject(sub.Job.ID), Data: again}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if runs.Load() < 6 {
+			return fmt.Errorf("%d runs", runs.Load())
+		}
+		return nil
+	})
+	if j := h.get(sub.Job.ID); j.State != streams.StateWaiting {
+		t.Fatalf("parent %s with piece 3 still running", j.State)
+	}
+	close(release)
+	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+	if s := summary(t, j); s.Total != 3 || s.Succeeded != 3 {
+		t.Fatalf("summary %+v", s)
+	}
+	h.verify()
+}
+
+func TestFanOutPolicies(t *testing.T) {
+	h := newHarness(t)
+	// Children fail when their payload says so; "slow" children wait for
+	// their context (so fail-fast has something to cancel).
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			var spec struct {
+				Policy string  `json:"policy"`
+				Ratio  float64 `json:"ratio"`
+				Fail   []int   `json:"fail"`
+				Slow   bool    `json:"slow"`
+				N      int     `json:"n"`
+			}
+			_ = json.Unmarshal(task.Job.Spec.Payload, &spec)
+			fails := map[int]bool{}
+			for _, f := range spec.Fail {
+				fails[f] = true
+			}
+			return nil, &engine.FanOut{Policy: spec.Policy, MaxFailureRatio: spec.Ratio,
+				Children: childReqs(spec.N, "kid", func(i int) string {
+					switch {
+					case fails[i+1]:
+						return `"fail"`
+					case spec.Slow:
+						return `"slow"`
+					}
+					return `"ok"`
+				})}
+		},
+		"kid": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			switch string(task.Job.Spec.Payload) {
+			case `"fail"`:
+				return nil, &engine.PermanentError{Err: errors.New("kid failed")}
+			case `"slow"`:
+				<-ctx.Done()
+				return nil, context.Cause(ctx)
+			}
+			return []byte(`1`), nil
+		},
+	}})
+	run := func(payload string, want streams.State) (*streams.Job, commands.Summary) {
+		t.Helper()
+		sub := h.submit(commands.SubmitRequest{Type: "coord", Payload: commands.RawJSON(payload)})
+		j := h.waitState(sub.Job.ID, want, 20*time.Second)
+		return j, summary(t, j)
+	}
+	_, s := run(`{"policy":"all","n":10,"fail":[4]}`, streams.StateFailed)
+	if s.Succeeded != 9 || s.Failed != 1 || s.Errors[0].Message != "permanent: kid failed" {
+		t.Fatalf("all: %+v", s)
+	}
+	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2]}`, streams.StateSucceeded)
+	if s.Succeeded != 8 || s.Failed != 2 {
+		t.Fatalf("tolerate within the ratio: %+v", s)
+	}
+	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2,3]}`, streams.StateFailed)
+	if s.Failed != 3 {
+		t.Fatalf("tolerate over the ratio: %+v", s)
+	}
+	// Fail fast: one child fails at once, nine slow ones are cancelled.
+	j, s := run(`{"policy":"fail_fast","n":10,"fail":[5],"slow":true}`, streams.StateFailed)
+	if s.Failed != 1 {
+		t.Fatalf("fail fast: %+v", s)
+	}
+	for n := 1; n <= 10; n++ {
+		id := engine.ChildID("default", j.ID, n)
+		want := streams.StateCancelled
+		if n == 5 {
+			want = streams.StateFailed
+		}
+		h.waitState(id, want, 10*time.Second)
+	}
+	h.verify()
+}
+
+func TestCancelParentCascades(t *testing.T) {
+	h := newHarness(t)
+	const n = 1000
+	h.runtime(engine.RuntimeConfig{WorkerID: "coordinator", Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(n, "queued.kid", func(int) string { return "null" })}
+		}}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord"})
+	h.waitState(sub.Job.ID, streams.StateWaiting, 30*time.Second)
+	t0 := time.Now()
+	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cancel with %d children took %s", n, time.Since(t0))
+	for i := 1; i <= n; i++ {
+		if j := h.get(engine.ChildID("default", sub.Job.ID, i)); j.State != streams.StateCancelled {
+			t.Fatalf("child %d is %s after the parent's cancel returned", i, j.State)
+		}
+	}
+	// A worker for the children arrives later: none of them runs.
+	var ran atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "late", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"queued.kid": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return nil, nil }}})
+	waitNoWork(t, h, "default", "queued.kid")
+	if ran.Load() != 0 {
+		t.Fatalf("%d children ran after their parent was cancelled", ran.Load())
+	}
+	h.verify()
+}
+
+func TestNestedFanOut(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 8, Handlers: map[string]engine.Handler{
+		"root": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(3, "mid", func(int) string { return "null" })}
+		},
+		"mid": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{BatchType: "leaf", Batches: [][]byte{[]byte(`1`), []byte(`2`)}}
+		}},
+		Batches: map[string]engine.BatchHandler{"leaf": func(context.Context, *engine.BatchTask) error { return nil }}})
+	sub := h.submit(commands.SubmitRequest{Type: "root"})
+	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+	if s := summary(t, j); s.Succeeded != 3 {
+		t.Fatalf("root %+v", s)
+	}
+	for i := 1; i <= 3; i++ {
+		mid := h.get(engine.ChildID("default", sub.Job.ID, i))
+		if mid.State != streams.StateSucceeded || mid.Fanout.Counts.Succeeded != 2 {
+			t.Fatalf("mid %d: %+v", i, mid)
+		}
+	}
+	h.verify()
+}
+
+// Two counters at once (as during a leader handover): the parent still
+// completes exactly once, and the last pieces finishing together on
+// different workers make no difference.
+func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
+	h := newHarness(t)
+	other := engine.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter"), testkit.Logger(t))
+	if err := other.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop(context.Background())
+	type roundState struct {
+		gate    chan struct{}
+		arrived atomic.Int32
+	}
+	var current atomic.Pointer[roundState]
+	kids := map[string]engine.Handler{"kid": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+		r := current.Load()
+		r.arrived.Add(1)
+		<-r.gate // all children of the round finish at the same moment
+		return nil, nil
+	}}
+	for w := 0; w < 4; w++ {
+		h.runtime(engine.RuntimeConfig{WorkerID: fmt.Sprintf("w%d", w), Concurrency: 1, Handlers: kids})
+	}
+	h.runtime(engine.RuntimeConfig{WorkerID: "c", Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(4, "kid", func(int) string { return "null" })}
+		}}})
+	for round := 0; round < 5; round++ {
+		r := &roundState{gate: make(chan struct{})}
+		current.Store(r)
+		gate, arrived := r.gate, &r.arrived
+		sub := h.submit(commands.SubmitRequest{Type: "coord"})
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			if arrived.Load() != 4 {
+				return fmt.Errorf("%d children running", arrived.Load())
+			}
+			return nil
+		})
+		close(gate)
+		h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+		if n := countType(h.events(sub.Job.ID), streams.EvSucceeded); n != 1 {
+			t.Fatalf("round %d: parent succeeded %d times", round, n)
+		}
+	}
+	h.verify()
+}
+
+func TestReaper(t *testing.T) {
+	h := newHarness(t)
+	rp := engine.NewReaper(testkit.Store(t, testkit.Conn(t, h.srv), "reaper"), engine.ReaperConfig{
+		Interval: time.Hour, Grace: 200 * time.Millisecond, StallTimeout: time.Hour, Log: testkit.Logger(t)})
+
+	// A running job whose worker died and that nobody else runs.
+	running := h.submit(commands.SubmitRequest{Type: "orphaned", Timeout: dur(300 * time.Millisecond)})
+	if _, _, err := h.st.Apply(h.ctx, "claim", running, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Start(j, "dead", 1, time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A queued job with a queue timeout and no worker.
+	queued := h.submit(commands.SubmitRequest{Type: "nobody", QueueTimeout: dur(300 * time.Millisecond)})
+	// A queued job with no queue timeout: never reaped.
+	patient := h.submit(commands.SubmitRequest{Type: "nobody"})
+	// A parent whose pieces stalled (its own stall timeout).
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{StallTimeout: time.Second, Children: childReqs(2, "never.run", func(int) string { return "null" })}
+		}}})
+	parent := h.submit(commands.SubmitRequest{Type: "coord"})
+	h.waitState(parent.Job.ID, streams.StateWaiting, 10*time.Second)
+
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		if err := rp.Scan(h.ctx); err != nil {
+			return err
+		}
+		for _, id := range []string{running.Job.ID, queued.Job.ID, parent.Job.ID} {
+			if j := h.get(id); !j.State.Terminal() {
+				return fmt.Errorf("%s (%s) is %s", id, j.Spec.Type, j.State)
+			}
+		}
+		return nil
+	})
+	for id, code := range map[string]string{running.Job.ID: engine.CodeTimeout, queued.Job.ID: "QUEUE_TIMEOUT", parent.Job.ID: "STALLED"} {
+		if j := h.get(id); j.State != streams.StateFailed || j.Error == nil || j.Error.Code != code {
+			t.Fatalf("%s: %s %+v", id, j.State, j.Error)
+		}
+	}
+	h.wantEvents(parent.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvWaiting, streams.EvStalled)
+	for i := 1; i <= 2; i++ { // the stalled parent's children are cancelled with it
+		h.waitState(engine.ChildID("default", parent.Job.ID, i), streams.StateCancelled, 10*time.Second)
+	}
+	if j := h.get(patient.Job.ID); j.State != streams.StateQueued {
+		t.Fatalf("patient job %s", j.State)
+	}
+	// A job that finished is never touched, whatever its times say.
+	before := h.lastSeq()
+	if err := rp.Scan(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.lastSeq(); after != before {
+		t.Fatalf("a second scan wrote %d events", after-before)
+	}
+	h.verify()
+}
+
+func TestQueuePosition(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, h.submit(commands.SubmitRequest{Type: "line", Queue: "pos"}).Job.ID)
+	}
+	for i, id := range ids {
+		pos, err := h.st.QueuePosition(h.ctx, h.get(id))
+		if err != nil || pos != i {
+			t.Fatalf("job %d: position %d, %v", i, pos, err)
+		}
+	}
+	// A worker takes two; the others move up.
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 30*time.Second, testkit.Logger(t))
+	for i := 0; i < 2; i++ {
+		if s, err := rm.Claim(h.ctx, "w", []string{"pos"}, []string{"line"}, time.Second); err != nil || s.Job == nil {
+			t.Fatalf("claim: %v", err)
+		}
+	}
+	for i, id := range ids[2:] {
+		pos, err := h.st.QueuePosition(h.ctx, h.get(id))
+		if err != nil || pos != i {
+			t.Fatalf("after claims, job %d: position %d, %v", i+2, pos, err)
+		}
+	}
+	if pos, _ := h.st.QueuePosition(h.ctx, h.get(ids[0])); pos != -1 {
+		t.Fatalf("claimed job has position %d", pos)
+	}
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// DefaultLeaderTTL is how long a leader that stopped renewing keeps the
+// lead, and so how long a failover can take.
+const DefaultLeaderTTL = 10 * time.Second
+
+// Leader runs components on exactly one of the engines that run a Leader
+// of the same name: leadership is a key in a KV bucket whose entries expire
+// TTL after their last write (the server's clock decides). The leader
+// renews it every TTL/4 with a revision-checked update; a candidate takes it
+// with a create, which only succeeds once the key has expired or was given
+// up. A leader that cannot renew for TTL/2 steps down on its own, well
+// before anyone else can take over, so two leaders never act at once unless
+// a process is frozen for longer than that; everything the led components
+// write is revision-checked besides.
+type Leader struct {
+	store      *Store
+	name       string
+	id         string
+	ttl        time.Duration
+	components []Component
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	leading atomic.Bool
+	terms   atomic.Int64 // times this candidate became leader
+}
+
+// NewLeader returns a candidate for the election name, running components
+// while it leads.
+func NewLeader(store *Store, name, id string, ttl time.Duration, log *slog.Logger, components ...Component) *Leader {
+	if ttl <= 0 {
+		ttl = DefaultLeaderTTL
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Leader{store: store, name: name, id: id, ttl: ttl, components: components,
+		log: log.With("component", "leader", "election", name, "candidate", id)}
+}
+
+// LeaderBucket is the KV bucket of leaderships with the given TTL.
+func LeaderBucket(ttl time.Duration) string {
+	return fmt.Sprintf("jetflow_leader_%ds", int(ttl.Round(time.Second)/time.Second))
+}
+
+// Leading reports whether this candidate leads now.
+func (l *Leader) Leading() bool { return l.leading.Load() }
+
+// Terms is how many times this candidate became leader.
+func (l *Leader) Terms() int64 { return l.terms.Load() }
+
+// Start begins campaigning. Idempotent.
+func (l *Leader) Start(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done != nil {
+		return nil
+	}
+	if l.ttl < time.Second {
+		return fmt.Errorf("leader %s: ttl %s is below the bucket's one-second resolution", l.name, l.ttl)
+	}
+	bucket := LeaderBucket(l.ttl)
+	if err := streams.EnsureBucket(ctx, l.store.JS, jetstream.KeyValueConfig{
+		Bucket: bucket, Description: "jetflow leader elections", History: 1, TTL: l.ttl,
+		Replicas: max(l.store.Topo.Replicas, 1), Storage: storage(l.store.Topo),
+	}); err != nil {
+		return fmt.Errorf("leader bucket: %w", err)
+	}
+	kv, err := l.store.JS.KeyValue(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("leader bucket: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go l.campaign(runCtx, kv)
+	return nil
+}
+
+func storage(t streams.Topology) jetstream.StorageType {
+	if t.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
+	defer close(l.done)
+	var (
+		rev        uint64
+		lastRenew  time.Time
+		components []Component
+	)
+	stepDown := func(reason string) {
+		if !l.leading.Load() {
+			return
+		}
+		l.leading.Store(false)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for i := len(components) - 1; i >= 0; i-- {
+			components[i].Stop(stopCtx)
+		}
+		cancel()
+		components = nil
+		l.log.Info("stepped down", "reason", reason)
+	}
+	tick := time.NewTicker(l.ttl / 4)
+	defer tick.Stop()
+	for {
+		if l.leading.Load() {
+			r, err := kv.Update(ctx, l.name, []byte(l.id), rev)
+			switch {
+			case err == nil:
+				rev, lastRenew = r, time.Now()
+			case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || streams.IsConflict(err):
+				stepDown("lost the lease")
+			case time.Since(lastRenew) > l.ttl/2:
+				stepDown("could not renew: " + err.Error())
+			}
+		} else if r, err := kv.Create(ctx, l.name, []byte(l.id)); err == nil {
+			rev, lastRenew = r, time.Now()
+			l.leading.Store(true)
+			l.terms.Add(1)
+			l.log.Info("leading")
+			for i, c := range l.components {
+				if err := c.Start(ctx); err != nil {
+					l.log.Error("start led component", "err", err)
+					components = l.components[:i]
+					stepDown("a component failed to start")
+					break
+				}
+			}
+			if l.leading.Load() {
+				components = l.components
+			}
+		}
+		select {
+		case <-ctx.Done():
+			stepDown("stopping")
+			// Give the lead up at once rather than after the TTL.
+			if rev != 0 {
+				dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_ = kv.Delete(dctx, l.name, jetstream.LastRevision(rev))
+				cancel()
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop stops leading (handing the lead over at once) and campaigning.
+// Idempotent.
+func (l *Leader) Stop(ctx context.Context) {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.cancel = nil
+	l.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// probe is a led component that counts how many instances run at once.
+type probe struct {
+	running *atomic.Int32
+	most    *atomic.Int32
+	on      atomic.Bool
+}
+
+func (p *probe) Start(context.Context) error {
+	if p.on.CompareAndSwap(false, true) {
+		n := p.running.Add(1)
+		for {
+			m := p.most.Load()
+			if n <= m || p.most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (p *probe) Stop(context.Context) {
+	if p.on.CompareAndSwap(true, false) {
+		p.running.Add(-1)
+	}
+}
+
+func TestLeaderElection(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	var running, most atomic.Int32
+	const ttl = 2 * time.Second
+	type cand struct {
+		l     *engine.Leader
+		p     *probe
+		close func()
+	}
+	var cands []*cand
+	for i := 0; i < 3; i++ {
+		nc := testkit.Conn(t, srv)
+		p := &probe{running: &running, most: &most}
+		l := engine.NewLeader(testkit.Store(t, nc, "c"), "test", fmt.Sprintf("c%d", i), ttl, testkit.Logger(t), p)
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cands = append(cands, &cand{l: l, p: p, close: nc.Close})
+		t.Cleanup(func() { l.Stop(context.Background()) })
+	}
+	leader := func() (*cand, error) {
+		var found *cand
+		for _, c := range cands {
+			if c.l.Leading() {
+				if found != nil {
+					return nil, fmt.Errorf("two leaders")
+				}
+				found = c
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("no leader")
+		}
+		return found, nil
+	}
+	var first *cand
+	testkit.WaitFor(t, 10*time.Second, func() (err error) { first, err = leader(); return err })
+
+	// A clean stop hands the lead over at once (well within the TTL).
+	t0 := time.Now()
+	first.l.Stop(ctx)
+	var second *cand
+	testkit.WaitFor(t, 10*time.Second, func() (err error) { second, err = leader(); return err })
+	if second == first {
+		t.Fatal("a stopped candidate still leads")
+	}
+	if d := time.Since(t0); d > ttl {
+		t.Fatalf("handover after a clean stop took %s", d)
+	}
+
+	// A leader that dies (its connection gone) loses the lead after the TTL.
+	t0 = time.Now()
+	second.close()
+	var third *cand
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		for _, c := range cands {
+			if c != first && c != second && c.l.Leading() {
+				third = c
+				return nil
+			}
+		}
+		return fmt.Errorf("no new leader")
+	})
+	if d := time.Since(t0); d < ttl/2 {
+		t.Fatalf("the lead moved after %s, before the dead leader's TTL could expire", d)
+	}
+	// The dead one stepped down on its own.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if second.l.Leading() {
+			return fmt.Errorf("dead leader still thinks it leads")
+		}
+		return nil
+	})
+	if most.Load() != 1 {
+		t.Fatalf("%d led components ran at once", most.Load())
+	}
+	if third.l.Terms() != 1 {
+		t.Fatalf("terms %d", third.l.Terms())
+	}
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// ChildID is the id of piece n (1-based) of parent's fan-out of children:
+// derived, so that a coordinator run again creates no duplicates, and so that
+// a cascading cancel finds every child without an index.
+func ChildID(ns, parent string, piece int) string {
+	return streams.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
+}
+
+// afterApply repeats nothing and decides nothing: it publishes the piece
+// event that a transition implies for a fan-out parent: a child that ended,
+// or a parent that started waiting. A crash before it is repaired by the
+// Projector, which publishes it again (message ids make that a no-op).
+func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *streams.Event) error {
+	j := next.Job
+	var f streams.Future
+	switch {
+	case ev.To.Terminal() && j.Spec.Parent != "":
+		f = s.pieceAsync(j)
+	case ev.Type == streams.EvWaiting:
+		f = s.planAsync(j)
+	default:
+		return nil
+	}
+	_, err := f.Wait(ctx)
+	return err
+}
+
+// pieceAsync publishes what became of child j on its parent's piece subject.
+func (s *Store) pieceAsync(j *streams.Job) streams.Future {
+	typ := streams.PcSucceeded
+	switch j.State {
+	case streams.StateFailed:
+		typ = streams.PcFailed
+	case streams.StateCancelled:
+		typ = streams.PcCancelled
+	}
+	ev := &streams.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
+		Actor: s.Actor, Fields: map[string]any{"child": j.ID}}
+	if j.State != streams.StateSucceeded && j.Error != nil {
+		e := *j.Error
+		e.Stack = ""
+		ev.Error = &e
+	}
+	return s.publishPiece(ev, j.ID+"-piece")
+}
+
+// planAsync publishes that parent j waits for its pieces.
+func (s *Store) planAsync(j *streams.Job) streams.Future {
+	ev := &streams.Event{Type: streams.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.Actor,
+		Fields: map[string]any{"total": j.Fanout.Plan.Total}}
+	return s.publishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
+}
+
+func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
+	data, err := streams.EncodeEvent(ev)
+	if err != nil {
+		return streams.FailedFuture(err)
+	}
+	return s.W.PublishAsync(&nats.Msg{Subject: streams.PieceSubject(ev.JobID), Data: data, Header: nats.Header{}},
+		jetstream.WithMsgID(msgID))
+}
+
+// cascade cancels every non-terminal descendant of a fan-out parent that
+// did not succeed: children, and through their own cancel, grandchildren.
+// A parent of batches has nothing to cancel: batch workers skip the batches
+// of a terminal parent.
+func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string) error {
+	if parent.Fanout == nil || parent.Fanout.Plan.Kind != streams.FanoutChildren || parent.State == streams.StateSucceeded {
+		return nil
+	}
+	total := parent.Fanout.Plan.Total
+	next := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < min(32, total); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				_, err := s.Cancel(ctx, ChildID(parent.Spec.Namespace, parent.ID, n), reason)
+				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for n := 1; n <= total; n++ {
+		next <- n
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// parentOf caches whether parents are terminal, for batch workers, which
+// check it before every batch: a terminal parent stays terminal, and a
+// running one is read again after a second.
+type parentCache struct {
+	store   *Store
+	mu      sync.Mutex
+	entries map[string]parentEntry
+}
+
+type parentEntry struct {
+	terminal bool
+	at       time.Time
+}
+
+func (c *parentCache) terminal(ctx context.Context, id string) bool {
+	c.mu.Lock()
+	e, ok := c.entries[id]
+	c.mu.Unlock()
+	if ok && (e.terminal || time.Since(e.at) < time.Second) {
+		return e.terminal
+	}
+	snap, err := c.store.Get(ctx, id)
+	t := err == nil && snap.Job.State.Terminal() || errors.Is(err, commands.ErrNotFound)
+	c.mu.Lock()
+	if c.entries == nil || len(c.entries) > 10000 {
+		c.entries = map[string]parentEntry{}
+	}
+	c.entries[id] = parentEntry{terminal: t, at: time.Now()}
+	c.mu.Unlock()
+	return t
+}
