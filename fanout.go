@@ -109,4 +109,3 @@ func Children(jobType string, payloads []any, opts ...SubmitOption) ([]*SubmitRe
 	}
 	return out, nil
 }
-

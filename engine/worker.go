@@ -36,10 +36,10 @@ type RuntimeConfig struct {
 	Queue         string
 	Handlers      map[string]Handler      // by job type
 	Batches       map[string]BatchHandler // by batch type
-	Concurrency   int                // handlers running at once in this process
-	Lease         time.Duration      // how long a silent worker keeps a job (the consumer's AckWait)
-	ShutdownGrace time.Duration      // how long Stop lets running handlers finish
-	MaxAckPending int                // jobs of one type in flight across all workers of the queue
+	Concurrency   int                     // handlers running at once in this process
+	Lease         time.Duration           // how long a silent worker keeps a job (the consumer's AckWait)
+	ShutdownGrace time.Duration           // how long Stop lets running handlers finish
+	MaxAckPending int                     // jobs of one type in flight across all workers of the queue
 	WorkerID      string
 	Log           *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
