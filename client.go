@@ -166,7 +166,37 @@ func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return projections.View(snap.Job), nil
+	v := projections.View(snap.Job)
+	if snap.Job.State == streams.StateQueued {
+		if pos, err := c.store.QueuePosition(ctx, snap.Job); err == nil && pos >= 0 {
+			v.QueuePosition = &pos
+		}
+	}
+	return v, nil
+}
+
+// Children returns the children of a fan-out parent, in piece order.
+func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
+	snap, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	f := snap.Job.Fanout
+	if f == nil || f.Plan.Kind != streams.FanoutChildren {
+		return []*JobInfo{}, nil
+	}
+	out := make([]*JobInfo, 0, f.Plan.Total)
+	for n := 1; n <= f.Plan.Total; n++ {
+		child, err := c.store.Get(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
+		if errors.Is(err, ErrNotFound) {
+			continue // not created (yet)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, projections.View(child.Job))
+	}
+	return out, nil
 }
 
 // Cancel cancels a job. A queued or scheduled job is cancelled at once; a

@@ -55,6 +55,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.StringVar(&url, "nats", "", "benchmark against this NATS system instead of an embedded server in a temp dir")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
+	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -121,6 +122,9 @@ func cmdBench(c *cli, args []string) int {
 	defer eng.Stop(context.Background())
 
 	queue := "bench" + streams.NewID()[20:] // fresh queue per run against a shared server
+	if *fanout {
+		return benchFanout(c, ctx, subSt, workSt, engSt, queue, jobs, workers, storage, *cpuprofile)
+	}
 	const jobType = "bench.noop"
 	if err := subSt.Queues.Ensure(ctx, queue); err != nil {
 		c.errorf("%v", err)
@@ -300,4 +304,123 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type fanoutResult struct {
+	Batches       int     `json:"batches"`
+	Workers       int     `json:"workers"`
+	Storage       string  `json:"storage"`
+	FanOutSeconds float64 `json:"fanout_seconds"`  // the coordinator making its batches
+	BatchesPerSec float64 `json:"batches_per_sec"` // first batch started -> parent completed
+	TotalSeconds  float64 `json:"total_seconds"`   // parent submitted -> parent completed
+	CompleteLagMs float64 `json:"complete_lag_ms"` // last batch done -> parent completed
+	ParentState   string  `json:"parent_state"`
+	Succeeded     int     `json:"succeeded"`
+	CPUCores      float64 `json:"cpu_cores"`
+}
+
+// benchFanout measures one parent fanning out to n batches drained by c
+// handlers, completed by the fan-in counter.
+func benchFanout(c *cli, ctx context.Context, subSt, workSt, engSt *engine.Store, queue string, n, workers int, storage, cpuprofile string) int {
+	const coordType, batchType = "bench.coord", "bench.piece"
+	var (
+		mu                    sync.Mutex
+		fanStart, fanDone     time.Time
+		firstBatch, lastBatch time.Time
+	)
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = []byte(`{"n":1}`)
+	}
+	rt, err := engine.NewRuntime(workSt, engine.RuntimeConfig{Queue: queue, Concurrency: workers, WorkerID: "bench-worker", Log: c.logger(),
+		Handlers: map[string]engine.Handler{coordType: func(context.Context, *engine.Task) ([]byte, error) {
+			mu.Lock()
+			fanStart = time.Now()
+			mu.Unlock()
+			return nil, &engine.FanOut{BatchType: batchType, Batches: payloads}
+		}},
+		OnOutcome: func(j *streams.Job, ev *streams.Event) {
+			if ev.Type == streams.EvWaiting {
+				mu.Lock()
+				fanDone = time.Now()
+				mu.Unlock()
+			}
+		},
+		Batches: map[string]engine.BatchHandler{batchType: func(context.Context, *engine.BatchTask) error {
+			now := time.Now()
+			mu.Lock()
+			if firstBatch.IsZero() {
+				firstBatch = now
+			}
+			lastBatch = now
+			mu.Unlock()
+			return nil
+		}}})
+	if err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	if cpuprofile != "" {
+		if f, err := os.Create(cpuprofile); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	if err := rt.Start(ctx); err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	defer rt.Stop(context.Background())
+	fmt.Fprintf(c.errw, "fanning out to %d batches with %d handlers...\n", n, workers)
+	res, err := subSt.Submit(ctx, &commands.SubmitRequest{Type: coordType, Queue: queue})
+	if err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	w, err := subSt.KV.Watch(ctx, res.Job.ID)
+	if err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	defer w.Stop()
+	var parent *streams.Job
+	for e := range w.Updates() {
+		if e == nil {
+			continue
+		}
+		if j, err := streams.DecodeJob(e.Value()); err == nil && j.State.Terminal() {
+			parent = j
+			break
+		}
+	}
+	end := time.Now()
+	if parent == nil {
+		c.errorf("watch ended before the parent finished")
+		return exitFailed
+	}
+	mu.Lock()
+	out := fanoutResult{Batches: n, Workers: workers, Storage: storage, ParentState: string(parent.State),
+		FanOutSeconds: fanDone.Sub(fanStart).Seconds(), BatchesPerSec: float64(n) / end.Sub(firstBatch).Seconds(),
+		TotalSeconds: end.Sub(t0).Seconds(), CompleteLagMs: float64(end.Sub(lastBatch)) / 1e6,
+		CPUCores: (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()}
+	mu.Unlock()
+	if parent.Fanout != nil {
+		out.Succeeded = parent.Fanout.Counts.Succeeded
+	}
+	if c.json {
+		c.printJSON(out)
+	} else {
+		fmt.Fprintf(c.out, "jetflow bench --fanout: %d batches, %d handlers, %s\n", n, workers, storage)
+		fmt.Fprintf(c.out, "  fan-out (make the batches)  %8.2f s\n", out.FanOutSeconds)
+		fmt.Fprintf(c.out, "  batches                     %8.0f batches/s (first batch -> parent completed)\n", out.BatchesPerSec)
+		fmt.Fprintf(c.out, "  parent                      %s, %d succeeded, completed %.0f ms after the last batch\n",
+			out.ParentState, out.Succeeded, out.CompleteLagMs)
+		fmt.Fprintf(c.out, "  total                       %8.2f s, cpu %.2f cores\n", out.TotalSeconds, out.CPUCores)
+	}
+	if parent.State != streams.StateSucceeded || out.Succeeded != n {
+		return exitFailed
+	}
+	return exitOK
 }

@@ -146,10 +146,23 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 		}
 		row("error", msg)
 	}
+	if j.QueuePosition != nil {
+		row("queue_position", fmt.Sprintf("%d ahead", *j.QueuePosition))
+	}
+	if f := j.Fanout; f != nil {
+		row("fanout", fmt.Sprintf("%d %s (policy %s): %d succeeded, %d failed, %d cancelled", f.Total, f.Kind, f.Policy,
+			f.Succeeded, f.Failed, f.Cancelled))
+		for _, e := range f.Errors {
+			row("", fmt.Sprintf("%dx %s", e.Count, e.Message))
+		}
+	}
+	if j.ParentID != "" {
+		row("parent", j.ParentID)
+	}
 	if j.Progress != nil {
 		p := fmt.Sprintf("%d/%d", j.Progress.Current, j.Progress.Total)
 		if j.Progress.Percent != nil {
-			p += fmt.Sprintf(" (%.1f%%)", *j.Progress.Percent)
+			p = progressBar(*j.Progress.Percent) + " " + p + fmt.Sprintf(" (%.1f%%)", *j.Progress.Percent)
 		}
 		if j.Progress.Message != "" {
 			p += " " + j.Progress.Message
@@ -420,5 +433,103 @@ func cmdReplay(c *cli, args []string) int {
 	if len(rep.Diffs) > 0 {
 		return exitFailed
 	}
+	return exitOK
+}
+
+func progressBar(pct float64) string {
+	const width = 20
+	n := int(pct / 100 * width)
+	n = max(0, min(width, n))
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func cmdTree(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var most int
+	fs.IntVar(&most, "max", 50, "children shown per parent (the rest are summarized)")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	root, err := cl.Get(ctx, pos[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	type node struct {
+		Job      *jetflow.JobInfo `json:"job"`
+		Children []*node          `json:"children,omitempty"`
+	}
+	var build func(j *jetflow.JobInfo, depth int) (*node, error)
+	build = func(j *jetflow.JobInfo, depth int) (*node, error) {
+		n := &node{Job: j}
+		if j.Fanout == nil || j.Fanout.Kind != "children" || depth > 20 {
+			return n, nil
+		}
+		kids, err := cl.Children(ctx, j.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kids {
+			kn, err := build(k, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			n.Children = append(n.Children, kn)
+		}
+		return n, nil
+	}
+	tree, err := build(root, 0)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(tree)
+		return exitOK
+	}
+	var show func(n *node, prefix, branch string)
+	show = func(n *node, prefix, branch string) {
+		j := n.Job
+		line := fmt.Sprintf("%s %s %s", j.ID, j.Type, j.State)
+		if f := j.Fanout; f != nil {
+			line += fmt.Sprintf("  %s %d/%d %s: %d succeeded, %d failed, %d cancelled", progressBar(f.Percent), f.Finished, f.Total, f.Kind,
+				f.Succeeded, f.Failed, f.Cancelled)
+		} else if j.Progress != nil && j.Progress.Percent != nil {
+			line += "  " + progressBar(*j.Progress.Percent)
+		}
+		fmt.Fprintln(c.out, prefix+branch+line)
+		next := prefix
+		switch branch {
+		case "├── ":
+			next += "│   "
+		case "└── ":
+			next += "    "
+		}
+		shown := n.Children
+		if len(shown) > most {
+			shown = shown[:most]
+		}
+		for i, k := range shown {
+			b := "├── "
+			if i == len(shown)-1 && len(n.Children) <= most {
+				b = "└── "
+			}
+			show(k, next, b)
+		}
+		if rest := len(n.Children) - len(shown); rest > 0 {
+			counts := map[jetflow.State]int{}
+			for _, k := range n.Children[len(shown):] {
+				counts[k.Job.State]++
+			}
+			fmt.Fprintf(c.out, "%s└── ... %d more: %v\n", next, rest, counts)
+		}
+	}
+	show(tree, "", "")
 	return exitOK
 }

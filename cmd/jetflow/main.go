@@ -40,7 +40,8 @@ Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json every
                  [--timeout D] [--key K] [--tag T] [--wait]
   jetflow get ID
   jetflow wait ID [--timeout D]
-  jetflow ls [--state S] [--queue Q] [--type T] [--limit N]
+  jetflow ls [--state S] [--queue Q] [--type T] [--parent ID] [--limit N]
+  jetflow tree ID                       a fan-out parent and its children, with states
   jetflow cancel ID [--reason R]
   jetflow events ID [--follow]
   jetflow replay [--verify]
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmds := map[string]func(*cli, []string) int{
 		"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
-		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay,
+		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,7 +30,7 @@ func cmdServe(c *cli, args []string) int {
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
 	fs.StringVar(&url, "nats", "", "use the NATS system at this URL (comma-separated for a cluster) instead of an embedded server")
 	fs.StringVar(&sync, "sync", "1s", "embedded server fsync: an interval (loses at most that much on power loss) or \"always\" (fsync before every ack)")
-	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail) and submit a first job")
+	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail, demo.fanout) and submit a first job")
 	fs.IntVar(&replicas, "replicas", 0, "replicas of jetflow's streams (default 1 embedded, 3 with --nats and a cluster)")
 	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
@@ -194,6 +195,62 @@ func registerDemo(w *jetflow.Worker, queue string) {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+	}, on)
+	// demo.fanout: {"children": N, "child_seconds": S} fans out to N
+	// demo.sleep children; {"batches": N, "fail_every": K, "batch_ms": M}
+	// to N demo.batch batches, every K-th failing. "policy" (all,
+	// fail_fast, tolerate) and "max_failure_ratio" choose the policy.
+	jetflow.Register(w, "demo.fanout", func(_ context.Context, job *jetflow.Job[struct {
+		Children     int     `json:"children"`
+		ChildSeconds float64 `json:"child_seconds"`
+		Batches      int     `json:"batches"`
+		FailEvery    int     `json:"fail_every"`
+		BatchMS      int     `json:"batch_ms"`
+		Policy       string  `json:"policy"`
+		Ratio        float64 `json:"max_failure_ratio"`
+	}]) (any, error) {
+		p := job.Payload
+		spec := jetflow.FanOutSpec{Policy: p.Policy, MaxFailureRatio: p.Ratio}
+		switch {
+		case p.Children > 0:
+			payloads := make([]any, p.Children)
+			for i := range payloads {
+				payloads[i] = map[string]float64{"seconds": p.ChildSeconds}
+			}
+			kids, err := jetflow.Children("demo.sleep", payloads, jetflow.MaxRetries(0))
+			if err != nil {
+				return nil, jetflow.Permanent(err)
+			}
+			spec.Children = kids
+		case p.Batches > 0:
+			spec.BatchType = "demo.batch"
+			spec.BatchMaxRetries = new(int) // a demo failure is final
+			for i := 1; i <= p.Batches; i++ {
+				fail := p.FailEvery > 0 && i%p.FailEvery == 0
+				spec.Batches = append(spec.Batches, map[string]any{"fail": fail, "ms": p.BatchMS})
+			}
+		default:
+			return nil, jetflow.Permanent(errors.New(`demo.fanout wants {"children": N} or {"batches": N}`))
+		}
+		return nil, jetflow.FanOut(spec)
+	}, on)
+	jetflow.RegisterBatch(w, "demo.batch", func(ctx context.Context, b *jetflow.Batch[struct {
+		Fail bool `json:"fail"`
+		MS   int  `json:"ms"`
+	}]) error {
+		if b.Payload.MS > 0 {
+			t := time.NewTimer(time.Duration(b.Payload.MS) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		if b.Payload.Fail {
+			return jetflow.WithCode("DEMO_BATCH", fmt.Errorf("batch %d failed on purpose", b.Piece))
+		}
+		return nil
 	}, on)
 	jetflow.Register(w, "demo.fail", func(_ context.Context, job *jetflow.Job[struct {
 		Times int `json:"times"`
