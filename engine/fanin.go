@@ -303,6 +303,7 @@ func (f *FanIn) settle(ctx context.Context) {
 			continue
 		}
 		t.counts.Errors = commands.TopErrors(t.errs, 5)
+		t.counts.UpTo = t.upTo
 		if t.plan != nil {
 			if done, _ := commands.Verdict(t.plan, t.counts); done {
 				f.finish(ctx, id, t)

@@ -170,6 +170,25 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 			rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: "in the jobs bucket, not in the log"})
 		}
 	}
+	// A finished fan-out's counts must be what its piece events say.
+	for id, j := range log {
+		if j.Fanout == nil || !j.State.Terminal() || j.State == streams.StateCancelled || j.Events == 0 {
+			continue
+		}
+		if j.Error != nil && j.Error.Code == "STALLED" {
+			continue // stalled parents end without final counts
+		}
+		got, err := CountPieces(ctx, js, id, j.Fanout.Counts.UpTo)
+		if err != nil {
+			return nil, err
+		}
+		want := j.Fanout.Counts
+		if got.Succeeded != want.Succeeded || got.Failed != want.Failed || got.Cancelled != want.Cancelled {
+			rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: fmt.Sprintf(
+				"fan-out counts %d/%d/%d (succeeded/failed/cancelled) but its piece events say %d/%d/%d",
+				want.Succeeded, want.Failed, want.Cancelled, got.Succeeded, got.Failed, got.Cancelled)})
+		}
+	}
 	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 	return rep, nil
 }

@@ -101,6 +101,9 @@ type FanoutCounts struct {
 	Failed    int          `msgpack:"failed" json:"failed"`
 	Cancelled int          `msgpack:"cancelled" json:"cancelled"`
 	Errors    []ErrorCount `msgpack:"errors,omitempty" json:"errors,omitempty"` // the most common failure messages
+	// UpTo is the last piece event (stream sequence) these counts include:
+	// recounting the parent's piece events up to it gives the same counts.
+	UpTo uint64 `msgpack:"upto,omitempty" json:"-"`
 }
 
 // Finished is the number of pieces that ended.
