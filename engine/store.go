@@ -312,31 +312,20 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		evs[i] = ev
-		if spec.Key != "" || req.ID != "" {
-			// Derived ids must be unique across subjects: a synchronous,
-			// wildcard-checked append (see streams.Writer.AppendFirst).
-			seq, err := s.W.AppendFirst(ctx, ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), true)
-			if streams.IsConflict(err) {
-				existing, lerr := s.Load(ctx, id)
-				out[i] = Submitted{Snapshot: existing, Err: lerr}
-				evs[i] = nil
-				continue
-			}
-			if err != nil {
-				out[i].Err = fmt.Errorf("submit %s: %w", id, err)
-				evs[i] = nil
-				continue
-			}
-			ev.Seq = seq
-			continue
-		}
-		futs[i] = s.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0)
+		futs[i] = s.W.AppendFirstAsync(ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), spec.Key != "" || req.ID != "")
 	}
 	for i, ev := range evs {
-		if ev == nil || ev.Seq != 0 {
+		if ev == nil {
 			continue
 		}
 		seq, err := futs[i].Wait(ctx)
+		if derived := ev.Spec.Key != "" || reqs[i].ID != ""; derived && streams.IsConflict(err) {
+			// The derived id names an existing job: return it as it is.
+			existing, lerr := s.Load(ctx, ev.JobID)
+			out[i] = Submitted{Snapshot: existing, Err: lerr}
+			evs[i] = nil
+			continue
+		}
 		if err != nil {
 			out[i].Err = fmt.Errorf("submit %s: %w", ev.JobID, err)
 			evs[i] = nil

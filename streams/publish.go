@@ -99,22 +99,21 @@ func (w Writer) AppendAsync(subject string, ev *Event, expectSeq uint64) Future 
 		jetstream.WithExpectLastSequencePerSubject(expectSeq))
 }
 
-// AppendFirst appends the first event of a job: it fails with ErrConflict if
-// an event for the job id exists already (on any subject, for a derived id,
-// which makes idempotency keys hold across namespaces, queues and types).
-func (w Writer) AppendFirst(ctx context.Context, ev *Event, subject string, derived bool) (uint64, error) {
+// AppendFirstAsync appends the first event of a job: it fails with
+// ErrConflict if an event for the job id exists already (on any subject,
+// for a derived id, which makes idempotency keys hold across namespaces,
+// queues and types; a random id only needs its own subject to be empty,
+// which is cheaper to check).
+func (w Writer) AppendFirstAsync(ev *Event, subject string, derived bool) Future {
 	data, err := EncodeEvent(ev)
 	if err != nil {
-		return 0, fmt.Errorf("encode %s: %w", ev.Type, err)
+		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	// A derived id (from an idempotency key, or a fan-out parent) must be
-	// unique across every subject it could appear on; a random id only
-	// needs its own subject to be empty, which is cheaper.
 	if derived {
-		return w.Publish(ctx, m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
+		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
 	}
-	return w.Publish(ctx, m, jetstream.WithExpectLastSequencePerSubject(0))
+	return w.PublishAsync(m, jetstream.WithExpectLastSequencePerSubject(0))
 }
 
 // PutJobAsync writes a job record on the condition that the key's current
