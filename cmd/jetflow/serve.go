@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/gateway"
 )
 
 func cmdServe(c *cli, args []string) int {
@@ -25,6 +26,7 @@ func cmdServe(c *cli, args []string) int {
 		replicas               int
 		lag                    time.Duration
 		concurrency            int
+		httpAddr               string
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -34,6 +36,7 @@ func cmdServe(c *cli, args []string) int {
 	fs.IntVar(&replicas, "replicas", 0, "replicas of jetflow's streams (default 1 embedded, 3 with --nats and a cluster)")
 	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
+	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -87,6 +90,14 @@ func cmdServe(c *cli, args []string) int {
 		return exitUsage
 	}
 	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
+	if httpAddr != "" && httpAddr != "off" {
+		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log})
+		if err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		eng.Add(gw)
+	}
 	if err := eng.Start(ctx); err != nil {
 		c.errorf("start engine: %v", err)
 		return exitFailed

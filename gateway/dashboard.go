@@ -1,0 +1,247 @@
+package gateway
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// The dashboard: server-rendered pages (html/template) with a little
+// JavaScript for live updates over Server-Sent Events, all embedded in the
+// binary. No external assets: it works on a machine without internet.
+//
+//go:embed web
+var webFS embed.FS
+
+var pageNames = []string{"jobs", "job", "queues", "workers", "notfound"}
+
+func parseTemplates() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"stateClass": func(s streams.State) string { return "st-" + string(s) },
+		"ts":         func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"tsp": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return t.UTC().Format(time.RFC3339Nano)
+		},
+		"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+		"pct": func(p *projections.ProgressView) float64 {
+			if p == nil || p.Percent == nil {
+				return 0
+			}
+			return *p.Percent
+		},
+		"pretty": func(raw json.RawMessage) string {
+			var b bytes.Buffer
+			if len(raw) == 0 {
+				return "null"
+			}
+			if err := json.Indent(&b, raw, "", "  "); err != nil {
+				return string(raw)
+			}
+			return b.String()
+		},
+		"secs": func(f *float64) string {
+			if f == nil {
+				return ""
+			}
+			return fmtSeconds(*f)
+		},
+		"terminal": func(s streams.State) bool { return s.Terminal() },
+		"json": func(v any) template.JS {
+			b, _ := json.Marshal(v)
+			return template.JS(b)
+		},
+		"query": func(kv ...string) string {
+			q := url.Values{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i+1] != "" {
+					q.Set(kv[i], kv[i+1])
+				}
+			}
+			if len(q) == 0 {
+				return "/"
+			}
+			return "/?" + q.Encode()
+		},
+		"join": strings.Join,
+	}
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/rows.html"))
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		out[name] = template.Must(template.Must(base.Clone()).ParseFS(webFS, "web/templates/"+name+".html"))
+	}
+	return out
+}
+
+func fmtSeconds(f float64) string {
+	switch {
+	case f < 1:
+		return fmt.Sprintf("%.0fms", f*1000)
+	case f < 60:
+		return fmt.Sprintf("%.2fs", f)
+	case f < 3600:
+		return fmt.Sprintf("%dm%02ds", int(f)/60, int(f)%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(f)/3600, int(f)%3600/60)
+}
+
+var templates = parseTemplates()
+
+// pageData is what every page's template gets.
+type pageData struct {
+	Title string
+	Nav   string
+	Data  any
+}
+
+func (g *Gateway) render(w http.ResponseWriter, status int, name, title string, data any) {
+	var b bytes.Buffer
+	if err := templates[name].ExecuteTemplate(&b, "layout.html", pageData{Title: title, Nav: name, Data: data}); err != nil {
+		g.log.Error("render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
+	static, _ := fs.Sub(webFS, "web/static")
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	}))
+	route(mux, "/{$}", methods{"GET": g.pageJobs})
+	route(mux, "/jobs/{id}", methods{"GET": g.pageJob})
+	route(mux, "/queues", methods{"GET": g.pageQueues})
+	route(mux, "/workers", methods{"GET": g.pageWorkers})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		g.render(w, http.StatusNotFound, "notfound", "Not found", map[string]string{"Path": r.URL.Path})
+	})
+}
+
+type jobsPage struct {
+	State, Queue, Type string
+	Cursor, Next       string
+	Stats              *Stats
+	States             []streams.State
+	Jobs               []*Summary
+	PageSize           int
+	Error              string
+}
+
+// GET /
+func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
+		States: streams.States, PageSize: DefaultPageSize}
+	status := http.StatusOK
+	f, cur, _, err := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor}})
+	if err == nil {
+		err = g.index.waitSynced(r.Context())
+	}
+	if err != nil {
+		d.Error = problemOf(err).Detail
+		status = problemOf(err).Status
+		f, cur = engine.Filter{}, nil
+	}
+	d.Stats = g.statsFor(f.Queue, f.Type)
+	var next *Cursor
+	d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
+	if next != nil {
+		d.Next = next.Encode()
+	}
+	title := "Jobs"
+	if d.State != "" {
+		title = strings.ToUpper(d.State[:1]) + d.State[1:] + " jobs"
+	}
+	g.render(w, status, "jobs", title, d)
+}
+
+type jobPage struct {
+	Job      *projections.JobView
+	Events   []*projections.EventView
+	Children []*Summary
+	MoreKids bool
+	LastSeq  uint64
+}
+
+// GET /jobs/{id}
+func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var snap engine.Snapshot
+	err := fmt.Errorf("job %q: %w", id, errNotAJob)
+	if streams.ValidID(id) {
+		snap, err = g.load(r.Context(), id)
+	}
+	if err != nil {
+		p := problemOf(err)
+		g.render(w, p.Status, "notfound", "Not found", map[string]string{"Path": r.URL.Path, "Detail": p.Detail})
+		return
+	}
+	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
+	_ = g.store.History(r.Context(), id, 0, false, func(e *streams.Event) error {
+		d.Events = append(d.Events, projections.ViewEvent(e))
+		d.LastSeq = e.Seq
+		if len(d.Events) >= MaxEventsLimit {
+			return errPageFull
+		}
+		return nil
+	})
+	if g.index.waitSynced(r.Context()) == nil {
+		var next *Cursor
+		d.Children, next = g.index.List(engine.Filter{Parent: id}, nil, 200)
+		d.MoreKids = next != nil
+	}
+	g.render(w, http.StatusOK, "job", "Job "+id, d)
+}
+
+var errNotAJob = fmt.Errorf("not a job id: %w", commands.ErrNotFound)
+
+// GET /queues
+func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := g.queues(r.Context())
+	d := map[string]any{"Queues": qs, "Error": ""}
+	status := http.StatusOK
+	if err != nil {
+		d["Error"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	g.render(w, status, "queues", "Queues", d)
+}
+
+// GET /workers
+func (g *Gateway) pageWorkers(w http.ResponseWriter, r *http.Request) {
+	recs, err := g.workers.List(r.Context())
+	views := make([]*WorkerView, 0, len(recs))
+	for _, rec := range recs {
+		views = append(views, g.workers.View(rec))
+	}
+	d := map[string]any{"Workers": views, "Error": "", "Lease": g.cfg.Lease.Seconds()}
+	status := http.StatusOK
+	if err != nil {
+		d["Error"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	g.render(w, status, "workers", "Workers", d)
+}

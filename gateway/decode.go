@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// readBody reads a request body of at most limit bytes. A larger one is a
+// payload-too-large problem.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("body of %d bytes is over the limit of %d", r.ContentLength, limit))
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("body is over the limit of %d bytes", limit))
+	}
+	if err != nil {
+		return nil, newProblem(ProblemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error())
+	}
+	return b, nil
+}
+
+// decodeStrict decodes one JSON object into v: unknown fields, fields of the
+// wrong type, trailing data and an empty body are malformed-request
+// problems. With optional, an empty body leaves v as it is.
+func decodeStrict(body []byte, v any, optional bool) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "the body is empty; want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: "+jsonErrorDetail(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+func jsonErrorDetail(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("field %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, err)
+	}
+	return err.Error()
+}
+
+// DecodeSubmit decodes the body of POST /jobs: a commands.SubmitRequest
+// (durations as "30s" or seconds), strictly, and checks it without
+// writing anything (commands.SubmitRequest.Spec).
+func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
+	var req commands.SubmitRequest
+	if err := decodeStrict(body, &req, false); err != nil {
+		return nil, err
+	}
+	if _, err := req.Spec(time.Now()); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// PatchRequest is the body of PATCH /jobs/{id}: a report of the worker
+// that claimed the job.
+type PatchRequest struct {
+	WorkerID  string              `json:"worker_id"`
+	State     streams.State       `json:"state,omitempty"`
+	Progress  *streams.Progress   `json:"progress,omitempty"`
+	Result    commands.RawJSON    `json:"result,omitempty"`
+	Error     *streams.JobError   `json:"error,omitempty"`
+	Retryable *bool               `json:"retryable,omitempty"`
+	Reason    string              `json:"reason,omitempty"` // state "queued": why the job is given back
+}
+
+// DecodePatch decodes and checks a PATCH /jobs/{id} body.
+func DecodePatch(body []byte) (*PatchRequest, error) {
+	var p PatchRequest
+	if err := decodeStrict(body, &p, false); err != nil {
+		return nil, err
+	}
+	return &p, p.validate()
+}
+
+func (p *PatchRequest) validate() error {
+	in := func(field, format string, args ...any) error {
+		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if p.WorkerID == "" {
+		return in("worker_id", "is required")
+	}
+	if p.State == "" && p.Progress == nil {
+		return in("state", `give a state ("running", "succeeded", "failed", "queued") or a progress`)
+	}
+	if p.State != "" && !p.State.Valid() {
+		return in("state", "%q is not a state", p.State)
+	}
+	if len(p.Result) > 0 && p.State != streams.StateSucceeded {
+		return in("result", `only with state "succeeded"`)
+	}
+	if p.Error != nil && p.State != streams.StateFailed {
+		return in("error", `only with state "failed"`)
+	}
+	if p.Retryable != nil && p.State != streams.StateFailed {
+		return in("retryable", `only with state "failed"`)
+	}
+	if p.Reason != "" && p.State != streams.StateQueued {
+		return in("reason", `only with state "queued"`)
+	}
+	if p.State == streams.StateFailed && (p.Error == nil || p.Error.Message == "") {
+		return in("error", `state "failed" needs an error with a message`)
+	}
+	if e := p.Error; e != nil && (len(e.Code) > 128 || len(e.Message) > 64<<10 || len(e.Stack) > 256<<10) {
+		return in("error", "code over 128 bytes, message over 64 KiB or stack over 256 KiB")
+	}
+	if pr := p.Progress; pr != nil {
+		if pr.Current < 0 || pr.Total < 0 {
+			return in("progress", "current and total must not be negative")
+		}
+		if len(pr.Message) > 4096 {
+			return in("progress", "message over 4096 bytes")
+		}
+	}
+	return nil
+}
+
+// ClaimRequest is the body of POST /tasks/claim.
+type ClaimRequest struct {
+	WorkerID string            `json:"worker_id"`
+	Wait     *commands.Duration `json:"wait,omitempty"` // seconds (or "10s") to wait for a job; default 0
+}
+
+// DecodeClaim decodes and checks a POST /tasks/claim body.
+func DecodeClaim(body []byte) (*ClaimRequest, error) {
+	var c ClaimRequest
+	if err := decodeStrict(body, &c, false); err != nil {
+		return nil, err
+	}
+	if c.WorkerID == "" {
+		return nil, &commands.InputError{Field: "worker_id", Reason: "is required"}
+	}
+	if c.Wait != nil && *c.Wait < 0 {
+		return nil, &commands.InputError{Field: "wait", Reason: "must not be negative"}
+	}
+	return &c, nil
+}
+
+// RegisterRequest is the body of POST /workers.
+type RegisterRequest struct {
+	Name        string   `json:"name"`
+	Types       []string `json:"types"`
+	Queues      []string `json:"queues,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+}
+
+// DecodeRegister decodes and checks a POST /workers body.
+func DecodeRegister(body []byte) (*RegisterRequest, error) {
+	var req RegisterRequest
+	if err := decodeStrict(body, &req, false); err != nil {
+		return nil, err
+	}
+	in := func(field, format string, args ...any) error {
+		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(req.Name) > 128 {
+		return nil, in("name", "longer than 128 bytes")
+	}
+	if len(req.Types) == 0 {
+		return nil, in("types", "a worker needs at least one job type")
+	}
+	if len(req.Types) > 256 || len(req.Queues) > 64 {
+		return nil, in("types", "at most 256 types and 64 queues")
+	}
+	for _, t := range req.Types {
+		if !streams.ValidType(t) {
+			return nil, in("types", "%q is not a job type", t)
+		}
+	}
+	if len(req.Queues) == 0 {
+		req.Queues = []string{streams.DefaultQueue}
+	}
+	for _, q := range req.Queues {
+		if !streams.ValidQueue(q) {
+			return nil, in("queues", "%q is not a queue name", q)
+		}
+	}
+	if req.Concurrency < 0 || req.Concurrency > 10000 {
+		return nil, in("concurrency", "%d: want 0-10000", req.Concurrency)
+	}
+	if req.Concurrency == 0 {
+		req.Concurrency = 1
+	}
+	return &req, nil
+}
+
+// cancelRequest is the optional body of POST /jobs/{id}/cancel.
+type cancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// retryRequest is the optional body of POST /jobs/{id}/retry.
+type retryRequest struct {
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}

@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jetflow/jetflow/engine"
+)
+
+// Defaults of Config.
+const (
+	DefaultAddr         = "127.0.0.1:8080"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxWait      = 60 * time.Second
+	DefaultWorkerExpiry = 10 * time.Minute
+	DefaultPageSize     = 50
+	MaxPageSize         = 1000
+)
+
+// Config configures a Gateway. The zero value of every field but Store
+// means its default.
+type Config struct {
+	Store *engine.Store
+	// Addr is the address to listen on; empty: Start listens nowhere, and
+	// the Gateway is served as an http.Handler by its owner.
+	Addr string
+	// Lease is how long a remote worker's claim lasts without a heartbeat
+	// (default engine.DefaultLease); workers are told to beat every Lease/3.
+	Lease time.Duration
+	// MaxBodyBytes bounds request bodies (default 1 MiB): more is 413.
+	MaxBodyBytes int64
+	// MaxWait caps Prefer: wait=N and a claim's wait (default 60s).
+	MaxWait time.Duration
+	// WorkerExpiry is how long a registered worker that stopped beating
+	// stays in the registry (default 10m).
+	WorkerExpiry time.Duration
+	// Registry receives the gateway's metrics and is what /metrics serves;
+	// nil: a registry of its own, with the Go and process collectors.
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Lease <= 0 {
+		c.Lease = engine.DefaultLease
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.WorkerExpiry <= 0 {
+		c.WorkerExpiry = DefaultWorkerExpiry
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Store == nil {
+		return errors.New("gateway: no store")
+	}
+	if c.Lease < 3*time.Millisecond {
+		return errors.New("gateway: lease too short")
+	}
+	if c.WorkerExpiry < c.Lease {
+		return fmt.Errorf("gateway: worker expiry %s is shorter than the lease %s", c.WorkerExpiry, c.Lease)
+	}
+	return nil
+}
+
+// Gateway serves the HTTP API, the worker protocol, the dashboard and the
+// operations endpoints. It is an engine.Component (Start, Stop) and an
+// http.Handler.
+type Gateway struct {
+	cfg     Config
+	store   *engine.Store
+	remote  *engine.Remote
+	index   *Index
+	workers *Registry
+	metrics *Metrics
+	handler http.Handler
+	log     *slog.Logger
+
+	qcache     queueCache
+	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
+	baseCancel context.CancelFunc
+
+	mu      sync.Mutex
+	started bool
+	srv     *http.Server
+	ln      net.Listener
+	served  chan struct{}
+}
+
+// New returns a Gateway; Start starts it.
+func New(cfg Config) (*Gateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log.With("component", "gateway")
+	g := &Gateway{cfg: cfg, store: cfg.Store, log: log,
+		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
+		index:  NewIndex(cfg.Store.KV, cfg.Log),
+	}
+	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
+	g.metrics = newMetrics(g, cfg.Registry)
+	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
+	g.handler = g.middleware(g.routes())
+	return g, nil
+}
+
+// Index is the gateway's index of jobs.
+func (g *Gateway) Index() *Index { return g.index }
+
+// Start provisions the worker registry, loads the index, starts the
+// metrics consumer and, with an Addr, listens. Idempotent.
+func (g *Gateway) Start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started {
+		return nil
+	}
+	if err := g.workers.ensure(ctx); err != nil {
+		return err
+	}
+	if err := g.index.Start(ctx); err != nil {
+		return err
+	}
+	if err := g.metrics.Start(ctx); err != nil {
+		g.index.Stop(ctx)
+		return err
+	}
+	if g.cfg.Addr != "" {
+		ln, err := net.Listen("tcp", g.cfg.Addr)
+		if err != nil {
+			g.metrics.Stop(ctx)
+			g.index.Stop(ctx)
+			return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+		}
+		g.ln = ln
+		g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			BaseContext: func(net.Listener) context.Context { return g.baseCtx },
+			ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+		g.served = make(chan struct{})
+		go func() {
+			defer close(g.served)
+			if err := g.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				g.log.Error("serve", "err", err)
+			}
+		}()
+		g.log.Info("HTTP API and dashboard", "url", "http://"+ln.Addr().String()+"/")
+	}
+	g.started = true
+	return nil
+}
+
+// Addr is the address the gateway listens on, once started with an Addr.
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln == nil {
+		return ""
+	}
+	return g.ln.Addr().String()
+}
+
+// Stop ends long polls and streams, stops listening (waiting for requests
+// in flight until ctx is done), and stops the index and the metrics
+// consumer. Idempotent.
+func (g *Gateway) Stop(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.started {
+		return
+	}
+	g.started = false
+	g.baseCancel()
+	if g.srv != nil {
+		if err := g.srv.Shutdown(ctx); err != nil {
+			_ = g.srv.Close()
+		}
+		<-g.served
+		g.srv, g.ln = nil, nil
+	}
+	g.metrics.Stop(ctx)
+	g.index.Stop(ctx)
+}
+
+// ServeHTTP serves the API, the dashboard and the operations endpoints.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// methods maps HTTP methods to the handlers of one route.
+type methods map[string]http.HandlerFunc
+
+// route registers a path whose methods are dispatched here, so that a
+// method the path does not have is a 405 problem with an Allow header.
+func route(mux *http.ServeMux, pattern string, m methods) {
+	allow := make([]string, 0, len(m)+1)
+	for k := range m {
+		allow = append(allow, k)
+	}
+	if m[http.MethodGet] != nil {
+		allow = append(allow, http.MethodHead)
+	}
+	slices.Sort(allow)
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		h := m[r.Method]
+		if h == nil && r.Method == http.MethodHead {
+			h = m[http.MethodGet]
+		}
+		if h == nil {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeProblem(w, r, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed,
+				fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (g *Gateway) routes() http.Handler {
+	mux := http.NewServeMux()
+	const v1 = "/api/v1"
+	route(mux, v1+"/jobs", methods{"GET": g.listJobs, "POST": g.submitJob})
+	route(mux, v1+"/jobs/{id}", methods{"GET": g.getJob, "DELETE": g.cancelJob, "PATCH": g.patchJob})
+	route(mux, v1+"/jobs/{id}/cancel", methods{"POST": g.cancelJob})
+	route(mux, v1+"/jobs/{id}/retry", methods{"POST": g.retryJob})
+	route(mux, v1+"/jobs/{id}/children", methods{"GET": g.listChildren})
+	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobEvents})
+	route(mux, v1+"/workers", methods{"GET": g.listWorkers, "POST": g.registerWorker})
+	route(mux, v1+"/workers/{id}", methods{"GET": g.getWorker, "DELETE": g.unregisterWorker})
+	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.heartbeat})
+	route(mux, v1+"/tasks/claim", methods{"POST": g.claim})
+	route(mux, v1+"/queues", methods{"GET": g.listQueues})
+	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.pauseQueue})
+	route(mux, v1+"/queues/{queue}/resume", methods{"POST": g.resumeQueue})
+	route(mux, v1+"/stats", methods{"GET": g.stats})
+	route(mux, v1+"/stream", methods{"GET": g.stream})
+	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path))
+	})
+	route(mux, "/healthz", methods{"GET": g.healthz})
+	route(mux, "/readyz", methods{"GET": g.readyz})
+	route(mux, "/metrics", methods{"GET": g.metrics.ServeHTTP})
+	g.dashboardRoutes(mux)
+	return mux
+}
+
+// middleware recovers panics into 500 problems and logs requests at debug.
+func (g *Gateway) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				g.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				if !rec.wrote {
+					writeProblem(rec, r, newProblem("internal", http.StatusInternalServerError, "internal error"))
+				}
+			}
+			g.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", time.Since(start))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush of the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush passes flushes through (Server-Sent Events).
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

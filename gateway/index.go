@@ -1,0 +1,491 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Summary is what the index keeps of a job: enough to filter, sort, count
+// and draw a row of the dashboard, and what the live stream sends.
+type Summary struct {
+	ID              string                    `json:"id"`
+	Namespace       string                    `json:"namespace"`
+	Type            string                    `json:"type"`
+	Queue           string                    `json:"queue"`
+	State           streams.State             `json:"state"`
+	ParentID        string                    `json:"parent_id,omitempty"`
+	RetryOf         string                    `json:"retry_of,omitempty"`
+	Attempts        int                       `json:"attempts"`
+	Worker          string                    `json:"worker,omitempty"`
+	Progress        *projections.ProgressView `json:"progress,omitempty"`
+	Error           *streams.JobError         `json:"error,omitempty"`
+	CreatedAt       time.Time                 `json:"created_at"`
+	UpdatedAt       time.Time                 `json:"updated_at"`
+	FinishedAt      *time.Time                `json:"finished_at,omitempty"`
+	DurationSeconds *float64                  `json:"duration_seconds,omitempty"`
+	Seq             uint64                    `json:"seq"`
+	Rev             uint64                    `json:"-"`
+	Deleted         bool                      `json:"deleted,omitempty"` // in the live stream: the record was purged
+}
+
+func summarize(j *streams.Job, rev uint64) *Summary {
+	v := projections.View(j)
+	s := &Summary{ID: v.ID, Namespace: v.Namespace, Type: v.Type, Queue: v.Queue, State: v.State,
+		ParentID: v.ParentID, RetryOf: v.RetryOf, Attempts: v.Attempts, Worker: v.Worker, Progress: v.Progress,
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, FinishedAt: v.FinishedAt, DurationSeconds: v.DurationSeconds,
+		Seq: v.Seq, Rev: rev}
+	if v.Error != nil {
+		e := *v.Error
+		e.Stack = ""
+		if len(e.Message) > 500 {
+			e.Message = e.Message[:500] + "…"
+		}
+		s.Error = &e
+	}
+	return s
+}
+
+// before reports whether a sorts before b: older first, id breaking ties
+// (the index is kept in this order; lists walk it backwards, newest first).
+func before(aT time.Time, aID string, bT time.Time, bID string) bool {
+	if !aT.Equal(bT) {
+		return aT.Before(bT)
+	}
+	return aID < bID
+}
+
+type pairKey struct{ queue, jobType string }
+
+// Index keeps a summary of every job in memory, fed by one watch of the jobs
+// bucket (every record at start, then every change), so that lists, counts
+// and the dashboard's live stream never read the bucket per request. Each
+// gateway keeps its own; it is derived state, rebuilt at every start.
+type Index struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
+	mu     sync.RWMutex
+	byID   map[string]*Summary
+	order  []*Summary // oldest first
+	counts map[pairKey]map[streams.State]int
+	subs   map[*subscriber]struct{}
+	loaded bool
+
+	synced     chan struct{}
+	syncedOnce sync.Once
+	runMu      sync.Mutex
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// NewIndex returns an index of the jobs bucket kv.
+func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Index{kv: kv, log: log.With("component", "index"), byID: map[string]*Summary{},
+		counts: map[pairKey]map[streams.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{})}
+}
+
+// Start starts watching the bucket. Idempotent.
+func (x *Index) Start(ctx context.Context) error {
+	x.runMu.Lock()
+	defer x.runMu.Unlock()
+	if x.done != nil {
+		return nil
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	x.cancel, x.done = cancel, make(chan struct{})
+	go x.run(runCtx)
+	return nil
+}
+
+// Stop stops watching. Idempotent.
+func (x *Index) Stop(ctx context.Context) {
+	x.runMu.Lock()
+	cancel, done := x.cancel, x.done
+	x.cancel = nil
+	x.runMu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Synced is closed once the index holds every record the bucket had when
+// it started.
+func (x *Index) Synced() <-chan struct{} { return x.synced }
+
+// waitSynced waits for the first load, or returns an unavailable problem.
+func (x *Index) waitSynced(ctx context.Context) error {
+	select {
+	case <-x.synced:
+		return nil
+	case <-ctx.Done():
+		return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "the job index is still loading")
+	}
+}
+
+func (x *Index) run(ctx context.Context) {
+	defer close(x.done)
+	for ctx.Err() == nil {
+		if err := x.watch(ctx); err != nil && ctx.Err() == nil {
+			x.log.Warn("jobs watch ended; watching again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watch loads every record, then follows changes until the watch ends.
+func (x *Index) watch(ctx context.Context) error {
+	w, err := x.kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	fresh := map[string]*Summary{}
+	initial := true
+	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok = <-w.Updates():
+		}
+		if !ok {
+			return errors.New("watch closed")
+		}
+		if initial {
+			if e == nil {
+				x.replace(fresh)
+				initial = false
+				x.syncedOnce.Do(func() { close(x.synced) })
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			if s := x.decode(e); s != nil {
+				fresh[s.ID] = s
+			}
+			continue
+		}
+		if e == nil {
+			continue
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			x.remove(e.Key(), e.Revision())
+			continue
+		}
+		if s := x.decode(e); s != nil {
+			x.put(s)
+		}
+	}
+}
+
+func (x *Index) decode(e jetstream.KeyValueEntry) *Summary {
+	j, err := streams.DecodeJob(e.Value())
+	if err != nil {
+		x.log.Warn("undecodable job record", "key", e.Key(), "err", err)
+		return nil
+	}
+	return summarize(j, e.Revision())
+}
+
+// replace swaps in a full load (the first, or after a watch was lost).
+func (x *Index) replace(fresh map[string]*Summary) {
+	order := make([]*Summary, 0, len(fresh))
+	counts := map[pairKey]map[streams.State]int{}
+	for _, s := range fresh {
+		order = append(order, s)
+		addCount(counts, s, 1)
+	}
+	sort.Slice(order, func(i, k int) bool {
+		return before(order[i].CreatedAt, order[i].ID, order[k].CreatedAt, order[k].ID)
+	})
+	x.mu.Lock()
+	had := x.loaded
+	x.byID, x.order, x.counts, x.loaded = fresh, order, counts, true
+	subs := x.subscribersLocked()
+	x.mu.Unlock()
+	if had {
+		for _, s := range subs {
+			s.overflow() // a reload: the subscriber must start over
+		}
+	}
+}
+
+func addCount(counts map[pairKey]map[streams.State]int, s *Summary, n int) {
+	k := pairKey{s.Queue, s.Type}
+	m := counts[k]
+	if m == nil {
+		m = map[streams.State]int{}
+		counts[k] = m
+	}
+	m[s.State] += n
+	if m[s.State] == 0 {
+		delete(m, s.State)
+	}
+}
+
+// Put records a job's record at KV revision rev, unless the index already
+// has a newer one. The gateway calls it with what it wrote itself, so that
+// a client reads its own writes in lists at once.
+func (x *Index) Put(j *streams.Job, rev uint64) {
+	if j == nil {
+		return
+	}
+	x.put(summarize(j, rev))
+}
+
+func (x *Index) put(s *Summary) {
+	x.mu.Lock()
+	old := x.byID[s.ID]
+	if old != nil && old.Rev >= s.Rev {
+		x.mu.Unlock()
+		return
+	}
+	x.byID[s.ID] = s
+	if old != nil {
+		addCount(x.counts, old, -1)
+		x.order[x.position(old.CreatedAt, old.ID)] = s
+	} else {
+		i := x.position(s.CreatedAt, s.ID)
+		x.order = append(x.order, nil)
+		copy(x.order[i+1:], x.order[i:])
+		x.order[i] = s
+	}
+	addCount(x.counts, s, 1)
+	subs := x.subscribersLocked()
+	x.mu.Unlock()
+	for _, sub := range subs {
+		sub.send(s)
+	}
+}
+
+func (x *Index) remove(id string, rev uint64) {
+	x.mu.Lock()
+	old := x.byID[id]
+	if old == nil || old.Rev >= rev {
+		x.mu.Unlock()
+		return
+	}
+	delete(x.byID, id)
+	i := x.position(old.CreatedAt, old.ID)
+	x.order = append(x.order[:i], x.order[i+1:]...)
+	addCount(x.counts, old, -1)
+	subs := x.subscribersLocked()
+	x.mu.Unlock()
+	gone := *old
+	gone.Deleted = true
+	for _, sub := range subs {
+		sub.send(&gone)
+	}
+}
+
+// position is the index in order of the first entry not before (t, id).
+func (x *Index) position(t time.Time, id string) int {
+	return sort.Search(len(x.order), func(i int) bool {
+		return !before(x.order[i].CreatedAt, x.order[i].ID, t, id)
+	})
+}
+
+// Get returns a job's summary, or nil.
+func (x *Index) Get(id string) *Summary {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byID[id]
+}
+
+// Len is the number of jobs in the index.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byID)
+}
+
+// Counts returns the number of jobs in each state among those of queue
+// and jobType (empty: any).
+func (x *Index) Counts(queue, jobType string) map[streams.State]int {
+	out := make(map[streams.State]int, len(streams.States))
+	for _, s := range streams.States {
+		out[s] = 0
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for k, m := range x.counts {
+		if (queue == "" || k.queue == queue) && (jobType == "" || k.jobType == jobType) {
+			for st, n := range m {
+				out[st] += n
+			}
+		}
+	}
+	return out
+}
+
+// Names returns the queues and job types the index has seen, sorted.
+func (x *Index) Names() (queues, types []string) {
+	qs, ts := map[string]bool{}, map[string]bool{}
+	x.mu.RLock()
+	for k, m := range x.counts {
+		if len(m) > 0 {
+			qs[k.queue], ts[k.jobType] = true, true
+		}
+	}
+	x.mu.RUnlock()
+	for q := range qs {
+		queues = append(queues, q)
+	}
+	for t := range ts {
+		types = append(types, t)
+	}
+	sort.Strings(queues)
+	sort.Strings(types)
+	return queues, types
+}
+
+// Cursor is a position in the newest-first order of jobs: the last job of
+// a page. Encoded, it is opaque to clients.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+const cursorVersion = 1
+
+// Encode returns the cursor's opaque form.
+func (c Cursor) Encode() string {
+	b := make([]byte, 0, 10+len(c.ID))
+	b = append(b, cursorVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.CreatedAt.UnixNano()))
+	b = append(b, c.ID...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCursor reads a cursor from Encode; anything else is a bad-cursor
+// problem.
+func DecodeCursor(s string) (Cursor, error) {
+	bad := newProblem(ProblemBadCursor, http.StatusBadRequest, "the cursor is not one this API handed out; start again without it")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 9+26 || b[0] != cursorVersion {
+		return Cursor{}, bad
+	}
+	id := string(b[9:])
+	if !streams.ValidID(id) {
+		return Cursor{}, bad
+	}
+	return Cursor{CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
+}
+
+// List returns up to limit summaries of jobs that match f, newest first,
+// after the cursor (nil: from the newest), and the cursor of the next page
+// (nil: no more).
+func (x *Index) List(f engine.Filter, after *Cursor, limit int) ([]*Summary, *Cursor) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	i := len(x.order)
+	if after != nil {
+		i = x.position(after.CreatedAt, after.ID)
+	}
+	var out []*Summary
+	for i--; i >= 0; i-- {
+		s := x.order[i]
+		if !matches(&f, s) {
+			continue
+		}
+		if len(out) == limit {
+			last := out[len(out)-1]
+			return out, &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func matches(f *engine.Filter, s *Summary) bool {
+	return (f.State == "" || s.State == f.State) && (f.Queue == "" || s.Queue == f.Queue) &&
+		(f.Type == "" || s.Type == f.Type) && (f.Namespace == "" || s.Namespace == f.Namespace) &&
+		(f.Parent == "" || s.ParentID == f.Parent)
+}
+
+// subscriber receives every change of the index (the live stream). It
+// never blocks the index: when its buffer is full it is told to start over.
+type subscriber struct {
+	ch       chan *Summary
+	mu       sync.Mutex
+	overflew bool
+	wake     chan struct{}
+}
+
+func (s *subscriber) send(sum *Summary) {
+	select {
+	case s.ch <- sum:
+	default:
+		s.overflow()
+	}
+}
+
+func (s *subscriber) overflow() {
+	s.mu.Lock()
+	s.overflew = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeOverflow reports (and clears) whether changes were dropped.
+func (s *subscriber) takeOverflow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.overflew
+	s.overflew = false
+	return o
+}
+
+func (x *Index) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan *Summary, 4096), wake: make(chan struct{}, 1)}
+	x.mu.Lock()
+	x.subs[s] = struct{}{}
+	x.mu.Unlock()
+	return s
+}
+
+func (x *Index) unsubscribe(s *subscriber) {
+	x.mu.Lock()
+	delete(x.subs, s)
+	x.mu.Unlock()
+}
+
+func (x *Index) subscribersLocked() []*subscriber {
+	if len(x.subs) == 0 {
+		return nil
+	}
+	out := make([]*subscriber, 0, len(x.subs))
+	for s := range x.subs {
+		out = append(out, s)
+	}
+	return out
+}

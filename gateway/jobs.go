@@ -1,0 +1,435 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// jobID reads the {id} of a job route; an id that cannot name a job is an
+// unknown job (404), like an id no job has.
+func jobID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !streams.ValidID(id) {
+		p := newProblem(engine.ProblemNotFound, http.StatusNotFound, fmt.Sprintf("no job has the id %q", id))
+		p.JobID = id
+		return "", p
+	}
+	return id, nil
+}
+
+// fail writes err as a problem, with the job id it is about.
+func fail(w http.ResponseWriter, r *http.Request, err error, jobID string) {
+	p := problemOf(err)
+	if p.JobID == "" {
+		p.JobID = jobID
+	}
+	writeProblem(w, r, p)
+}
+
+// load reads a job: its record, or, if only the log has it yet, its fold.
+func (g *Gateway) load(ctx context.Context, id string) (engine.Snapshot, error) {
+	snap, err := g.store.Get(ctx, id)
+	if errors.Is(err, commands.ErrNotFound) {
+		snap, err = g.store.Load(ctx, id)
+	}
+	return snap, err
+}
+
+// view renders a job as the API returns it: the one JSON object of the
+// CLI's --json, with the queue position of a queued job.
+func (g *Gateway) view(ctx context.Context, j *streams.Job) *projections.JobView {
+	v := projections.View(j)
+	if j.State == streams.StateQueued {
+		if pos, err := g.store.QueuePosition(ctx, j); err == nil && pos >= 0 {
+			v.QueuePosition = &pos
+		}
+	}
+	return v
+}
+
+func jobURL(id string) string { return "/api/v1/jobs/" + id }
+
+// POST /jobs
+func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeSubmit(body)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	res, err := g.store.Submit(r.Context(), req)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	g.index.Put(res.Job, res.Rev)
+	w.Header().Set("Location", jobURL(res.Job.ID))
+	status := http.StatusCreated
+	if !res.Created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, g.view(r.Context(), res.Job))
+}
+
+// GET /jobs/{id}, with Prefer: wait=N.
+func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	ctx := r.Context()
+	snap, err := g.load(ctx, id)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	if secs, ok := preferWait(r.Header.Get("Prefer")); ok {
+		secs = min(secs, int(g.cfg.MaxWait/time.Second))
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(secs))
+		w.Header().Add("Vary", "Prefer")
+		if !snap.Job.State.Terminal() && secs > 0 {
+			job, err := g.waitTerminal(ctx, id, time.Duration(secs)*time.Second)
+			if err != nil {
+				fail(w, r, err, id)
+				return
+			}
+			if job != nil {
+				snap.Job = job
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
+}
+
+// preferWait reads the wait preference of a Prefer header (RFC 7240):
+// "wait=10", possibly among other preferences. Anything malformed is no
+// preference at all.
+func preferWait(h string) (int, bool) {
+	if h == "" {
+		return 0, false
+	}
+	for _, pref := range strings.Split(h, ",") {
+		pref, _, _ = strings.Cut(pref, ";")
+		name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+			continue
+		}
+		val = strings.Trim(strings.TrimSpace(val), `"`)
+		if val == "" || len(val) > 9 {
+			return 0, false
+		}
+		for _, c := range val {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// waitTerminal watches a job's record until it is terminal or d passed,
+// and returns the last record seen (nil if none). It is pushed by the KV
+// watch: nothing polls.
+func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*streams.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	stop := context.AfterFunc(g.baseCtx, cancel)
+	defer stop()
+	w, err := g.store.KV.Watch(ctx, streams.KVKey(id))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("watch job %s: %w", id, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var last *streams.Job
+	for {
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return last, nil
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			last = j
+			if j.State.Terminal() {
+				return j, nil
+			}
+		}
+	}
+}
+
+// POST /jobs/{id}/cancel, DELETE /jobs/{id}
+func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var req cancelRequest
+	if r.Method == http.MethodPost {
+		body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+		if err == nil {
+			err = decodeStrict(body, &req, true)
+		}
+		if err != nil {
+			fail(w, r, err, id)
+			return
+		}
+	} else {
+		req.Reason = r.URL.Query().Get("reason")
+	}
+	if len(req.Reason) > 1024 {
+		fail(w, r, &commands.InputError{Field: "reason", Reason: "longer than 1024 bytes"}, id)
+		return
+	}
+	snap, err := g.store.Cancel(r.Context(), id, req.Reason)
+	if err != nil && !errors.Is(err, commands.ErrTerminal) {
+		fail(w, r, err, id)
+		return
+	}
+	g.index.Put(snap.Job, snap.Rev)
+	writeJSON(w, http.StatusOK, g.view(r.Context(), snap.Job))
+}
+
+// RetryRequest is the submit of a new run of a terminal job: the original
+// spec (type, payload, queue, namespace and every option) with retry_of
+// naming the original. Not copied: the parent (a finished fan-out does not
+// take new children), the idempotency key (it names the original) and the
+// schedule (the retry runs now).
+func RetryRequest(j *streams.Job, idempotencyKey string) *commands.SubmitRequest {
+	s := j.Spec
+	dur := func(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
+	maxRetries, maxLease, jitter := s.MaxRetries, s.MaxLeaseRequeues, s.Jitter
+	req := &commands.SubmitRequest{
+		Namespace: s.Namespace, Type: s.Type, Payload: commands.RawJSON(s.Payload), Queue: s.Queue,
+		MaxRetries: &maxRetries, Backoff: dur(s.Backoff), BackoffCap: dur(s.BackoffCap), Jitter: &jitter,
+		Timeout: dur(s.Timeout), Tags: append([]string(nil), s.Tags...), RetryOf: j.ID, Priority: s.Priority,
+		RetryOn: append([]string(nil), s.RetryOn...), NoRetryOn: append([]string(nil), s.NoRetryOn...),
+		MaxLeaseRequeues: &maxLease, IdempotencyKey: idempotencyKey,
+	}
+	if s.QueueTimeout > 0 {
+		req.QueueTimeout = dur(s.QueueTimeout)
+	}
+	return req
+}
+
+// Retry submits a new job that runs a terminal job again (RetryRequest).
+// A job that is not terminal is refused with an error matching
+// commands.ErrInvalidTransition: it can still end on its own, or be
+// cancelled first.
+func Retry(ctx context.Context, store *engine.Store, id, idempotencyKey string) (engine.Submitted, error) {
+	orig, err := store.Get(ctx, id)
+	if errors.Is(err, commands.ErrNotFound) {
+		orig, err = store.Load(ctx, id)
+	}
+	if err != nil {
+		return engine.Submitted{}, err
+	}
+	if !orig.Job.State.Terminal() {
+		return engine.Submitted{}, fmt.Errorf("retry job %s: it is %s; only a succeeded, failed or cancelled job can be retried: %w",
+			id, orig.Job.State, commands.ErrInvalidTransition)
+	}
+	return store.Submit(ctx, RetryRequest(orig.Job, idempotencyKey))
+}
+
+// POST /jobs/{id}/retry
+func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var req retryRequest
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err == nil {
+		err = decodeStrict(body, &req, true)
+	}
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	res, err := Retry(r.Context(), g.store, id, req.IdempotencyKey)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	g.index.Put(res.Job, res.Rev)
+	w.Header().Set("Location", jobURL(res.Job.ID))
+	status := http.StatusCreated
+	if !res.Created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, g.view(r.Context(), res.Job))
+}
+
+// JobList is a page of jobs, newest first.
+type JobList struct {
+	Jobs []*projections.JobView `json:"jobs"`
+	// NextCursor fetches the next (older) page; absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// listParams reads the filter, cursor and limit of a list request.
+func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
+	f := engine.Filter{State: streams.State(q.Get("state")), Queue: q.Get("queue"), Type: q.Get("type"),
+		Namespace: q.Get("namespace"), Parent: q.Get("parent")}
+	if err := f.Validate(); err != nil {
+		return f, nil, 0, err
+	}
+	limit := DefaultPageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return f, nil, 0, &commands.InputError{Field: "limit", Reason: fmt.Sprintf("%q: want 1-%d", s, MaxPageSize)}
+		}
+		limit = n
+	}
+	var cur *Cursor
+	if s := q.Get("cursor"); s != "" {
+		c, err := DecodeCursor(s)
+		if err != nil {
+			return f, nil, 0, err
+		}
+		cur = &c
+	}
+	return f, cur, limit, nil
+}
+
+// GET /jobs
+func (g *Gateway) listJobs(w http.ResponseWriter, r *http.Request) {
+	f, cur, limit, err := listParams(r.URL.Query())
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	list, err := g.list(r.Context(), f, cur, limit)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// GET /jobs/{id}/children
+func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	if _, err := g.load(r.Context(), id); err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	q := r.URL.Query()
+	q.Del("parent") // the path names the parent
+	f, cur, limit, err := listParams(q)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	f.Parent = id
+	list, err := g.list(r.Context(), f, cur, limit)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// list pages through the index and reads the page's records in one
+// request (a multi-subject direct get of the jobs bucket's stream).
+func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*JobList, error) {
+	if err := g.index.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	sums, next := g.index.List(f, cur, limit)
+	out := &JobList{Jobs: make([]*projections.JobView, 0, len(sums))}
+	if next != nil {
+		out.NextCursor = next.Encode()
+	}
+	jobs, err := g.records(ctx, sums)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if matchesJob(&f, j) {
+			out.Jobs = append(out.Jobs, projections.View(j))
+		}
+	}
+	return out, nil
+}
+
+// matchesJob re-checks a filter on the current record: the index may be a
+// moment behind the bucket.
+func matchesJob(f *engine.Filter, j *streams.Job) bool { return f.Match(j) }
+
+// records reads the current records of the summarized jobs, in order.
+func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*streams.Job, error) {
+	if len(sums) == 0 {
+		return nil, nil
+	}
+	subjects := make([]string, len(sums))
+	for i, s := range sums {
+		subjects[i] = streams.KVSubject(s.ID)
+	}
+	msgs, err := streams.MultiLast(ctx, g.store.NC, "KV_"+streams.JobsBucket, subjects)
+	if err != nil {
+		return nil, fmt.Errorf("read a page of jobs: %w", err)
+	}
+	out := make([]*streams.Job, 0, len(sums))
+	for i, s := range sums {
+		m, ok := msgs[subjects[i]]
+		if !ok {
+			// Left out of a large answer, or gone: ask for this one.
+			snap, err := g.store.Get(ctx, s.ID)
+			if err != nil {
+				continue
+			}
+			out = append(out, snap.Job)
+			continue
+		}
+		if m.Deleted {
+			continue
+		}
+		j, err := streams.DecodeJob(m.Data)
+		if err != nil {
+			g.log.Warn("undecodable job record", "job", s.ID, "err", err)
+			continue
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// GET /healthz: the process is up.
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// GET /readyz: NATS is connected, jetflow's streams and buckets exist, and
+// the job index is loaded. 503 with the failed checks otherwise.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ok := true
+	check := func(name string, err error) {
+		if err != nil {
+			checks[name] = err.Error()
+			ok = false
+			return
+		}
+		checks[name] = "ok"
+	}
+	if st := g.store.NC.Status(); st != nats.CONNECTED {
+		checks["nats"] = "connection is " + st.String()
+		ok = false
+	} else {
+		checks["nats"] = "ok"
+		_, err := g.store.JS.Stream(ctx, streams.EventsStream)
+		check("events_stream", err)
+		_, err = g.store.JS.KeyValue(ctx, streams.JobsBucket)
+		check("jobs_bucket", err)
+		_, err = g.store.JS.KeyValue(ctx, streams.QueuesBucket)
+		check("queues_bucket", err)
+		_, err = g.store.JS.KeyValue(ctx, WorkersBucket)
+		check("workers_bucket", err)
+	}
+	select {
+	case <-g.index.Synced():
+		checks["index"] = "ok"
+	default:
+		checks["index"] = "loading"
+		ok = false
+	}
+	status, word := http.StatusOK, "ready"
+	if !ok {
+		status, word = http.StatusServiceUnavailable, "not ready"
+	}
+	writeJSON(w, status, map[string]any{"status": word, "checks": checks})
+}
+
+// Stats is what GET /stats answers: job counts by state (for a queue and
+// a type, or all), and the queues and types seen.
+type Stats struct {
+	States map[streams.State]int `json:"states"`
+	Total  int                   `json:"total"`
+	Queues []string              `json:"queues"`
+	Types  []string              `json:"types"`
+}
+
+func (g *Gateway) statsFor(queue, jobType string) *Stats {
+	s := &Stats{States: g.index.Counts(queue, jobType)}
+	for _, n := range s.States {
+		s.Total += n
+	}
+	s.Queues, s.Types = g.index.Names()
+	if s.Queues == nil {
+		s.Queues = []string{}
+	}
+	if s.Types == nil {
+		s.Types = []string{}
+	}
+	return s
+}
+
+// GET /stats?queue=&type=
+func (g *Gateway) stats(w http.ResponseWriter, r *http.Request) {
+	if err := g.index.waitSynced(r.Context()); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	q := r.URL.Query()
+	writeJSON(w, http.StatusOK, g.statsFor(q.Get("queue"), q.Get("type")))
+}

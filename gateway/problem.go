@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+)
+
+// Problem type slugs of the gateway, next to the engine's (engine.Problem*).
+// They are the stable "type" of every error the API answers with.
+const (
+	ProblemMalformedRequest = "malformed-request"  // bad JSON, wrong field types, unknown fields
+	ProblemPayloadTooLarge  = "payload-too-large"  // a body over Config.MaxBodyBytes
+	ProblemBadCursor        = "bad-cursor"         // a list cursor this gateway did not hand out
+	ProblemMethodNotAllowed = "method-not-allowed" // the route exists, the method does not
+	ProblemUnavailable      = "unavailable"        // NATS is unreachable or the index is not loaded yet
+)
+
+var problemTitles = map[string]string{
+	engine.ProblemInvalidInput:      "Invalid input",
+	engine.ProblemNotFound:          "Not found",
+	engine.ProblemInvalidTransition: "Invalid transition",
+	engine.ProblemConflict:          "Conflict",
+	engine.ProblemNotClaimant:       "Not the claimant",
+	engine.ProblemTimeout:           "Timeout",
+	engine.ProblemInternal:          "Internal error",
+	ProblemMalformedRequest:         "Malformed request",
+	ProblemPayloadTooLarge:          "Payload too large",
+	ProblemBadCursor:                "Bad cursor",
+	ProblemMethodNotAllowed:         "Method not allowed",
+	ProblemUnavailable:              "Service unavailable",
+}
+
+// Problem is an RFC 9457 problem detail: the body of every error response
+// (Content-Type application/problem+json).
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	JobID    string `json:"job_id,omitempty"`
+	WorkerID string `json:"worker_id,omitempty"`
+	Field    string `json:"field,omitempty"` // the offending field of an invalid-input problem
+}
+
+func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
+
+func newProblem(slug string, status int, detail string) *Problem {
+	title := problemTitles[slug]
+	if title == "" {
+		title = strings.ReplaceAll(slug, "-", " ")
+	}
+	return &Problem{Type: slug, Title: title, Status: status, Detail: detail}
+}
+
+// problemOf turns any error into a problem: a *Problem as it is, an engine
+// or command error by engine.Classify.
+func problemOf(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	slug, status := engine.Classify(err)
+	pr := newProblem(slug, status, err.Error())
+	var in *commands.InputError
+	if errors.As(err, &in) {
+		pr.Field = in.Field
+	}
+	return pr
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

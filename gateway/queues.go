@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// QueueInfo is a queue as the API shows it.
+type QueueInfo struct {
+	Name      string    `json:"name"`
+	Paused    bool      `json:"paused"`
+	Depth     uint64    `json:"depth"`   // runnable jobs waiting for a worker
+	Held      int       `json:"held"`    // work items held by workers (claimed or running jobs)
+	Delayed   uint64    `json:"delayed"` // scheduled jobs and retries in backoff
+	CreatedAt time.Time `json:"created_at"`
+	// Jobs counts the queue's jobs by state, when the index knows them
+	// (the API; not the CLI, which has no index).
+	Jobs    map[streams.State]int `json:"jobs,omitempty"`
+	Running int                   `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
+}
+
+// Queues reads every queue's settings and depth from NATS.
+func Queues(ctx context.Context, store *engine.Store) ([]*QueueInfo, error) {
+	recs, err := store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*QueueInfo, 0, len(recs))
+	for _, rec := range recs {
+		st, err := store.QueueStats(ctx, rec.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
+			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out, nil
+}
+
+func (g *Gateway) queues(ctx context.Context) ([]*QueueInfo, error) {
+	qs, err := Queues(ctx, g.store)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		q.Jobs = g.index.Counts(q.Name, "")
+		q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+	}
+	return qs, nil
+}
+
+// GET /queues
+func (g *Gateway) listQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := g.queues(r.Context())
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": qs})
+}
+
+func (g *Gateway) pauseQueue(w http.ResponseWriter, r *http.Request)  { g.setPaused(w, r, true) }
+func (g *Gateway) resumeQueue(w http.ResponseWriter, r *http.Request) { g.setPaused(w, r, false) }
+
+// POST /queues/{queue}/pause|resume
+func (g *Gateway) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+	name := r.PathValue("queue")
+	if _, err := readBody(w, r, g.cfg.MaxBodyBytes); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	if _, err := g.store.SetQueuePaused(r.Context(), name, paused); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	st, err := g.store.QueueStats(r.Context(), name)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	rec, err := g.store.Queue(r.Context(), name)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
+		CreatedAt: rec.CreatedAt, Jobs: g.index.Counts(name, "")}
+	q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+	writeJSON(w, http.StatusOK, q)
+}

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Cadence of the live stream.
+const (
+	streamFlush = 200 * time.Millisecond // changes are coalesced for this long
+	streamSide  = 2 * time.Second        // queues and workers are sent this often
+)
+
+// GET /stream: the dashboard's live feed, as Server-Sent Events fed by the
+// index (one watch of the jobs bucket shared by every client):
+//
+//	event: job      a job changed (a Summary; deleted: true when purged)
+//	event: counts   jobs by state for the stream's queue and type filter
+//	event: queues   every queue (with=queues), every 2s
+//	event: workers  every registered worker (with=workers), every 2s
+//	event: resync   changes were dropped (a slow client): reload
+//
+// Query: queue, type, namespace, parent filter the job events;
+// with=queues,workers adds those.
+func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
+	if err := g.index.waitSynced(r.Context()); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	q := r.URL.Query()
+	queue, jobType, ns, parent := q.Get("queue"), q.Get("type"), q.Get("namespace"), q.Get("parent")
+	with := q.Get("with")
+	wantQueues, wantWorkers := strings.Contains(with, "queues"), strings.Contains(with, "workers")
+	sub := g.index.subscribe()
+	defer g.index.unsubscribe(sub)
+	sse, err := startSSE(w)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(g.baseCtx, cancel)
+	defer stop()
+
+	sendSide := func() error {
+		if wantQueues {
+			if qs, err := g.cachedQueues(ctx); err == nil {
+				if err := sse.send("queues", "", qs); err != nil {
+					return err
+				}
+			}
+		}
+		if wantWorkers {
+			if recs, err := g.workers.List(ctx); err == nil {
+				views := make([]*WorkerView, len(recs))
+				for i, rec := range recs {
+					views[i] = g.workers.View(rec)
+				}
+				if err := sse.send("workers", "", views); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if sse.send("counts", "", g.statsFor(queue, jobType)) != nil || sendSide() != nil {
+		return
+	}
+	flush := time.NewTicker(streamFlush)
+	defer flush.Stop()
+	side := time.NewTicker(streamSide)
+	defer side.Stop()
+	ping := time.NewTicker(sseKeepAlive)
+	defer ping.Stop()
+	pending := map[string]*Summary{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sub.ch:
+			if (queue == "" || s.Queue == queue) && (jobType == "" || s.Type == jobType) && (ns == "" || s.Namespace == ns) &&
+				(parent == "" || s.ParentID == parent) {
+				pending[s.ID] = s
+			}
+		case <-sub.wake:
+			if sub.takeOverflow() {
+				clear(pending)
+				if sse.send("resync", "", map[string]any{}) != nil {
+					return
+				}
+			}
+		case <-flush.C:
+			if len(pending) == 0 {
+				continue
+			}
+			batch := make([]*Summary, 0, len(pending))
+			for _, s := range pending {
+				batch = append(batch, s)
+			}
+			clear(pending)
+			sort.Slice(batch, func(i, k int) bool {
+				return before(batch[i].CreatedAt, batch[i].ID, batch[k].CreatedAt, batch[k].ID)
+			})
+			for _, s := range batch {
+				if sse.send("job", "", s) != nil {
+					return
+				}
+			}
+			if sse.send("counts", "", g.statsFor(queue, jobType)) != nil {
+				return
+			}
+		case <-side.C:
+			if sendSide() != nil {
+				return
+			}
+		case <-ping.C:
+			if sse.comment("ping") != nil {
+				return
+			}
+		}
+	}
+}
+
+// queueCache shares one reading of the queues among the streams of every
+// open dashboard.
+type queueCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	qs   []*QueueInfo
+}
+
+func (g *Gateway) cachedQueues(ctx context.Context) ([]*QueueInfo, error) {
+	c := &g.qcache
+	c.mu.Lock()
+	if time.Since(c.at) < time.Second {
+		qs := c.qs
+		c.mu.Unlock()
+		return qs, nil
+	}
+	c.mu.Unlock()
+	qs, err := g.queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.qs, c.at = qs, time.Now()
+	c.mu.Unlock()
+	return qs, nil
+}

@@ -1,0 +1,296 @@
+// jetflow dashboard: live updates over Server-Sent Events. No framework, no
+// build step; the server renders every page, this script keeps it current.
+(function () {
+  "use strict";
+  var STATES = ["pending", "scheduled", "queued", "claimed", "running", "waiting", "succeeded", "failed", "cancelled"];
+  var TERMINAL = { succeeded: 1, failed: 1, cancelled: 1 };
+  var page = document.body.dataset.page;
+  var live = document.getElementById("live");
+
+  function esc(s) {
+    return String(s == null ? "" : s).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+  function clock(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+Z$|Z$/, "") : ""; }
+  function secs(f) {
+    if (f == null) return "";
+    if (f < 1) return Math.round(f * 1000) + "ms";
+    if (f < 60) return f.toFixed(2) + "s";
+    if (f < 3600) return Math.floor(f / 60) + "m" + String(Math.floor(f % 60)).padStart(2, "0") + "s";
+    return Math.floor(f / 3600) + "h" + String(Math.floor(f % 3600 / 60)).padStart(2, "0") + "m";
+  }
+  function ago(iso) {
+    var d = (Date.now() - Date.parse(iso)) / 1000;
+    if (isNaN(d)) return "";
+    if (d < 0) return "in " + secs(-d).replace(/\.\d+s$/, "s");
+    if (d < 2) return "just now";
+    if (d < 60) return Math.floor(d) + "s ago";
+    if (d < 3600) return Math.floor(d / 60) + "m ago";
+    if (d < 86400) return Math.floor(d / 3600) + "h ago";
+    return clock(iso);
+  }
+  function relTimes() {
+    document.querySelectorAll("time[datetime]").forEach(function (t) {
+      if (!t.title) t.title = clock(t.getAttribute("datetime")) + " UTC";
+      t.textContent = ago(t.getAttribute("datetime"));
+    });
+  }
+  relTimes();
+  setInterval(relTimes, 5000);
+
+  function badge(state) { return '<span class="badge st-' + esc(state) + '">' + esc(state) + "</span>"; }
+  function progressCell(p) {
+    if (!p) return "";
+    var v = p.percent != null ? ' value="' + p.percent + '"' : "";
+    return '<progress class="small" max="100"' + v + ' title="' + esc(p.current + "/" + p.total + " " + (p.message || "")) + '"></progress>';
+  }
+  function rowHTML(s) {
+    return '<td class="state">' + badge(s.state) + "</td>" +
+      '<td class="id"><a href="/jobs/' + esc(s.id) + '">' + esc(s.id) + "</a></td>" +
+      '<td class="type">' + esc(s.type) + "</td>" +
+      '<td class="queue">' + esc(s.queue) + "</td>" +
+      '<td class="attempts num">' + esc(s.attempts) + "</td>" +
+      '<td class="progress">' + progressCell(s.progress) + "</td>" +
+      '<td class="created"><time datetime="' + esc(s.created_at) + '">' + esc(ago(s.created_at)) + "</time></td>" +
+      '<td class="duration num">' + esc(secs(s.duration_seconds)) + "</td>" +
+      '<td class="worker">' + esc(s.worker || "") + "</td>";
+  }
+  function setRow(tr, s) {
+    var was = tr.dataset.state;
+    tr.innerHTML = rowHTML(s);
+    tr.dataset.state = s.state;
+    if (was && was !== s.state) flash(tr);
+  }
+  function flash(el) {
+    el.classList.remove("flash");
+    void el.offsetWidth;
+    el.classList.add("flash");
+  }
+
+  var sources = [];
+  function connect(url, handlers) {
+    var es = new EventSource(url);
+    sources.push(es);
+    es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
+    es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
+    Object.keys(handlers).forEach(function (ev) {
+      es.addEventListener(ev, function (m) { handlers[ev](JSON.parse(m.data), m, es); });
+    });
+    return es;
+  }
+  function api(method, url, body) {
+    return fetch(url, {
+      method: method, headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: body ? JSON.stringify(body) : undefined
+    }).then(function (r) {
+      return r.json().then(function (j) { if (!r.ok) throw j; return j; });
+    });
+  }
+
+  // A table of job rows kept current by "job" events of the stream.
+  function liveRows(table, opts) {
+    var tbody = table.tBodies[0];
+    return function (s) {
+      var tr = tbody.querySelector('tr[data-id="' + s.id + '"]');
+      var fits = !s.deleted && (!opts.state || s.state === opts.state);
+      if (tr) {
+        if (!fits && opts.state) { tr.classList.add("gone"); setTimeout(function () { tr.remove(); }, 1500); }
+        else if (s.deleted) tr.remove();
+        else setRow(tr, s);
+        return;
+      }
+      if (!fits || !opts.first) return;
+      // A new job: rows are newest first, so it goes where its creation time says.
+      tr = document.createElement("tr");
+      tr.dataset.id = s.id;
+      tr.dataset.created = s.created_at;
+      setRow(tr, s);
+      var rows = tbody.rows, placed = false;
+      for (var i = 0; i < rows.length; i++) {
+        if (rows[i].dataset.created < s.created_at || (rows[i].dataset.created === s.created_at && rows[i].dataset.id < s.id)) {
+          tbody.insertBefore(tr, rows[i]); placed = true; break;
+        }
+      }
+      if (!placed) {
+        if (rows.length >= opts.size) return;
+        tbody.appendChild(tr);
+      }
+      flash(tr);
+      while (opts.size && tbody.rows.length > opts.size) tbody.deleteRow(tbody.rows.length - 1);
+      var empty = document.getElementById("empty");
+      if (empty) empty.remove();
+    };
+  }
+
+  if (page === "jobs") {
+    var table = document.getElementById("jobs");
+    var d = table.dataset;
+    var onJob = liveRows(table, { state: d.state, first: d.first === "1", size: +d.size });
+    var q = new URLSearchParams();
+    if (d.queue) q.set("queue", d.queue);
+    if (d.type) q.set("type", d.type);
+    connect("/api/v1/stream?" + q.toString(), {
+      job: onJob,
+      counts: function (c) {
+        document.querySelectorAll("[data-count]").forEach(function (b) {
+          var k = b.dataset.count;
+          var n = k === "total" ? c.total : (c.states[k] || 0);
+          if (b.textContent !== String(n)) { b.textContent = n; flash(b.parentNode); }
+        });
+      },
+      resync: function () { location.reload(); }
+    });
+    document.querySelectorAll(".filters select").forEach(function (s) {
+      s.addEventListener("change", function () { s.form.submit(); });
+    });
+  }
+
+  if (page === "job") {
+    var job = document.getElementById("job");
+    var id = job.dataset.id;
+    var events = document.getElementById("events");
+    var pending = null;
+    function refresh() {
+      if (pending) return;
+      pending = setTimeout(function () {
+        pending = null;
+        api("GET", "/api/v1/jobs/" + id).then(renderJob).catch(function () {});
+      }, 120);
+    }
+    function show(el, on) { if (el) el.hidden = !on; }
+    function renderJob(j) {
+      var st = document.getElementById("state");
+      if (st.textContent !== j.state) { st.textContent = j.state; st.className = "badge big st-" + j.state; flash(st); }
+      job.dataset.state = j.state;
+      show(document.getElementById("cancel-btn"), !TERMINAL[j.state]);
+      show(document.getElementById("retry-btn"), !!TERMINAL[j.state]);
+      var pw = document.getElementById("progress-wrap");
+      if (j.progress) {
+        show(pw, true);
+        var bar = document.getElementById("progress-bar");
+        if (j.progress.percent != null) bar.value = j.progress.percent; else bar.removeAttribute("value");
+        document.getElementById("progress-text").textContent = j.progress.current + "/" + j.progress.total +
+          (j.progress.percent != null ? " (" + j.progress.percent.toFixed(1) + "%)" : "") + " " + (j.progress.message || "");
+      }
+      document.getElementById("f-attempts").textContent = j.attempts + " (retries used " + j.retries + " of " + j.max_retries + ")";
+      document.getElementById("f-worker").textContent = j.worker || "";
+      document.getElementById("f-started").innerHTML = j.started_at ? '<time datetime="' + esc(j.started_at) + '"></time>' : "";
+      document.getElementById("f-finished").innerHTML = j.finished_at ? '<time datetime="' + esc(j.finished_at) + '"></time>' : "";
+      document.getElementById("f-duration").textContent = secs(j.duration_seconds);
+      var hasResult = j.result !== null && j.result !== undefined;
+      show(document.getElementById("result-pane"), hasResult);
+      if (hasResult) document.getElementById("result").textContent = JSON.stringify(j.result, null, 2);
+      show(document.getElementById("error-pane"), !!j.error);
+      if (j.error) document.getElementById("error").textContent = (j.error.code ? j.error.code + ": " : "") + j.error.message + (j.error.stack ? "\n\n" + j.error.stack : "");
+      relTimes();
+    }
+    function eventHTML(e) {
+      var h = '<time datetime="' + esc(e.time) + '"></time> <b class="etype">' + esc(e.type) + "</b>";
+      if (e.to) h += ' <span class="move">' + esc(e.from || "new") + " → " + badge(e.to) + "</span>";
+      if (e.name) h += " <i>" + esc(e.name) + "</i>";
+      if (e.attempt) h += ' <span class="dim">attempt ' + esc(e.attempt) + "</span>";
+      if (e.actor) h += ' <span class="dim">by ' + esc(e.actor) + "</span>";
+      if (e.progress) h += ' <span class="dim">' + esc(e.progress.current + "/" + e.progress.total) + "</span>";
+      if (e.message) h += ' <span class="emsg">' + esc(e.message) + "</span>";
+      if (e.error && e.error.code) h += " <code>" + esc(e.error.code) + "</code>";
+      return h;
+    }
+    var seq = +job.dataset.seq;
+    var es = new EventSource("/api/v1/jobs/" + id + "/events?after=" + seq);
+    sources.push(es);
+    es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
+    es.onerror = function () {
+      if (TERMINAL[job.dataset.state]) { live.textContent = "done"; live.className = "live"; es.close(); return; }
+      live.textContent = "reconnecting…"; live.className = "live off";
+    };
+    es.onmessage = function (m) {
+      var e = JSON.parse(m.data);
+      if (events.querySelector('li[data-seq="' + e.seq + '"]')) return;
+      var li = document.createElement("li");
+      li.className = "ev lvl-" + (e.level || "info");
+      li.dataset.seq = e.seq;
+      li.innerHTML = eventHTML(e);
+      events.appendChild(li);
+      flash(li);
+      relTimes();
+      refresh();
+    };
+    es.addEventListener("end", function () { es.close(); live.textContent = "done"; live.className = "live"; refresh(); });
+    var kids = document.getElementById("children");
+    if (kids) {
+      connect("/api/v1/stream?parent=" + encodeURIComponent(id), { job: liveRows(kids, { first: true, size: 200 }) });
+    }
+    var msg = document.getElementById("action-msg");
+    function say(text, bad) { msg.textContent = text; msg.hidden = false; msg.className = "msg" + (bad ? " error" : ""); }
+    document.getElementById("cancel-btn").addEventListener("click", function () {
+      if (!confirm("Cancel job " + id + "?")) return;
+      api("POST", "/api/v1/jobs/" + id + "/cancel", { reason: "cancelled from the dashboard" })
+        .then(function (j) { renderJob(j); say("Cancelled."); })
+        .catch(function (p) { say(p.detail || "cancel failed", true); });
+    });
+    document.getElementById("retry-btn").addEventListener("click", function () {
+      api("POST", "/api/v1/jobs/" + id + "/retry")
+        .then(function (j) { location.href = "/jobs/" + j.id; })
+        .catch(function (p) { say(p.detail || "retry failed", true); });
+    });
+  }
+
+  if (page === "queues") {
+    var qt = document.getElementById("queues").tBodies[0];
+    function qrow(q) {
+      var mini = "";
+      STATES.forEach(function (s) {
+        var n = q.jobs && q.jobs[s];
+        if (n) mini += '<a class="badge st-' + s + '" href="/?queue=' + encodeURIComponent(q.name) + "&state=" + s + '">' + s + " " + n + "</a> ";
+      });
+      return '<td class="name"><a href="/?queue=' + encodeURIComponent(q.name) + '">' + esc(q.name) + "</a></td>" +
+        '<td class="status">' + (q.paused ? '<span class="badge st-paused">paused</span>' : '<span class="badge st-active">active</span>') + "</td>" +
+        '<td class="num depth">' + q.depth + '</td><td class="num running">' + q.running + '</td><td class="num held">' + q.held +
+        '</td><td class="num delayed">' + q.delayed + '</td><td class="mini">' + mini + "</td>" +
+        '<td><button class="qtoggle" data-queue="' + esc(q.name) + '" data-paused="' + q.paused + '">' + (q.paused ? "Resume" : "Pause") + "</button></td>";
+    }
+    connect("/api/v1/stream?with=queues", {
+      queues: function (qs) {
+        qs.forEach(function (q) {
+          var tr = qt.querySelector('tr[data-queue="' + q.name + '"]');
+          if (!tr) { tr = document.createElement("tr"); tr.dataset.queue = q.name; qt.appendChild(tr); }
+          var h = qrow(q);
+          if (tr.innerHTML !== h) tr.innerHTML = h;
+        });
+      }
+    });
+    qt.addEventListener("click", function (ev) {
+      var b = ev.target.closest("button.qtoggle");
+      if (!b) return;
+      var pause = b.dataset.paused !== "true";
+      b.disabled = true;
+      api("POST", "/api/v1/queues/" + encodeURIComponent(b.dataset.queue) + (pause ? "/pause" : "/resume"))
+        .then(function (q) { b.closest("tr").innerHTML = qrow(q); })
+        .catch(function (p) { alert(p.detail || "failed"); b.disabled = false; });
+    });
+  }
+
+  if (page === "workers") {
+    var wt = document.getElementById("workers").tBodies[0];
+    connect("/api/v1/stream?with=workers", {
+      workers: function (ws) {
+        var seen = {};
+        ws.forEach(function (w) {
+          seen[w.id] = 1;
+          var tr = wt.querySelector('tr[data-worker="' + w.id + '"]');
+          if (!tr) { tr = document.createElement("tr"); tr.dataset.worker = w.id; wt.appendChild(tr); }
+          tr.innerHTML = "<td>" + esc(w.name) + "</td><td><code>" + esc(w.id) + "</code></td><td>" +
+            (w.live ? '<span class="badge st-succeeded">live</span>' : '<span class="badge st-failed">silent</span>') + "</td><td>" +
+            esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num">' + w.concurrency + "</td><td>" +
+            w.claims.map(function (c) { return '<a href="/jobs/' + esc(c) + '"><code>' + esc(c) + "</code></a>"; }).join(" ") +
+            '</td><td><time datetime="' + esc(w.last_heartbeat) + '"></time></td>';
+        });
+        Array.prototype.slice.call(wt.rows).forEach(function (tr) { if (!seen[tr.dataset.worker]) tr.remove(); });
+        var empty = document.getElementById("empty");
+        if (empty && ws.length) empty.remove();
+        relTimes();
+      }
+    });
+  }
+})();

@@ -1,0 +1,447 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// WorkersBucket is the KV bucket of registered remote workers.
+const WorkersBucket = "jetflow_workers"
+
+// WorkerRecord is a registered remote worker (the workers bucket's value,
+// msgpack; JSON in the API).
+type WorkerRecord struct {
+	ID            string    `msgpack:"id" json:"id"`
+	Name          string    `msgpack:"name" json:"name"`
+	Types         []string  `msgpack:"types" json:"types"`
+	Queues        []string  `msgpack:"queues" json:"queues"`
+	Concurrency   int       `msgpack:"concurrency" json:"concurrency"`
+	RegisteredAt  time.Time `msgpack:"registered_at" json:"registered_at"`
+	LastHeartbeat time.Time `msgpack:"last_heartbeat" json:"last_heartbeat"`
+	Claims        []string  `msgpack:"claims" json:"claims"` // jobs it claimed and has not reported the end of
+}
+
+// WorkerView is a registered worker as the API shows it.
+type WorkerView struct {
+	WorkerRecord
+	// Live is false once the worker missed its heartbeats for a lease: its
+	// claims are being requeued by the lease rules.
+	Live                     bool    `json:"live"`
+	LeaseSeconds             float64 `json:"lease_seconds"`
+	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
+}
+
+// Registry is the worker registry: a KV bucket whose records expire when
+// their worker stops beating for the expiry, so that it holds no state a
+// gateway must clean up.
+type Registry struct {
+	store  *engine.Store
+	lease  time.Duration
+	expiry time.Duration
+	kv     jetstream.KeyValue
+}
+
+func newRegistry(store *engine.Store, lease, expiry time.Duration) *Registry {
+	return &Registry{store: store, lease: lease, expiry: expiry}
+}
+
+// OpenRegistry opens the worker registry for reading (the CLI).
+func OpenRegistry(ctx context.Context, store *engine.Store) (*Registry, error) {
+	r := newRegistry(store, engine.DefaultLease, DefaultWorkerExpiry)
+	kv, err := store.JS.KeyValue(ctx, WorkersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return r, nil // no gateway ever ran: no workers
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.kv = kv
+	return r, nil
+}
+
+func (r *Registry) ensure(ctx context.Context) error {
+	storage := jetstream.FileStorage
+	if r.store.Topo.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	err := streams.EnsureBucket(ctx, r.store.JS, jetstream.KeyValueConfig{Bucket: WorkersBucket,
+		Description: "jetflow remote workers (HTTP worker protocol)", History: 1, TTL: r.expiry,
+		Storage: storage, Replicas: max(r.store.Topo.Replicas, 1)})
+	if err != nil {
+		return err
+	}
+	r.kv, err = r.store.JS.KeyValue(ctx, WorkersBucket)
+	return err
+}
+
+var workerIDPattern = regexp.MustCompile(`^wk-[0-9A-Z]{26}$`)
+
+func errNoWorker(id string) error {
+	p := newProblem(engine.ProblemNotFound, http.StatusNotFound,
+		fmt.Sprintf("no worker %q is registered (never, or it stopped beating and expired): register again", id))
+	p.WorkerID = id
+	return p
+}
+
+// Register adds a worker.
+func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerRecord, error) {
+	now := time.Now().UTC()
+	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Types: req.Types, Queues: req.Queues,
+		Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{}}
+	b, err := streams.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.kv.Create(ctx, rec.ID, b); err != nil {
+		return nil, fmt.Errorf("register worker: %w", err)
+	}
+	return rec, nil
+}
+
+// Get reads a worker's record and its revision.
+func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, error) {
+	if !workerIDPattern.MatchString(id) || r.kv == nil {
+		return nil, 0, errNoWorker(id)
+	}
+	e, err := r.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, errNoWorker(id)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var rec WorkerRecord
+	if err := streams.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, 0, fmt.Errorf("worker %s record: %w", id, err)
+	}
+	return &rec, e.Revision(), nil
+}
+
+// Update changes a worker's record with fn, revision-checked: fn is run
+// again on the newer record if another gateway wrote it meanwhile.
+func (r *Registry) Update(ctx context.Context, id string, fn func(*WorkerRecord)) (*WorkerRecord, error) {
+	for try := 0; ; try++ {
+		rec, rev, err := r.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		fn(rec)
+		b, err := streams.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		if _, err = r.kv.Update(ctx, id, b, rev); err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || try >= 20 {
+			return nil, fmt.Errorf("update worker %s: %w", id, err)
+		}
+	}
+}
+
+// Delete removes a worker.
+func (r *Registry) Delete(ctx context.Context, id string) error {
+	return r.kv.Delete(ctx, id)
+}
+
+// List returns every registered worker, by registration time.
+func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
+	out := []*WorkerRecord{}
+	if r.kv == nil {
+		return out, nil
+	}
+	w, err := r.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				sort.Slice(out, func(i, k int) bool { return out[i].RegisteredAt.Before(out[k].RegisteredAt) })
+				return out, nil
+			}
+			var rec WorkerRecord
+			if err := streams.Unmarshal(e.Value(), &rec); err == nil {
+				out = append(out, &rec)
+			}
+		}
+	}
+}
+
+// View renders a record for the API.
+func (r *Registry) View(rec *WorkerRecord) *WorkerView {
+	if rec.Claims == nil {
+		rec.Claims = []string{}
+	}
+	return &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= r.lease,
+		LeaseSeconds: r.lease.Seconds(), HeartbeatIntervalSeconds: (r.lease / 3).Seconds()}
+}
+
+// POST /workers
+func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeRegister(body)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	rec, err := g.workers.Register(r.Context(), req)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	w.Header().Set("Location", "/api/v1/workers/"+rec.ID)
+	writeJSON(w, http.StatusCreated, g.workers.View(rec))
+}
+
+// GET /workers
+func (g *Gateway) listWorkers(w http.ResponseWriter, r *http.Request) {
+	recs, err := g.workers.List(r.Context())
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	out := struct {
+		Workers []*WorkerView `json:"workers"`
+	}{Workers: make([]*WorkerView, len(recs))}
+	for i, rec := range recs {
+		out.Workers[i] = g.workers.View(rec)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// GET /workers/{id}
+func (g *Gateway) getWorker(w http.ResponseWriter, r *http.Request) {
+	rec, _, err := g.workers.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, g.workers.View(rec))
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	*WorkerView
+	// Jobs are the claims whose leases were renewed: the worker still holds
+	// them.
+	Jobs []string `json:"jobs"`
+	// Lost are claims the worker no longer holds (cancelled, or requeued
+	// after its lease expired): it must stop working on them, as nothing
+	// it reports about them will be accepted.
+	Lost []string `json:"lost"`
+}
+
+// POST /workers/{id}/heartbeat
+func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	if _, err := readBody(w, r, g.cfg.MaxBodyBytes); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	rec, _, err := g.workers.Get(ctx, id)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	held, err := g.remote.Renew(ctx, id, rec.Claims)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	lost := []string{}
+	for _, c := range rec.Claims {
+		if !slices.Contains(held, c) {
+			lost = append(lost, c)
+		}
+	}
+	rec, err = g.workers.Update(ctx, id, func(rec *WorkerRecord) {
+		rec.LastHeartbeat = time.Now().UTC()
+		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
+	})
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	if held == nil {
+		held = []string{}
+	}
+	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: held, Lost: lost})
+}
+
+// DELETE /workers/{id}: the worker leaves; the jobs it holds go back to
+// their queues at once (job.requeued) rather than after a lease.
+func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	rec, _, err := g.workers.Get(ctx, id)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	released := []string{}
+	for _, job := range rec.Claims {
+		snap, err := g.remote.Release(ctx, job, id, "worker unregistered")
+		if err == nil {
+			g.index.Put(snap.Job, snap.Rev)
+			released = append(released, job)
+		} else if !errors.Is(err, commands.ErrNotClaimant) && !errors.Is(err, commands.ErrInvalidTransition) {
+			fail(w, r, err, job)
+			return
+		}
+	}
+	if err := g.workers.Delete(ctx, id); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "released": released})
+}
+
+// ClaimResponse answers a claim: the job claimed, or null.
+type ClaimResponse struct {
+	Job *projections.JobView `json:"job"`
+}
+
+// POST /tasks/claim
+func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeClaim(body)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	ctx := r.Context()
+	rec, _, err := g.workers.Get(ctx, req.WorkerID)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var wait time.Duration
+	if req.Wait != nil {
+		wait = min(time.Duration(*req.Wait), g.cfg.MaxWait)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(g.baseCtx, cancel)
+	defer stop()
+	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait)
+	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			writeJSON(w, http.StatusOK, ClaimResponse{}) // the gateway is stopping
+			return
+		}
+		fail(w, r, err, "")
+		return
+	}
+	if snap.Job == nil {
+		writeJSON(w, http.StatusOK, ClaimResponse{})
+		return
+	}
+	id := snap.Job.ID
+	g.index.Put(snap.Job, snap.Rev)
+	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
+		rec.LastHeartbeat = time.Now().UTC()
+		if !slices.Contains(rec.Claims, id) {
+			rec.Claims = append(rec.Claims, id)
+		}
+	})
+	if err != nil || ctx.Err() != nil {
+		// The worker left meanwhile, or its request is gone: nobody will
+		// run the job, so give it back now rather than after a lease.
+		if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
+			g.index.Put(snap.Job, snap.Rev)
+		}
+		if err != nil {
+			fail(w, r, err, id)
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, ClaimResponse{Job: projections.View(snap.Job)})
+}
+
+// PATCH /jobs/{id}: the claimant's report.
+func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	p, err := DecodePatch(body)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	ctx := r.Context()
+	var snap engine.Snapshot
+	if p.Progress != nil {
+		if snap, err = g.remote.Progress(ctx, id, p.WorkerID, *p.Progress); err != nil {
+			fail(w, r, err, id)
+			return
+		}
+	}
+	ends := false
+	switch p.State {
+	case "":
+	case streams.StateRunning:
+		snap, err = g.remote.Start(ctx, id, p.WorkerID)
+	case streams.StateSucceeded:
+		snap, err = g.remote.Succeed(ctx, id, p.WorkerID, p.Result)
+		ends = true
+	case streams.StateFailed:
+		retryable := p.Retryable == nil || *p.Retryable
+		snap, err = g.remote.Fail(ctx, id, p.WorkerID, *p.Error, retryable)
+		ends = true
+	case streams.StateQueued:
+		reason := p.Reason
+		if reason == "" {
+			reason = "given back by the worker"
+		}
+		snap, err = g.remote.Release(ctx, id, p.WorkerID, reason)
+		ends = true
+	default:
+		err = fmt.Errorf("job %s: a worker reports running, succeeded, failed or queued, not %s: %w",
+			id, p.State, commands.ErrInvalidTransition)
+	}
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	g.index.Put(snap.Job, snap.Rev)
+	if ends {
+		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *WorkerRecord) {
+			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
+		})
+	}
+	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
+}
