@@ -82,13 +82,13 @@ func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 // PatchRequest is the body of PATCH /jobs/{id}: a report of the worker
 // that claimed the job.
 type PatchRequest struct {
-	WorkerID  string              `json:"worker_id"`
-	State     streams.State       `json:"state,omitempty"`
-	Progress  *streams.Progress   `json:"progress,omitempty"`
-	Result    commands.RawJSON    `json:"result,omitempty"`
-	Error     *streams.JobError   `json:"error,omitempty"`
-	Retryable *bool               `json:"retryable,omitempty"`
-	Reason    string              `json:"reason,omitempty"` // state "queued": why the job is given back
+	WorkerID  string            `json:"worker_id"`
+	State     streams.State     `json:"state,omitempty"`
+	Progress  *streams.Progress `json:"progress,omitempty"`
+	Result    commands.RawJSON  `json:"result,omitempty"`
+	Error     *streams.JobError `json:"error,omitempty"`
+	Retryable *bool             `json:"retryable,omitempty"`
+	Reason    string            `json:"reason,omitempty"` // state "queued": why the job is given back
 }
 
 // DecodePatch decodes and checks a PATCH /jobs/{id} body.
@@ -144,7 +144,7 @@ func (p *PatchRequest) validate() error {
 
 // ClaimRequest is the body of POST /tasks/claim.
 type ClaimRequest struct {
-	WorkerID string            `json:"worker_id"`
+	WorkerID string             `json:"worker_id"`
 	Wait     *commands.Duration `json:"wait,omitempty"` // seconds (or "10s") to wait for a job; default 0
 }
 

@@ -129,9 +129,9 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 // queueCache shares one reading of the queues among the streams of every
 // open dashboard.
 type queueCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	qs   []*QueueInfo
+	mu sync.Mutex
+	at time.Time
+	qs []*QueueInfo
 }
 
 func (g *Gateway) cachedQueues(ctx context.Context) ([]*QueueInfo, error) {

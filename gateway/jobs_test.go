@@ -1,0 +1,389 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func TestSubmitGetIdempotency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := `{"type":"mail.send","payload":{"to":"a@example.com"},"queue":"mail","max_retries":5,"timeout":"90s",
+		"idempotency_key":"order-1","tags":["x","y"],"backoff":2.5,"priority":3}`
+	r := e.do("POST", "/api/v1/jobs", body).want(t, http.StatusCreated)
+	v := r.job(t)
+	if r.header.Get("Location") != "/api/v1/jobs/"+v.ID {
+		t.Fatalf("Location %q", r.header.Get("Location"))
+	}
+	if v.State != streams.StateQueued || v.Type != "mail.send" || v.Queue != "mail" || v.MaxRetries != 5 ||
+		v.TimeoutSeconds != 90 || v.BackoffSeconds != 2.5 || v.IdempotencyKey != "order-1" || v.Priority != 3 ||
+		strings.Join(v.Tags, ",") != "x,y" || string(v.Payload) != `{"to":"a@example.com"}` {
+		t.Fatalf("submitted %+v", v)
+	}
+	// The same key again: 200 and the same job, nothing written.
+	before := e.eventCount()
+	again := e.do("POST", "/api/v1/jobs", body).want(t, http.StatusOK).job(t)
+	if again.ID != v.ID || e.eventCount() != before {
+		t.Fatalf("repeat submit: %s (first %s), events %d -> %d", again.ID, v.ID, before, e.eventCount())
+	}
+	// GET is the one encoder's JSON of the record (plus the queue position).
+	got := e.do("GET", "/api/v1/jobs/"+v.ID, nil).want(t, http.StatusOK)
+	snap, err := e.store.Get(e.ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := projections.View(snap.Job)
+	zero := 0
+	want.QueuePosition = &zero
+	wb, _ := json.Marshal(want)
+	var gotv, wantv any
+	_ = json.Unmarshal(got.body, &gotv)
+	_ = json.Unmarshal(wb, &wantv)
+	if fmt.Sprint(gotv) != fmt.Sprint(wantv) {
+		t.Fatalf("GET body\n got %s\nwant %s", got.body, wb)
+	}
+	// Delay makes it scheduled; run_at in the past is now.
+	d := e.submit(`{"type":"later","delay":3600}`)
+	if d.State != streams.StateScheduled || d.RunAt == nil || time.Until(*d.RunAt) < 59*time.Minute {
+		t.Fatalf("delayed %+v", d)
+	}
+	p := e.submit(map[string]any{"type": "now", "run_at": time.Now().Add(-time.Hour)})
+	if p.State != streams.StateQueued {
+		t.Fatalf("run_at in the past: %s", p.State)
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxBodyBytes = 4096 })
+	before := e.eventCount()
+	cases := []struct {
+		name, body string
+		status     int
+		slug       string
+	}{
+		{"not JSON", `{"type":`, 400, ProblemMalformedRequest},
+		{"empty body", ``, 400, ProblemMalformedRequest},
+		{"an array", `[1,2]`, 400, ProblemMalformedRequest},
+		{"unknown field", `{"type":"a","colour":"red"}`, 400, ProblemMalformedRequest},
+		{"wrong type", `{"type":"a","max_retries":"many"}`, 400, ProblemMalformedRequest},
+		{"bad duration", `{"type":"a","timeout":"soon"}`, 400, ProblemMalformedRequest},
+		{"trailing data", `{"type":"a"} {"type":"b"}`, 400, ProblemMalformedRequest},
+		{"no type", `{"payload":1}`, 400, engine.ProblemInvalidInput},
+		{"bad type", `{"type":"no spaces allowed"}`, 400, engine.ProblemInvalidInput},
+		{"bad queue", `{"type":"a","queue":"a.b"}`, 400, engine.ProblemInvalidInput},
+		{"delay and run_at", `{"type":"a","delay":5,"run_at":"2030-01-01T00:00:00Z"}`, 400, engine.ProblemInvalidInput},
+		{"negative retries", `{"type":"a","max_retries":-1}`, 400, engine.ProblemInvalidInput},
+		{"bad parent", `{"type":"a","parent":"nope"}`, 400, engine.ProblemInvalidInput},
+		{"too large", `{"type":"a","payload":"` + strings.Repeat("x", 5000) + `"}`, 413, ProblemPayloadTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e.do("POST", "/api/v1/jobs", c.body).problem(t, c.status, c.slug)
+		})
+	}
+	// Other bad requests.
+	e.do("GET", "/api/v1/jobs?state=nope", nil).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("GET", "/api/v1/jobs?limit=0", nil).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("GET", "/api/v1/jobs?limit=x", nil).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("GET", "/api/v1/jobs?cursor=garbage", nil).problem(t, 400, ProblemBadCursor)
+	e.do("GET", "/api/v1/jobs?cursor="+Cursor{CreatedAt: time.Now(), ID: "x"}.Encode(), nil).problem(t, 400, ProblemBadCursor)
+	p := e.do("GET", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV", nil).problem(t, 404, engine.ProblemNotFound)
+	if p.JobID != "01ARZ3NDEKTSV4RRFFQ69G5FAV" {
+		t.Fatalf("problem without the job id: %+v", p)
+	}
+	e.do("GET", "/api/v1/jobs/not-an-id", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("POST", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("POST", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/retry", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("GET", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/events", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("GET", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/children", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("GET", "/api/v1/nothing/here", nil).problem(t, 404, engine.ProblemNotFound)
+	r := e.do("PUT", "/api/v1/jobs", `{}`)
+	r.problem(t, 405, ProblemMethodNotAllowed)
+	if r.header.Get("Allow") != "GET, HEAD, POST" {
+		t.Fatalf("Allow %q", r.header.Get("Allow"))
+	}
+	e.do("POST", "/api/v1/queues/nope/pause", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("POST", "/api/v1/queues/bad.name/pause", nil).problem(t, 400, engine.ProblemInvalidInput)
+	if n := e.eventCount(); n != before {
+		t.Fatalf("bad input wrote %d events", n-before)
+	}
+}
+
+func TestListNewestFirstWithFiltersAndCursor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var ids []string
+	for i := 0; i < 7; i++ {
+		typ := "t1"
+		if i%2 == 1 {
+			typ = "t2"
+		}
+		ids = append(ids, e.submit(map[string]any{"type": typ, "queue": "qa", "payload": i}).ID)
+	}
+	// Jobs written by another client (not through this gateway) reach the
+	// index through its watch.
+	res, err := e.store.Submit(e.ctx, &commands.SubmitRequest{Type: "t1", Queue: "qb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.Job.ID)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if e.g.index.Get(res.Job.ID) == nil {
+			return fmt.Errorf("not indexed yet")
+		}
+		return nil
+	})
+	// Page through everything, 3 at a time: newest first, each job once.
+	var seen []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		var l JobList
+		e.do("GET", "/api/v1/jobs?limit=3&cursor="+cursor, nil).want(t, 200).json(t, &l)
+		for _, j := range l.Jobs {
+			seen = append(seen, j.ID)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		cursor = l.NextCursor
+		if pages > 5 {
+			t.Fatal("too many pages")
+		}
+	}
+	var want []string
+	for i := len(ids) - 1; i >= 0; i-- {
+		want = append(want, ids[i])
+	}
+	if strings.Join(seen, " ") != strings.Join(want, " ") {
+		t.Fatalf("pages\n got %v\nwant %v", seen, want)
+	}
+	check := func(query string, want ...string) {
+		t.Helper()
+		var l JobList
+		e.do("GET", "/api/v1/jobs?"+query, nil).want(t, 200).json(t, &l)
+		var got []string
+		for _, j := range l.Jobs {
+			got = append(got, j.ID)
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("%s:\n got %v\nwant %v", query, got, want)
+		}
+	}
+	check("queue=qb", ids[7])
+	check("queue=qa&type=t2", ids[5], ids[3], ids[1])
+	check("type=t1&limit=2", ids[7], ids[6])
+	check("state=running")
+	check("namespace=other")
+	// Cancel one: the state filter follows.
+	e.do("DELETE", "/api/v1/jobs/"+ids[2], nil).want(t, 200)
+	check("state=cancelled", ids[2])
+	var st Stats
+	e.do("GET", "/api/v1/stats?queue=qa", nil).want(t, 200).json(t, &st)
+	if st.Total != 7 || st.States[streams.StateCancelled] != 1 || st.States[streams.StateQueued] != 6 ||
+		strings.Join(st.Queues, ",") != "qa,qb" || strings.Join(st.Types, ",") != "t1,t2" {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestPreferWait(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxWait = 2 * time.Second })
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	// A malformed preference is ignored: no wait, no Preference-Applied.
+	for _, pref := range []string{"wait=abc", "wait=-1", "wait", "wait=1.5", "respond-async"} {
+		t0 := time.Now()
+		r := e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", pref).want(t, 200)
+		if r.header.Get("Preference-Applied") != "" || time.Since(t0) > time.Second {
+			t.Fatalf("Prefer %q: applied %q after %s", pref, r.header.Get("Preference-Applied"), time.Since(t0))
+		}
+	}
+	// Capped at MaxWait, returns the current state after it.
+	t0 := time.Now()
+	r := e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "respond-async, wait=100").want(t, 200)
+	if took := time.Since(t0); r.header.Get("Preference-Applied") != "wait=2" || took < 2*time.Second || took > 4*time.Second {
+		t.Fatalf("capped wait: applied %q after %s", r.header.Get("Preference-Applied"), took)
+	}
+	if r.job(t).State != streams.StateQueued {
+		t.Fatalf("after the wait: %s", r.job(t).State)
+	}
+	// Returns the moment the job is terminal (pushed by the KV watch).
+	id2 := e.submit(`{"type":"nobody.runs.this"}`).ID
+	got := make(chan resp, 1)
+	go func() {
+		got <- e.do("GET", "/api/v1/jobs/"+id2, nil, "Prefer", "wait=2")
+	}()
+	time.Sleep(200 * time.Millisecond) // let the wait start (either order is correct)
+	t0 = time.Now()
+	e.do("POST", "/api/v1/jobs/"+id2+"/cancel", nil).want(t, 200)
+	r = <-got
+	if r.status != 200 || r.job(t).State != streams.StateCancelled || time.Since(t0) > 1500*time.Millisecond {
+		t.Fatalf("wait ended %s after the cancel: %d %s", time.Since(t0), r.status, r.body)
+	}
+	// A terminal job returns at once.
+	t0 = time.Now()
+	r = e.do("GET", "/api/v1/jobs/"+id2, nil, "Prefer", "wait=2").want(t, 200)
+	if time.Since(t0) > time.Second || r.header.Get("Preference-Applied") != "wait=2" {
+		t.Fatalf("terminal job waited %s, applied %q", time.Since(t0), r.header.Get("Preference-Applied"))
+	}
+}
+
+func TestCancelRetryChildren(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orig := e.submit(`{"type":"img.resize","payload":{"w":10},"queue":"img","max_retries":7,"tags":["t"],"timeout":"5m"}`)
+	// Retry of a job that is not terminal: 409, nothing written.
+	before := e.eventCount()
+	p := e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", nil).problem(t, 409, engine.ProblemInvalidTransition)
+	if p.JobID != orig.ID || e.eventCount() != before {
+		t.Fatalf("retry of a queued job: %+v, %d events written", p, e.eventCount()-before)
+	}
+	c := e.do("POST", "/api/v1/jobs/"+orig.ID+"/cancel", `{"reason":"changed my mind"}`).want(t, 200).job(t)
+	if c.State != streams.StateCancelled {
+		t.Fatalf("cancel: %s", c.State)
+	}
+	// Cancel of a terminal job: 200, unchanged, nothing written.
+	before = e.eventCount()
+	again := e.do("DELETE", "/api/v1/jobs/"+orig.ID, nil).want(t, 200).job(t)
+	if again.State != streams.StateCancelled || again.Seq != c.Seq || e.eventCount() != before {
+		t.Fatalf("cancel again: %+v, %d events written", again, e.eventCount()-before)
+	}
+	e.wantEvents(orig.ID, streams.EvSubmitted, streams.EvCancelled)
+	r := e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", nil).want(t, 201)
+	nj := r.job(t)
+	if r.header.Get("Location") != "/api/v1/jobs/"+nj.ID || nj.ID == orig.ID || nj.RetryOf != orig.ID ||
+		nj.Type != orig.Type || nj.Queue != "img" || string(nj.Payload) != `{"w":10}` || nj.MaxRetries != 7 ||
+		nj.TimeoutSeconds != 300 || strings.Join(nj.Tags, ",") != "t" || nj.State != streams.StateQueued {
+		t.Fatalf("retry %+v", nj)
+	}
+	// With an idempotency key, a repeated retry is the same new job.
+	k1 := e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", `{"idempotency_key":"retry-1"}`).want(t, 201).job(t)
+	k2 := e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", `{"idempotency_key":"retry-1"}`).want(t, 200).job(t)
+	if k1.ID != k2.ID {
+		t.Fatalf("keyed retries %s %s", k1.ID, k2.ID)
+	}
+	e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", `{"bogus":1}`).problem(t, 400, ProblemMalformedRequest)
+	// Children: jobs whose parent is the job.
+	var kids []string
+	for i := 0; i < 3; i++ {
+		kids = append(kids, e.submit(map[string]any{"type": "child", "parent": nj.ID}).ID)
+	}
+	var l JobList
+	e.do("GET", "/api/v1/jobs/"+nj.ID+"/children?parent=ignored", nil).want(t, 200).json(t, &l)
+	if len(l.Jobs) != 3 || l.Jobs[0].ID != kids[2] || l.Jobs[2].ID != kids[0] || l.Jobs[0].ParentID != nj.ID {
+		t.Fatalf("children %+v", l)
+	}
+	e.do("GET", "/api/v1/jobs/"+orig.ID+"/children", nil).want(t, 200).json(t, &l)
+	if len(l.Jobs) != 0 {
+		t.Fatalf("children of a childless job: %+v", l.Jobs)
+	}
+}
+
+func TestEventsJSONAndStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["ev.job"]}`)
+	id := e.submit(`{"type":"ev.job"}`).ID
+	e.claimJob(wk, id)
+	var l EventList
+	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200).json(t, &l)
+	if len(l.Events) != 2 || l.Events[0].Type != streams.EvSubmitted || l.Events[1].Type != streams.EvClaimed || l.More {
+		t.Fatalf("events %+v", l)
+	}
+	first := l.Events[0].Seq
+	e.do("GET", "/api/v1/jobs/"+id+"/events?limit=1", nil).want(t, 200).json(t, &l)
+	if len(l.Events) != 1 || !l.More || l.NextAfter != first {
+		t.Fatalf("limit 1: %+v", l)
+	}
+	e.do("GET", fmt.Sprintf("/api/v1/jobs/%s/events?after=%d", id, first), nil).want(t, 200).json(t, &l)
+	if len(l.Events) != 1 || l.Events[0].Type != streams.EvClaimed {
+		t.Fatalf("after: %+v", l)
+	}
+	e.do("GET", "/api/v1/jobs/"+id+"/events?after=x", nil).problem(t, 400, engine.ProblemInvalidInput)
+
+	// The stream: history, then live events, then "end" after the terminal one.
+	ch, _ := e.openSSE("/api/v1/jobs/" + id + "/events")
+	var got []string
+	var lastID string
+	for len(got) < 2 {
+		ev := next(t, ch, "message")
+		var v projections.EventView
+		_ = json.Unmarshal([]byte(ev.data), &v)
+		if ev.id != fmt.Sprint(v.Seq) {
+			t.Fatalf("SSE id %q for seq %d", ev.id, v.Seq)
+		}
+		got, lastID = append(got, v.Type), ev.id
+	}
+	e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
+	e.patch(id, map[string]any{"worker_id": wk, "progress": map[string]any{"current": 1, "total": 2}}).want(t, 200)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "result": map[string]int{"n": 1}}).want(t, 200)
+	for len(got) < 5 {
+		var v projections.EventView
+		_ = json.Unmarshal([]byte(next(t, ch, "message").data), &v)
+		got = append(got, v.Type)
+	}
+	next(t, ch, "end")
+	want := []string{streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("stream %v, want %v", got, want)
+	}
+	// Resumed with Last-Event-ID: only what came after it.
+	ch2, _ := e.openSSE("/api/v1/jobs/"+id+"/events", "Last-Event-ID", lastID)
+	got = nil
+	for len(got) < 3 {
+		var v projections.EventView
+		_ = json.Unmarshal([]byte(next(t, ch2, "message").data), &v)
+		got = append(got, v.Type)
+	}
+	next(t, ch2, "end")
+	if strings.Join(got, " ") != strings.Join(want[2:], " ") {
+		t.Fatalf("resumed stream %v", got)
+	}
+	// Resumed after the end: just "end".
+	var all EventList
+	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200).json(t, &all)
+	ch3, _ := e.openSSE("/api/v1/jobs/"+id+"/events", "Last-Event-ID", fmt.Sprint(all.Events[4].Seq))
+	if ev := next(t, ch3, "message", "end"); ev.event != "end" {
+		t.Fatalf("after the end: %+v", ev)
+	}
+}
+
+func TestLiveStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ch, _ := e.openSSE("/api/v1/stream?queue=live&with=queues")
+	var c Stats
+	_ = json.Unmarshal([]byte(next(t, ch, "counts").data), &c)
+	if c.Total != 0 {
+		t.Fatalf("initial counts %+v", c)
+	}
+	e.submit(`{"type":"other","queue":"elsewhere"}`) // filtered out
+	res, err := e.store.Submit(e.ctx, &commands.SubmitRequest{Type: "x", Queue: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	_ = json.Unmarshal([]byte(next(t, ch, "job").data), &s)
+	if s.ID != res.Job.ID || s.State != streams.StateQueued || s.Queue != "live" {
+		t.Fatalf("job event %+v", s)
+	}
+	_ = json.Unmarshal([]byte(next(t, ch, "counts").data), &c)
+	if c.Total != 1 || c.States[streams.StateQueued] != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	var qs []QueueInfo
+	_ = json.Unmarshal([]byte(next(t, ch, "queues").data), &qs)
+	if len(qs) == 0 {
+		t.Fatalf("queues %+v", qs)
+	}
+}

@@ -1,0 +1,275 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// register registers a worker and returns its id.
+func (e *env) register(body string) string {
+	e.t.Helper()
+	var v WorkerView
+	e.do("POST", "/api/v1/workers", body).want(e.t, http.StatusCreated).json(e.t, &v)
+	return v.ID
+}
+
+// claim claims with a wait and returns the response.
+func (e *env) claim(worker string, wait float64) ClaimResponse {
+	e.t.Helper()
+	var c ClaimResponse
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": worker, "wait": wait}).want(e.t, 200).json(e.t, &c)
+	return c
+}
+
+// claimJob claims and checks that the job claimed is id.
+func (e *env) claimJob(worker, id string) {
+	e.t.Helper()
+	c := e.claim(worker, 10)
+	if c.Job == nil || c.Job.ID != id || c.Job.State != streams.StateClaimed || c.Job.Worker != worker {
+		e.t.Fatalf("claim: %+v, want job %s", c.Job, id)
+	}
+}
+
+func (e *env) patch(id string, body any) resp {
+	e.t.Helper()
+	return e.do("PATCH", "/api/v1/jobs/"+id, body)
+}
+
+func TestWorkerProtocol(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var reg WorkerView
+	e.do("POST", "/api/v1/workers", `{"name":"py-1","types":["thumb"],"queues":["img"],"concurrency":4}`).
+		want(t, 201).json(t, &reg)
+	if !strings.HasPrefix(reg.ID, "wk-") || reg.Name != "py-1" || reg.Concurrency != 4 || reg.LeaseSeconds != 3 ||
+		reg.HeartbeatIntervalSeconds != 1 || strings.Join(reg.Queues, ",") != "img" || !reg.Live {
+		t.Fatalf("register %+v", reg)
+	}
+	wk := reg.ID
+	other := e.register(`{"name":"other","types":["thumb"]}`) // queue "default"
+	// Nothing to claim: {"job": null}.
+	t0 := time.Now()
+	if c := e.claim(wk, 0.3); c.Job != nil || time.Since(t0) < 300*time.Millisecond {
+		t.Fatalf("empty claim %+v after %s", c.Job, time.Since(t0))
+	}
+	r := e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk})
+	if strings.TrimSpace(string(r.body)) != `{"job":null}` {
+		t.Fatalf("empty claim body %s", r.body)
+	}
+	// A claim waiting when the job arrives gets it at once.
+	got := make(chan ClaimResponse, 1)
+	go func() { got <- e.claim(wk, 20) }()
+	time.Sleep(200 * time.Millisecond) // let the claim wait (either order is correct)
+	id := e.submit(`{"type":"thumb","queue":"img","payload":{"src":"a.png"}}`).ID
+	var c ClaimResponse
+	select {
+	case c = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting claim did not get the job")
+	}
+	if c.Job == nil || c.Job.ID != id || c.Job.State != streams.StateClaimed || string(c.Job.Payload) != `{"src":"a.png"}` {
+		t.Fatalf("claimed %+v", c.Job)
+	}
+	// Reports: by another worker, not-claimant; succeeded before running, invalid-transition.
+	before := e.eventCount()
+	e.patch(id, map[string]any{"worker_id": other, "state": "running"}).problem(t, 409, engine.ProblemNotClaimant)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded"}).problem(t, 409, engine.ProblemInvalidTransition)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "cancelled"}).problem(t, 409, engine.ProblemInvalidTransition)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "exploded"}).problem(t, 400, engine.ProblemInvalidInput)
+	e.patch(id, map[string]any{"state": "running"}).problem(t, 400, engine.ProblemInvalidInput)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "running", "result": 1}).problem(t, 400, engine.ProblemInvalidInput)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "failed"}).problem(t, 400, engine.ProblemInvalidInput)
+	e.patch(id, `{"worker_id":"`+wk+`","state":"running","extra":true}`).problem(t, 400, ProblemMalformedRequest)
+	e.patch(id, `{"worker_id":"`+wk+`","progress":{"current":"one"}}`).problem(t, 400, ProblemMalformedRequest)
+	if e.eventCount() != before {
+		t.Fatalf("refused reports wrote %d events", e.eventCount()-before)
+	}
+	if v := e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200).job(t); v.State != streams.StateRunning {
+		t.Fatalf("running: %s", v.State)
+	}
+	v := e.patch(id, map[string]any{"worker_id": wk, "progress": map[string]any{"current": 3, "total": 4, "message": "resizing"}}).want(t, 200).job(t)
+	if v.Progress == nil || v.Progress.Current != 3 || v.Progress.Total != 4 || *v.Progress.Percent != 75 {
+		t.Fatalf("progress %+v", v.Progress)
+	}
+	var hb HeartbeatResponse
+	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
+	if strings.Join(hb.Jobs, ",") != id || len(hb.Lost) != 0 || strings.Join(hb.Claims, ",") != id {
+		t.Fatalf("heartbeat %+v", hb)
+	}
+	done := e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "result": map[string]any{"thumb": "a-small.png"}}).want(t, 200).job(t)
+	if done.State != streams.StateSucceeded || string(done.Result) != `{"thumb":"a-small.png"}` || done.Worker != wk {
+		t.Fatalf("succeeded %+v", done)
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded)
+	// After the end: the claim is gone from the record; later reports are refused.
+	var w WorkerView
+	e.do("GET", "/api/v1/workers/"+wk, nil).want(t, 200).json(t, &w)
+	if len(w.Claims) != 0 {
+		t.Fatalf("claims after success: %v", w.Claims)
+	}
+	e.patch(id, map[string]any{"worker_id": wk, "state": "failed", "error": map[string]string{"message": "late"}}).
+		problem(t, 409, engine.ProblemNotClaimant)
+
+	// A failed report with retryable false fails the job for good; with
+	// retries left and retryable, it is scheduled for a retry.
+	id2 := e.submit(`{"type":"thumb","queue":"img","max_retries":2,"backoff":3600}`).ID
+	e.claimJob(wk, id2)
+	e.patch(id2, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
+	v = e.patch(id2, map[string]any{"worker_id": wk, "state": "failed", "error": map[string]string{"code": "IO", "message": "disk"}}).want(t, 200).job(t)
+	if v.State != streams.StateScheduled || v.Error == nil || v.Error.Code != "IO" {
+		t.Fatalf("retryable failure: %+v", v)
+	}
+	id3 := e.submit(`{"type":"thumb","queue":"img"}`).ID
+	e.claimJob(wk, id3)
+	v = e.patch(id3, map[string]any{"worker_id": wk, "state": "failed", "retryable": false, "error": map[string]string{"message": "bad input"}}).want(t, 200).job(t)
+	if v.State != streams.StateFailed {
+		t.Fatalf("permanent failure from claimed: %s", v.State)
+	}
+	// A job given back (state queued) is claimable again at once.
+	id4 := e.submit(`{"type":"thumb","queue":"img"}`).ID
+	e.claimJob(wk, id4)
+	e.patch(id4, map[string]any{"worker_id": wk, "state": "queued", "reason": "busy"}).want(t, 200)
+	e.claimJob(wk, id4)
+	// Unregistering gives its claims back at once (job.requeued).
+	var out struct{ Released []string }
+	e.do("DELETE", "/api/v1/workers/"+wk, nil).want(t, 200).json(t, &out)
+	if strings.Join(out.Released, ",") != id4 {
+		t.Fatalf("released %v", out.Released)
+	}
+	e.waitState(id4, streams.StateQueued)
+	e.wantEvents(id4, streams.EvSubmitted, streams.EvClaimed, streams.EvRequeued, streams.EvClaimed, streams.EvRequeued)
+	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).problem(t, 404, engine.ProblemNotFound)
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk}).problem(t, 404, engine.ProblemNotFound)
+	var list struct{ Workers []WorkerView }
+	e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &list)
+	if len(list.Workers) != 1 || list.Workers[0].ID != other {
+		t.Fatalf("workers %+v", list.Workers)
+	}
+	// Bad registrations and claims.
+	e.do("POST", "/api/v1/workers", `{"name":"x"}`).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("POST", "/api/v1/workers", `{"types":["a b"]}`).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("POST", "/api/v1/workers", `{"types":["a"],"queues":["x.y"]}`).problem(t, 400, engine.ProblemInvalidInput)
+	e.do("POST", "/api/v1/workers", `{"types":"a"}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("POST", "/api/v1/tasks/claim", `{"worker_id":"`+other+`","wait":"forever"}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("POST", "/api/v1/tasks/claim", `{"wait":1}`).problem(t, 400, engine.ProblemInvalidInput)
+}
+
+func TestTenWorkersClaimOneJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var workers []string
+	for i := 0; i < 10; i++ {
+		workers = append(workers, e.register(fmt.Sprintf(`{"name":"w%d","types":["contested"]}`, i)))
+	}
+	id := e.submit(`{"type":"contested"}`).ID
+	var mu sync.Mutex
+	var winners []string
+	var wg sync.WaitGroup
+	for _, wk := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c := e.claim(wk, 1); c.Job != nil {
+				mu.Lock()
+				winners = append(winners, wk)
+				mu.Unlock()
+				if c.Job.ID != id {
+					t.Errorf("claimed %s", c.Job.ID)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("%d workers got the job: %v", len(winners), winners)
+	}
+	if j := e.get(id); j.Worker != winners[0] || j.State != streams.StateClaimed {
+		t.Fatalf("job %+v", j)
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed)
+}
+
+func TestSilentWorkerLosesItsClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.Lease = time.Second })
+	a := e.register(`{"name":"a","types":["leased"]}`)
+	b := e.register(`{"name":"b","types":["leased"]}`)
+	id := e.submit(`{"type":"leased"}`).ID
+	e.claimJob(a, id)
+	// Heartbeats keep the claim past several leases.
+	for i := 0; i < 4; i++ {
+		time.Sleep(400 * time.Millisecond) // the heartbeat cadence (lease/3), not a wait for a condition
+		var hb HeartbeatResponse
+		e.do("POST", "/api/v1/workers/"+a+"/heartbeat", nil).want(t, 200).json(t, &hb)
+		if strings.Join(hb.Jobs, ",") != id {
+			t.Fatalf("heartbeat %d: %+v", i, hb)
+		}
+	}
+	e.patch(id, map[string]any{"worker_id": a, "state": "running"}).want(t, 200)
+	// a goes silent: after the lease, b's claim gets the job.
+	c := e.claim(b, 15)
+	if c.Job == nil || c.Job.ID != id || c.Job.Worker != b {
+		t.Fatalf("b claimed %+v", c.Job)
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvClaimed)
+	// The zombie's reports are refused, and its heartbeat says it lost the job.
+	e.patch(id, map[string]any{"worker_id": a, "state": "succeeded"}).problem(t, 409, engine.ProblemNotClaimant)
+	var hb HeartbeatResponse
+	e.do("POST", "/api/v1/workers/"+a+"/heartbeat", nil).want(t, 200).json(t, &hb)
+	if len(hb.Jobs) != 0 || strings.Join(hb.Lost, ",") != id || len(hb.Claims) != 0 {
+		t.Fatalf("zombie heartbeat %+v", hb)
+	}
+	var list struct{ Workers []WorkerView }
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &list)
+		for _, w := range list.Workers {
+			if w.ID == b && w.Live {
+				return fmt.Errorf("b beats no more but is live")
+			}
+		}
+		return nil
+	})
+}
+
+func TestQueuePauseResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["p.job"],"queues":["pq"]}`)
+	first := e.submit(`{"type":"p.job","queue":"pq"}`).ID
+	e.claimJob(wk, first)
+	var q QueueInfo
+	e.do("POST", "/api/v1/queues/pq/pause", nil).want(t, 200).json(t, &q)
+	if !q.Paused || q.Name != "pq" || q.Running != 1 {
+		t.Fatalf("paused %+v", q)
+	}
+	// A paused queue accepts jobs and dispatches none.
+	id := e.submit(`{"type":"p.job","queue":"pq"}`).ID
+	if c := e.claim(wk, 1); c.Job != nil {
+		t.Fatalf("claimed %s from a paused queue", c.Job.ID)
+	}
+	var qs struct{ Queues []QueueInfo }
+	e.do("GET", "/api/v1/queues", nil).want(t, 200).json(t, &qs)
+	var found *QueueInfo
+	for i := range qs.Queues {
+		if qs.Queues[i].Name == "pq" {
+			found = &qs.Queues[i]
+		}
+	}
+	if found == nil || !found.Paused || found.Depth != 1 || found.Held != 1 || found.Jobs[streams.StateQueued] != 1 ||
+		found.Jobs[streams.StateClaimed] != 1 {
+		t.Fatalf("queues %+v", qs.Queues)
+	}
+	e.do("POST", "/api/v1/queues/pq/resume", nil).want(t, 200).json(t, &q)
+	if q.Paused {
+		t.Fatalf("resumed %+v", q)
+	}
+	e.claimJob(wk, id)
+}
