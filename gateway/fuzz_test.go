@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+)
+
+// checkDecodeError fails unless err is nil or a client error: a problem of
+// status 400/413 or an invalid-input error. A decoder never panics and
+// never answers 500 to bad input.
+func checkDecodeError(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var p *Problem
+	if errors.As(err, &p) {
+		if p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("problem status %d: %v", p.Status, err)
+		}
+		return
+	}
+	if !errors.Is(err, commands.ErrInvalidInput) {
+		t.Fatalf("not a client error: %v", err)
+	}
+}
+
+func FuzzDecodeSubmit(f *testing.F) {
+	for _, s := range []string{`{"type":"a"}`, `{"type":"a","payload":{"x":[1,2]},"delay":"30s","max_retries":2}`,
+		`{"type":"a","run_at":"2030-01-01T00:00:00Z","tags":["x"],"timeout":1.5}`, `{"type":1}`, `[]`, `{"type":"a"}x`,
+		`{"type":"a","payload":` + "\xff" + `}`, `{"type":"a","jitter":2}`, `{"type":"a","delay":1e300}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeSubmit(body)
+		checkDecodeError(t, err)
+		if err == nil {
+			if _, err := req.Spec(time.Now()); err != nil {
+				t.Fatalf("accepted a request whose spec fails: %v", err)
+			}
+		}
+	})
+}
+
+func FuzzDecodePatch(f *testing.F) {
+	for _, s := range []string{`{"worker_id":"w","state":"running"}`, `{"worker_id":"w","progress":{"current":1,"total":2,"message":"m"}}`,
+		`{"worker_id":"w","state":"succeeded","result":{"a":1}}`, `{"worker_id":"w","state":"failed","error":{"code":"X","message":"m"},"retryable":false}`,
+		`{"worker_id":"w","state":"queued","reason":"r"}`, `{"state":"running"}`, `{"worker_id":"w","progress":{"current":-1}}`, `null`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePatch(body)
+		checkDecodeError(t, err)
+		if err == nil && (p.WorkerID == "" || (p.State == "" && p.Progress == nil)) {
+			t.Fatalf("accepted an empty report: %+v", p)
+		}
+	})
+}
+
+func FuzzDecodeClaim(f *testing.F) {
+	for _, s := range []string{`{"worker_id":"wk-1","wait":10}`, `{"worker_id":"wk-1","wait":"2s"}`, `{"worker_id":"wk-1","wait":-1}`,
+		`{"wait":1}`, `{"worker_id":5}`, `{"worker_id":"w","wait":"NaN"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := DecodeClaim(body)
+		checkDecodeError(t, err)
+		if err == nil && (c.WorkerID == "" || (c.Wait != nil && *c.Wait < 0)) {
+			t.Fatalf("accepted %+v", c)
+		}
+	})
+}
+
+func FuzzDecodeRegister(f *testing.F) {
+	for _, s := range []string{`{"name":"w","types":["a","b.c"],"queues":["q"],"concurrency":4}`, `{"types":[]}`, `{"types":["a"],"concurrency":-1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeRegister(body)
+		checkDecodeError(t, err)
+		if err == nil && (len(r.Types) == 0 || len(r.Queues) == 0 || r.Concurrency < 1) {
+			t.Fatalf("accepted %+v", r)
+		}
+	})
+}
+
+func FuzzCursorAndPrefer(f *testing.F) {
+	f.Add(Cursor{CreatedAt: time.Unix(1700000000, 5), ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV"}.Encode(), "wait=10")
+	f.Add("AQ", "respond-async, wait=5;x")
+	f.Fuzz(func(t *testing.T, cursor, prefer string) {
+		if c, err := DecodeCursor(cursor); err == nil {
+			if again, err := DecodeCursor(c.Encode()); err != nil || again != c {
+				t.Fatalf("cursor %q does not round-trip: %+v %v", cursor, again, err)
+			}
+		} else {
+			checkDecodeError(t, err)
+		}
+		if n, ok := preferWait(prefer); ok && n < 0 {
+			t.Fatalf("Prefer %q: wait %d", prefer, n)
+		}
+	})
+}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// sdkWorker runs Go handlers in process, as `serve --demo` does.
+func (e *env) sdkWorker(queue string, handlers map[string]jetflow.HandlerFunc) *jetflow.Client {
+	e.t.Helper()
+	cl, err := jetflow.NewClient(e.ctx, testkit.Conn(e.t, e.srv), jetflow.ClientOptions{Name: "sdk", Logger: testkit.Logger(e.t)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{Logger: testkit.Logger(e.t), ShutdownGrace: time.Second})
+	for typ, h := range handlers {
+		w.Handle(typ, h, jetflow.OnQueue(queue))
+	}
+	if err := w.Start(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	return cl
+}
+
+// metric reads one sample from the gateway's registry: a counter's or
+// gauge's value, or a histogram's count.
+func (e *env) metric(name string, labels ...string) (float64, bool) {
+	fams, err := e.g.metrics.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue(), true
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue(), true
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.do("GET", "/healthz", nil).want(t, 200)
+	var ready struct {
+		Status string
+		Checks map[string]string
+	}
+	e.do("GET", "/readyz", nil).want(t, 200).json(t, &ready)
+	if ready.Status != "ready" || ready.Checks["nats"] != "ok" || ready.Checks["events_stream"] != "ok" || ready.Checks["index"] != "ok" {
+		t.Fatalf("readyz %+v", ready)
+	}
+	e.sdkWorker("mq", map[string]jetflow.HandlerFunc{
+		"m.ok": func(ctx context.Context, job *jetflow.RawJob) (json.RawMessage, error) { return job.Payload, nil },
+	})
+	e.register(`{"name":"remote","types":["m.remote"],"queues":["mq"]}`)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, e.submit(`{"type":"m.ok","queue":"mq","payload":1}`).ID)
+	}
+	cancelled := e.submit(`{"type":"m.remote","queue":"mq"}`).ID
+	e.do("POST", "/api/v1/jobs/"+cancelled+"/cancel", nil).want(t, 200)
+	for _, id := range ids {
+		e.waitState(id, streams.StateSucceeded)
+	}
+	want := []struct {
+		name   string
+		labels []string
+		value  float64
+	}{
+		{"jetflow_jobs_submitted_total", []string{"queue", "mq"}, 4},
+		{"jetflow_jobs_finished_total", []string{"queue", "mq", "state", "succeeded"}, 3},
+		{"jetflow_jobs_finished_total", []string{"queue", "mq", "state", "cancelled"}, 1},
+		{"jetflow_events_total", []string{"type", "job.submitted"}, 4},
+		{"jetflow_events_total", []string{"type", "job.started"}, 3},
+		{"jetflow_job_queue_wait_seconds", []string{"queue", "mq"}, 3},
+		{"jetflow_job_run_seconds", []string{"queue", "mq", "outcome", "succeeded"}, 3},
+		{"jetflow_job_latency_seconds", []string{"queue", "mq", "state", "succeeded"}, 3},
+		{"jetflow_job_latency_seconds", []string{"queue", "mq", "state", "cancelled"}, 1},
+		{"jetflow_jobs", []string{"state", "succeeded"}, 3},
+		{"jetflow_jobs", []string{"state", "cancelled"}, 1},
+		{"jetflow_jobs", []string{"state", "running"}, 0},
+		{"jetflow_queue_depth", []string{"queue", "mq"}, 0},
+		{"jetflow_queue_paused", []string{"queue", "mq"}, 0},
+		{"jetflow_jobs_running", []string{"queue", "mq"}, 0},
+		{"jetflow_workers", []string{"live", "true"}, 1},
+		{"jetflow_consumer_lag_events", []string{"consumer", "projector"}, 0},
+		{"jetflow_consumer_lag_events", []string{"consumer", "gateway_metrics"}, 0},
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		for _, w := range want {
+			got, ok := e.metric(w.name, w.labels...)
+			if !ok || got != w.value {
+				return fmt.Errorf("%s%v = %v (found %v), want %v", w.name, w.labels, got, ok, w.value)
+			}
+		}
+		return nil
+	})
+	r := e.do("GET", "/metrics", nil).want(t, 200)
+	for _, s := range []string{`jetflow_jobs_submitted_total{queue="mq"} 4`, `jetflow_job_run_seconds_bucket{outcome="succeeded",queue="mq",le="+Inf"} 3`,
+		`jetflow_event_log_last_sequence`, "go_goroutines"} {
+		if !strings.Contains(string(r.body), s) {
+			t.Fatalf("/metrics has no %q", s)
+		}
+	}
+	// A consumer that lags shows it: pause the projector's progress by
+	// stopping the engine's projector, then append.
+	e.eng.Projector.Stop(e.ctx)
+	e.submit(`{"type":"m.remote","queue":"mq"}`)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if lag, _ := e.metric("jetflow_consumer_lag_events", "consumer", "projector"); lag < 1 {
+			return fmt.Errorf("projector lag %v", lag)
+		}
+		return nil
+	})
+}
+
+func TestDashboardPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	parent := e.submit(`{"type":"dash.parent","payload":{"a":"<b>bold</b>"}}`)
+	kid := e.submit(map[string]any{"type": "dash.kid", "parent": parent.ID, "queue": "kids"})
+	e.register(`{"name":"dash-worker","types":["dash.kid"],"queues":["kids"]}`)
+	page := func(path string, status int, contains ...string) string {
+		t.Helper()
+		r := e.do("GET", path, nil)
+		if r.status != status || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %s", path, r.status, r.header.Get("Content-Type"))
+		}
+		for _, c := range contains {
+			if !strings.Contains(string(r.body), c) {
+				t.Fatalf("%s has no %q", path, c)
+			}
+		}
+		return string(r.body)
+	}
+	page("/", 200, parent.ID, kid.ID, `data-count="queued">2<`, "dash.parent")
+	page("/?state=queued&queue=kids", 200, kid.ID)
+	if body := page("/?queue=kids", 200); strings.Contains(body, `data-id="`+parent.ID) {
+		t.Fatal("queue filter shows a job of another queue")
+	}
+	page("/?cursor=nonsense", 400, "cursor")
+	body := page("/jobs/"+parent.ID, 200, "job.submitted", "Children", kid.ID, `id="cancel-btn"`)
+	if strings.Contains(body, "<b>bold</b>") {
+		t.Fatal("payload is not escaped")
+	}
+	page("/queues", 200, "kids", "Pause")
+	page("/workers", 200, "dash-worker")
+	page("/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV", 404, "Not found")
+	page("/jobs/nope", 404, "Not found")
+	page("/no/such/page", 404, "Not found")
+	for _, asset := range []string{"/static/app.js", "/static/app.css"} {
+		if r := e.do("GET", asset, nil); r.status != 200 || len(r.body) < 1000 {
+			t.Fatalf("%s: %d, %d bytes", asset, r.status, len(r.body))
+		}
+	}
+	e.do("POST", "/", nil).want(t, http.StatusMethodNotAllowed)
+}
