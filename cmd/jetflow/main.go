@@ -32,6 +32,7 @@ const usage = `jetflow: an event-sourced job engine on NATS JetStream
 
 Engine and workers:
   jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
+                [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
   jetflow worker [--queue Q] [--concurrency N] [--lease D]     run the demo handlers
   jetflow bench [--jobs N] [--workers C] [--json]
 
@@ -43,6 +44,10 @@ Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json every
   jetflow ls [--state S] [--queue Q] [--type T] [--parent ID] [--limit N]
   jetflow tree ID                       a fan-out parent and its children, with states
   jetflow cancel ID [--reason R]
+  jetflow retry ID [--key K] [--wait]   run a finished job again (a new job with retry_of)
+  jetflow queues                        queues: waiting, running, delayed, paused
+  jetflow pause QUEUE | jetflow resume QUEUE
+  jetflow workers                       remote workers registered over HTTP
   jetflow events ID [--follow]
   jetflow replay [--verify]
 
@@ -66,6 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
+		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {

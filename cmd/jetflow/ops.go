@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetflow/jetflow/gateway"
+	"github.com/jetflow/jetflow/projections"
+)
+
+// cmdQueues lists the queues with their depth and whether they are paused.
+func cmdQueues(c *cli, args []string) int {
+	c.clientFlags()
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	qs, err := gateway.Queues(ctx, cl.Store())
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(qs)
+		return exitOK
+	}
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "QUEUE\tSTATUS\tWAITING\tRUNNING/HELD\tDELAYED")
+	for _, q := range qs {
+		status := "active"
+		if q.Paused {
+			status = "paused"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", q.Name, status, q.Depth, q.Held, q.Delayed)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func cmdPause(c *cli, args []string) int  { return setPaused(c, args, true) }
+func cmdResume(c *cli, args []string) int { return setPaused(c, args, false) }
+
+// setPaused pauses or resumes a queue: a paused queue accepts jobs but
+// dispatches none until resumed.
+func setPaused(c *cli, args []string, paused bool) int {
+	c.clientFlags()
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	rec, err := cl.Store().SetQueuePaused(ctx, pos[0], paused)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		c.printJSON(rec)
+		return exitOK
+	}
+	word := "resumed"
+	if paused {
+		word = "paused"
+	}
+	fmt.Fprintf(c.out, "%s\t%s\n", rec.Name, word)
+	return exitOK
+}
+
+// cmdWorkers lists the remote workers registered over the HTTP worker
+// protocol.
+func cmdWorkers(c *cli, args []string) int {
+	c.clientFlags()
+	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	reg, err := gateway.OpenRegistry(ctx, cl.Store())
+	if err != nil {
+		return c.fail(err)
+	}
+	recs, err := reg.List(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	views := make([]*gateway.WorkerView, len(recs))
+	for i, rec := range recs {
+		views[i] = reg.View(rec)
+	}
+	if c.json {
+		c.printJSON(views)
+		return exitOK
+	}
+	if len(views) == 0 {
+		fmt.Fprintln(c.errw, "no remote workers are registered")
+		return exitOK
+	}
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tLIVE\tTYPES\tQUEUES\tCLAIMS\tLAST HEARTBEAT")
+	for _, v := range views {
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%s ago\n", v.ID, v.Name, v.Live, strings.Join(v.Types, ","),
+			strings.Join(v.Queues, ","), len(v.Claims), time.Since(v.LastHeartbeat).Round(time.Second))
+	}
+	w.Flush()
+	return exitOK
+}
+
+// cmdRetry runs a finished job again as a new job linked by retry_of.
+func cmdRetry(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var key string
+	var wait bool
+	fs.StringVar(&key, "key", "", "idempotency key of the retry (a repeated retry with it returns the same new job)")
+	fs.BoolVar(&wait, "wait", false, "wait until the new job is terminal; exit 0 succeeded, 1 failed or cancelled")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	res, err := gateway.Retry(ctx, cl.Store(), pos[0], key)
+	if err != nil {
+		return c.fail(err)
+	}
+	if wait {
+		return c.waitAndPrint(ctx, cl, res.Job.ID, 0)
+	}
+	if c.json {
+		c.printJSON(projections.View(res.Job))
+		return exitOK
+	}
+	fmt.Fprintf(c.out, "%s\t%s\t(retry of %s)\n", res.Job.ID, res.Job.State, pos[0])
+	return exitOK
+}

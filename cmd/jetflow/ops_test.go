@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/gateway"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := testkit.Ctx(t)
+	out, errs, code := e.jetflow("submit", "demo.echo", `{"n":1}`, "--wait", "--json")
+	if code != exitOK {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	var orig jetflow.JobInfo
+	if err := json.Unmarshal([]byte(out), &orig); err != nil {
+		t.Fatal(err)
+	}
+	// retry: a new job with retry_of, run to success.
+	out, errs, code = e.jetflow("retry", orig.ID, "--wait", "--json")
+	var again jetflow.JobInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &again) != nil || again.RetryOf != orig.ID ||
+		again.ID == orig.ID || again.State != jetflow.Succeeded || strings.Join(strings.Fields(string(again.Result)), "") != `{"n":1}` {
+		t.Fatalf("retry: %d %q %s", code, out, errs)
+	}
+	// Retry of a job that is not terminal is refused.
+	out, _, _ = e.jetflow("submit", "demo.sleep", `{"seconds":30}`)
+	sleeping := strings.Fields(out)[0]
+	if _, errs, code := e.jetflow("retry", sleeping); code != exitFailed || !strings.Contains(errs, "invalid transition") {
+		t.Fatalf("retry of a live job: %d %s", code, errs)
+	}
+	if _, errs, code := e.jetflow("cancel", sleeping); code != exitOK {
+		t.Fatalf("cancel: %d %s", code, errs)
+	}
+	if _, _, code := e.jetflow("retry", "01ARZ3NDEKTSV4RRFFQ69G5FAV"); code != exitUsage {
+		t.Fatalf("retry of an unknown job: %d", code)
+	}
+	// queues, pause, resume.
+	if out, _, code := e.jetflow("pause", "default"); code != exitOK || strings.TrimSpace(out) != "default\tpaused" {
+		t.Fatalf("pause: %d %q", code, out)
+	}
+	out, _, code = e.jetflow("queues")
+	if code != exitOK || !strings.Contains(out, "QUEUE") || !strings.Contains(out, "paused") {
+		t.Fatalf("queues: %d %q", code, out)
+	}
+	if out, _, code := e.jetflow("resume", "default"); code != exitOK || strings.TrimSpace(out) != "default\tresumed" {
+		t.Fatalf("resume: %d %q", code, out)
+	}
+	out, _, code = e.jetflow("queues", "--json")
+	var qs []gateway.QueueInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &qs) != nil || len(qs) != 1 || qs[0].Name != "default" || qs[0].Paused {
+		t.Fatalf("queues --json: %d %q", code, out)
+	}
+	if _, errs, code := e.jetflow("pause", "nope"); code != exitUsage || !strings.Contains(errs, "not found") {
+		t.Fatalf("pause of an unknown queue: %d %s", code, errs)
+	}
+	// workers: none until a gateway registers one.
+	if out, errs, code := e.jetflow("workers"); code != exitOK || out != "" || !strings.Contains(errs, "no remote workers") {
+		t.Fatalf("workers: %d %q %q", code, out, errs)
+	}
+	g, err := gateway.New(gateway.Config{Store: e.cl.Store(), Log: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+	reg, err := gateway.OpenRegistry(ctx, e.cl.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reg.Register(ctx, &gateway.RegisterRequest{Name: "py", Types: []string{"a"}, Queues: []string{"default"}, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = e.jetflow("workers")
+	if code != exitOK || !strings.Contains(out, rec.ID) || !strings.Contains(out, "py") {
+		t.Fatalf("workers: %d %q", code, out)
+	}
+	out, _, code = e.jetflow("workers", "--json")
+	var ws []gateway.WorkerView
+	if code != exitOK || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 1 || ws[0].ID != rec.ID || !ws[0].Live {
+		t.Fatalf("workers --json: %d %q", code, out)
+	}
+}
