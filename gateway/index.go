@@ -133,14 +133,22 @@ func (x *Index) Stop(ctx context.Context) {
 // it started.
 func (x *Index) Synced() <-chan struct{} { return x.synced }
 
-// waitSynced waits for the first load, or returns an unavailable problem.
+// indexLoadWait is how long a request waits for the index's first load
+// before it is told to come back (503).
+const indexLoadWait = 10 * time.Second
+
+// waitSynced waits a while for the first load, or returns an unavailable
+// problem.
 func (x *Index) waitSynced(ctx context.Context) error {
+	t := time.NewTimer(indexLoadWait)
+	defer t.Stop()
 	select {
 	case <-x.synced:
 		return nil
 	case <-ctx.Done():
-		return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "the job index is still loading")
+	case <-t.C:
 	}
+	return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "the job index is still loading; try again")
 }
 
 func (x *Index) run(ctx context.Context) {
