@@ -42,6 +42,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N and a claim's wait (default 60s).
 	MaxWait time.Duration
+	// ProgressInterval bounds progress events from a remote worker to one
+	// per job per interval (default engine.DefaultProgressInterval): more
+	// frequent reports are coalesced, the last value written.
+	ProgressInterval time.Duration
 	// WorkerExpiry is how long a registered worker that stopped beating
 	// stays in the registry (default 10m).
 	WorkerExpiry time.Duration
@@ -60,6 +64,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = engine.DefaultProgressInterval
 	}
 	if c.WorkerExpiry <= 0 {
 		c.WorkerExpiry = DefaultWorkerExpiry
@@ -87,14 +94,15 @@ func (c Config) validate() error {
 // operations endpoints. It is an engine.Component (Start, Stop) and an
 // http.Handler.
 type Gateway struct {
-	cfg     Config
-	store   *engine.Store
-	remote  *engine.Remote
-	index   *Index
-	workers *Registry
-	metrics *Metrics
-	handler http.Handler
-	log     *slog.Logger
+	cfg      Config
+	store    *engine.Store
+	remote   *engine.Remote
+	index    *Index
+	workers  *Registry
+	metrics  *Metrics
+	progress *progressCoalescer
+	handler  http.Handler
+	log      *slog.Logger
 
 	qcache     queueCache
 	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
@@ -120,6 +128,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
 	g.metrics = newMetrics(g, cfg.Registry)
+	g.progress = newProgressCoalescer(g, cfg.ProgressInterval)
 	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
 	g.handler = g.middleware(g.routes())
 	return g, nil

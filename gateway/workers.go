@@ -404,9 +404,25 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var snap engine.Snapshot
+	if p.State != "" {
+		// A state report is written after any progress still pending.
+		g.progress.flush(id, p.State != streams.StateRunning)
+	}
 	if p.Progress != nil {
-		if snap, err = g.remote.Progress(ctx, id, p.WorkerID, *p.Progress); err != nil {
+		var deferred bool
+		if p.State != "" {
+			snap, err = g.remote.Progress(ctx, id, p.WorkerID, *p.Progress)
+		} else {
+			snap, deferred, err = g.progress.report(ctx, id, p.WorkerID, *p.Progress)
+		}
+		if err != nil {
 			fail(w, r, err, id)
+			return
+		}
+		if deferred {
+			// Coalesced: written at the end of the job's progress interval.
+			w.Header().Set("Location", jobURL(id))
+			writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "progress": "accepted; written within " + g.progress.interval.String()})
 			return
 		}
 	}

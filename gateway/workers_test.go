@@ -273,3 +273,44 @@ func TestQueuePauseResume(t *testing.T) {
 	}
 	e.claimJob(wk, id)
 }
+
+func TestRemoteProgressIsCoalesced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.ProgressInterval = time.Second })
+	wk := e.register(`{"name":"chatty","types":["chatty"]}`)
+	id := e.submit(`{"type":"chatty"}`).ID
+	e.claimJob(wk, id)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
+	accepted := 0
+	for i := 1; i <= 50; i++ {
+		r := e.patch(id, map[string]any{"worker_id": wk, "progress": map[string]any{"current": i, "total": 50}})
+		switch r.status {
+		case 200:
+		case 202:
+			accepted++
+		default:
+			t.Fatalf("progress %d: %d %s", i, r.status, r.body)
+		}
+	}
+	// Not the holder: refused at once, not coalesced.
+	e.patch(id, map[string]any{"worker_id": "wk-01ARZ3NDEKTSV4RRFFQ69G5FAV", "progress": map[string]any{"current": 1}}).
+		problem(t, 409, engine.ProblemNotClaimant)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded"}).want(t, 200)
+	var progress []int64
+	err := e.store.History(e.ctx, id, 0, false, func(ev *streams.Event) error {
+		if ev.Type == streams.EvProgress {
+			progress = append(progress, ev.Progress.Current)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accepted == 0 || len(progress) < 2 || len(progress) > 10 || progress[len(progress)-1] != 50 {
+		t.Fatalf("%d reports coalesced into %d events %v (%d accepted for later)", 50, len(progress), progress, accepted)
+	}
+	types := e.eventTypes(id)
+	if types[len(types)-1] != streams.EvSucceeded || types[len(types)-2] != streams.EvProgress {
+		t.Fatalf("the last progress is not written before the outcome: %v", types)
+	}
+}
