@@ -385,16 +385,14 @@ func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit 
 		return nil, err
 	}
 	for _, j := range jobs {
-		if matchesJob(&f, j) {
+		// The index may be a moment behind the bucket: the filter is
+		// checked again on the current record.
+		if f.Match(j) {
 			out.Jobs = append(out.Jobs, projections.View(j))
 		}
 	}
 	return out, nil
 }
-
-// matchesJob re-checks a filter on the current record: the index may be a
-// moment behind the bucket.
-func matchesJob(f *engine.Filter, j *streams.Job) bool { return f.Match(j) }
 
 // records reads the current records of the summarized jobs, in order.
 func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*streams.Job, error) {
