@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -61,6 +63,7 @@ func parseTemplates() map[string]*template.Template {
 			return fmtSeconds(*f)
 		},
 		"terminal": func(s streams.State) bool { return s.Terminal() },
+		"present":  func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
 		"json": func(v any) template.JS {
 			b, _ := json.Marshal(v)
 			return template.JS(b)
@@ -103,14 +106,28 @@ var templates = parseTemplates()
 
 // pageData is what every page's template gets.
 type pageData struct {
-	Title string
-	Nav   string
-	Data  any
+	Title   string
+	Nav     string
+	Version string // of the static assets, so that browsers fetch new ones after an upgrade
+	Data    any
 }
+
+// assetVersion is a hash of the embedded static files.
+var assetVersion = func() string {
+	h := sha256.New()
+	_ = fs.WalkDir(webFS, "web/static", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := webFS.ReadFile(path)
+			h.Write(b)
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}()
 
 func (g *Gateway) render(w http.ResponseWriter, status int, name, title string, data any) {
 	var b bytes.Buffer
-	if err := templates[name].ExecuteTemplate(&b, "layout.html", pageData{Title: title, Nav: name, Data: data}); err != nil {
+	if err := templates[name].ExecuteTemplate(&b, "layout.html", pageData{Title: title, Nav: name, Version: assetVersion, Data: data}); err != nil {
 		g.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -128,7 +145,7 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	static, _ := fs.Sub(webFS, "web/static")
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=300")
+		w.Header().Set("Cache-Control", "public, max-age=86400") // URLs carry ?v=<assetVersion>
 		files.ServeHTTP(w, r)
 	}))
 	route(mux, "/{$}", methods{"GET": g.pageJobs})
@@ -180,7 +197,7 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 
 type jobPage struct {
 	Job      *projections.JobView
-	Events   []*projections.EventView
+	Events   []*timelineEntry
 	Children []*Summary
 	MoreKids bool
 	LastSeq  uint64
@@ -200,10 +217,16 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
+	n := 0
 	_ = g.store.History(r.Context(), id, 0, false, func(e *streams.Event) error {
-		d.Events = append(d.Events, projections.ViewEvent(e))
+		v := projections.ViewEvent(e)
+		if k := len(d.Events); k > 0 && v.Type == streams.EvProgress && d.Events[k-1].Type == streams.EvProgress {
+			d.Events[k-1].EventView, d.Events[k-1].Repeat = v, d.Events[k-1].Repeat+1
+		} else {
+			d.Events = append(d.Events, &timelineEntry{EventView: v, Repeat: 1})
+		}
 		d.LastSeq = e.Seq
-		if len(d.Events) >= MaxEventsLimit {
+		if n++; n >= MaxEventsLimit {
 			return errPageFull
 		}
 		return nil
@@ -214,6 +237,13 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		d.MoreKids = next != nil
 	}
 	g.render(w, http.StatusOK, "job", "Job "+id, d)
+}
+
+// timelineEntry is one line of a job's timeline: an event, or the last of
+// a run of progress events (Repeat of them).
+type timelineEntry struct {
+	*projections.EventView
+	Repeat int
 }
 
 var errNotAJob = fmt.Errorf("not a job id: %w", commands.ErrNotFound)

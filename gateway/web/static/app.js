@@ -185,8 +185,9 @@
       if (j.error) document.getElementById("error").textContent = (j.error.code ? j.error.code + ": " : "") + j.error.message + (j.error.stack ? "\n\n" + j.error.stack : "");
       relTimes();
     }
-    function eventHTML(e) {
+    function eventHTML(e, repeat) {
       var h = '<time datetime="' + esc(e.time) + '"></time> <b class="etype">' + esc(e.type) + "</b>";
+      if (repeat > 1) h += ' <span class="repeat" title="progress reports">×' + repeat + "</span>";
       if (e.to) h += ' <span class="move">' + esc(e.from || "new") + " → " + badge(e.to) + "</span>";
       if (e.name) h += " <i>" + esc(e.name) + "</i>";
       if (e.attempt) h += ' <span class="dim">attempt ' + esc(e.attempt) + "</span>";
@@ -207,11 +208,20 @@
     es.onmessage = function (m) {
       var e = JSON.parse(m.data);
       if (events.querySelector('li[data-seq="' + e.seq + '"]')) return;
-      var li = document.createElement("li");
+      var last = events.lastElementChild, li;
+      if (e.type === "job.progress" && last && last.dataset.type === "job.progress") {
+        // A run of progress reports is one line: the last, and how many.
+        li = last;
+        li.dataset.repeat = (+li.dataset.repeat || 1) + 1;
+      } else {
+        li = document.createElement("li");
+        li.dataset.repeat = 1;
+        events.appendChild(li);
+      }
       li.className = "ev lvl-" + (e.level || "info");
       li.dataset.seq = e.seq;
-      li.innerHTML = eventHTML(e);
-      events.appendChild(li);
+      li.dataset.type = e.type;
+      li.innerHTML = eventHTML(e, +li.dataset.repeat);
       flash(li);
       relTimes();
       refresh();
