@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func TestIndexOrderCountsAndCursors(t *testing.T) {
+	t.Parallel()
+	x := NewIndex(nil, nil)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	job := func(id string, at time.Duration, state streams.State, queue string) *streams.Job {
+		return &streams.Job{ID: id, State: state, CreatedAt: t0.Add(at), Spec: streams.Spec{Namespace: "default", Type: "t", Queue: queue}}
+	}
+	ids := []string{"01ARZ3NDEKTSV4RRFFQ69G5FA1", "01ARZ3NDEKTSV4RRFFQ69G5FA2", "01ARZ3NDEKTSV4RRFFQ69G5FA3", "01ARZ3NDEKTSV4RRFFQ69G5FA4"}
+	x.replace(map[string]*Summary{ids[0]: summarize(job(ids[0], 0, streams.StateQueued, "a"), 1)})
+	// Out of order and with equal times: the order is (created_at, id).
+	x.Put(job(ids[3], time.Second, streams.StateQueued, "a"), 5)
+	x.Put(job(ids[2], time.Second, streams.StateQueued, "b"), 4)
+	x.Put(job(ids[1], -time.Second, streams.StateQueued, "a"), 3)
+	// An older revision does not replace a newer one.
+	x.Put(job(ids[3], time.Second, streams.StateRunning, "a"), 6)
+	x.Put(job(ids[3], time.Second, streams.StateQueued, "a"), 5)
+	list := func(f engine.Filter, cur *Cursor, limit int) (string, *Cursor) {
+		sums, next := x.List(f, cur, limit)
+		var out []string
+		for _, s := range sums {
+			out = append(out, s.ID[len(s.ID)-1:])
+		}
+		return strings.Join(out, ""), next
+	}
+	if got, next := list(engine.Filter{}, nil, 10); got != "4312" || next != nil {
+		t.Fatalf("order %s, next %v", got, next)
+	}
+	got, next := list(engine.Filter{}, nil, 2)
+	if got != "43" || next == nil {
+		t.Fatalf("page 1 %s", got)
+	}
+	// The cursor's job disappears: the next page starts after where it was.
+	x.remove(ids[2], 7)
+	if got, next := list(engine.Filter{}, next, 2); got != "12" || next != nil {
+		t.Fatalf("page 2 %s %v", got, next)
+	}
+	if got, _ := list(engine.Filter{State: streams.StateRunning}, nil, 10); got != "4" {
+		t.Fatalf("running %s", got)
+	}
+	if c := x.Counts("a", ""); c[streams.StateQueued] != 2 || c[streams.StateRunning] != 1 || c[streams.StateFailed] != 0 {
+		t.Fatalf("counts %v", c)
+	}
+	if c := x.Counts("b", ""); c[streams.StateQueued] != 0 {
+		t.Fatalf("counts of b after the removal %v", c)
+	}
+	if x.Len() != 3 || x.Get(ids[2]) != nil {
+		t.Fatalf("len %d", x.Len())
+	}
+}
+
+func TestStopEndsLongPollsAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := e.g.Start(e.ctx); err != nil { // started by the engine already
+		t.Fatal(err)
+	}
+	wk := e.register(`{"name":"w","types":["never.submitted"]}`)
+	id := e.submit(`{"type":"never.run"}`).ID
+	claimed := make(chan resp, 1)
+	go func() { claimed <- e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 60}) }()
+	waited := make(chan resp, 1)
+	go func() { waited <- e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=60") }()
+	events, _ := e.openSSE("/api/v1/jobs/" + id + "/events")
+	next(t, events, "message")
+	live, _ := e.openSSE("/api/v1/stream")
+	next(t, live, "counts")
+	time.Sleep(300 * time.Millisecond) // let the long polls start waiting
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.g.Stop(ctx)
+	e.g.Stop(ctx)
+	for i, ch := range []chan resp{claimed, waited} {
+		select {
+		case r := <-ch:
+			if r.status != http.StatusOK {
+				t.Fatalf("long poll after stop: %d %s", r.status, r.body)
+			}
+			if i == 0 {
+				var c ClaimResponse
+				if r.json(t, &c); c.Job != nil {
+					t.Fatalf("claim after stop: %+v", c.Job)
+				}
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a long poll outlived Stop")
+		}
+	}
+	for _, ch := range []<-chan sseEvent{events, live} {
+		select {
+		case _, ok := <-ch:
+			for ok {
+				_, ok = <-ch
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stream outlived Stop")
+		}
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Fatalf("stop took %s", took)
+	}
+}
