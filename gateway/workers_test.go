@@ -199,14 +199,14 @@ func TestTenWorkersClaimOneJob(t *testing.T) {
 
 func TestSilentWorkerLosesItsClaim(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *Config) { c.Lease = time.Second })
+	e := newEnv(t, func(c *Config) { c.Lease = 2 * time.Second })
 	a := e.register(`{"name":"a","types":["leased"]}`)
 	b := e.register(`{"name":"b","types":["leased"]}`)
 	id := e.submit(`{"type":"leased"}`).ID
 	e.claimJob(a, id)
 	// Heartbeats keep the claim past several leases.
-	for i := 0; i < 4; i++ {
-		time.Sleep(400 * time.Millisecond) // the heartbeat cadence (lease/3), not a wait for a condition
+	for i := 0; i < 6; i++ {
+		time.Sleep(600 * time.Millisecond) // the heartbeat cadence (lease/3), not a wait for a condition
 		var hb HeartbeatResponse
 		e.do("POST", "/api/v1/workers/"+a+"/heartbeat", nil).want(t, 200).json(t, &hb)
 		if strings.Join(hb.Jobs, ",") != id {
