@@ -386,4 +386,14 @@ func TestLiveStream(t *testing.T) {
 	if len(qs) == 0 {
 		t.Fatalf("queues %+v", qs)
 	}
+	// More changes at once than a page shows: one "bulk" event instead.
+	for i := 0; i < streamMaxBatch+50; i++ {
+		e.g.index.Put(&streams.Job{ID: streams.NewID(), State: streams.StateQueued, CreatedAt: time.Now(),
+			Spec: streams.Spec{Namespace: "default", Type: "x", Queue: "live"}}, 1)
+	}
+	var bulk struct{ Changed int }
+	ev := next(t, ch, "bulk", "job")
+	if _ = json.Unmarshal([]byte(ev.data), &bulk); ev.event != "bulk" || bulk.Changed != streamMaxBatch+50 {
+		t.Fatalf("after %d changes: %s %s", streamMaxBatch+50, ev.event, ev.data)
+	}
 }

@@ -13,6 +13,9 @@ import (
 const (
 	streamFlush = 200 * time.Millisecond // changes are coalesced for this long
 	streamSide  = 2 * time.Second        // queues and workers are sent this often
+	// streamMaxBatch is the most job events sent for one flush; past it,
+	// a "bulk" event tells the client to reload its page.
+	streamMaxBatch = 200
 )
 
 // GET /stream: the dashboard's live feed, as Server-Sent Events fed by the
@@ -22,6 +25,8 @@ const (
 //	event: counts   jobs by state for the stream's queue and type filter
 //	event: queues   every queue (with=queues), every 2s
 //	event: workers  every registered worker (with=workers), every 2s
+//	event: bulk     more jobs changed at once than are sent one by one:
+//	                reload the page (GET /jobs)
 //	event: resync   changes were dropped (a slow client): reload
 //
 // Query: queue, type, namespace, parent filter the job events;
@@ -103,6 +108,15 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 				batch = append(batch, s)
 			}
 			clear(pending)
+			if len(batch) > streamMaxBatch {
+				// More changes than a page shows: the client reloads its
+				// page rather than apply them one by one.
+				if sse.send("bulk", "", map[string]int{"changed": len(batch)}) != nil ||
+					sse.send("counts", "", g.statsFor(queue, jobType)) != nil {
+					return
+				}
+				continue
+			}
 			sort.Slice(batch, func(i, k int) bool {
 				return before(batch[i].CreatedAt, batch[i].ID, batch[k].CreatedAt, batch[k].ID)
 			})

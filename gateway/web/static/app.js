@@ -126,6 +126,27 @@
   if (page === "jobs") {
     var table = document.getElementById("jobs");
     var d = table.dataset;
+    // Many jobs changed at once: fetch the page again (at most once a second).
+    var reloading = false, again = false;
+    var reloadPage = function () {
+      if (reloading) { again = true; return; }
+      reloading = true;
+      var q = new URLSearchParams(location.search);
+      q.set("limit", d.size);
+      api("GET", "/api/v1/jobs?" + q.toString()).then(function (l) {
+        var tbody = table.tBodies[0], seen = {};
+        l.jobs.forEach(function (j, i) {
+          seen[j.id] = 1;
+          var tr = tbody.querySelector('tr[data-id="' + j.id + '"]');
+          if (!tr) { tr = document.createElement("tr"); tr.dataset.id = j.id; tr.dataset.created = j.created_at; }
+          if (tbody.rows[i] !== tr) tbody.insertBefore(tr, tbody.rows[i] || null);
+          setRow(tr, j);
+        });
+        Array.prototype.slice.call(tbody.rows).forEach(function (tr) { if (!seen[tr.dataset.id]) tr.remove(); });
+      }).catch(function () {}).then(function () {
+        setTimeout(function () { reloading = false; if (again) { again = false; reloadPage(); } }, 1000);
+      });
+    };
     var onJob = liveRows(table, { state: d.state, first: d.first === "1", size: +d.size });
     var q = new URLSearchParams();
     if (d.queue) q.set("queue", d.queue);
@@ -139,6 +160,7 @@
           if (b.textContent !== String(n)) { b.textContent = n; flash(b.parentNode); }
         });
       },
+      bulk: reloadPage,
       resync: function () { location.reload(); }
     });
     document.querySelectorAll(".filters select").forEach(function (s) {
