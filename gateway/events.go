@@ -107,7 +107,7 @@ func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(g.baseCtx, cancel)
+	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
 	evs := make(chan *streams.Event, 64)
 	done := make(chan error, 1)

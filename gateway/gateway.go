@@ -105,6 +105,7 @@ type Gateway struct {
 	log      *slog.Logger
 
 	qcache     queueCache
+	ctxMu      sync.Mutex
 	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
 	baseCancel context.CancelFunc
 
@@ -145,6 +146,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.started {
 		return nil
 	}
+	g.ctxMu.Lock()
+	if g.baseCtx.Err() != nil { // started again after a Stop
+		g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
+	}
+	g.ctxMu.Unlock()
 	if err := g.workers.ensure(ctx); err != nil {
 		return err
 	}
@@ -164,7 +170,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		}
 		g.ln = ln
 		g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			BaseContext: func(net.Listener) context.Context { return g.baseCtx },
+			BaseContext: func(net.Listener) context.Context { return g.base() },
 			ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
 		g.served = make(chan struct{})
 		go func() {
@@ -177,6 +183,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.started = true
 	return nil
+}
+
+// base is the context of the gateway's current run: Stop cancels it.
+func (g *Gateway) base() context.Context {
+	g.ctxMu.Lock()
+	defer g.ctxMu.Unlock()
+	return g.baseCtx
 }
 
 // Addr is the address the gateway listens on, once started with an Addr.
@@ -199,7 +212,9 @@ func (g *Gateway) Stop(ctx context.Context) {
 		return
 	}
 	g.started = false
+	g.ctxMu.Lock()
 	g.baseCancel()
+	g.ctxMu.Unlock()
 	if g.srv != nil {
 		if err := g.srv.Shutdown(ctx); err != nil {
 			_ = g.srv.Close()

@@ -117,7 +117,7 @@ func (x *Index) Start(ctx context.Context) error {
 func (x *Index) Stop(ctx context.Context) {
 	x.runMu.Lock()
 	cancel, done := x.cancel, x.done
-	x.cancel = nil
+	x.cancel, x.done = nil, nil
 	x.runMu.Unlock()
 	if cancel == nil {
 		return

@@ -112,4 +112,17 @@ func TestStopEndsLongPollsAndIsIdempotent(t *testing.T) {
 	if took := time.Since(t0); took > 5*time.Second {
 		t.Fatalf("stop took %s", took)
 	}
+	// Started again, it serves long polls again.
+	if err := e.g.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	if c := e.claim(wk, 0.5); c.Job != nil || time.Since(t0) < 500*time.Millisecond {
+		t.Fatalf("claim after a restart: %+v after %s", c.Job, time.Since(t0))
+	}
+	var l JobList
+	e.do("GET", "/api/v1/jobs", nil).want(t, 200).json(t, &l)
+	if len(l.Jobs) != 1 || l.Jobs[0].ID != id {
+		t.Fatalf("list after a restart: %+v", l.Jobs)
+	}
 }

@@ -156,7 +156,7 @@ func preferWait(h string) (int, bool) {
 func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*streams.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	stop := context.AfterFunc(g.baseCtx, cancel)
+	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
 	w, err := g.store.KV.Watch(ctx, streams.KVKey(id))
 	if err != nil {

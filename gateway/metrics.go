@@ -257,7 +257,7 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	g := c.m.g
-	ctx, cancel := context.WithTimeout(g.baseCtx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(g.base(), 5*time.Second)
 	defer cancel()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

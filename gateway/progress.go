@@ -86,7 +86,7 @@ func (c *progressCoalescer) flush(id string, end bool) {
 	if value == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.g.baseCtx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.g.base()), 10*time.Second)
 	defer cancel()
 	if snap, err := c.g.remote.Progress(ctx, id, worker, *value); err == nil {
 		c.g.index.Put(snap.Job, snap.Rev)

@@ -49,7 +49,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(g.baseCtx, cancel)
+	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
 
 	sendSide := func() error {

@@ -348,7 +348,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(g.baseCtx, cancel)
+	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
 	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait)
 	if err != nil {
