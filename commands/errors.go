@@ -17,8 +17,9 @@ var (
 	// ErrTerminal: the job is already succeeded, failed or cancelled. Cancel
 	// treats it as a no-op that writes nothing.
 	ErrTerminal = errors.New("job is terminal")
-	// ErrNotFound: no job has the id.
-	ErrNotFound = errors.New("job not found")
+	// ErrNotFound: no job has the id (or no queue the name, ...): the
+	// error that wraps it says what was looked for.
+	ErrNotFound = errors.New("not found")
 	// ErrConflict: another writer changed the job first; re-read and retry.
 	ErrConflict = streams.ErrConflict
 	// ErrNotClaimant: the writer does not hold the job's lease (a zombie

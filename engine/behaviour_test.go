@@ -429,7 +429,7 @@ func TestMaxLeaseRequeuesFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cur.Job.State != streams.StateFailed || cur.Job.Error.Code != "LEASE_EXPIRED" || cur.Job.LeaseRequeues != 2 {
+	if cur.Job.State != streams.StateFailed || cur.Job.Error.Code != "LEASE_EXPIRED" || cur.Job.LeaseRequeues != 1 {
 		t.Fatalf("job %+v", cur.Job)
 	}
 	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvLeaseExpired)

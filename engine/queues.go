@@ -13,7 +13,7 @@ import (
 )
 
 // ErrQueueNotFound: no queue has the name.
-var ErrQueueNotFound = fmt.Errorf("queue: %w", commands.ErrNotFound)
+var ErrQueueNotFound = fmt.Errorf("queue %w", commands.ErrNotFound)
 
 // Queue returns a queue's record.
 func (s *Store) Queue(ctx context.Context, queue string) (*streams.QueueRecord, error) {
@@ -31,7 +31,7 @@ func (s *Store) queueRecord(ctx context.Context, queue string) (*streams.QueueRe
 	}
 	e, err := kv.Get(ctx, queue)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, fmt.Errorf("%w: %s", ErrQueueNotFound, queue)
+		return nil, 0, fmt.Errorf("queue %s: %w", queue, ErrQueueNotFound)
 	}
 	if err != nil {
 		return nil, 0, err

@@ -58,9 +58,6 @@ func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		}
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
-		if ev.Type == streams.EvLeaseExpired {
-			n.LeaseRequeues++
-		}
 	case streams.EvCancelled:
 		n.Error = &streams.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
 		n.FinishedAt = t

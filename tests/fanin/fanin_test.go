@@ -3,16 +3,10 @@
 package fanin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,86 +18,30 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "jetflow-fanin-")
+	bin, cleanup, err := testkit.BuildJetflow()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "jetflow")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/jetflow")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build jetflow:", err)
-		os.Exit(1)
-	}
+	binary = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
-}
-
-// proc is a jetflow process whose output is kept for failures.
-type proc struct {
-	cmd *exec.Cmd
-	out *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func start(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(binary, args...), out: &syncBuffer{}}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		if t.Failed() {
-			t.Logf("--- %s output:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	url := "nats://" + addr
-	start(t, "serve", "serve", "--data", t.TempDir(), "--nats-listen", addr, "--projector-lag", "300ms")
+	serve := testkit.StartProc(t, "serve", nil, binary, "serve", "--data", t.TempDir(), "--nats-listen", addr,
+		"--http", "off", "--projector-lag", "300ms")
+	serve.WaitOutput(t, 30*time.Second, "jetflow is running")
 	ctx := testkit.Ctx(t)
-	var client *jetflow.Client
-	testkit.WaitFor(t, 20*time.Second, func() (err error) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		client, err = jetflow.Connect(cctx, url, jetflow.ClientOptions{Name: "test"})
-		return err
-	})
-	defer client.Close()
+	client := testkit.Connect(t, url)
 
-	victim := start(t, "worker A", "worker", "--nats", url, "--lease", "1s", "--concurrency", "8", "--id", "A")
+	victim := testkit.StartProc(t, "worker A", nil, binary, "worker", "--nats", url, "--lease", "1s", "--concurrency", "8", "--id", "A")
 	const batches = 2000
 	job, err := client.Submit(ctx, "demo.fanout", map[string]int{"batches": batches, "batch_ms": 5})
 	if err != nil {
@@ -120,10 +58,7 @@ func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 		}
 		return nil
 	})
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = victim.cmd.Wait()
+	victim.Kill(t)
 	mid, err := client.Get(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +66,7 @@ func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 	if mid.State != jetflow.Waiting {
 		t.Fatalf("after the kill the parent is %s", mid.State)
 	}
-	start(t, "worker B", "worker", "--nats", url, "--lease", "1s", "--concurrency", "8", "--id", "B")
+	testkit.StartProc(t, "worker B", nil, binary, "worker", "--nats", url, "--lease", "1s", "--concurrency", "8", "--id", "B")
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	done, err := client.Wait(wctx, job.ID)

@@ -1,0 +1,203 @@
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+)
+
+// BuildJetflow builds cmd/jetflow into a temp dir for the process tests of
+// a package and returns the binary's path and a cleanup. It is meant for
+// TestMain, so that every test of the package runs the same real binary.
+func BuildJetflow() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "jetflow-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "jetflow")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/jetflow/jetflow/cmd/jetflow").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build jetflow: %v\n%s", err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// Proc is a process started by a test. Its output is kept and logged if
+// the test fails; it is killed when the test ends.
+type Proc struct {
+	Name string
+	Cmd  *exec.Cmd
+	out  *syncBuffer
+
+	exited chan struct{}
+	state  *os.ProcessState
+}
+
+// StartProc starts bin with args and extra environment ("K=V"), named for
+// the test log.
+func StartProc(t testing.TB, name string, env []string, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Name: name, Cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
+	p.Cmd.Env = append(os.Environ(), env...)
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		_ = p.Cmd.Wait()
+		p.state = p.Cmd.ProcessState
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.Cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("--- %s (%s) output:\n%s", name, strings.Join(args, " "), p.out.String())
+		}
+	})
+	return p
+}
+
+// Output is what the process printed so far (stdout and stderr).
+func (p *Proc) Output() string { return p.out.String() }
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to %s: %v", sig, p.Name, err)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill(t testing.TB) {
+	t.Helper()
+	p.Signal(t, syscall.SIGKILL)
+	<-p.exited
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitExit waits for the process to end and returns how: its exit code, or
+// -1 and the signal that killed it.
+func (p *Proc) WaitExit(t testing.TB, timeout time.Duration) (code int, sig syscall.Signal) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		t.Fatalf("%s still running after %s", p.Name, timeout)
+	}
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return p.state.ExitCode(), 0
+}
+
+// WaitOutput waits until the process has printed s.
+func (p *Proc) WaitOutput(t testing.TB, timeout time.Duration, s string) {
+	t.Helper()
+	WaitFor(t, timeout, func() error {
+		if strings.Contains(p.out.String(), s) {
+			return nil
+		}
+		if p.Exited() {
+			return fmt.Errorf("%s exited without printing %q", p.Name, s)
+		}
+		return fmt.Errorf("%s has not printed %q", p.Name, s)
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Connect connects a Client to url, retrying until the server there is up.
+func Connect(t testing.TB, url string) *jetflow.Client {
+	t.Helper()
+	var client *jetflow.Client
+	WaitFor(t, 30*time.Second, func() (err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		client, err = jetflow.Connect(ctx, url, jetflow.ClientOptions{Name: "test", Logger: Logger(t)})
+		return err
+	})
+	t.Cleanup(client.Close)
+	return client
+}
+
+// EventTypes lists the types of a job's events, oldest first.
+func EventTypes(t testing.TB, client *jetflow.Client, id string) []string {
+	t.Helper()
+	evs, err := client.Events(Ctx(t), id)
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	types := make([]string, len(evs))
+	for i, e := range evs {
+		types[i] = e.Type
+	}
+	return types
+}
+
+// WaitTerminal waits for a job to be terminal, by the record's KV watch.
+func WaitTerminal(t testing.TB, client *jetflow.Client, id string, timeout time.Duration) *jetflow.JobInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	j, err := client.Wait(ctx, id)
+	if errors.Is(err, context.DeadlineExceeded) {
+		cur, _ := client.Get(context.Background(), id)
+		t.Fatalf("job %s not terminal after %s: %+v", id, timeout, cur)
+	}
+	if err != nil {
+		t.Fatalf("wait for %s: %v", id, err)
+	}
+	return j
+}

@@ -1,0 +1,182 @@
+package process
+
+import (
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func actors(evs []*jetflow.EventInfo) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Actor
+	}
+	return out
+}
+
+// A worker process killed with SIGKILL in the middle of a job: its lease
+// runs out, the next worker requeues the job (job.lease_expired_requeue)
+// and finishes it.
+func TestKilledWorkerJobIsRequeued(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	a := s.worker("A", nil)
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Kill(t)
+	s.worker("B", nil)
+	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
+	if done.State != jetflow.Succeeded || done.Worker != "B" || done.Attempts != 2 || done.LeaseRequeues != 1 {
+		t.Fatalf("job %s under %s, attempts %d, lease requeues %d", done.State, done.Worker, done.Attempts, done.LeaseRequeues)
+	}
+	evs := s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, evSucceeded)
+	if got := actors(evs)[1:]; !slices.Equal(got, []string{"A", "B", "B", "B"}) {
+		t.Fatalf("actors %v", got)
+	}
+	s.waitDrained("default")
+	s.verify()
+}
+
+// After max_lease_requeues lost leases the job fails with
+// job.lease_expired instead of going round again.
+func TestMaxLeaseRequeuesFailsTheJob(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 600}, jetflow.MaxLeaseRequeues(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.worker("A", nil)
+	s.waitRunning(job.ID, "A")
+	a.Kill(t)
+	b := s.worker("B", nil)
+	s.waitRunning(job.ID, "B")
+	b.Kill(t)
+	s.worker("C", nil)
+	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
+	if done.State != jetflow.Failed || done.Error == nil || done.Error.Code != "LEASE_EXPIRED" || done.LeaseRequeues != 1 {
+		t.Fatalf("job %s, error %+v, lease requeues %d", done.State, done.Error, done.LeaseRequeues)
+	}
+	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvLeaseExpired)
+	s.waitDrained("default")
+	s.verify()
+}
+
+// A zombie: worker A is frozen (SIGSTOP) mid-job, its lease runs out, B
+// takes the job over and finishes it; when A thaws, its handler is
+// cancelled and its outcome refused: nothing it does is written.
+func TestFrozenWorkerIsAZombie(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	a := s.worker("A", nil)
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Signal(t, syscall.SIGSTOP)
+	s.worker("B", nil)
+	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
+	if done.State != jetflow.Succeeded || done.Worker != "B" {
+		t.Fatalf("job %s under %s", done.State, done.Worker)
+	}
+	a.Signal(t, syscall.SIGCONT)
+	a.WaitOutput(t, 20*time.Second, "attempt result discarded")
+	evs := s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, evSucceeded)
+	if got := actors(evs)[1:]; !slices.Equal(got, []string{"A", "B", "B", "B"}) {
+		t.Fatalf("actors %v", got)
+	}
+	s.waitDrained("default")
+	s.verify()
+}
+
+// SIGTERM: the worker stops claiming, gives its handler the grace period,
+// then requeues the job (job.requeued) and exits 0; another worker takes
+// the job over at once, without waiting for a lease to run out.
+func TestSigtermRequeuesRunningJobs(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	a := s.worker("A", nil, "--grace", "200ms", "--lease", "30s")
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Signal(t, syscall.SIGTERM)
+	if code, sig := a.WaitExit(t, 20*time.Second); code != 0 {
+		t.Fatalf("worker exited with code %d (signal %v)", code, sig)
+	}
+	j, err := s.client.Get(testkit.Ctx(t), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jetflow.Queued || j.Worker != "" {
+		t.Fatalf("after the worker's exit the job is %s under %q", j.State, j.Worker)
+	}
+	// A lease of 30s: were the job not requeued, B would wait that long.
+	s.worker("B", nil, "--lease", "30s")
+	done := testkit.WaitTerminal(t, s.client, job.ID, 15*time.Second)
+	if done.State != jetflow.Succeeded || done.Worker != "B" || done.LeaseRequeues != 0 {
+		t.Fatalf("job %s under %s", done.State, done.Worker)
+	}
+	s.wantEvents(job.ID, evSubmitted, evStarted, streams.EvRequeued, evStarted, evSucceeded)
+	s.waitDrained("default")
+	s.verify()
+}
+
+// Every process killed at once, the engine's embedded NATS server with
+// them, while one job waits for its retry and another for its run_at:
+// after a restart both run when due, because delays are message schedules
+// in the queue stream, not timers in a process.
+func TestDelaysSurviveRestartOfEverything(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	w := s.worker("A", nil)
+	ctx := testkit.Ctx(t)
+	retry, err := s.client.Submit(ctx, "demo.fail", map[string]int{"times": 1}, jetflow.Backoff(3*time.Second), jetflow.Jitter(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delayed, err := s.client.Submit(ctx, "demo.echo", map[string]int{"n": 7}, jetflow.Delay(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		j, err := s.client.Get(ctx, retry.ID)
+		if err != nil {
+			return err
+		}
+		if j.State != jetflow.Scheduled || j.Retries != 1 {
+			return testkit.Errorf("retry job %s, retries %d", j.State, j.Retries)
+		}
+		return nil
+	})
+	w.Kill(t)
+	s.serve.Kill(t)
+
+	s.startServe()
+	s.worker("B", nil)
+	for _, id := range []string{retry.ID, delayed.ID} {
+		if done := testkit.WaitTerminal(t, s.client, id, 30*time.Second); done.State != jetflow.Succeeded || done.Worker != "B" {
+			t.Fatalf("job %s: %s under %s", id, done.State, done.Worker)
+		}
+	}
+	evs := s.wantEvents(retry.ID, evSubmitted, evStarted, evRetry, evDue, evStarted, evSucceeded)
+	if started, due := evs[4].Time, evs[2].RunAt; due == nil || started.Before(*due) {
+		t.Fatalf("retry started at %s, due at %v", started, due)
+	}
+	evs = s.wantEvents(delayed.ID, evSubmitted, evDue, evStarted, evSucceeded)
+	if runAt := evs[0].RunAt; runAt == nil || evs[2].Time.Before(*runAt) {
+		t.Fatalf("delayed job started at %s, run_at %v", evs[2].Time, runAt)
+	}
+	s.waitDrained("default")
+	s.verify()
+}
