@@ -405,6 +405,13 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var snap engine.Snapshot
 	if p.State != "" {
+		// The whole report is checked before anything of it is written:
+		// a refused move must not leave its progress (or the progress
+		// still pending from earlier reports) behind.
+		if err := g.checkReport(ctx, id, p); err != nil {
+			fail(w, r, err, id)
+			return
+		}
 		// A state report is written after any progress still pending.
 		g.progress.flush(id, p.State != streams.StateRunning)
 	}
@@ -460,4 +467,43 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
+}
+
+// checkReport decides a state report (and the progress that comes with it)
+// against the job as it is now, writing nothing: the worker must hold the
+// job and the lifecycle must allow the move from its current state. The
+// writes that follow decide again, revision-checked, so a job that moves
+// in between is still refused; this check is what keeps a request refused
+// as a whole from writing part of itself.
+func (g *Gateway) checkReport(ctx context.Context, id string, p *PatchRequest) error {
+	snap, err := g.store.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	j, now := snap.Job, time.Now().UTC()
+	if err := commands.CheckHolder(j, p.WorkerID); err != nil {
+		return err
+	}
+	if p.Progress != nil {
+		if _, err := commands.Progress(j, *p.Progress, p.WorkerID, now); err != nil {
+			return err
+		}
+	}
+	switch p.State {
+	case streams.StateRunning:
+		_, err = commands.Start(j, p.WorkerID, j.LeaseItem, now)
+	case streams.StateSucceeded:
+		if _, err = commands.CompactJSON(p.Result); err != nil {
+			return &commands.InputError{Field: "result", Reason: err.Error()}
+		}
+		_, err = commands.Succeed(j, nil, p.WorkerID, now)
+	case streams.StateFailed:
+		_, err = commands.Fail(j, *p.Error, p.Retryable == nil || *p.Retryable, p.WorkerID, now, 0)
+	case streams.StateQueued:
+		_, err = commands.Requeue(j, "", p.WorkerID, now)
+	default:
+		err = fmt.Errorf("job %s: a worker reports running, succeeded, failed or queued, not %s: %w",
+			id, p.State, commands.ErrInvalidTransition)
+	}
+	return err
 }

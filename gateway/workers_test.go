@@ -314,3 +314,29 @@ func TestRemoteProgressIsCoalesced(t *testing.T) {
 		t.Fatalf("the last progress is not written before the outcome: %v", types)
 	}
 }
+
+// A report refused as a whole writes nothing of itself: the progress that
+// came with a state move the lifecycle refuses is not written either.
+func TestRefusedReportWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["refused"]}`)
+	other := e.register(`{"name":"o","types":["refused"]}`)
+	id := e.submit(`{"type":"refused"}`).ID
+	e.claimJob(wk, id)
+	before := e.eventCount()
+	progress := map[string]any{"current": 1, "total": 2}
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "progress": progress}).problem(t, 409, engine.ProblemInvalidTransition)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "cancelled", "progress": progress}).problem(t, 409, engine.ProblemInvalidTransition)
+	e.patch(id, map[string]any{"worker_id": other, "state": "running", "progress": progress}).problem(t, 409, engine.ProblemNotClaimant)
+	if n := e.eventCount() - before; n != 0 {
+		t.Fatalf("refused reports wrote %d events", n)
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed)
+	// The same progress with an allowed move is written, before the move.
+	v := e.patch(id, map[string]any{"worker_id": wk, "state": "running", "progress": progress}).want(t, 200).job(t)
+	if v.State != streams.StateRunning {
+		t.Fatalf("running with progress: %+v", v)
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvProgress, streams.EvStarted)
+}
