@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -33,6 +34,25 @@ type Remote struct {
 	streams map[string]jetstream.Stream
 }
 
+// Limits of what one remote worker serves: every (queue, type) pair is a
+// run consumer on the server, created by the worker's first claim.
+const (
+	MaxRemoteTypes  = 64
+	MaxRemoteQueues = 16
+	MaxRemotePairs  = 256 // types × queues
+)
+
+// CheckRemoteScope refuses a worker scope over the limits with a
+// *commands.InputError on "types".
+func CheckRemoteScope(queues, types []string) error {
+	if len(types) > MaxRemoteTypes || len(queues) > MaxRemoteQueues || len(types)*max(len(queues), 1) > MaxRemotePairs {
+		return &commands.InputError{Field: "types", Reason: fmt.Sprintf(
+			"%d types on %d queues: at most %d types, %d queues and %d types × queues",
+			len(types), len(queues), MaxRemoteTypes, MaxRemoteQueues, MaxRemotePairs)}
+	}
+	return nil
+}
+
 // NewRemote returns a Remote whose claims hold a lease of lease (the
 // AckWait of run consumers it creates; 0: DefaultLease). Remote workers
 // must heartbeat well within it.
@@ -51,47 +71,100 @@ func NewRemote(store *Store, lease time.Duration, log *slog.Logger) *Remote {
 func (r *Remote) Lease() time.Duration { return r.lease }
 
 type runConsumer struct {
-	queue, jobType string
-	cons           jetstream.Consumer
-	qs             jetstream.Stream
+	queue, jobType, subject string
+	cons                    jetstream.Consumer
+	qs                      jetstream.Stream
 }
 
-func (r *Remote) consumers(ctx context.Context, queues, types []string) ([]runConsumer, error) {
-	var out []runConsumer
+// consumers returns the run consumers of the worker's (queue, type) pairs,
+// creating the consumers it has not seen. A queue that does not exist is
+// left out (missing is true): a claim does not create queues, it only has
+// nothing to claim there until a job is submitted to it.
+func (r *Remote) consumers(ctx context.Context, queues, types []string) (out []runConsumer, missing bool, err error) {
 	for _, q := range queues {
-		for _, t := range types {
-			if !streams.ValidQueue(q) {
-				return nil, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
+		if !streams.ValidQueue(q) {
+			return nil, false, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
+		}
+		r.mu.Lock()
+		qs := r.streams[q]
+		r.mu.Unlock()
+		if qs == nil {
+			qs, err = r.store.JS.Stream(ctx, streams.QueueStream(q))
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				missing = true
+				continue
 			}
-			if !streams.ValidType(t) {
-				return nil, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
+			if err != nil {
+				return nil, false, err
 			}
-			key := q + "/" + t
 			r.mu.Lock()
-			cons, qs := r.ensured[key], r.streams[q]
+			r.streams[q] = qs
 			r.mu.Unlock()
-			if cons == nil {
-				var err error
-				if cons, err = r.store.EnsureRunConsumer(ctx, q, t, r.lease, DefaultMaxAckPending); err != nil {
-					return nil, err
-				}
-				if qs, err = r.store.JS.Stream(ctx, streams.QueueStream(q)); err != nil {
-					return nil, err
-				}
-				r.mu.Lock()
-				r.ensured[key], r.streams[q] = cons, qs
-				r.mu.Unlock()
+		}
+		for _, t := range types {
+			if !streams.ValidType(t) {
+				return nil, false, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
 			}
-			out = append(out, runConsumer{queue: q, jobType: t, cons: cons, qs: qs})
+			c, err := r.consumer(ctx, q, t, qs)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, c)
 		}
 	}
-	return out, nil
+	return out, missing, nil
+}
+
+// consumer returns the run consumer of a type on an existing queue, from
+// the cache or created.
+func (r *Remote) consumer(ctx context.Context, q, t string, qs jetstream.Stream) (runConsumer, error) {
+	key := q + "/" + t
+	r.mu.Lock()
+	cons := r.ensured[key]
+	r.mu.Unlock()
+	if cons == nil {
+		var err error
+		if cons, err = r.store.EnsureRunConsumer(ctx, q, t, r.lease, DefaultMaxAckPending); err != nil {
+			return runConsumer{}, err
+		}
+		r.mu.Lock()
+		r.ensured[key] = cons
+		r.mu.Unlock()
+	}
+	return runConsumer{queue: q, jobType: t, subject: streams.RunSubject(q, t), cons: cons, qs: qs}, nil
+}
+
+// renew drops a consumer that is gone from the server (deleted by an
+// operator, or with its stream) from the cache and creates it again.
+func (r *Remote) renew(ctx context.Context, c *runConsumer) error {
+	r.mu.Lock()
+	delete(r.ensured, c.queue+"/"+c.jobType)
+	r.mu.Unlock()
+	r.log.Warn("run consumer is gone; creating it again", "queue", c.queue, "type", c.jobType)
+	fresh, err := r.consumer(ctx, c.queue, c.jobType, c.qs)
+	if err != nil {
+		return err
+	}
+	*c = fresh
+	return nil
+}
+
+// consumerGone reports whether err says a consumer no longer exists on
+// the server (a pull to it has no responder).
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, nats.ErrNoResponders)
 }
 
 // Claim long-polls for a work item of one of types on one of queues and
-// claims its job for worker (queued -> claimed). It returns a zero Snapshot
-// (Job nil) when none came within wait. It waits on the run subjects
-// themselves (a publish wakes it), not on a timer.
+// claims its job for worker (queued -> claimed): the oldest waiting item
+// of them all (by the time it was queued), whatever its type or queue. It
+// returns a zero Snapshot (Job nil) when none came within wait. It waits on
+// the run subjects themselves (a publish wakes it), not on a timer.
+//
+// Age is read from the server before each round (the next undelivered
+// item of each consumer); when claimers race, the one that loses an item
+// takes the next, and the revision-checked claim decides who holds a job.
 func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration) (Snapshot, error) {
 	if worker == "" {
 		return Snapshot{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
@@ -102,14 +175,21 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 	if len(queues) == 0 {
 		queues = []string{streams.DefaultQueue}
 	}
-	cs, err := r.consumers(ctx, queues, types)
+	if err := CheckRemoteScope(queues, types); err != nil {
+		return Snapshot{}, err
+	}
+	cs, missing, err := r.consumers(ctx, queues, types)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	deadline := time.Now().Add(wait)
 	var wake chan struct{}
 	for {
-		for _, c := range cs {
+		order, err := r.byAge(ctx, cs)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		for _, c := range order {
 			snap, ok, err := r.tryClaim(ctx, c, worker)
 			if err != nil {
 				return Snapshot{}, err
@@ -124,26 +204,34 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 		}
 		if wake == nil {
 			// Subscribe once, then look again, so that nothing published
-			// between the look and the subscribe is missed.
+			// between the look and the subscribe is missed. Queues that do
+			// not exist yet are listened to as well: a submit creates them.
 			wake = make(chan struct{}, 1)
 			var subs []*nats.Subscription
-			for _, c := range cs {
-				sub, err := r.store.NC.Subscribe(streams.RunSubject(c.queue, c.jobType), func(*nats.Msg) {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
-				})
-				if err != nil {
-					return Snapshot{}, err
-				}
-				subs = append(subs, sub)
-			}
 			defer func() {
 				for _, s := range subs {
 					_ = s.Unsubscribe()
 				}
 			}()
+			for _, q := range queues {
+				for _, t := range types {
+					sub, err := r.store.NC.Subscribe(streams.RunSubject(q, t), func(*nats.Msg) {
+						select {
+						case wake <- struct{}{}:
+						default:
+						}
+					})
+					if err != nil {
+						return Snapshot{}, err
+					}
+					subs = append(subs, sub)
+				}
+			}
+			if missing {
+				if cs, missing, err = r.consumers(ctx, queues, types); err != nil {
+					return Snapshot{}, err
+				}
+			}
 			continue
 		}
 		// Redeliveries (expired leases) do not publish on the subject: look
@@ -157,48 +245,139 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 			return Snapshot{}, ctx.Err()
 		}
 		t.Stop()
+		if missing {
+			if cs, missing, err = r.consumers(ctx, queues, types); err != nil {
+				return Snapshot{}, err
+			}
+		}
 	}
 }
 
-func (r *Remote) tryClaim(ctx context.Context, c runConsumer, worker string) (Snapshot, bool, error) {
-	batch, err := c.cons.FetchNoWait(1)
-	if err != nil {
-		return Snapshot{}, false, fmt.Errorf("fetch %s/%s: %w", c.queue, c.jobType, err)
+// byAge orders consumers by the age of their next waiting item, oldest
+// first, and leaves out those with nothing to deliver (no waiting item,
+// no item due for redelivery) or paused. One consumer is returned as is:
+// its fetch is the look.
+func (r *Remote) byAge(ctx context.Context, cs []runConsumer) ([]*runConsumer, error) {
+	if len(cs) == 1 {
+		return []*runConsumer{&cs[0]}, nil
 	}
-	for msg := range batch.Messages() {
-		d := decodeDelivery(msg, r.log)
-		if d == nil {
+	type aged struct {
+		c   *runConsumer
+		at  time.Time
+		seq uint64
+	}
+	var ready []aged
+	var redeliver []*runConsumer
+	for i := range cs {
+		c := &cs[i]
+		info, err := c.cons.Info(ctx)
+		if consumerGone(err) {
+			if err = r.renew(ctx, c); err == nil {
+				info, err = c.cons.Info(ctx)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run consumer %s/%s: %w", c.queue, c.jobType, err)
+		}
+		if info.Paused {
 			continue
 		}
-		if snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.log); ok {
-			return snap, true, nil
+		if info.NumPending == 0 {
+			if info.NumAckPending > 0 {
+				redeliver = append(redeliver, c) // held items may come back after a lost lease
+			}
+			continue
 		}
+		msg, err := c.qs.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(c.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			redeliver = append(redeliver, c) // taken meanwhile
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("peek %s: %w", c.subject, err)
+		}
+		ready = append(ready, aged{c: c, at: msg.Time, seq: msg.Sequence})
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return Snapshot{}, false, err
+	sort.SliceStable(ready, func(i, k int) bool {
+		if !ready[i].at.Equal(ready[k].at) {
+			return ready[i].at.Before(ready[k].at)
+		}
+		return ready[i].seq < ready[k].seq
+	})
+	out := make([]*runConsumer, 0, len(ready)+len(redeliver))
+	for _, a := range ready {
+		out = append(out, a.c)
+	}
+	return append(out, redeliver...), nil
+}
+
+func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (Snapshot, bool, error) {
+	batch, err := c.cons.FetchNoWait(1)
+	if err == nil {
+		for msg := range batch.Messages() {
+			d := decodeDelivery(msg, r.log)
+			if d == nil {
+				continue
+			}
+			if snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.log); ok {
+				return snap, true, nil
+			}
+		}
+		err = batch.Error()
+	}
+	if consumerGone(err) {
+		// Created again for the next look; nothing to claim from it now.
+		return Snapshot{}, false, r.renew(ctx, c)
+	}
+	if err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return Snapshot{}, false, fmt.Errorf("fetch %s/%s: %w", c.queue, c.jobType, err)
 	}
 	return Snapshot{}, false, nil
 }
 
+// Renewal is what a heartbeat's renewal found of a worker's claims.
+type Renewal struct {
+	// Held are the claims whose leases were renewed: the worker holds them.
+	Held []string
+	// Lost are the claims the worker no longer holds: the job is gone, or
+	// it moved on (finished, cancelled, requeued after a lost lease).
+	Lost []string
+	// Unchecked are the claims that could not be looked at now (a
+	// transient error: NATS slow or unreachable). They are not lost: the
+	// next heartbeat looks again, and their leases run on meanwhile.
+	Unchecked []string
+}
+
 // Renew extends the leases of the jobs worker holds among ids (a
-// heartbeat). It returns the ids it renewed; jobs the worker no longer holds
-// are left out.
-func (r *Remote) Renew(ctx context.Context, worker string, ids []string) ([]string, error) {
-	var held []string
+// heartbeat). Only a job that is not found, or that the worker does not
+// hold any more, is lost; a job that could not be read or renewed is
+// unchecked, and the error says why.
+func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewal, error) {
+	var rn Renewal
+	var errs []error
 	for _, id := range ids {
 		snap, err := r.store.Get(ctx, id)
+		if errors.Is(err, commands.ErrNotFound) {
+			rn.Lost = append(rn.Lost, id)
+			continue
+		}
 		if err != nil {
+			rn.Unchecked = append(rn.Unchecked, id)
+			errs = append(errs, fmt.Errorf("renew %s: %w", id, err))
 			continue
 		}
 		if commands.CheckHolder(snap.Job, worker) != nil || snap.Job.LeaseAck == "" {
+			rn.Lost = append(rn.Lost, id)
 			continue
 		}
 		if err := r.store.NC.Publish(snap.Job.LeaseAck, []byte("+WPI")); err != nil {
-			return held, err
+			rn.Unchecked = append(rn.Unchecked, id)
+			errs = append(errs, fmt.Errorf("renew %s: %w", id, err))
+			continue
 		}
-		held = append(held, id)
+		rn.Held = append(rn.Held, id)
 	}
-	return held, nil
+	return rn, errors.Join(errs...)
 }
 
 // report applies a remote worker's report on a job it holds. On an

@@ -1,11 +1,14 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -54,8 +57,8 @@ func TestRemoteClaimReportSucceed(t *testing.T) {
 	// Heartbeats past the lease keep the job.
 	for i := 0; i < 4; i++ {
 		time.Sleep(400 * time.Millisecond) // heartbeat cadence, not a wait for a condition
-		if held, err := rm.Renew(h.ctx, "w1", []string{sub.Job.ID}); err != nil || len(held) != 1 {
-			t.Fatalf("renew: %v %v", held, err)
+		if rn, err := rm.Renew(h.ctx, "w1", []string{sub.Job.ID}); err != nil || len(rn.Held) != 1 || len(rn.Lost) != 0 {
+			t.Fatalf("renew: %+v %v", rn, err)
 		}
 	}
 	if _, err := rm.Progress(h.ctx, sub.Job.ID, "w1", streams.Progress{Current: 1, Total: 2}); err != nil {
@@ -157,7 +160,10 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	if _, err := h.st.SetQueuePaused(h.ctx, "missing", true); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("pause of an unknown queue: %v", err)
 	}
-	// An empty claim creates the queue and its consumer.
+	// A claim does not create a queue; an operator (or a submit) does.
+	if err := h.st.Queues.Ensure(h.ctx, "pq"); err != nil {
+		t.Fatal(err)
+	}
 	if none, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 0); err != nil || none.Job != nil {
 		t.Fatalf("first claim: %v %+v", err, none.Job)
 	}
@@ -182,5 +188,132 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	stats, err := h.st.QueueStats(h.ctx, "pq")
 	if err != nil || stats.Paused || stats.Held != 1 {
 		t.Fatalf("stats %+v %v", stats, err)
+	}
+}
+
+// A worker of several types (on several queues) claims the oldest queued
+// job of them all, whatever its type or queue.
+func TestRemoteClaimsOldestFirst(t *testing.T) {
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
+	var want []string
+	for _, req := range []commands.SubmitRequest{{Type: "tb"}, {Type: "tb"}, {Type: "ta"}, {Type: "tc", Queue: "q2"}, {Type: "ta"}} {
+		want = append(want, h.submit(req).Job.ID)
+	}
+	var got []string
+	for range want {
+		s, err := rm.Claim(h.ctx, "w", []string{"q2", "default"}, []string{"tc", "ta", "tb"}, 2*time.Second)
+		if err != nil || s.Job == nil {
+			t.Fatalf("claim %d: %v", len(got), err)
+		}
+		got = append(got, s.Job.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("claimed in the order\n %v\nwant the submit order\n %v", got, want)
+	}
+}
+
+// A claim does not create the queues it names: a queue that does not exist
+// has nothing to claim, until a submit creates it (a waiting claim then
+// gets the job).
+func TestRemoteClaimCreatesNoQueue(t *testing.T) {
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
+	if s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 0); err != nil || s.Job != nil {
+		t.Fatalf("claim on a missing queue: %v %+v", err, s.Job)
+	}
+	if _, err := h.st.JS.Stream(h.ctx, streams.QueueStream("nowhere")); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the claim created the queue's stream: %v", err)
+	}
+	if _, err := h.st.Queue(h.ctx, "nowhere"); !errors.Is(err, commands.ErrNotFound) {
+		t.Fatalf("the claim created the queue's record: %v", err)
+	}
+	got := make(chan engine.Snapshot, 1)
+	go func() {
+		s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	time.Sleep(100 * time.Millisecond) // let the claim start waiting (either order must work)
+	id := h.submit(commands.SubmitRequest{Type: "x", Queue: "nowhere"}).Job.ID
+	select {
+	case s := <-got:
+		if s.Job == nil || s.Job.ID != id {
+			t.Fatalf("waiting claim got %+v, want %s", s.Job, id)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the waiting claim did not get the job of the new queue")
+	}
+	// Over the limits: refused before anything is created.
+	types := make([]string, engine.MaxRemoteTypes+1)
+	for i := range types {
+		types[i] = fmt.Sprintf("t%d", i)
+	}
+	if _, err := rm.Claim(h.ctx, "w", nil, types, 0); !errors.Is(err, commands.ErrInvalidInput) {
+		t.Fatalf("claim of %d types: %v", len(types), err)
+	}
+}
+
+// A run consumer deleted on the server (by an operator) is created again
+// by the next claim instead of failing every claim of the gateway.
+func TestRemoteRecreatesDeletedConsumer(t *testing.T) {
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
+	first := h.submit(commands.SubmitRequest{Type: "gone"}).Job.ID
+	if s, err := rm.Claim(h.ctx, "w", nil, []string{"gone"}, time.Second); err != nil || s.Job == nil || s.Job.ID != first {
+		t.Fatalf("first claim: %v", err)
+	}
+	if _, err := rm.Fail(h.ctx, first, "w", streams.JobError{Message: "done"}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitNoWork(t, h, "default", "gone")
+	if err := h.st.JS.DeleteConsumer(h.ctx, streams.QueueStream("default"), engine.ConsumerName("gone")); err != nil {
+		t.Fatal(err)
+	}
+	second := h.submit(commands.SubmitRequest{Type: "gone"}).Job.ID
+	for _, types := range [][]string{{"gone"}, {"gone", "other"}} {
+		s, err := rm.Claim(h.ctx, "w", nil, types, 3*time.Second)
+		if err != nil {
+			t.Fatalf("claim %v after the consumer was deleted: %v", types, err)
+		}
+		if s.Job != nil {
+			if s.Job.ID != second {
+				t.Fatalf("claimed %s, want %s", s.Job.ID, second)
+			}
+			return
+		}
+		if err := h.st.JS.DeleteConsumer(h.ctx, streams.QueueStream("default"), engine.ConsumerName("gone")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("no claim got the job after the consumer was recreated")
+}
+
+// A heartbeat that cannot read a claim (a transient error) keeps it: only
+// a job that is gone or held by another is lost.
+func TestRemoteRenewKeepsClaimsOnTransientErrors(t *testing.T) {
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
+	id := h.submit(commands.SubmitRequest{Type: "beat"}).Job.ID
+	if s, err := rm.Claim(h.ctx, "w", nil, []string{"beat"}, time.Second); err != nil || s.Job == nil {
+		t.Fatalf("claim: %v", err)
+	}
+	unknown := "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	dead, cancel := context.WithCancel(h.ctx)
+	cancel()
+	rn, err := rm.Renew(dead, "w", []string{id})
+	if err == nil || len(rn.Unchecked) != 1 || rn.Unchecked[0] != id || len(rn.Lost) != 0 || len(rn.Held) != 0 {
+		t.Fatalf("renew with NATS unreachable: %+v %v", rn, err)
+	}
+	rn, err = rm.Renew(h.ctx, "w", []string{id, unknown})
+	if err != nil || fmt.Sprint(rn.Held) != fmt.Sprint([]string{id}) || fmt.Sprint(rn.Lost) != fmt.Sprint([]string{unknown}) ||
+		len(rn.Unchecked) != 0 {
+		t.Fatalf("renew: %+v %v", rn, err)
+	}
+	rn, err = rm.Renew(h.ctx, "other", []string{id})
+	if err != nil || len(rn.Held) != 0 || fmt.Sprint(rn.Lost) != fmt.Sprint([]string{id}) {
+		t.Fatalf("renew by a worker that does not hold it: %+v %v", rn, err)
 	}
 }

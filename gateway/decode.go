@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -186,9 +187,6 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if len(req.Types) == 0 {
 		return nil, in("types", "a worker needs at least one job type")
 	}
-	if len(req.Types) > 256 || len(req.Queues) > 64 {
-		return nil, in("types", "at most 256 types and 64 queues")
-	}
 	for _, t := range req.Types {
 		if !streams.ValidType(t) {
 			return nil, in("types", "%q is not a job type", t)
@@ -201,6 +199,17 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		if !streams.ValidQueue(q) {
 			return nil, in("queues", "%q is not a queue name", q)
 		}
+	}
+	req.Types, req.Queues = dedupe(req.Types), dedupe(req.Queues)
+	// Every (queue, type) pair is a consumer on the server that the
+	// worker's first claim creates: a registration is bounded.
+	if err := engine.CheckRemoteScope(req.Queues, req.Types); err != nil {
+		p := newProblem(ProblemRegistrationTooLarge, http.StatusUnprocessableEntity, err.Error())
+		p.Field = "types"
+		if len(req.Queues) > engine.MaxRemoteQueues {
+			p.Field = "queues"
+		}
+		return nil, p
 	}
 	if req.Concurrency < 0 || req.Concurrency > 10000 {
 		return nil, in("concurrency", "%d: want 0-10000", req.Concurrency)
@@ -219,4 +228,17 @@ type cancelRequest struct {
 // retryRequest is the optional body of POST /jobs/{id}/retry.
 type retryRequest struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// dedupe drops repeated names, keeping the first of each in order.
+func dedupe(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := names[:0:0]
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -18,6 +18,9 @@ const (
 	ProblemBadCursor        = "bad-cursor"         // a list cursor this gateway did not hand out
 	ProblemMethodNotAllowed = "method-not-allowed" // the route exists, the method does not
 	ProblemUnavailable      = "unavailable"        // NATS is unreachable or the index is not loaded yet
+	// ProblemRegistrationTooLarge: a worker registration over the limits
+	// of types, queues or types × queues (engine.MaxRemote*).
+	ProblemRegistrationTooLarge = "registration-too-large"
 )
 
 var problemTitles = map[string]string{
@@ -33,6 +36,7 @@ var problemTitles = map[string]string{
 	ProblemBadCursor:                "Bad cursor",
 	ProblemMethodNotAllowed:         "Method not allowed",
 	ProblemUnavailable:              "Service unavailable",
+	ProblemRegistrationTooLarge:     "Registration too large",
 }
 
 // Problem is an RFC 9457 problem detail: the body of every error response

@@ -251,6 +251,10 @@ type HeartbeatResponse struct {
 	// after its lease expired): it must stop working on them, as nothing
 	// it reports about them will be accepted.
 	Lost []string `json:"lost"`
+	// Unchecked are claims that could not be looked at now (a transient
+	// NATS error): they are kept, not renewed; the next heartbeat looks
+	// again. Keep working on them.
+	Unchecked []string `json:"unchecked"`
 }
 
 // POST /workers/{id}/heartbeat
@@ -266,17 +270,13 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	held, err := g.remote.Renew(ctx, id, rec.Claims)
+	rn, err := g.remote.Renew(ctx, id, rec.Claims)
 	if err != nil {
-		fail(w, r, err, "")
-		return
+		// Only a claim known to be lost is dropped; one that could not be
+		// looked at now is kept for the next heartbeat.
+		g.log.Warn("heartbeat: claims not renewed", "worker", id, "unchecked", rn.Unchecked, "err", err)
 	}
-	lost := []string{}
-	for _, c := range rec.Claims {
-		if !slices.Contains(held, c) {
-			lost = append(lost, c)
-		}
-	}
+	held, lost, unchecked := nonNil(rn.Held), nonNil(rn.Lost), nonNil(rn.Unchecked)
 	rec, err = g.workers.Update(ctx, id, func(rec *WorkerRecord) {
 		rec.LastHeartbeat = time.Now().UTC()
 		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
@@ -285,10 +285,14 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if held == nil {
-		held = []string{}
+	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: held, Lost: lost, Unchecked: unchecked})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
 	}
-	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: held, Lost: lost})
+	return s
 }
 
 // DELETE /workers/{id}: the worker leaves; the jobs it holds go back to

@@ -340,3 +340,69 @@ func TestRefusedReportWritesNothing(t *testing.T) {
 	}
 	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvProgress, streams.EvStarted)
 }
+
+// POST /tasks/claim takes the oldest queued job of the worker's types.
+func TestClaimTakesOldestOfAnyType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["ta","tb"]}`)
+	var want []string
+	for _, typ := range []string{"tb", "tb", "ta"} {
+		want = append(want, e.submit(`{"type":"`+typ+`"}`).ID)
+	}
+	for _, id := range want {
+		e.claimJob(wk, id)
+		e.patch(id, map[string]any{"worker_id": wk, "state": "queued"}).want(t, 200)
+		e.patch(id, map[string]any{"worker_id": wk, "state": "queued"}).problem(t, 409, engine.ProblemNotClaimant)
+	}
+}
+
+// A registration is bounded: every (queue, type) pair is a consumer on
+// the server.
+func TestRegistrationLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := func(prefix string, n int) string {
+		var s []string
+		for i := 0; i < n; i++ {
+			s = append(s, fmt.Sprintf(`"%s%d"`, prefix, i))
+		}
+		return "[" + strings.Join(s, ",") + "]"
+	}
+	before := e.eventCount()
+	p := e.do("POST", "/api/v1/workers", `{"types":`+names("t", engine.MaxRemoteTypes+1)+`}`).
+		problem(t, 422, ProblemRegistrationTooLarge)
+	if p.Field != "types" {
+		t.Fatalf("problem %+v", p)
+	}
+	p = e.do("POST", "/api/v1/workers", `{"types":["a"],"queues":`+names("q", engine.MaxRemoteQueues+1)+`}`).
+		problem(t, 422, ProblemRegistrationTooLarge)
+	if p.Field != "queues" {
+		t.Fatalf("problem %+v", p)
+	}
+	e.do("POST", "/api/v1/workers", `{"types":`+names("t", 32)+`,"queues":`+names("q", 16)+`}`).
+		problem(t, 422, ProblemRegistrationTooLarge)
+	var list struct{ Workers []WorkerView }
+	e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &list)
+	if len(list.Workers) != 0 || e.eventCount() != before {
+		t.Fatalf("refused registrations left %d workers", len(list.Workers))
+	}
+	// At the limits, and repeated names count once.
+	var v WorkerView
+	e.do("POST", "/api/v1/workers", `{"types":`+names("t", 16)+`,"queues":`+names("q", 16)+`}`).want(t, 201)
+	e.do("POST", "/api/v1/workers", `{"types":["a","a","b"],"queues":["x","x"]}`).want(t, 201).json(t, &v)
+	if strings.Join(v.Types, ",") != "a,b" || strings.Join(v.Queues, ",") != "x" {
+		t.Fatalf("deduplicated %v %v", v.Types, v.Queues)
+	}
+	// A claim on queues that do not exist creates none of them.
+	if c := e.claim(v.ID, 0); c.Job != nil {
+		t.Fatalf("claimed %+v", c.Job)
+	}
+	var qs struct{ Queues []QueueInfo }
+	e.do("GET", "/api/v1/queues", nil).want(t, 200).json(t, &qs)
+	for _, q := range qs.Queues {
+		if q.Name == "x" {
+			t.Fatalf("a claim created queue x: %+v", qs.Queues)
+		}
+	}
+}
