@@ -21,6 +21,9 @@ const (
 	// ProblemRegistrationTooLarge: a worker registration over the limits
 	// of types, queues or types × queues (engine.MaxRemote*).
 	ProblemRegistrationTooLarge = "registration-too-large"
+	// ProblemConcurrencyLimit: a claim of a worker that already holds as
+	// many live claims as its registered concurrency.
+	ProblemConcurrencyLimit = "concurrency-limit"
 )
 
 var problemTitles = map[string]string{
@@ -37,6 +40,7 @@ var problemTitles = map[string]string{
 	ProblemMethodNotAllowed:         "Method not allowed",
 	ProblemUnavailable:              "Service unavailable",
 	ProblemRegistrationTooLarge:     "Registration too large",
+	ProblemConcurrencyLimit:         "Concurrency limit reached",
 }
 
 // Problem is an RFC 9457 problem detail: the body of every error response

@@ -346,6 +346,13 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	// A worker holding as many live claims as its concurrency gets no
+	// more: it is told so at once rather than made to wait.
+	gone, err := g.checkConcurrency(ctx, rec)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
 	var wait time.Duration
 	if req.Wait != nil {
 		wait = min(time.Duration(*req.Wait), g.cfg.MaxWait)
@@ -369,24 +376,95 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	id := snap.Job.ID
 	g.index.Put(snap.Job, snap.Rev)
+	over := false
 	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
+		// Counted again on the record being written: a claim of the same
+		// worker that won a race meanwhile counts, claims known to be
+		// over do not.
+		live := 0
+		for _, c := range rec.Claims {
+			if !gone[c] {
+				live++
+			}
+		}
+		if over = live >= max(rec.Concurrency, 1); over {
+			return
+		}
 		rec.LastHeartbeat = time.Now().UTC()
 		if !slices.Contains(rec.Claims, id) {
 			rec.Claims = append(rec.Claims, id)
 		}
 	})
+	if err == nil && over {
+		err = errConcurrency(rec)
+	}
 	if err != nil || ctx.Err() != nil {
 		// The worker left meanwhile, or its request is gone: nobody will
 		// run the job, so give it back now rather than after a lease.
 		if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
 			g.index.Put(snap.Job, snap.Rev)
 		}
-		if err != nil {
+		if over {
+			fail(w, r, err, "") // lost a race with its own claim: the job went back
+		} else if err != nil {
 			fail(w, r, err, id)
 		}
 		return
 	}
 	writeJSON(w, http.StatusOK, ClaimResponse{Job: projections.View(snap.Job)})
+}
+
+func errConcurrency(rec *WorkerRecord) error {
+	p := newProblem(ProblemConcurrencyLimit, http.StatusConflict, fmt.Sprintf(
+		"worker %s holds %d claims, its concurrency: report the end of one before claiming another", rec.ID, rec.Concurrency))
+	p.WorkerID = rec.ID
+	return p
+}
+
+// checkConcurrency refuses a claim of a worker that holds as many live
+// claims as its concurrency (a concurrency-limit problem), and returns its
+// claims known not to be live any more (finished, cancelled, lost). The
+// index answers first; the records are read only when the index says the
+// worker is at its limit, as the index can be a moment behind another
+// gateway's writes.
+func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[string]bool, error) {
+	gone := map[string]bool{}
+	held := func(s *Summary) bool {
+		return s.Worker == rec.ID && (s.State == streams.StateClaimed || s.State == streams.StateRunning)
+	}
+	live := 0
+	for _, c := range rec.Claims {
+		if s := g.index.Get(c); s != nil && !held(s) {
+			gone[c] = true
+		} else {
+			live++
+		}
+	}
+	limit := max(rec.Concurrency, 1)
+	if live < limit {
+		return gone, nil
+	}
+	live = 0
+	for _, c := range rec.Claims {
+		if gone[c] {
+			continue
+		}
+		snap, err := g.store.Get(ctx, c)
+		switch {
+		case errors.Is(err, commands.ErrNotFound):
+			gone[c] = true
+		case err != nil:
+			return nil, err
+		case commands.CheckHolder(snap.Job, rec.ID) != nil:
+			gone[c] = true
+		default:
+			live++
+		}
+	}
+	if live >= limit {
+		return nil, errConcurrency(rec)
+	}
+	return gone, nil
 }
 
 // PATCH /jobs/{id}: the claimant's report.

@@ -406,3 +406,38 @@ func TestRegistrationLimits(t *testing.T) {
 		}
 	}
 }
+
+// A worker holding as many live claims as its concurrency is refused
+// more (409 concurrency-limit) at once, and nothing is written; a claim
+// that ends (or is lost) frees its slot.
+func TestClaimConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"one","types":["limited"],"concurrency":1}`)
+	two := e.register(`{"name":"two","types":["limited"],"concurrency":2}`)
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, e.submit(`{"type":"limited"}`).ID)
+	}
+	e.claimJob(wk, ids[0])
+	before := e.eventCount()
+	t0 := time.Now()
+	p := e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 5}).problem(t, 409, ProblemConcurrencyLimit)
+	if p.WorkerID != wk || time.Since(t0) > 3*time.Second {
+		t.Fatalf("problem %+v after %s", p, time.Since(t0))
+	}
+	if n := e.eventCount() - before; n != 0 {
+		t.Fatalf("a refused claim wrote %d events", n)
+	}
+	e.claimJob(two, ids[1])
+	e.claimJob(two, ids[2])
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, ProblemConcurrencyLimit)
+	// The end of a claim frees its slot; so does a cancel (the claim is no
+	// longer live, though the worker has not heard of it yet).
+	e.patch(ids[0], map[string]any{"worker_id": wk, "state": "failed", "retryable": false, "error": map[string]string{"message": "x"}}).want(t, 200)
+	e.claimJob(wk, ids[3])
+	e.do("POST", "/api/v1/jobs/"+ids[1]+"/cancel", nil).want(t, 200)
+	id := e.submit(`{"type":"limited"}`).ID
+	e.claimJob(two, id)
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, ProblemConcurrencyLimit)
+}
