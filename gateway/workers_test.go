@@ -242,7 +242,7 @@ func TestSilentWorkerLosesItsClaim(t *testing.T) {
 func TestQueuePauseResume(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	wk := e.register(`{"name":"w","types":["p.job"],"queues":["pq"]}`)
+	wk := e.register(`{"name":"w","types":["p.job"],"queues":["pq"],"concurrency":2}`)
 	first := e.submit(`{"type":"p.job","queue":"pq"}`).ID
 	e.claimJob(wk, first)
 	var q QueueInfo
