@@ -131,7 +131,11 @@ type QueueStats struct {
 	Delayed uint64 `json:"delayed"` // pending schedules (scheduled jobs, retries in backoff)
 }
 
-// QueueStats reads a queue's depth from its stream and consumers.
+// QueueStats reads a queue's depth from its stream and consumers. Work
+// items are counted on the stream itself, so that the items of a type no
+// worker ever consumed (no consumer yet) count as waiting: for each run
+// and batch subject, what its consumer has not delivered, or every item
+// on it when it has no consumer.
 func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, error) {
 	rec, err := s.Queue(ctx, queue)
 	if err != nil {
@@ -142,18 +146,37 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 	if err != nil {
 		return nil, err
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter("jetflow.q."+queue+".sched.>"))
+	prefix := "jetflow.q." + queue + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
 		return nil, err
 	}
-	st.Delayed = uint64(len(info.State.Subjects))
+	items := map[string]uint64{} // run and batch subjects: items stored
+	for subj, n := range info.State.Subjects {
+		switch kind, _, _ := strings.Cut(strings.TrimPrefix(subj, prefix), "."); kind {
+		case "sched":
+			st.Delayed++
+		case "run", "batch":
+			items[subj] = n
+		}
+	}
 	lister := stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		if !strings.HasPrefix(ci.Name, "run_") && !strings.HasPrefix(ci.Name, "batch_") {
 			continue
 		}
+		// The queue stream is a work queue: one consumer per subject.
+		for _, subj := range append([]string{ci.Config.FilterSubject}, ci.Config.FilterSubjects...) {
+			delete(items, subj)
+		}
 		st.Waiting += ci.NumPending
 		st.Held += ci.NumAckPending
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, err
+	}
+	for _, n := range items {
+		st.Waiting += n // no consumer yet: every item waits
 	}
 	return st, nil
 }

@@ -244,7 +244,7 @@ var (
 	descWorkers = prometheus.NewDesc("jetflow_workers", "Registered remote workers; live: heartbeat within the lease.",
 		[]string{"live"}, nil)
 	descLag = prometheus.NewDesc("jetflow_consumer_lag_events",
-		"Events of the event log a consumer has not processed: the log's last sequence minus the consumer's ack floor (durable consumers, e.g. the projector) or its last delivered event (this gateway's metrics consumer).",
+		"Events of the event log a consumer has not processed: events on its subjects not yet delivered plus those delivered and not acked (durable consumers, e.g. the projector, the fan-in counter), or the log's last sequence minus its last delivered event (this gateway's metrics consumer).",
 		[]string{"consumer"}, nil)
 	descLastSeq = prometheus.NewDesc("jetflow_event_log_last_sequence", "Sequence of the last event in the event log.", nil, nil)
 )
@@ -308,7 +308,10 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		if ci.Config.Durable == "" {
 			continue
 		}
-		gauge(descLag, float64(last-min(last, ci.AckFloor.Stream)), ci.Name)
+		// What the consumer has yet to deliver and to see acked. Not the
+		// log's last sequence minus the ack floor: a filtered consumer
+		// (the fan-in counter) would lag by every event it does not take.
+		gauge(descLag, float64(ci.NumPending+uint64(ci.NumAckPending)), ci.Name)
 	}
 	if seq := c.m.lastSeq.Load(); seq > 0 || last == 0 {
 		gauge(descLag, float64(last-min(last, seq)), "gateway_metrics")

@@ -187,3 +187,46 @@ func TestDashboardPages(t *testing.T) {
 	}
 	e.do("POST", "/", nil).want(t, http.StatusMethodNotAllowed)
 }
+
+// Queue depth counts the items of a type no worker ever consumed, and a
+// filtered consumer of the log (the fan-in counter) does not lag by the
+// events it does not take.
+func TestQueueDepthAndConsumerLag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.submit(`{"type":"nobody.runs","queue":"lonely"}`).ID
+	for i := 0; i < 5; i++ { // events the fan-in consumer does not take
+		e.submit(`{"type":"nobody.runs","queue":"other"}`)
+	}
+	var qs struct{ Queues []QueueInfo }
+	e.do("GET", "/api/v1/queues", nil).want(t, 200).json(t, &qs)
+	var lonely *QueueInfo
+	for i := range qs.Queues {
+		if qs.Queues[i].Name == "lonely" {
+			lonely = &qs.Queues[i]
+		}
+	}
+	if lonely == nil || lonely.Depth != 1 || lonely.Held != 0 || lonely.Jobs[streams.StateQueued] != 1 {
+		t.Fatalf("queues %+v", qs.Queues)
+	}
+	if pos := e.get(id).QueuePosition; pos == nil || *pos != 0 {
+		t.Fatalf("queue position %v", pos)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, w := range []struct {
+			name   string
+			labels []string
+			value  float64
+		}{
+			{"jetflow_queue_depth", []string{"queue", "lonely"}, 1},
+			{"jetflow_queue_depth", []string{"queue", "other"}, 5},
+			{"jetflow_consumer_lag_events", []string{"consumer", "fanin"}, 0},
+			{"jetflow_consumer_lag_events", []string{"consumer", "projector"}, 0},
+		} {
+			if got, ok := e.metric(w.name, w.labels...); !ok || got != w.value {
+				return fmt.Errorf("%s%v = %v (found %v), want %v", w.name, w.labels, got, ok, w.value)
+			}
+		}
+		return nil
+	})
+}

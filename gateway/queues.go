@@ -49,10 +49,23 @@ func (g *Gateway) queues(ctx context.Context) ([]*QueueInfo, error) {
 		return nil, err
 	}
 	for _, q := range qs {
-		q.Jobs = g.index.Counts(q.Name, "")
-		q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+		g.withCounts(q)
 	}
 	return qs, nil
+}
+
+// withCounts adds the index's counts to a queue read from NATS. Depth is
+// the work items waiting on the queue's stream, which include the items
+// of jobs cancelled while queued until a worker of their type skips them:
+// once the index is loaded, depth is at most the queue's queued jobs.
+func (g *Gateway) withCounts(q *QueueInfo) {
+	q.Jobs = g.index.Counts(q.Name, "")
+	q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+	select {
+	case <-g.index.Synced():
+		q.Depth = min(q.Depth, uint64(q.Jobs[streams.StateQueued]))
+	default:
+	}
 }
 
 // GET /queues
@@ -90,7 +103,7 @@ func (g *Gateway) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 		return
 	}
 	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
-		CreatedAt: rec.CreatedAt, Jobs: g.index.Counts(name, "")}
-	q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+		CreatedAt: rec.CreatedAt}
+	g.withCounts(q)
 	writeJSON(w, http.StatusOK, q)
 }
