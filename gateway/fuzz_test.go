@@ -99,8 +99,8 @@ func FuzzCursorAndPrefer(f *testing.F) {
 		} else {
 			checkDecodeError(t, err)
 		}
-		if n, ok := preferWait(prefer); ok && n < 0 {
-			t.Fatalf("Prefer %q: wait %d", prefer, n)
+		if d, ok := preferWait(prefer, DefaultMaxWait); ok && (d < 0 || d > DefaultMaxWait) {
+			t.Fatalf("Prefer %q: wait %s", prefer, d)
 		}
 	})
 }

@@ -101,28 +101,28 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	if secs, ok := preferWait(r.Header.Get("Prefer")); ok {
-		secs = min(secs, int(g.cfg.MaxWait/time.Second))
-		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(secs))
-		w.Header().Add("Vary", "Prefer")
-		if !snap.Job.State.Terminal() && secs > 0 {
-			job, err := g.waitTerminal(ctx, id, time.Duration(secs)*time.Second)
-			if err != nil {
-				fail(w, r, err, id)
-				return
-			}
-			if job != nil {
-				snap.Job = job
-			}
+	w.Header().Add("Vary", "Prefer")
+	if d, ok := preferWait(r.Header.Get("Prefer"), g.cfg.MaxWait); ok && d > 0 && !snap.Job.State.Terminal() {
+		// Preference-Applied says the request waited: not for a job
+		// that was already terminal, nor for wait=0.
+		w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		job, err := g.waitTerminal(ctx, id, d)
+		if err != nil {
+			fail(w, r, err, id)
+			return
+		}
+		if job != nil {
+			snap.Job = job
 		}
 	}
 	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
 }
 
 // preferWait reads the wait preference of a Prefer header (RFC 7240):
-// "wait=10", possibly among other preferences. Anything malformed is no
-// preference at all.
-func preferWait(h string) (int, bool) {
+// "wait=10", possibly among other preferences, capped at limit (a number
+// of seconds of any length is read, and saturates). Anything malformed is
+// no preference at all.
+func preferWait(h string, limit time.Duration) (time.Duration, bool) {
 	if h == "" {
 		return 0, false
 	}
@@ -133,19 +133,23 @@ func preferWait(h string) (int, bool) {
 			continue
 		}
 		val = strings.Trim(strings.TrimSpace(val), `"`)
-		if val == "" || len(val) > 9 {
+		if val == "" {
 			return 0, false
 		}
+		capSecs := uint64(limit / time.Second)
+		var secs uint64
 		for _, c := range val {
 			if c < '0' || c > '9' {
 				return 0, false
 			}
+			if secs <= capSecs {
+				secs = secs*10 + uint64(c-'0')
+			}
 		}
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return 0, false
+		if secs > capSecs {
+			return limit, true
 		}
-		return n, true
+		return min(time.Duration(secs)*time.Second, limit), true
 	}
 	return 0, false
 }

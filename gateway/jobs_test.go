@@ -230,11 +230,33 @@ func TestPreferWait(t *testing.T) {
 	if r.status != 200 || r.job(t).State != streams.StateCancelled || time.Since(t0) > 1500*time.Millisecond {
 		t.Fatalf("wait ended %s after the cancel: %d %s", time.Since(t0), r.status, r.body)
 	}
-	// A terminal job returns at once.
+	// A terminal job returns at once, and says it did not wait.
 	t0 = time.Now()
 	r = e.do("GET", "/api/v1/jobs/"+id2, nil, "Prefer", "wait=2").want(t, 200)
-	if time.Since(t0) > time.Second || r.header.Get("Preference-Applied") != "wait=2" {
+	if time.Since(t0) > time.Second || r.header.Get("Preference-Applied") != "" || r.header.Get("Vary") != "Prefer" {
 		t.Fatalf("terminal job waited %s, applied %q", time.Since(t0), r.header.Get("Preference-Applied"))
+	}
+	// wait=0 waits for nothing.
+	if r := e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=0").want(t, 200); r.header.Get("Preference-Applied") != "" {
+		t.Fatalf("wait=0: applied %q", r.header.Get("Preference-Applied"))
+	}
+	// More digits than fit: capped, not ignored.
+	t0 = time.Now()
+	r = e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=99999999999999999999999").want(t, 200)
+	if took := time.Since(t0); r.header.Get("Preference-Applied") != "wait=2" || took < 2*time.Second || took > 4*time.Second {
+		t.Fatalf("wait=huge: applied %q after %s", r.header.Get("Preference-Applied"), took)
+	}
+}
+
+// A MaxWait under a second is waited, not rounded down to no wait.
+func TestPreferWaitSubSecondCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxWait = 700 * time.Millisecond })
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	t0 := time.Now()
+	r := e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=5").want(t, 200)
+	if took := time.Since(t0); r.header.Get("Preference-Applied") != "wait=1" || took < 700*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("applied %q after %s", r.header.Get("Preference-Applied"), took)
 	}
 }
 
