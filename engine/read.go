@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -107,7 +108,10 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	if !live && snap.Job.Seq <= after {
 		return nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{snap.Job.Subject()}}
+	// An ordered consumer lives on the server until deleted or inactive:
+	// it is deleted when the read ends, and one left behind (a process
+	// that died mid-read) goes after historyInactive without pulls.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{snap.Job.Subject()}, InactiveThreshold: historyInactive}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = after + 1
@@ -120,6 +124,7 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	if err != nil {
 		return fmt.Errorf("events of %s: %w", id, err)
 	}
+	defer s.dropOrdered(cons)
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
 	for {
@@ -146,4 +151,24 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 			return nil
 		}
 	}
+}
+
+// historyInactive is how long the server keeps a history read's consumer
+// that nobody pulls from (a live read pulls all the time).
+const historyInactive = 10 * time.Second
+
+// dropOrdered deletes an ordered consumer whose reading ended, in the
+// background: the read's answer does not wait for it.
+func (s *Store) dropOrdered(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Not logged: it may end after its reader's process is done with
+		// logging, and a consumer not deleted goes when inactive anyway.
+		_ = s.JS.DeleteConsumer(ctx, info.Stream, info.Name)
+	}()
 }

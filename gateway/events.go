@@ -96,6 +96,12 @@ func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string
 		fail(w, r, err, id)
 		return
 	}
+	release, err := g.hold(w)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	defer release()
 	sse, err := startSSE(w)
 	if err != nil {
 		fail(w, r, err, id)

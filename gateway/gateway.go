@@ -24,6 +24,7 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxWait      = 60 * time.Second
 	DefaultWorkerExpiry = 10 * time.Minute
+	DefaultMaxStreams   = 1000
 	DefaultPageSize     = 50
 	MaxPageSize         = 1000
 )
@@ -49,6 +50,10 @@ type Config struct {
 	// WorkerExpiry is how long a registered worker that stopped beating
 	// stays in the registry (default 10m).
 	WorkerExpiry time.Duration
+	// MaxStreams bounds the requests that stay open: event streams (SSE)
+	// and long polls (Prefer: wait, a claim's wait) together (default
+	// 1000). Past it such a request is refused at once: 503 overloaded.
+	MaxStreams int
 	// Registry receives the gateway's metrics and is what /metrics serves;
 	// nil: a registry of its own, with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -70,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WorkerExpiry <= 0 {
 		c.WorkerExpiry = DefaultWorkerExpiry
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = DefaultMaxStreams
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -105,6 +113,7 @@ type Gateway struct {
 	log      *slog.Logger
 
 	qcache     queueCache
+	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)
 	ctxMu      sync.Mutex
 	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
 	baseCancel context.CancelFunc
@@ -126,6 +135,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, store: cfg.Store, log: log,
 		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
 		index:  NewIndex(cfg.Store.KV, cfg.Log),
+		open:   make(chan struct{}, cfg.MaxStreams),
 	}
 	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
 	g.metrics = newMetrics(g, cfg.Registry)
@@ -228,6 +238,21 @@ func (g *Gateway) Stop(ctx context.Context) {
 
 // ServeHTTP serves the API, the dashboard and the operations endpoints.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// hold takes a slot for a request that stays open (a stream, a long
+// poll), or refuses it with an overloaded problem when all Config.MaxStreams
+// are taken; release gives the slot back.
+func (g *Gateway) hold(w http.ResponseWriter) (release func(), err error) {
+	select {
+	case g.open <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-g.open }) }, nil
+	default:
+		w.Header().Set("Retry-After", "1")
+		return nil, newProblem(ProblemOverloaded, http.StatusServiceUnavailable, fmt.Sprintf(
+			"the gateway holds its maximum of %d open streams and long polls; retry shortly", cap(g.open)))
+	}
+}
 
 // methods maps HTTP methods to the handlers of one route.
 type methods map[string]http.HandlerFunc

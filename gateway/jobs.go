@@ -105,6 +105,12 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 	if d, ok := preferWait(r.Header.Get("Prefer"), g.cfg.MaxWait); ok && d > 0 && !snap.Job.State.Terminal() {
 		// Preference-Applied says the request waited: not for a job
 		// that was already terminal, nor for wait=0.
+		release, err := g.hold(w)
+		if err != nil {
+			fail(w, r, err, id)
+			return
+		}
+		defer release()
 		w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 		job, err := g.waitTerminal(ctx, id, d)
 		if err != nil {

@@ -246,11 +246,13 @@ var (
 	descLag = prometheus.NewDesc("jetflow_consumer_lag_events",
 		"Events of the event log a consumer has not processed: events on its subjects not yet delivered plus those delivered and not acked (durable consumers, e.g. the projector, the fan-in counter), or the log's last sequence minus its last delivered event (this gateway's metrics consumer).",
 		[]string{"consumer"}, nil)
+	descOpen = prometheus.NewDesc("jetflow_http_open_streams",
+		"Requests this gateway holds open: event streams and long polls (at most Config.MaxStreams).", nil, nil)
 	descLastSeq = prometheus.NewDesc("jetflow_event_log_last_sequence", "Sequence of the last event in the event log.", nil, nil)
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descDepth, descHeld, descDelayed, descPaused, descRunning, descWorkers, descLag, descLastSeq} {
+	for _, d := range []*prometheus.Desc{descJobs, descDepth, descHeld, descDelayed, descPaused, descRunning, descWorkers, descLag, descOpen, descLastSeq} {
 		ch <- d
 	}
 }
@@ -262,6 +264,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	gauge(descOpen, float64(len(g.open)))
 	select {
 	case <-g.index.Synced():
 		for st, n := range g.index.Counts("", "") {

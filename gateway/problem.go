@@ -24,6 +24,9 @@ const (
 	// ProblemConcurrencyLimit: a claim of a worker that already holds as
 	// many live claims as its registered concurrency.
 	ProblemConcurrencyLimit = "concurrency-limit"
+	// ProblemOverloaded: the gateway holds Config.MaxStreams open streams
+	// and long polls.
+	ProblemOverloaded = "overloaded"
 )
 
 var problemTitles = map[string]string{
@@ -41,6 +44,7 @@ var problemTitles = map[string]string{
 	ProblemUnavailable:              "Service unavailable",
 	ProblemRegistrationTooLarge:     "Registration too large",
 	ProblemConcurrencyLimit:         "Concurrency limit reached",
+	ProblemOverloaded:               "Too many open streams",
 }
 
 // Problem is an RFC 9457 problem detail: the body of every error response

@@ -357,6 +357,14 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	if req.Wait != nil {
 		wait = min(time.Duration(*req.Wait), g.cfg.MaxWait)
 	}
+	if wait > 0 {
+		release, err := g.hold(w)
+		if err != nil {
+			fail(w, r, err, "")
+			return
+		}
+		defer release()
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// eventsConsumers counts the consumers of the event log.
+func (e *env) eventsConsumers() int {
+	e.t.Helper()
+	info, err := e.store.Events.Info(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
+// Reading a job's events (JSON, a stream that ends, the job's page)
+// leaves no consumer behind on the server.
+func TestEventReadsLeaveNoConsumers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	e.do("POST", "/api/v1/jobs/"+id+"/cancel", nil).want(t, 200)
+	base := e.eventsConsumers()
+	for i := 0; i < 10; i++ {
+		e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200)
+		e.do("GET", "/jobs/"+id, nil, "Accept", "text/html").want(t, 200)
+	}
+	ch, cancel := e.openSSE("/api/v1/jobs/" + id + "/events")
+	next(t, ch, "end")
+	cancel()
+	live := e.submit(`{"type":"nobody.runs.this"}`).ID
+	ch, cancel = e.openSSE("/api/v1/jobs/" + live + "/events")
+	next(t, ch, "message")
+	cancel() // the client leaves a live stream
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if n := e.eventsConsumers(); n != base {
+			return fmt.Errorf("%d consumers on the event log, %d before the reads", n, base)
+		}
+		return nil
+	})
+}
+
+// Streams and long polls are bounded per gateway: past MaxStreams they
+// are refused at once with 503 overloaded, and a slot frees when one ends.
+func TestOpenStreamsAreCapped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxStreams = 2 })
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	wk := e.register(`{"name":"w","types":["other"]}`)
+	_, cancel1 := e.openSSE("/api/v1/stream")
+	_, cancel2 := e.openSSE("/api/v1/jobs/" + id + "/events")
+	for _, r := range []resp{
+		e.do("GET", "/api/v1/stream", nil, "Accept", "text/event-stream"),
+		e.do("GET", "/api/v1/jobs/"+id+"/events", nil, "Accept", "text/event-stream"),
+		e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=5"),
+		e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 5}),
+	} {
+		r.problem(t, http.StatusServiceUnavailable, ProblemOverloaded)
+		if r.header.Get("Retry-After") == "" {
+			t.Fatalf("no Retry-After: %v", r.header)
+		}
+	}
+	// What does not stay open is served as usual.
+	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200)
+	e.do("GET", "/api/v1/jobs/"+id, nil).want(t, 200)
+	if c := e.claim(wk, 0); c.Job != nil {
+		t.Fatalf("claimed %+v", c.Job)
+	}
+	cancel1()
+	cancel2()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/api/v1/jobs/"+id, nil)
+		req.Header.Set("Prefer", "wait=1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 || res.Header.Get("Preference-Applied") != "wait=1" {
+			return fmt.Errorf("long poll after the streams closed: %d", res.StatusCode)
+		}
+		return nil
+	})
+	if j := e.get(id); j.State != streams.StateQueued {
+		t.Fatalf("job %s", j.State)
+	}
+}
