@@ -112,7 +112,8 @@ type Gateway struct {
 	handler  http.Handler
 	log      *slog.Logger
 
-	qcache     queueCache
+	qcache     sharedRead[[]*QueueInfo]
+	wcache     sharedRead[[]*WorkerRecord]
 	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)
 	ctxMu      sync.Mutex
 	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
@@ -136,6 +137,8 @@ func New(cfg Config) (*Gateway, error) {
 		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
 		index:  NewIndex(cfg.Store.KV, cfg.Log),
 		open:   make(chan struct{}, cfg.MaxStreams),
+		qcache: sharedRead[[]*QueueInfo]{ttl: sharedTTL},
+		wcache: sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
 	}
 	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
 	g.metrics = newMetrics(g, cfg.Registry)

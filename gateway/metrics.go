@@ -272,7 +272,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	default:
 	}
-	if qs, err := g.queues(ctx); err == nil {
+	if qs, err := g.cachedQueues(ctx); err == nil {
 		for _, q := range qs {
 			gauge(descDepth, float64(q.Depth), q.Name)
 			gauge(descHeld, float64(q.Held), q.Name)
@@ -287,7 +287,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		c.m.log.Warn("scrape queues", "err", err)
 	}
-	if recs, err := g.workers.List(ctx); err == nil {
+	if recs, err := g.cachedWorkers(ctx); err == nil {
 		live, stale := 0, 0
 		for _, rec := range recs {
 			if g.workers.View(rec).Live {

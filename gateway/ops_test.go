@@ -230,3 +230,35 @@ func TestQueueDepthAndConsumerLag(t *testing.T) {
 		return nil
 	})
 }
+
+// The worker registry is read once per sharedTTL for all who poll it (the
+// streams of every open workers page, metrics scrapes), not once each.
+func TestWorkerRegistryReadShared(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["x"]}`)
+	start := e.g.workers.lists.Load()
+	t0 := time.Now()
+	var chans []<-chan sseEvent
+	for i := 0; i < 6; i++ {
+		ch, _ := e.openSSE("/api/v1/stream?with=workers")
+		chans = append(chans, ch)
+	}
+	for round := 0; round < 2; round++ {
+		for _, ch := range chans {
+			var ws []WorkerView
+			if err := json.Unmarshal([]byte(next(t, ch, "workers").data), &ws); err != nil || len(ws) != 1 || ws[0].ID != wk {
+				t.Fatalf("workers event: %v %+v", err, ws)
+			}
+		}
+		for i := 0; i < 5; i++ {
+			if v, ok := e.metric("jetflow_workers", "live", "true"); !ok || v != 1 {
+				t.Fatalf("jetflow_workers %v %v", v, ok)
+			}
+		}
+	}
+	reads, took := e.g.workers.lists.Load()-start, time.Since(t0)
+	if limit := int64(took/sharedTTL) + 2; reads > limit {
+		t.Fatalf("%d reads of the registry in %s for 6 streams and 10 scrapes; want at most %d", reads, took, limit)
+	}
+}

@@ -67,7 +67,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if wantWorkers {
-			if recs, err := g.workers.List(ctx); err == nil {
+			if recs, err := g.cachedWorkers(ctx); err == nil {
 				views := make([]*WorkerView, len(recs))
 				for i, rec := range recs {
 					views[i] = g.workers.View(rec)
@@ -146,29 +146,72 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// queueCache shares one reading of the queues among the streams of every
-// open dashboard.
-type queueCache struct {
-	mu sync.Mutex
-	at time.Time
-	qs []*QueueInfo
+// sharedRead shares one reading of something slow to read (every queue's
+// stats, the whole worker registry) among every reader for ttl: the
+// streams of every open dashboard and the metrics scrapes. Readers that
+// come while a reading is in flight wait for it rather than start another.
+type sharedRead[T any] struct {
+	ttl time.Duration
+
+	mu     sync.Mutex
+	at     time.Time
+	v      T
+	flight chan struct{} // closed when the reading in flight ends
+	err    error         // of the last reading
 }
 
-func (g *Gateway) cachedQueues(ctx context.Context) ([]*QueueInfo, error) {
-	c := &g.qcache
+// get returns the last reading if it is younger than ttl, else reads
+// (once for all who ask meanwhile) within base's life.
+func (c *sharedRead[T]) get(ctx, base context.Context, read func(context.Context) (T, error)) (T, error) {
 	c.mu.Lock()
-	if time.Since(c.at) < time.Second {
-		qs := c.qs
+	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
+		v := c.v
 		c.mu.Unlock()
-		return qs, nil
+		return v, nil
+	}
+	flight := c.flight
+	if flight == nil {
+		flight = make(chan struct{})
+		c.flight = flight
+		go func() {
+			rctx, cancel := context.WithTimeout(base, 5*time.Second)
+			defer cancel()
+			v, err := read(rctx)
+			c.mu.Lock()
+			if c.err = err; err == nil {
+				c.v, c.at = v, time.Now()
+			}
+			c.flight = nil
+			c.mu.Unlock()
+			close(flight)
+		}()
 	}
 	c.mu.Unlock()
-	qs, err := g.queues(ctx)
-	if err != nil {
-		return nil, err
+	select {
+	case <-flight:
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
 	}
 	c.mu.Lock()
-	c.qs, c.at = qs, time.Now()
-	c.mu.Unlock()
-	return qs, nil
+	defer c.mu.Unlock()
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
+	return c.v, nil
+}
+
+// sharedTTL is how old a shared reading of the queues or the workers may be.
+const sharedTTL = time.Second
+
+// cachedQueues is every queue, read at most once per sharedTTL.
+func (g *Gateway) cachedQueues(ctx context.Context) ([]*QueueInfo, error) {
+	return g.qcache.get(ctx, g.base(), g.queues)
+}
+
+// cachedWorkers is the worker registry, read at most once per sharedTTL.
+// The records are shared: read them, do not change them.
+func (g *Gateway) cachedWorkers(ctx context.Context) ([]*WorkerRecord, error) {
+	return g.wcache.get(ctx, g.base(), g.workers.List)
 }

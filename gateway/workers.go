@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,7 @@ type Registry struct {
 	lease  time.Duration
 	expiry time.Duration
 	kv     jetstream.KeyValue
+	lists  atomic.Int64 // reads of the whole bucket (List), for tests
 }
 
 func newRegistry(store *engine.Store, lease, expiry time.Duration) *Registry {
@@ -157,8 +159,10 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 	return r.kv.Delete(ctx, id)
 }
 
-// List returns every registered worker, by registration time.
+// List returns every registered worker, by registration time: a read of
+// the whole bucket (readers that poll share one: Gateway.cachedWorkers).
 func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
+	r.lists.Add(1)
 	out := []*WorkerRecord{}
 	if r.kv == nil {
 		return out, nil
@@ -185,13 +189,15 @@ func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
 	}
 }
 
-// View renders a record for the API.
+// View renders a record for the API. It does not change rec (records
+// are shared by the readers of a cached registry).
 func (r *Registry) View(rec *WorkerRecord) *WorkerView {
-	if rec.Claims == nil {
-		rec.Claims = []string{}
-	}
-	return &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= r.lease,
+	v := &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= r.lease,
 		LeaseSeconds: r.lease.Seconds(), HeartbeatIntervalSeconds: (r.lease / 3).Seconds()}
+	if v.Claims == nil {
+		v.Claims = []string{}
+	}
+	return v
 }
 
 // POST /workers
