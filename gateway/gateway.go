@@ -54,6 +54,12 @@ type Config struct {
 	// and long polls (Prefer: wait, a claim's wait) together (default
 	// 1000). Past it such a request is refused at once: 503 overloaded.
 	MaxStreams int
+	// TrustedOrigins are origins ("https://ops.example.com") whose pages
+	// may send unsafe requests (POST, PUT, PATCH, DELETE) to the gateway
+	// from a browser; every other cross-origin one is refused (CSRF).
+	// Requests from non-browser clients (no Origin, no Sec-Fetch-Site) are
+	// not affected.
+	TrustedOrigins []string
 	// Registry receives the gateway's metrics and is what /metrics serves;
 	// nil: a registry of its own, with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -111,6 +117,7 @@ type Gateway struct {
 	progress *progressCoalescer
 	handler  http.Handler
 	log      *slog.Logger
+	csrf     *http.CrossOriginProtection
 
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]
@@ -143,6 +150,12 @@ func New(cfg Config) (*Gateway, error) {
 	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
 	g.metrics = newMetrics(g, cfg.Registry)
 	g.progress = newProgressCoalescer(g, cfg.ProgressInterval)
+	g.csrf = http.NewCrossOriginProtection()
+	for _, o := range cfg.TrustedOrigins {
+		if err := g.csrf.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("gateway: trusted origin: %w", err)
+		}
+	}
 	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
 	g.handler = g.middleware(g.routes())
 	return g, nil
@@ -314,7 +327,8 @@ func (g *Gateway) routes() http.Handler {
 	return mux
 }
 
-// middleware recovers panics into 500 problems and logs requests at debug.
+// middleware recovers panics into 500 problems, refuses cross-origin
+// unsafe requests and logs requests at debug.
 func (g *Gateway) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -331,6 +345,18 @@ func (g *Gateway) middleware(next http.Handler) http.Handler {
 			}
 			g.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", time.Since(start))
 		}()
+		// Cross-site request forgery: a page of another origin can make a
+		// browser send a simple POST (no preflight) to a gateway on
+		// localhost. Unsafe methods from another origin (Sec-Fetch-Site
+		// other than same-origin, or an Origin that is not this host) are
+		// refused; the dashboard's own requests are same-origin, and
+		// clients that are not browsers send neither header.
+		if err := g.csrf.Check(r); err != nil {
+			writeProblem(rec, r, newProblem(ProblemCrossOrigin, http.StatusForbidden, fmt.Sprintf(
+				"%s from another origin (Origin %q, Sec-Fetch-Site %q) is refused: %v",
+				r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), err)))
+			return
+		}
 		next.ServeHTTP(rec, r)
 	})
 }

@@ -262,3 +262,39 @@ func TestWorkerRegistryReadShared(t *testing.T) {
 		t.Fatalf("%d reads of the registry in %s for 6 streams and 10 scrapes; want at most %d", reads, took, limit)
 	}
 }
+
+// Unsafe requests a browser sends from a page of another origin are
+// refused (CSRF); same-origin requests (the dashboard's), clients that are
+// not browsers (no Origin) and safe methods are served.
+func TestCrossOriginRequestsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.TrustedOrigins = []string{"https://ops.example.com"} })
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	host := strings.TrimPrefix(e.ts.URL, "http://")
+	before := e.eventCount()
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site", "Content-Type", "text/plain"},
+		{"Sec-Fetch-Site", "same-site"},
+		{"Origin", "http://evil.example"},
+		{"Origin", "null"},
+		{"Origin", "http://127.0.0.1:1"},
+	} {
+		e.do("POST", "/api/v1/jobs/"+id+"/cancel", "", h...).problem(t, 403, ProblemCrossOrigin)
+		e.do("POST", "/api/v1/jobs", `{"type":"x"}`, h...).problem(t, 403, ProblemCrossOrigin)
+		e.do("DELETE", "/api/v1/jobs/"+id, nil, h...).problem(t, 403, ProblemCrossOrigin)
+		e.do("POST", "/api/v1/queues/default/pause", nil, h...).problem(t, 403, ProblemCrossOrigin)
+		e.do("GET", "/api/v1/jobs/"+id, nil, h...).want(t, 200) // safe: served
+	}
+	if n := e.eventCount() - before; n != 0 || e.get(id).State != streams.StateQueued {
+		t.Fatalf("refused requests wrote %d events", n)
+	}
+	// Same origin (the dashboard's fetch), a trusted origin, and clients
+	// that send no Origin (curl, the Python worker) are served.
+	e.do("POST", "/api/v1/jobs", `{"type":"x"}`, "Sec-Fetch-Site", "same-origin", "Origin", e.ts.URL).want(t, 201)
+	e.do("POST", "/api/v1/jobs", `{"type":"x"}`, "Origin", "http://"+host).want(t, 201)
+	e.do("POST", "/api/v1/jobs", `{"type":"x"}`, "Origin", "https://ops.example.com", "Sec-Fetch-Site", "cross-site").want(t, 201)
+	e.do("POST", "/api/v1/jobs/"+id+"/cancel", nil).want(t, 200)
+	if _, err := New(Config{Store: e.store, TrustedOrigins: []string{"not an origin"}}); err == nil {
+		t.Fatal("a bad trusted origin was accepted")
+	}
+}

@@ -27,6 +27,9 @@ const (
 	// ProblemOverloaded: the gateway holds Config.MaxStreams open streams
 	// and long polls.
 	ProblemOverloaded = "overloaded"
+	// ProblemCrossOrigin: an unsafe request a browser sent from a page of
+	// another origin (CSRF protection).
+	ProblemCrossOrigin = "cross-origin"
 )
 
 var problemTitles = map[string]string{
@@ -45,6 +48,7 @@ var problemTitles = map[string]string{
 	ProblemRegistrationTooLarge:     "Registration too large",
 	ProblemConcurrencyLimit:         "Concurrency limit reached",
 	ProblemOverloaded:               "Too many open streams",
+	ProblemCrossOrigin:              "Cross-origin request refused",
 }
 
 // Problem is an RFC 9457 problem detail: the body of every error response
