@@ -96,6 +96,10 @@ func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string
 		fail(w, r, err, id)
 		return
 	}
+	if r.Method == http.MethodHead {
+		sseHeaders(w)
+		return
+	}
 	release, err := g.hold(w)
 	if err != nil {
 		fail(w, r, err, id)
@@ -163,16 +167,23 @@ type sseWriter struct {
 }
 
 func startSSE(w http.ResponseWriter) (*sseWriter, error) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
+	sseHeaders(w)
 	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	if err := s.rc.Flush(); err != nil {
 		return nil, fmt.Errorf("streaming is not supported here: %w", err)
 	}
 	return s, nil
+}
+
+// sseHeaders writes the head of an event stream. HEAD on a streaming
+// route is answered with it alone, at once: the stream is a body, and HEAD
+// has none.
+func sseHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
 }
 
 // send writes one event: its type (empty: "message"), id and JSON data.

@@ -95,3 +95,26 @@ func TestOpenStreamsAreCapped(t *testing.T) {
 		t.Fatalf("job %s", j.State)
 	}
 }
+
+// HEAD on a streaming route answers the head of the stream and ends at
+// once; it holds no stream slot.
+func TestHeadOnStreamsEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxStreams = 1 })
+	id := e.submit(`{"type":"nobody.runs.this"}`).ID
+	client := &http.Client{Timeout: 3 * time.Second}
+	for _, path := range []string{"/api/v1/stream?with=queues,workers", "/api/v1/jobs/" + id + "/events"} {
+		for i := 0; i < 2; i++ {
+			req, _ := http.NewRequestWithContext(e.ctx, "HEAD", e.ts.URL+path, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("HEAD %s: %v", path, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("HEAD %s: %d %v", path, res.StatusCode, res.Header)
+			}
+		}
+	}
+}

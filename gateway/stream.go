@@ -40,6 +40,10 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	queue, jobType, ns, parent := q.Get("queue"), q.Get("type"), q.Get("namespace"), q.Get("parent")
 	with := q.Get("with")
 	wantQueues, wantWorkers := strings.Contains(with, "queues"), strings.Contains(with, "workers")
+	if r.Method == http.MethodHead {
+		sseHeaders(w)
+		return
+	}
 	release, err := g.hold(w)
 	if err != nil {
 		fail(w, r, err, "")
