@@ -30,6 +30,12 @@ func (f *Filter) Validate() error {
 	if f.Queue != "" && !streams.ValidQueue(f.Queue) {
 		return &commands.InputError{Field: "queue", Reason: fmt.Sprintf("%q is not a queue name", f.Queue)}
 	}
+	if f.Namespace != "" && !streams.ValidNamespace(f.Namespace) {
+		return &commands.InputError{Field: "namespace", Reason: fmt.Sprintf("%q is not a namespace", f.Namespace)}
+	}
+	if f.Type != "" && !streams.ValidType(f.Type) {
+		return &commands.InputError{Field: "type", Reason: fmt.Sprintf("%q is not a job type", f.Type)}
+	}
 	if f.Parent != "" && !streams.ValidID(f.Parent) {
 		return &commands.InputError{Field: "parent", Reason: fmt.Sprintf("%q is not a job id", f.Parent)}
 	}

@@ -63,6 +63,10 @@ func parseTemplates() map[string]*template.Template {
 			return fmtSeconds(*f)
 		},
 		"terminal": func(s streams.State) bool { return s.Terminal() },
+		// A progress bar is shown while the job can still move: the last
+		// report of a finished job (50% of a job that then succeeded) is
+		// stale. app.js's showProgress is the same rule.
+		"showProgress": func(s streams.State, p *projections.ProgressView) bool { return p != nil && !s.Terminal() },
 		"present":  func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
 		"json": func(v any) template.JS {
 			b, _ := json.Marshal(v)

@@ -419,3 +419,26 @@ func TestLiveStream(t *testing.T) {
 		t.Fatalf("after %d changes: %s %s", streamMaxBatch+50, ev.event, ev.data)
 	}
 }
+
+// Filters are checked (a bad namespace or type is 400, not an empty
+// page), and problem details are not HTML-escaped.
+func TestFilterChecksAndProblemText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, q := range []string{"namespace=a%20b", "namespace=a.b", "type=a%20b"} {
+		p := e.do("GET", "/api/v1/jobs?"+q, nil).problem(t, 400, engine.ProblemInvalidInput)
+		if field, _, _ := strings.Cut(q, "="); p.Field != field {
+			t.Fatalf("%s: field %q", q, p.Field)
+		}
+		e.do("GET", "/api/v1/stream?"+q, nil, "Accept", "text/event-stream").problem(t, 400, engine.ProblemInvalidInput)
+	}
+	e.do("GET", "/api/v1/jobs?namespace=team-a", nil).want(t, 200)
+	wk := e.register(`{"name":"w","types":["esc"]}`)
+	id := e.submit(`{"type":"esc"}`).ID
+	e.claimJob(wk, id)
+	r := e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded"})
+	p := r.problem(t, 409, engine.ProblemInvalidTransition)
+	if !strings.Contains(p.Detail, "claimed -> succeeded") || strings.Contains(string(r.body), `\u003e`) {
+		t.Fatalf("problem body %s", r.body)
+	}
+}

@@ -298,3 +298,43 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 		t.Fatal("a bad trusted origin was accepted")
 	}
 }
+
+// A progress bar is shown while the job can still move, in the list and
+// on the job's page; a finished job's last report (50% of a job that then
+// succeeded) is not.
+func TestDashboardProgressOnlyWhileLive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"w","types":["dash.progress"]}`)
+	id := e.submit(`{"type":"dash.progress"}`).ID
+	e.claimJob(wk, id)
+	e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
+	e.patch(id, map[string]any{"worker_id": wk, "progress": map[string]any{"current": 1, "total": 2}}).want(t, 200)
+	html := func(path string) string {
+		t.Helper()
+		r := e.do("GET", path, nil).want(t, 200)
+		return string(r.body)
+	}
+	row := func(body string) string {
+		t.Helper()
+		i := strings.Index(body, `<tr data-id="`+id)
+		if i < 0 {
+			t.Fatalf("no row of %s", id)
+		}
+		end := strings.Index(body[i:], "</tr>")
+		return body[i : i+end]
+	}
+	if !strings.Contains(row(html("/")), `<progress class="small" max="100" value="50"`) {
+		t.Fatalf("running job's row has no progress bar: %s", row(html("/")))
+	}
+	if page := html("/jobs/" + id); !strings.Contains(page, `<div class="progress-wrap" id="progress-wrap" >`) {
+		t.Fatal("running job's page hides its progress bar")
+	}
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded"}).want(t, 200)
+	if r := row(html("/")); strings.Contains(r, "<progress") {
+		t.Fatalf("succeeded job's row keeps its progress bar: %s", r)
+	}
+	if page := html("/jobs/" + id); !strings.Contains(page, `<div class="progress-wrap" id="progress-wrap" hidden>`) {
+		t.Fatal("succeeded job's page shows its stale progress bar")
+	}
+}

@@ -97,7 +97,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // a detail says "a -> b", not "a \u003e b"
+	_ = enc.Encode(p)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jetflow/jetflow/engine"
 )
 
 // Cadence of the live stream.
@@ -38,6 +40,11 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	queue, jobType, ns, parent := q.Get("queue"), q.Get("type"), q.Get("namespace"), q.Get("parent")
+	f := engine.Filter{Queue: queue, Type: jobType, Namespace: ns, Parent: parent}
+	if err := f.Validate(); err != nil {
+		fail(w, r, err, "")
+		return
+	}
 	with := q.Get("with")
 	wantQueues, wantWorkers := strings.Contains(with, "queues"), strings.Contains(with, "workers")
 	if r.Method == http.MethodHead {

@@ -40,8 +40,11 @@
   setInterval(relTimes, 5000);
 
   function badge(state) { return '<span class="badge st-' + esc(state) + '">' + esc(state) + "</span>"; }
-  function progressCell(p) {
-    if (!p) return "";
+  // A progress bar only while the job can still move (dashboard.go's
+  // showProgress): a finished job's last report is stale.
+  function showProgress(state, p) { return !!p && !TERMINAL[state]; }
+  function progressCell(p, state) {
+    if (!showProgress(state, p)) return "";
     var v = p.percent != null ? ' value="' + p.percent + '"' : "";
     return '<progress class="small" max="100"' + v + ' title="' + esc(p.current + "/" + p.total + " " + (p.message || "")) + '"></progress>';
   }
@@ -51,7 +54,7 @@
       '<td class="type">' + esc(s.type) + "</td>" +
       '<td class="queue">' + esc(s.queue) + "</td>" +
       '<td class="attempts num">' + esc(s.attempts) + "</td>" +
-      '<td class="progress">' + progressCell(s.progress) + "</td>" +
+      '<td class="progress">' + progressCell(s.progress, s.state) + "</td>" +
       '<td class="created"><time datetime="' + esc(s.created_at) + '">' + esc(ago(s.created_at)) + "</time></td>" +
       '<td class="duration num">' + esc(secs(s.duration_seconds)) + "</td>" +
       '<td class="worker">' + esc(s.worker || "") + "</td>";
@@ -188,8 +191,8 @@
       show(document.getElementById("cancel-btn"), !TERMINAL[j.state]);
       show(document.getElementById("retry-btn"), !!TERMINAL[j.state]);
       var pw = document.getElementById("progress-wrap");
-      if (j.progress) {
-        show(pw, true);
+      show(pw, showProgress(j.state, j.progress));
+      if (showProgress(j.state, j.progress)) {
         var bar = document.getElementById("progress-bar");
         if (j.progress.percent != null) bar.value = j.progress.percent; else bar.removeAttribute("value");
         document.getElementById("progress-text").textContent = j.progress.current + "/" + j.progress.total +
