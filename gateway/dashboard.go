@@ -67,7 +67,7 @@ func parseTemplates() map[string]*template.Template {
 		// report of a finished job (50% of a job that then succeeded) is
 		// stale. app.js's showProgress is the same rule.
 		"showProgress": func(s streams.State, p *projections.ProgressView) bool { return p != nil && !s.Terminal() },
-		"present":  func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
+		"present":      func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
 		"json": func(v any) template.JS {
 			b, _ := json.Marshal(v)
 			return template.JS(b)
