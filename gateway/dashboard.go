@@ -173,11 +173,14 @@ type jobsPage struct {
 
 // GET /
 func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, qerr := strictQuery(r)
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
 		States: streams.States, PageSize: DefaultPageSize}
 	status := http.StatusOK
 	f, cur, _, err := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor}})
+	if qerr != nil {
+		err = qerr
+	}
 	if err == nil {
 		err = g.index.waitSynced(r.Context())
 	}

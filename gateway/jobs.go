@@ -311,6 +311,34 @@ type JobList struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
+// strictQuery parses a request's query, refusing one that is malformed
+// (url.Values drops a pair it cannot unescape, which would turn
+// "?cursor=%%%" into the first page): a bad-cursor problem if the pair is
+// the cursor, else an invalid-input problem naming the parameter.
+func strictQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil {
+		return q, nil
+	}
+	field := "query"
+	for _, part := range strings.Split(r.URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(part, "=")
+		key, kerr := url.QueryUnescape(k)
+		if _, verr := url.QueryUnescape(v); kerr != nil || verr != nil || strings.Contains(part, ";") {
+			field = key
+			if kerr != nil {
+				field = k
+			}
+			break
+		}
+	}
+	if field == "cursor" {
+		return nil, newProblem(ProblemBadCursor, http.StatusBadRequest,
+			"the cursor is not one this API handed out (the query does not decode); start again without it")
+	}
+	return nil, &commands.InputError{Field: field, Reason: "the query string does not decode: " + err.Error()}
+}
+
 // listParams reads the filter, cursor and limit of a list request.
 func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
 	f := engine.Filter{State: streams.State(q.Get("state")), Queue: q.Get("queue"), Type: q.Get("type"),
@@ -339,7 +367,12 @@ func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
 
 // GET /jobs
 func (g *Gateway) listJobs(w http.ResponseWriter, r *http.Request) {
-	f, cur, limit, err := listParams(r.URL.Query())
+	q, err := strictQuery(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	f, cur, limit, err := listParams(q)
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -363,7 +396,11 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	q := r.URL.Query()
+	q, err := strictQuery(r)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
 	q.Del("parent") // the path names the parent
 	f, cur, limit, err := listParams(q)
 	if err != nil {

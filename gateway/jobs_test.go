@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -440,5 +442,105 @@ func TestFilterChecksAndProblemText(t *testing.T) {
 	p := r.problem(t, 409, engine.ProblemInvalidTransition)
 	if !strings.Contains(p.Detail, "claimed -> succeeded") || strings.Contains(string(r.body), `\u003e`) {
 		t.Fatalf("problem body %s", r.body)
+	}
+}
+
+// GET /jobs?parent=ID lists the jobs submitted with that parent, newest
+// first, with the other filters.
+func TestListByParent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	parent := e.submit(`{"type":"p.parent"}`).ID
+	other := e.submit(`{"type":"p.parent"}`).ID
+	c1 := e.submit(map[string]any{"type": "p.kid", "parent": parent}).ID
+	c2 := e.submit(map[string]any{"type": "p.kid", "parent": parent, "queue": "kq"}).ID
+	e.submit(map[string]any{"type": "p.kid", "parent": other})
+	e.do("POST", "/api/v1/jobs/"+c1+"/cancel", nil).want(t, 200)
+	ids := func(path string) string {
+		t.Helper()
+		var l JobList
+		e.do("GET", path, nil).want(t, 200).json(t, &l)
+		var out []string
+		for _, j := range l.Jobs {
+			if j.ParentID != parent {
+				t.Fatalf("%s lists %s of parent %q", path, j.ID, j.ParentID)
+			}
+			out = append(out, j.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if got := ids("/api/v1/jobs?parent=" + parent); got != c2+","+c1 {
+			return fmt.Errorf("parent filter: %s, want %s,%s", got, c2, c1)
+		}
+		return nil
+	})
+	if got := ids("/api/v1/jobs?parent=" + parent + "&state=cancelled"); got != c1 {
+		t.Fatalf("parent and state: %s", got)
+	}
+	if got := ids("/api/v1/jobs?parent=" + parent + "&queue=kq"); got != c2 {
+		t.Fatalf("parent and queue: %s", got)
+	}
+	if got := ids("/api/v1/jobs?parent=" + c1); got != "" {
+		t.Fatalf("a job without children: %s", got)
+	}
+	e.do("GET", "/api/v1/jobs?parent=nope", nil).problem(t, 400, engine.ProblemInvalidInput)
+}
+
+// A body over the default limit of 1 MiB is 413 problem+json and writes
+// nothing, whether its length is announced or not.
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := func(size int) []byte {
+		head, tail := `{"type":"big","payload":"`, `"}`
+		return []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
+	}
+	before := e.eventCount()
+	over := body(DefaultMaxBodyBytes + 1)
+	e.do("POST", "/api/v1/jobs", over).problem(t, http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge)
+	// Chunked: no Content-Length, cut off by the reader.
+	req, err := http.NewRequestWithContext(e.ctx, "POST", e.ts.URL+"/api/v1/jobs", io.MultiReader(bytes.NewReader(over)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	resp{status: res.StatusCode, header: res.Header, body: b}.problem(t, http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge)
+	if n := e.eventCount() - before; n != 0 {
+		t.Fatalf("bodies over the limit wrote %d events", n)
+	}
+	var l JobList
+	e.do("GET", "/api/v1/jobs?type=big", nil).want(t, 200).json(t, &l)
+	if len(l.Jobs) != 0 {
+		t.Fatalf("%d jobs of an over-limit body", len(l.Jobs))
+	}
+	// Just under the limit the body is read (the payload is then checked on
+	// its own).
+	if r := e.do("POST", "/api/v1/jobs", body(DefaultMaxBodyBytes)); r.status == http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of exactly the limit: %d %s", r.status, r.body)
+	}
+}
+
+// A query that does not decode is refused, not read as no query: a bad
+// cursor is bad-cursor (not the first page), another bad pair names its
+// parameter.
+func TestMalformedQuery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submit(`{"type":"q"}`)
+	e.do("GET", "/api/v1/jobs?cursor=%%%", nil).problem(t, 400, ProblemBadCursor)
+	e.do("GET", "/api/v1/jobs?limit=1&cursor=%zz", nil).problem(t, 400, ProblemBadCursor)
+	if p := e.do("GET", "/api/v1/jobs?state=%zz", nil).problem(t, 400, engine.ProblemInvalidInput); p.Field != "state" {
+		t.Fatalf("field %q", p.Field)
+	}
+	id := e.submit(`{"type":"q"}`).ID
+	e.do("GET", "/api/v1/jobs/"+id+"/children?cursor=%%%", nil).problem(t, 400, ProblemBadCursor)
+	if r := e.do("GET", "/?cursor=%%%", nil); r.status != 400 || !strings.Contains(string(r.body), "cursor") {
+		t.Fatalf("dashboard: %d", r.status)
 	}
 }
