@@ -3,8 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/gateway"
@@ -88,5 +93,66 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 	var ws []gateway.WorkerView
 	if code != exitOK || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 1 || ws[0].ID != rec.ID || !ws[0].Live {
 		t.Fatalf("workers --json: %d %q", code, out)
+	}
+}
+
+// The job JSON of GET /api/v1/jobs/{id} and of `jetflow get ID --json` is
+// one object (projections.View): both decode to the same map, for jobs
+// that succeeded (with a result, tags, an idempotency key), failed (with
+// an error) and were cancelled.
+func TestCLIAndAPIJobJSONAreOne(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := testkit.Ctx(t)
+	g, err := gateway.New(gateway.Config{Store: e.cl.Store(), Log: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+	ts := httptest.NewServer(g)
+	defer ts.Close()
+	submit := func(args ...string) string {
+		t.Helper()
+		out, errs, _ := e.jetflow(append([]string{"submit"}, args...)...)
+		var j map[string]any
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			t.Fatalf("submit %v: %q %s", args, out, errs)
+		}
+		return j["id"].(string)
+	}
+	ids := []string{
+		submit("demo.echo", `{"x":[1,2],"s":"<b>"}`, "--wait", "--json", "--tag", "a", "--key", "k-1"),
+		submit("demo.fail", `{"times":3}`, "--max-retries", "0", "--wait", "--json"),
+	}
+	out, _, _ := e.jetflow("submit", "demo.sleep", `{"seconds":30}`)
+	sleeping := strings.Fields(out)[0]
+	if _, errs, code := e.jetflow("cancel", sleeping); code != exitOK {
+		t.Fatalf("cancel: %d %s", code, errs)
+	}
+	ids = append(ids, sleeping)
+	for i, id := range ids {
+		out, errs, code := e.jetflow("get", id, "--json")
+		var cli map[string]any
+		if code != exitOK || json.Unmarshal([]byte(out), &cli) != nil {
+			t.Fatalf("get %s: %d %q %s", id, code, out, errs)
+		}
+		res, err := http.Get(ts.URL + "/api/v1/jobs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var api map[string]any
+		if res.StatusCode != 200 || json.Unmarshal(body, &api) != nil {
+			t.Fatalf("GET %s: %d %s", id, res.StatusCode, body)
+		}
+		if want := []string{"succeeded", "failed", "cancelled"}[i]; cli["state"] != want {
+			t.Fatalf("job %s is %v, want %s", id, cli["state"], want)
+		}
+		if d := cmp.Diff(cli, api); d != "" {
+			t.Fatalf("job %s (%v): jetflow get --json and the API differ (-cli +api):\n%s", id, cli["state"], d)
+		}
 	}
 }
