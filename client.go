@@ -27,8 +27,9 @@ type Client struct {
 
 // ClientOptions configure a Client. The zero value means defaults.
 type ClientOptions struct {
-	// Replicas of the streams and buckets jetflow provisions: 1 on one
-	// server, 3 on a cluster.
+	// Replicas of the streams and buckets jetflow provisions. Zero: those
+	// of the system's event log if it exists, else 3 on a cluster and 1 on
+	// a single server.
 	Replicas int
 	// Name identifies this process in the events it writes (the actor).
 	Name   string

@@ -22,6 +22,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: another writer changed the job first; re-read and retry.
 	ErrConflict = streams.ErrConflict
+	// ErrStale: the record already says what the command would record
+	// (e.g. fan-in counts up to a later piece event): nothing to write.
+	ErrStale = errors.New("stale: the record is ahead")
 	// ErrNotClaimant: the writer does not hold the job's lease (a zombie
 	// worker, or a worker reporting on a job it never claimed).
 	ErrNotClaimant = errors.New("not the claimant of the job")

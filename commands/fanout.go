@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/jetflow/jetflow/streams"
@@ -60,9 +59,14 @@ func Wait(j *streams.Job, plan streams.FanoutPlan, actor string, now time.Time) 
 }
 
 // FanIn records a waiting parent's counts so far. It does not move it.
+// Counts never go backwards: counts up to a piece event the record's counts
+// already include are refused with ErrStale.
 func FanIn(j *streams.Job, c streams.FanoutCounts, actor string, now time.Time) (*streams.Event, error) {
 	if err := Check(j.ID, j.State, j.State, streams.EvFanIn); err != nil {
 		return nil, err
+	}
+	if j.Fanout != nil && c.UpTo <= j.Fanout.Counts.UpTo {
+		return nil, fmt.Errorf("job %s counts up to piece event %d, not %d: %w", j.ID, j.Fanout.Counts.UpTo, c.UpTo, ErrStale)
 	}
 	return &streams.Event{Type: streams.EvFanIn, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
 		Level: streams.LevelInfo, Counts: &c}, nil
@@ -150,22 +154,4 @@ func Stall(j *streams.Job, d time.Duration, actor string, now time.Time) (*strea
 	ev.Error = &streams.JobError{Code: "STALLED", Message: fmt.Sprintf("no piece finished for %s", d)}
 	ev.Message = ev.Error.Message
 	return ev, nil
-}
-
-// TopErrors returns the n most common messages of counts.
-func TopErrors(counts map[string]int, n int) []streams.ErrorCount {
-	out := make([]streams.ErrorCount, 0, len(counts))
-	for m, c := range counts {
-		out = append(out, streams.ErrorCount{Message: m, Count: c})
-	}
-	sort.Slice(out, func(i, k int) bool {
-		if out[i].Count != out[k].Count {
-			return out[i].Count > out[k].Count
-		}
-		return out[i].Message < out[k].Message
-	})
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
 }

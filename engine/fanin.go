@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -25,14 +26,21 @@ const DefaultFanInFlush = 250 * time.Millisecond
 
 // FanIn completes fan-out parents. It is a consumer of the piece events in
 // the log, which say what became of each piece (a child job that ended, a
-// batch that was run): it counts each piece number once, whatever the
-// redeliveries, writes a parent's counts as job.fanin events a few times a
-// second, and completes the parent (job.succeeded or job.failed, under its
-// failure policy) once they decide it. Counts live in memory only as a
-// cache: a parent seen for the first time (after a restart or a failover)
-// is counted again from its piece events in the log, and the parent's
-// completion is a revision-checked transition, so it happens once even if
-// two counters overlapped.
+// batch that was run), but it does not count what the consumer delivers:
+// a delivery only says that a parent has news. The counter then reads that
+// parent's piece subject from the log, in order, from where its tally
+// stopped, and folds what it finds (projections.Pieces: each piece number
+// once). A tally is therefore always the fold of a prefix of the log,
+// whatever was redelivered, delivered out of order, or delivered to another
+// counter that overlapped this one, and rebuilding it from the log gives the
+// same counts.
+//
+// It writes a parent's counts as job.fanin events a few times a second, and
+// completes the parent (job.succeeded or job.failed, under its failure
+// policy) once they decide it. A parent's deliveries are acknowledged only
+// after that is done, so a counter that dies leaves them to the next one,
+// which builds its tallies from the log again. The completion is an
+// expected-sequence transition: it happens once even if two counters run.
 //
 // One FanIn runs at a time, under a Leader.
 type FanIn struct {
@@ -48,17 +56,22 @@ type FanIn struct {
 	completed atomic.Int64
 }
 
-// tally is one parent's counts.
+// tally is one parent as this counter knows it.
 type tally struct {
 	snap    Snapshot // the parent as last read or written
-	plan    *streams.FanoutPlan
-	seen    map[int]struct{}
-	counts  streams.FanoutCounts
-	errs    map[string]int
-	upTo    uint64 // piece events up to here are counted
-	dirty   bool
+	pieces  *projections.Pieces
+	dirty   bool // counts not yet written
 	flushed time.Time
 	done    bool // the parent is terminal: nothing more to count
+	failed  bool // its last write failed: deliveries are redelivered
+}
+
+// plan is the parent's plan, from its record or its piece.planned event.
+func (t *tally) plan() *streams.FanoutPlan {
+	if t.snap.Job != nil && t.snap.Job.Fanout != nil {
+		return &t.snap.Job.Fanout.Plan
+	}
+	return t.pieces.Plan
 }
 
 // NewFanIn returns a fan-in counter.
@@ -81,12 +94,13 @@ func (f *FanIn) Start(ctx context.Context) error {
 	}
 	cons, err := f.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
 		Durable:       FanInConsumer,
-		Description:   "jetflow fan-in: counts pieces and completes their parents",
+		Description:   "jetflow fan-in: which parents have new piece events",
 		FilterSubject: streams.PiecesPrefix + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       time.Minute,
 		MaxAckPending: 20000,
 		MaxDeliver:    -1,
+		HeadersOnly:   true, // the counter reads the events themselves from the log, in order
 	})
 	if err != nil {
 		return fmt.Errorf("fan-in consumer: %w", err)
@@ -114,6 +128,12 @@ func (f *FanIn) Stop(ctx context.Context) {
 	}
 }
 
+// news is what one fetch said about one parent.
+type news struct {
+	msgs []jetstream.Msg
+	last uint64 // the latest of its piece events delivered
+}
+
 func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 	defer close(f.done)
 	for ctx.Err() == nil {
@@ -125,168 +145,100 @@ func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 			}
 			continue
 		}
-		var msgs []jetstream.Msg
+		byParent := map[string]*news{}
+		var order []string
 		for m := range batch.Messages() {
-			msgs = append(msgs, m)
+			meta, err := m.Metadata()
+			if err != nil {
+				_ = m.Term()
+				continue
+			}
+			parent := strings.TrimPrefix(m.Subject(), streams.PiecesPrefix+".")
+			n := byParent[parent]
+			if n == nil {
+				n = &news{}
+				byParent[parent] = n
+				order = append(order, parent)
+			}
+			n.msgs = append(n.msgs, m)
+			n.last = max(n.last, meta.Sequence.Stream)
 		}
-		ok := true
-		for _, m := range msgs {
-			if err := f.count(ctx, m); err != nil {
-				if ctx.Err() == nil {
-					f.log.Warn("count piece; it will be redelivered", "subject", m.Subject(), "err", err)
+		for _, parent := range order {
+			if err := f.catchUp(ctx, parent, byParent[parent].last); err != nil {
+				if ctx.Err() != nil {
+					return // unacked: redelivered to the next counter
 				}
-				ok = false
-				break
+				f.log.Warn("count pieces; they will be redelivered", "parent", parent, "err", err)
+				delete(f.tallies, parent) // built again from the log next time
+				for _, m := range byParent[parent].msgs {
+					_ = m.NakWithDelay(time.Second)
+				}
+				delete(byParent, parent)
 			}
-		}
-		if !ok {
-			for _, m := range msgs {
-				_ = m.NakWithDelay(time.Second)
-			}
-			continue
 		}
 		f.settle(ctx)
-		for _, m := range msgs {
-			_ = m.Ack()
+		for parent, n := range byParent {
+			if t := f.tallies[parent]; t != nil && t.failed {
+				for _, m := range n.msgs {
+					_ = m.NakWithDelay(time.Second)
+				}
+				continue
+			}
+			for _, m := range n.msgs {
+				_ = m.Ack()
+			}
 		}
 	}
 }
 
-// count folds one piece event into its parent's tally.
-func (f *FanIn) count(ctx context.Context, m jetstream.Msg) error {
-	meta, err := m.Metadata()
-	if err != nil {
+// catchUp brings the parent's tally up to its piece event at seq at least,
+// reading its piece events from the log, in order, from where the tally
+// stopped. A parent seen for the first time is counted from its first
+// piece event.
+func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
+	t := f.tallies[parent]
+	if t == nil {
+		t = &tally{pieces: projections.NewPieces()}
+		snap, err := f.store.Load(ctx, parent)
+		switch {
+		case errors.Is(err, commands.ErrNotFound) || errors.Is(err, commands.ErrInvalidInput):
+			t.done = true // no such parent: nothing to complete
+		case err != nil:
+			return err
+		default:
+			t.snap = snap
+			t.done = snap.Job.State.Terminal()
+		}
+		f.tallies[parent] = t
+	}
+	if t.done || t.pieces.UpTo >= seq {
 		return nil
 	}
-	parent := strings.TrimPrefix(m.Subject(), streams.PiecesPrefix+".")
-	t, err := f.tally(ctx, parent)
-	if err != nil || t == nil {
+	before := t.pieces.Counts.Finished()
+	hadPlan := t.pieces.Planned
+	if err := projections.ReadPieces(ctx, f.store.NC, parent, t.pieces, 0); err != nil {
 		return err
 	}
-	if t.done || meta.Sequence.Stream <= t.upTo {
-		return nil // counted already when the tally was built from the log
-	}
-	ev, err := streams.DecodeEvent(m.Data())
-	if err != nil {
-		f.log.Error("undecodable piece event", "subject", m.Subject(), "err", err)
-		return nil
-	}
-	ev.Seq = meta.Sequence.Stream
-	f.fold(t, ev)
-	if ev.Type == streams.PcPlanned && t.plan == nil {
-		// The parent began waiting after the tally was built: read its plan.
+	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || t.snap.Job.State != streams.StateWaiting) {
+		// The parent began waiting since it was read: decide on it as it is.
 		snap, err := f.store.Load(ctx, parent)
 		if err != nil {
 			return err
 		}
 		t.snap = snap
-		if snap.Job.Fanout != nil {
-			p := snap.Job.Fanout.Plan
-			t.plan = &p
-		}
 		t.done = snap.Job.State.Terminal()
 	}
+	if t.pieces.UpTo < seq {
+		// A replica that lags answered: the tally is a true prefix, but
+		// short of what was delivered. Read again on redelivery.
+		return fmt.Errorf("pieces of %s read up to %d, delivered up to %d", parent, t.pieces.UpTo, seq)
+	}
+	// New counts are written; a plan that came after some pieces finished
+	// may decide the parent at once. (No piece finished: nothing to say.)
+	if n := t.pieces.Counts.Finished(); n != before || (t.pieces.Planned != hadPlan && n > 0) {
+		t.dirty = true
+	}
 	return nil
-}
-
-func (f *FanIn) fold(t *tally, ev *streams.Event) {
-	t.upTo = max(t.upTo, ev.Seq)
-	if ev.Piece < 1 {
-		return
-	}
-	if _, ok := t.seen[ev.Piece]; ok {
-		return // a repeat: redelivered, or run again after a crash
-	}
-	switch ev.Type {
-	case streams.PcSucceeded:
-		t.counts.Succeeded++
-	case streams.PcFailed:
-		t.counts.Failed++
-		msg := "failed"
-		if ev.Error != nil {
-			msg = ev.Error.Message
-		}
-		t.errs[msg]++
-	case streams.PcCancelled:
-		t.counts.Cancelled++
-	default:
-		return
-	}
-	t.seen[ev.Piece] = struct{}{}
-	t.dirty = true
-}
-
-// tally returns the parent's tally, building it from the log on first
-// sight. It returns nil for a parent that does not exist.
-func (f *FanIn) tally(ctx context.Context, parent string) (*tally, error) {
-	if t := f.tallies[parent]; t != nil {
-		return t, nil
-	}
-	t := &tally{seen: map[int]struct{}{}, errs: map[string]int{}}
-	snap, err := f.store.Load(ctx, parent)
-	if errors.Is(err, commands.ErrNotFound) || errors.Is(err, commands.ErrInvalidInput) {
-		t.done = true
-		f.tallies[parent] = t
-		return t, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	t.snap = snap
-	if snap.Job.Fanout != nil {
-		p := snap.Job.Fanout.Plan
-		t.plan = &p
-	}
-	if snap.Job.State.Terminal() {
-		t.done = true
-		f.tallies[parent] = t
-		return t, nil
-	}
-	if err := f.replay(ctx, parent, t); err != nil {
-		return nil, err
-	}
-	f.tallies[parent] = t
-	return t, nil
-}
-
-// replay counts the parent's piece events already in the log.
-func (f *FanIn) replay(ctx context.Context, parent string, t *tally) error {
-	cons, err := f.store.JS.OrderedConsumer(ctx, streams.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{streams.PieceSubject(parent)},
-	})
-	if err != nil {
-		return err
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return err
-	}
-	if info.NumPending == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2000))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	defer context.AfterFunc(ctx, it.Stop)()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			return fmt.Errorf("replay pieces of %s: %w", parent, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		if ev, err := streams.DecodeEvent(m.Data()); err == nil {
-			ev.Seq = meta.Sequence.Stream
-			f.fold(t, ev)
-		}
-		if meta.NumPending == 0 {
-			return nil
-		}
-	}
 }
 
 // settle completes the parents whose counts decide them, and writes the
@@ -302,43 +254,54 @@ func (f *FanIn) settle(ctx context.Context) {
 		if !t.dirty {
 			continue
 		}
-		t.counts.Errors = commands.TopErrors(t.errs, 5)
-		t.counts.UpTo = t.upTo
-		if t.plan != nil {
-			if done, _ := commands.Verdict(t.plan, t.counts); done {
-				f.finish(ctx, id, t)
+		counts := t.pieces.Tally(5)
+		if p := t.plan(); p != nil {
+			if done, _ := commands.Verdict(p, counts); done {
+				f.finish(ctx, id, t, counts)
 				continue
 			}
 		}
 		if time.Since(t.flushed) < f.flush {
 			continue
 		}
-		counts := t.counts
+		if t.snap.Job == nil {
+			t.done = true // the parent vanished from the log
+			continue
+		}
 		next, _, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
 			return commands.FanIn(j, counts, f.store.Actor, time.Now().UTC())
 		})
+		t.failed = false
 		switch {
 		case err == nil:
 			t.snap, t.dirty, t.flushed = next, false, time.Now()
+		case errors.Is(err, commands.ErrStale):
+			// Another counter wrote these counts, or later ones.
+			t.snap, t.dirty = next, false
 		case errors.Is(err, commands.ErrInvalidTransition):
 			// Not waiting (yet, or any more): counts are written with the
 			// outcome; a parent that ended needs none.
-			t.snap = next
+			t.snap, t.dirty = next, false
 			t.done = next.Job.State.Terminal()
 		default:
+			t.failed = true
 			f.log.Warn("write fan-in counts", "parent", id, "err", err)
 		}
 	}
 }
 
-func (f *FanIn) finish(ctx context.Context, id string, t *tally) {
-	counts := t.counts
+func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts streams.FanoutCounts) {
+	if t.snap.Job == nil {
+		t.done = true
+		return
+	}
 	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
 		if j.State != streams.StateWaiting {
 			return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvSucceeded, From: j.State, To: streams.StateSucceeded}
 		}
 		return commands.FinishFanout(j, counts, f.store.Actor, time.Now().UTC())
 	})
+	t.failed = false
 	switch {
 	case err == nil:
 		t.snap, t.done = next, true
@@ -346,9 +309,13 @@ func (f *FanIn) finish(ctx context.Context, id string, t *tally) {
 		f.log.Info("fan-out completed", "parent", id, "outcome", ev.To, "succeeded", counts.Succeeded,
 			"failed", counts.Failed, "cancelled", counts.Cancelled)
 	case errors.Is(err, commands.ErrInvalidTransition):
-		t.snap = next
+		// Not waiting yet (its pieces finished before it recorded its
+		// plan: job.waiting brings a piece.planned, and the counter back),
+		// or ended already.
+		t.snap, t.dirty = next, false
 		t.done = next.Job.State.Terminal()
 	default:
+		t.failed = true
 		f.log.Warn("complete fan-out", "parent", id, "err", err)
 	}
 }

@@ -61,8 +61,9 @@ func (s *Store) pieceAsync(j *streams.Job) streams.Future {
 
 // planAsync publishes that parent j waits for its pieces.
 func (s *Store) planAsync(j *streams.Job) streams.Future {
+	plan := j.Fanout.Plan
 	ev := &streams.Event{Type: streams.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.Actor,
-		Fields: map[string]any{"total": j.Fanout.Plan.Total}}
+		Fields: map[string]any{"total": plan.Total}, Plan: &plan}
 	return s.publishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
 }
 

@@ -61,6 +61,11 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if err != nil {
 		return nil, err
 	}
+	if topo.Replicas <= 0 {
+		if topo.Replicas, err = autoReplicas(ctx, nc, js); err != nil {
+			return nil, err
+		}
+	}
 	if err := topo.Ensure(ctx, js); err != nil {
 		return nil, err
 	}
@@ -74,6 +79,24 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	}
 	return &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs,
 		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}, nil
+}
+
+// autoReplicas is the replica count of a process that was not told one: the
+// count of the system it joins (its event log's), so that every process
+// provisions queues alike whichever started first; on a new system, 3 on a
+// cluster and 1 on a single server.
+func autoReplicas(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err == nil {
+		return max(s.CachedInfo().Config.Replicas, 1), nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, fmt.Errorf("events stream: %w", err)
+	}
+	if nc.ConnectedClusterName() != "" {
+		return 3, nil
+	}
+	return 1, nil
 }
 
 // Get reads a job's record from the KV bucket (the projection as it is).

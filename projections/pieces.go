@@ -2,64 +2,132 @@ package projections
 
 import (
 	"context"
-	"fmt"
+	"sort"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/streams"
 )
 
-// CountPieces counts what became of a fan-out parent's pieces from its
-// piece events in the log up to sequence upTo (0: all), taking the first
-// event of each piece number, as the fan-in counter does. Errors are not
-// ranked (counts only).
-func CountPieces(ctx context.Context, js jetstream.JetStream, parent string, upTo uint64) (streams.FanoutCounts, error) {
-	var c streams.FanoutCounts
-	cons, err := js.OrderedConsumer(ctx, streams.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{streams.PieceSubject(parent)},
-	})
-	if err != nil {
-		return c, err
+// Pieces is the fold of a fan-out parent's piece events, in log order: each
+// piece number counts once, with its first outcome, so a piece run or
+// reported twice is not counted twice. The fan-in counter and replay
+// --verify both count with it, so they agree by construction.
+type Pieces struct {
+	Plan    *streams.FanoutPlan // from piece.planned; nil until the parent waits
+	Planned bool                // a piece.planned was folded (events before v1.1 carry no plan)
+	Counts  streams.FanoutCounts
+	// UpTo is the last piece event folded: Pieces is the fold of the
+	// parent's piece events up to and including it.
+	UpTo uint64
+
+	seen map[int]struct{}
+	errs map[string]int
+}
+
+// NewPieces returns an empty fold.
+func NewPieces() *Pieces {
+	return &Pieces{seen: map[int]struct{}{}, errs: map[string]int{}}
+}
+
+// Fold adds the piece event at seq. It reports whether the counts or the
+// plan changed; events at or before UpTo are ignored (already folded).
+func (p *Pieces) Fold(seq uint64, ev *streams.Event) bool {
+	if seq <= p.UpTo {
+		return false
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return c, err
-	}
-	if info.NumPending == 0 {
-		return c, nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2000))
-	if err != nil {
-		return c, err
-	}
-	defer it.Stop()
-	defer context.AfterFunc(ctx, it.Stop)()
-	seen := map[int]bool{}
-	for {
-		m, err := it.Next()
-		if err != nil {
-			return c, fmt.Errorf("pieces of %s: %w", parent, err)
+	p.UpTo = seq
+	if ev.Type == streams.PcPlanned {
+		p.Planned = true
+		if ev.Plan != nil && p.Plan == nil {
+			plan := *ev.Plan
+			p.Plan = &plan
+			return true
 		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return c, err
+		return false
+	}
+	if ev.Piece < 1 {
+		return false
+	}
+	if _, ok := p.seen[ev.Piece]; ok {
+		return false // a repeat: redelivered, or run again after a crash
+	}
+	switch ev.Type {
+	case streams.PcSucceeded:
+		p.Counts.Succeeded++
+	case streams.PcFailed:
+		p.Counts.Failed++
+		msg := "failed"
+		if ev.Error != nil {
+			msg = ev.Error.Message
 		}
-		if upTo > 0 && meta.Sequence.Stream > upTo {
-			return c, nil
-		}
-		if ev, err := streams.DecodeEvent(m.Data()); err == nil && ev.Piece > 0 && !seen[ev.Piece] {
-			switch ev.Type {
-			case streams.PcSucceeded:
-				c.Succeeded++
-			case streams.PcFailed:
-				c.Failed++
-			case streams.PcCancelled:
-				c.Cancelled++
+		p.errs[msg]++
+	case streams.PcCancelled:
+		p.Counts.Cancelled++
+	default:
+		return false
+	}
+	p.seen[ev.Piece] = struct{}{}
+	return true
+}
+
+// Tally is the counts with the n most common failure messages and UpTo.
+func (p *Pieces) Tally(n int) streams.FanoutCounts {
+	c := p.Counts
+	c.Errors = topErrors(p.errs, n)
+	c.UpTo = p.UpTo
+	return c
+}
+
+// ReadPieces folds a parent's piece events from the log into p, from the
+// event after p.UpTo to the last one (or to upTo, if not 0), in order.
+func ReadPieces(ctx context.Context, nc *nats.Conn, parent string, p *Pieces, upTo uint64) error {
+	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, streams.PieceSubject(parent), p.UpTo+1,
+		func(seq uint64, data []byte) error {
+			if upTo > 0 && seq > upTo {
+				return errStop
 			}
-			seen[ev.Piece] = ev.Type != streams.PcPlanned
-		}
-		if meta.NumPending == 0 {
-			return c, nil
-		}
+			if ev, err := streams.DecodeEvent(data); err == nil {
+				p.Fold(seq, ev)
+			}
+			return nil
+		})
+	if err == errStop {
+		err = nil
 	}
+	return err
+}
+
+type stopError struct{}
+
+func (stopError) Error() string { return "stop" }
+
+var errStop error = stopError{}
+
+// CountPieces counts what became of a fan-out parent's pieces from its
+// piece events in the log up to sequence upTo (0: all).
+func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (streams.FanoutCounts, error) {
+	p := NewPieces()
+	if err := ReadPieces(ctx, nc, parent, p, upTo); err != nil {
+		return streams.FanoutCounts{}, err
+	}
+	return p.Counts, nil
+}
+
+// topErrors returns the n most common messages of counts.
+func topErrors(counts map[string]int, n int) []streams.ErrorCount {
+	out := make([]streams.ErrorCount, 0, len(counts))
+	for m, c := range counts {
+		out = append(out, streams.ErrorCount{Message: m, Count: c})
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].Count != out[k].Count {
+			return out[i].Count > out[k].Count
+		}
+		return out[i].Message < out[k].Message
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }

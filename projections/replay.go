@@ -178,7 +178,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 		if j.Error != nil && j.Error.Code == "STALLED" {
 			continue // stalled parents end without final counts
 		}
-		got, err := CountPieces(ctx, js, id, j.Fanout.Counts.UpTo)
+		got, err := CountPieces(ctx, js.Conn(), id, j.Fanout.Counts.UpTo)
 		if err != nil {
 			return nil, err
 		}

@@ -76,3 +76,79 @@ func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 		out[subj] = LastMsg{Subject: subj, Seq: seq, Data: m.Data, Deleted: op == "DEL" || op == "PURGE"}
 	}
 }
+
+// readBatch is how many messages one direct get of ReadSubject asks for.
+const readBatch = 1000
+
+// ReadSubject calls fn with every message on subject in stream (which must
+// allow direct gets) from sequence from on, in order, with one request per
+// thousand messages, and returns the sequence of the last one (from-1 if
+// there was none). On a replicated stream the answering replica may lag the
+// leader: what is returned is then a true prefix of the subject, shorter
+// than the leader's, so callers that know of a later message check that
+// they got that far.
+func ReadSubject(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func(seq uint64, data []byte) error) (uint64, error) {
+	last := from - 1
+	if from == 0 {
+		from, last = 1, 0
+	}
+	for {
+		n, more, err := readSubjectBatch(ctx, nc, stream, subject, last+1, func(seq uint64, data []byte) error {
+			last = seq
+			return fn(seq, data)
+		})
+		if err != nil {
+			return last, err
+		}
+		if !more || n == 0 {
+			return last, nil
+		}
+	}
+}
+
+// readSubjectBatch reads up to readBatch messages of subject from sequence
+// from; more says whether the server holds further ones.
+func readSubjectBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func(uint64, []byte) error) (n int, more bool, err error) {
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+		Batch   int    `json:"batch"`
+	}{from, subject, readBatch})
+	if err != nil {
+		return 0, false, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, false, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return 0, false, err
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return n, false, fmt.Errorf("read %s on %s: %w", subject, stream, err)
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			switch status {
+			case "204": // end of batch
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				return n, pending > 0, nil
+			case "404": // nothing (more) on the subject
+				return n, false, nil
+			default:
+				return n, false, fmt.Errorf("read %s on %s: %s %s", subject, stream, status, m.Header.Get("Description"))
+			}
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return n, false, fmt.Errorf("read %s on %s: message without a sequence", subject, stream)
+		}
+		n++
+		if err := fn(seq, m.Data); err != nil {
+			return n, false, err
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -33,7 +32,7 @@ func cmdServe(c *cli, args []string) int {
 	fs.StringVar(&url, "nats", "", "use the NATS system at this URL (comma-separated for a cluster) instead of an embedded server")
 	fs.StringVar(&sync, "sync", "1s", "embedded server fsync: an interval (loses at most that much on power loss) or \"always\" (fsync before every ack)")
 	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail, demo.fanout) and submit a first job")
-	fs.IntVar(&replicas, "replicas", 0, "replicas of jetflow's streams (default 1 embedded, 3 with --nats and a cluster)")
+	fs.IntVar(&replicas, "replicas", 0, "replicas of the streams jetflow creates (default: those of the existing event log; on a new system 3 on a cluster, else 1)")
 	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
@@ -77,10 +76,7 @@ func cmdServe(c *cli, args []string) int {
 			c.errorf("connect to NATS at %s: %v", url, err)
 			return exitUsage
 		}
-		if replicas == 0 && strings.Contains(url, ",") {
-			replicas = 3
-		}
-		log.Info("external NATS", "url", url, "replicas", max(replicas, 1))
+		log.Info("external NATS", "url", url, "cluster", nc.ConnectedClusterName())
 	}
 	defer nc.Close()
 
@@ -89,6 +85,7 @@ func cmdServe(c *cli, args []string) int {
 		c.errorf("%v", err)
 		return exitUsage
 	}
+	log.Info("streams provisioned", "replicas", client.Store().Topo.Replicas)
 	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log})

@@ -94,7 +94,7 @@ func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 		t.Fatalf("the parent ended %d times", ends)
 	}
 	// The counts the parent shows are what its piece events say.
-	counted, err := projections.CountPieces(ctx, client.Store().JS, job.ID, 0)
+	counted, err := projections.CountPieces(ctx, client.Store().NC, job.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
