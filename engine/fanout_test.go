@@ -87,21 +87,26 @@ func TestFanOutTenThousandBatches(t *testing.T) {
 	h := newHarness(t)
 	const n = 10000
 	var runs atomic.Int64
-	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 8,
-		Handlers: map[string]engine.Handler{"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
-			f := &engine.FanOut{BatchType: "piece", Batches: make([][]byte, n)}
-			for i := range f.Batches {
-				f.Batches[i] = []byte(strconv.Itoa(i))
-			}
-			return nil, f
-		}},
-		Batches: map[string]engine.BatchHandler{"piece": func(ctx context.Context, b *engine.BatchTask) error {
-			runs.Add(1)
-			if b.Piece%1000 == 0 {
-				return &engine.PermanentError{Err: errors.New("every thousandth fails")}
-			}
-			return nil
-		}}})
+	coord := func(ctx context.Context, task *engine.Task) ([]byte, error) {
+		f := &engine.FanOut{BatchType: "piece", Batches: make([][]byte, n)}
+		for i := range f.Batches {
+			f.Batches[i] = []byte(strconv.Itoa(i))
+		}
+		return nil, f
+	}
+	piece := func(ctx context.Context, b *engine.BatchTask) error {
+		runs.Add(1)
+		if b.Piece%1000 == 0 {
+			return &engine.PermanentError{Err: errors.New("every thousandth fails")}
+		}
+		return nil
+	}
+	// Eight workers, each its own connection and runtime.
+	for w := 0; w < 8; w++ {
+		h.runtime(engine.RuntimeConfig{WorkerID: fmt.Sprintf("w%d", w), Concurrency: 4,
+			Handlers: map[string]engine.Handler{"coord": coord},
+			Batches:  map[string]engine.BatchHandler{"piece": piece}})
+	}
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
 	j := h.waitState(sub.Job.ID, streams.StateFailed, 60*time.Second)
 	s := summary(t, j)
@@ -280,6 +285,132 @@ func TestCancelParentCascades(t *testing.T) {
 	h.verify()
 }
 
+// The parent is cancelled while its coordinator is still making its
+// children (before it waits for them): the coordinator's waiting is refused,
+// and it cancels the children it made; none of them runs.
+func TestCancelWhileCoordinatorMakesChildren(t *testing.T) {
+	h := newHarness(t)
+	const n = 3000
+	h.runtime(engine.RuntimeConfig{WorkerID: "coordinator", Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(n, "queued.kid", func(int) string { return "null" })}
+		}}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord"})
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		_, err := h.st.Get(h.ctx, engine.ChildID("default", sub.Job.ID, 1))
+		return err
+	})
+	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
+	testkit.WaitFor(t, 60*time.Second, func() error {
+		kids, err := h.st.List(h.ctx, engine.Filter{Parent: sub.Job.ID})
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if k.State != streams.StateCancelled {
+				return fmt.Errorf("child %d of %d is %s", k.Spec.Piece, len(kids), k.State)
+			}
+		}
+		return nil
+	})
+	var ran atomic.Int32
+	h.runtime(engine.RuntimeConfig{WorkerID: "late", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"queued.kid": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return nil, nil }}})
+	waitNoWork(t, h, "default", "queued.kid")
+	if ran.Load() != 0 {
+		t.Fatalf("%d children ran after their parent was cancelled", ran.Load())
+	}
+	h.verify()
+}
+
+// Cancelling a parent cancels its grandchildren too (through its children's
+// own cancels), and a parent of batches: the running batches see their
+// context cancelled, and none of the rest runs.
+func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
+	h := newHarness(t)
+	var batchRuns atomic.Int32
+	causes := make(chan error, 8)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
+		"root": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(2, "mid", func(int) string { return "null" })}
+		},
+		"mid": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(3, "leaf.nobody.runs", func(int) string { return "null" })}
+		},
+		"batches": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			f := &engine.FanOut{BatchType: "slow.batch"}
+			for i := 0; i < 200; i++ {
+				f.Batches = append(f.Batches, []byte(`null`))
+			}
+			return nil, f
+		}},
+		Batches: map[string]engine.BatchHandler{"slow.batch": func(ctx context.Context, b *engine.BatchTask) error {
+			batchRuns.Add(1)
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return context.Cause(ctx)
+		}}})
+
+	root := h.submit(commands.SubmitRequest{Type: "root"})
+	h.waitState(root.Job.ID, streams.StateWaiting, 20*time.Second)
+	for i := 1; i <= 2; i++ {
+		h.waitState(engine.ChildID("default", root.Job.ID, i), streams.StateWaiting, 20*time.Second)
+	}
+	if _, err := h.st.Cancel(h.ctx, root.Job.ID, "stop it all"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		mid := engine.ChildID("default", root.Job.ID, i)
+		if j := h.get(mid); j.State != streams.StateCancelled {
+			t.Fatalf("child %d is %s", i, j.State)
+		}
+		for k := 1; k <= 3; k++ {
+			if j := h.get(engine.ChildID("default", mid, k)); j.State != streams.StateCancelled {
+				t.Fatalf("grandchild %d/%d is %s after the cancel returned", i, k, j.State)
+			}
+		}
+	}
+
+	parent := h.submit(commands.SubmitRequest{Type: "batches"})
+	h.waitState(parent.Job.ID, streams.StateWaiting, 20*time.Second)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if n := batchRuns.Load(); n != 4 {
+			return fmt.Errorf("%d batches running", n)
+		}
+		return nil
+	})
+	if _, err := h.st.Cancel(h.ctx, parent.Job.ID, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		select {
+		case c := <-causes:
+			if !errors.Is(c, engine.ErrJobCancelled) {
+				t.Fatalf("batch context ended with %v", c)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 4 running batches saw the cancel", i)
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		info, err := h.consumerInfo(streams.QueueStream("default"), engine.BatchConsumerName("slow.batch"))
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != 0 || info.NumPending != 0 {
+			return fmt.Errorf("batches: %d held, %d waiting", info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
+	if n := batchRuns.Load(); n != 4 {
+		t.Fatalf("%d batches ran; only the 4 running at the cancel should have", n)
+	}
+	h.verify()
+}
+
 func TestNestedFanOut(t *testing.T) {
 	h := newHarness(t)
 	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 8, Handlers: map[string]engine.Handler{
@@ -437,5 +568,21 @@ func TestQueuePosition(t *testing.T) {
 	}
 	if pos, _ := h.st.QueuePosition(h.ctx, h.get(ids[0])); pos != -1 {
 		t.Fatalf("claimed job has position %d", pos)
+	}
+	// A job cancelled while queued leaves its work item behind; it is not
+	// ahead of anyone.
+	if _, err := h.st.Cancel(h.ctx, ids[2], "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids[3:] {
+		if pos, err := h.st.QueuePosition(h.ctx, h.get(id)); err != nil || pos != i {
+			t.Fatalf("after a cancel, job %d: position %d, %v", i+3, pos, err)
+		}
+	}
+	// A job of another type on the same queue waits for its own workers,
+	// not behind these.
+	other := h.submit(commands.SubmitRequest{Type: "other.line", Queue: "pos"})
+	if pos, err := h.st.QueuePosition(h.ctx, other.Job); err != nil || pos != 0 {
+		t.Fatalf("job of another type: position %d, %v", pos, err)
 	}
 }

@@ -123,8 +123,13 @@ func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
 	tick := time.NewTicker(l.ttl / 4)
 	defer tick.Stop()
 	for {
+		// Each write may take at most a quarter of the TTL, so that a
+		// leader cut off from NATS steps down (at TTL/2 since its last
+		// renewal, at worst 3/4 TTL) before the key can expire and another
+		// engine take the lead.
+		wctx, cancelWrite := context.WithTimeout(ctx, l.ttl/4)
 		if l.leading.Load() {
-			r, err := kv.Update(ctx, l.name, []byte(l.id), rev)
+			r, err := kv.Update(wctx, l.name, []byte(l.id), rev)
 			switch {
 			case err == nil:
 				rev, lastRenew = r, time.Now()
@@ -133,7 +138,7 @@ func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
 			case time.Since(lastRenew) > l.ttl/2:
 				stepDown("could not renew: " + err.Error())
 			}
-		} else if r, err := kv.Create(ctx, l.name, []byte(l.id)); err == nil {
+		} else if r, err := kv.Create(wctx, l.name, []byte(l.id)); err == nil {
 			rev, lastRenew = r, time.Now()
 			l.leading.Store(true)
 			l.terms.Add(1)
@@ -150,6 +155,7 @@ func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
 				components = l.components
 			}
 		}
+		cancelWrite()
 		select {
 		case <-ctx.Done():
 			stepDown("stopping")

@@ -76,15 +76,48 @@ func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
 		jetstream.WithMsgID(msgID))
 }
 
+// hasChildren reports whether j fanned out to child jobs.
+func hasChildren(j *streams.Job) bool {
+	return j.Fanout != nil && j.Fanout.Plan.Kind == streams.FanoutChildren
+}
+
+// CascadeAsync cancels the descendants of a parent that ended without
+// succeeding, in the background: the fan-in counter and the reaper are not
+// held up by a parent with many children. A cascade already running in this
+// process for the parent is not started twice; one cut short by the
+// process's end is repeated by the Projector, which cascades again for
+// every such parent it sees (cancelling a cancelled child writes nothing).
+func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
+	if !hasChildren(parent) || parent.State == streams.StateSucceeded {
+		return
+	}
+	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer s.cascading.Delete(parent.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		if err := s.cascade(ctx, parent, reason); err != nil {
+			s.Log.Warn("cancel the children of "+parent.ID+"; the projector repeats it", "err", err)
+		}
+	}()
+}
+
 // cascade cancels every non-terminal descendant of a fan-out parent that
 // did not succeed: children, and through their own cancel, grandchildren.
 // A parent of batches has nothing to cancel: batch workers skip the batches
 // of a terminal parent.
 func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string) error {
-	if parent.Fanout == nil || parent.Fanout.Plan.Kind != streams.FanoutChildren || parent.State == streams.StateSucceeded {
+	if !hasChildren(parent) || parent.State == streams.StateSucceeded {
 		return nil
 	}
-	total := parent.Fanout.Plan.Total
+	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, parent.Fanout.Plan.Total, reason)
+}
+
+// cancelChildren cancels children 1..total of parent that exist and are not
+// terminal.
+func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
 	next := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -93,7 +126,7 @@ func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string)
 		go func() {
 			defer wg.Done()
 			for n := range next {
-				_, err := s.Cancel(ctx, ChildID(parent.Spec.Namespace, parent.ID, n), reason)
+				_, err := s.Cancel(ctx, ChildID(ns, parent, n), reason)
 				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
 					select {
 					case errs <- err:
@@ -128,6 +161,13 @@ type parentCache struct {
 type parentEntry struct {
 	terminal bool
 	at       time.Time
+}
+
+// forget drops what the cache knows of parent id: it was just cancelled.
+func (c *parentCache) forget(id string) {
+	c.mu.Lock()
+	delete(c.entries, id)
+	c.mu.Unlock()
 }
 
 func (c *parentCache) terminal(ctx context.Context, id string) bool {

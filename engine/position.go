@@ -14,16 +14,26 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// QueuePosition is how many jobs are ahead of queued job j on its queue
-// (those of its type waiting to be claimed that were queued before it), or
-// -1 if j is not queued. It asks the server: the run consumer's count of
-// undelivered items, and how many items follow j's own.
+// maxExactAhead bounds how many work items QueuePosition checks one by one.
+const maxExactAhead = 1000
+
+// errFound stops a read of a queue's items once a job's own item is found.
+var errFound = errors.New("found")
+
+// QueuePosition is how many jobs are ahead of queued job j on its queue, as
+// the workers of its type will take them (one consumer per type: jobs of
+// other types do not wait for these), or -1 if j is not queued. It reads the
+// work items waiting before j's and counts those whose job is still queued
+// at the state the item carries: items left behind by jobs that moved on
+// (cancelled while queued, say) are not ahead of anyone. Past
+// maxExactAhead items, the count is the stream's, an upper bound.
 func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) {
 	if j.State != streams.StateQueued {
 		return -1, nil
 	}
 	stream := streams.QueueStream(j.Spec.Queue)
 	subject := streams.RunSubject(j.Spec.Queue, j.Spec.Type)
+	from := uint64(1)
 	var waiting uint64
 	cons, err := s.JS.Consumer(ctx, stream, ConsumerName(j.Spec.Type))
 	switch {
@@ -32,7 +42,7 @@ func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) 
 		if err != nil {
 			return 0, err
 		}
-		waiting = info.NumPending
+		from, waiting = info.Delivered.Stream+1, info.NumPending
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		// No worker ever ran this type: everything on the subject waits.
 		qs, err := s.JS.Stream(ctx, stream)
@@ -47,6 +57,28 @@ func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) 
 	default:
 		return 0, err
 	}
+	var ahead []*streams.WorkItem
+	_, err = streams.ReadSubject(ctx, s.NC, stream, subject, from, func(_ uint64, data []byte) error {
+		item, err := streams.DecodeWorkItem(data)
+		if err != nil {
+			return nil
+		}
+		if item.Job.ID == j.ID {
+			return errFound
+		}
+		if len(ahead) == maxExactAhead {
+			return errTooFar
+		}
+		ahead = append(ahead, item)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return s.liveItems(ctx, ahead)
+	case err != nil && !errors.Is(err, errTooFar):
+		return 0, err
+	}
+	// Far down the queue (or its item not found): the stream's count.
 	after, found, err := s.pendingAfter(ctx, stream, subject, j)
 	if err != nil {
 		return 0, err
@@ -55,6 +87,39 @@ func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) 
 		return 0, nil
 	}
 	return int(waiting - after - 1), nil
+}
+
+var errTooFar = errors.New("too far")
+
+// liveItems counts the jobs of items that are still queued at the state
+// their item carries.
+func (s *Store) liveItems(ctx context.Context, items []*streams.WorkItem) (int, error) {
+	subjects := make([]string, 0, len(items))
+	for _, it := range items {
+		subjects = append(subjects, streams.KVSubject(it.Job.ID))
+	}
+	recs, err := streams.MultiLast(ctx, s.NC, "KV_"+streams.JobsBucket, subjects)
+	if err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	n := 0
+	for _, it := range items {
+		if seen[it.Job.ID] {
+			continue
+		}
+		rec, ok := recs[streams.KVSubject(it.Job.ID)]
+		if !ok || rec.Deleted {
+			continue
+		}
+		cur, err := streams.DecodeJob(rec.Data)
+		if err != nil || cur.State != streams.StateQueued || cur.Seq != it.Job.Seq {
+			continue
+		}
+		seen[it.Job.ID] = true
+		n++
+	}
+	return n, nil
 }
 
 // pendingAfter finds j's work item on subject, reading forward from the

@@ -229,13 +229,18 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// Its last event is here: repeat what its writer does after the
 		// append, in case the writer died first. Each is a no-op when it
 		// was done (message ids, schedules by subject, pieces by number).
+		j := snap.Job
 		switch {
-		case snap.Job.State == streams.StateQueued || snap.Job.State == streams.StateScheduled:
+		case j.State == streams.StateQueued || j.State == streams.StateScheduled:
 			futs = append(futs, p.store.dispatchAsync(snap))
-		case snap.Job.State.Terminal() && snap.Job.Spec.Parent != "":
-			futs = append(futs, p.store.pieceAsync(snap.Job))
-		case snap.Job.State == streams.StateWaiting && s.event.Type == streams.EvWaiting:
-			futs = append(futs, p.store.planAsync(snap.Job))
+		case j.State == streams.StateWaiting && s.event.Type == streams.EvWaiting:
+			futs = append(futs, p.store.planAsync(j))
+		}
+		if j.State.Terminal() && j.Spec.Parent != "" {
+			futs = append(futs, p.store.pieceAsync(j))
+		}
+		if j.State.Terminal() && j.State != streams.StateSucceeded && hasChildren(j) {
+			p.store.CascadeAsync(j, "parent job is "+string(j.State))
 		}
 	}
 	for _, f := range futs {

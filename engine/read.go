@@ -52,6 +52,9 @@ func (f *Filter) Match(j *streams.Job) bool {
 		(f.Parent == "" || j.Spec.Parent == f.Parent)
 }
 
+// listIdle is how long List waits for the next record of the bucket.
+const listIdle = 10 * time.Second
+
 // List returns the jobs that match f, newest first, reading the whole jobs
 // bucket through one ordered consumer.
 func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
@@ -63,12 +66,19 @@ func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer w.Stop()
+	// A watch whose consumer was on a server that went away can stall for
+	// good: give up when the bucket says nothing for listIdle.
+	idle := time.NewTimer(listIdle)
+	defer idle.Stop()
 	var out []*streams.Job
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-idle.C:
+			return nil, fmt.Errorf("list jobs: no answer from the jobs bucket for %s", listIdle)
 		case e, ok := <-w.Updates():
+			idle.Reset(listIdle)
 			if !ok || e == nil {
 				SortNewestFirst(out)
 				if f.Limit > 0 && len(out) > f.Limit {

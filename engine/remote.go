@@ -311,6 +311,19 @@ func (r *Remote) byAge(ctx context.Context, cs []runConsumer) ([]*runConsumer, e
 	return append(out, redeliver...), nil
 }
 
+// dropOrphan cancels a child the worker just claimed whose parent ended.
+func (r *Remote) dropOrphan(ctx context.Context, snap Snapshot, worker string) {
+	_, _, err := r.store.Apply(ctx, "cancel", snap, func(j *streams.Job) (*streams.Event, error) {
+		if err := commands.CheckHolder(j, worker); err != nil {
+			return nil, err
+		}
+		return commands.Cancel(j, "parent job is no longer running", worker, time.Now().UTC())
+	})
+	if err != nil {
+		r.log.Warn("cancel a child whose parent ended", "job", snap.Job.ID, "err", err)
+	}
+}
+
 func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (Snapshot, bool, error) {
 	batch, err := c.cons.FetchNoWait(1)
 	if err == nil {
@@ -319,7 +332,15 @@ func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (S
 			if d == nil {
 				continue
 			}
-			if snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.log); ok {
+			snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.log)
+			if ok && r.store.parentEnded(ctx, snap.Job) {
+				// Read after the claim is in the log: a child whose parent
+				// was cancelled before it is never handed out.
+				r.dropOrphan(ctx, snap, worker)
+				_ = msg.Ack()
+				return Snapshot{}, false, nil
+			}
+			if ok {
 				return snap, true, nil
 			}
 		}

@@ -317,3 +317,25 @@ func TestRemoteRenewKeepsClaimsOnTransientErrors(t *testing.T) {
 		t.Fatalf("renew by a worker that does not hold it: %+v %v", rn, err)
 	}
 }
+
+// A child whose parent was cancelled is never handed to an HTTP worker: the
+// claim finds the parent ended, cancels the child and hands out nothing.
+func TestRemoteClaimSkipsChildOfEndedParent(t *testing.T) {
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), time.Second, testkit.Logger(t))
+	parent := h.submit(commands.SubmitRequest{Type: "nobody.coordinates"})
+	if _, err := h.st.Cancel(h.ctx, parent.Job.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	child := h.submit(commands.SubmitRequest{Type: "remote.kid", Parent: parent.Job.ID})
+	got, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.kid"}, 300*time.Millisecond)
+	if err != nil || got.Job != nil {
+		t.Fatalf("claim handed out %+v (%v)", got.Job, err)
+	}
+	j := h.waitState(child.Job.ID, streams.StateCancelled, 5*time.Second)
+	if j.Error == nil || j.Error.Message != "cancelled: parent job is no longer running" {
+		t.Fatalf("child %+v", j.Error)
+	}
+	h.wantEvents(child.Job.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvCancelled)
+	h.verify()
+}

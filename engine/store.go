@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,8 @@ type Store struct {
 	// Repairs counts job records this Store rebuilt from the log because
 	// they were missing or behind it.
 	Repairs atomic.Int64
+
+	cascading sync.Map // parent id -> struct{}: cascades in flight in this process
 }
 
 // OpenStore connects a Store to JetStream, provisioning the topology.
@@ -249,9 +252,17 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			// The transition stands; the Projector repeats what is missing.
 			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err)
 		}
-		if ev.To.Terminal() && next.Job.Fanout != nil && ev.To != streams.StateSucceeded {
-			if err := s.cascade(ctx, next.Job, "parent job is "+string(ev.To)); err != nil {
-				s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
+		if ev.To.Terminal() && ev.To != streams.StateSucceeded && hasChildren(next.Job) {
+			reason := "parent job is " + string(ev.To)
+			if op == "cancel" {
+				// The caller cancelled this job: its descendants are
+				// cancelled before it hears back.
+				if err := s.cascade(ctx, next.Job, reason); err != nil {
+					s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
+				}
+			} else {
+				// The fan-in counter or the reaper: not held up by it.
+				s.CascadeAsync(next.Job, reason)
 			}
 		}
 		return next, ev, nil

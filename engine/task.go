@@ -126,11 +126,15 @@ var errParentGone = errors.New("parent job is no longer running")
 // job.started is in the log, so a parent cancelled before that start is
 // always seen: a child whose parent is cancelled never runs.
 func (r *Runtime) parentGone(ctx context.Context, rn *run) bool {
-	parent := rn.snap.Job.Spec.Parent
-	if parent == "" {
+	return r.store.parentEnded(ctx, rn.snap.Job)
+}
+
+// parentEnded reports whether j has a parent that is terminal (or gone).
+func (s *Store) parentEnded(ctx context.Context, j *streams.Job) bool {
+	if j.Spec.Parent == "" {
 		return false
 	}
-	p, err := r.store.Load(ctx, parent)
+	p, err := s.Load(ctx, j.Spec.Parent)
 	if err != nil {
 		return errors.Is(err, commands.ErrNotFound) // an orphan runs nowhere
 	}

@@ -371,10 +371,17 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		}
 	}
 	var fo *FanOut
+	children := 0 // children this attempt made, or may have made
 	if decide == nil && errors.As(herr, &fo) {
-		var err error
-		if decide, err = r.fanOut(ctx, rn, fo); err != nil {
-			herr = err // making the pieces failed: an ordinary failed attempt
+		if errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost) {
+			// The attempt no longer holds its job: make no pieces.
+			herr = cause
+		} else {
+			var err error
+			children = len(fo.Children)
+			if decide, err = r.fanOut(ctx, rn, fo); err != nil {
+				herr = err // making the pieces failed: an ordinary failed attempt
+			}
 		}
 	}
 	if decide == nil {
@@ -402,6 +409,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			// Cancelled, or the lease went to another worker: what this
 			// attempt produced is discarded.
 			r.log.Info("attempt result discarded", "job", rn.id, "reason", err)
+			r.orphans(ctx, next.Job, children)
 			r.release(rn, next.Job)
 			return
 		}
@@ -419,6 +427,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", rn.id, "err", err)
 		}
 		crash(op + ":dispatched")
+		r.orphans(ctx, next.Job, children)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(next.Job, ev)
 		}
@@ -427,9 +436,23 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 	}
 }
 
+// orphans cancels the children a coordinator's attempt made when its job
+// ended without waiting for them: it was cancelled while it made them, or
+// making them failed for good. (A job that will run again keeps them: the
+// next attempt finds the same children, their ids are derived.)
+func (r *Runtime) orphans(ctx context.Context, j *streams.Job, children int) {
+	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
+		return
+	}
+	if err := r.store.cancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
+		r.log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
+	}
+}
+
 // onCancel cancels the handler of a job that was just cancelled.
 func (r *Runtime) onCancel(m *nats.Msg) {
 	id := string(m.Data)
+	r.parents.forget(id) // its next batches find it cancelled
 	r.mu.Lock()
 	rn := r.inflight[id]
 	var batches []*batchRun
@@ -474,6 +497,16 @@ func (r *Runtime) checkRun(rn *run) {
 	}
 }
 
+// checkBatch cancels a running batch whose parent ended (a cancel
+// notification that was missed).
+func (r *Runtime) checkBatch(br *batchRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r.parents.terminal(ctx, br.parent) {
+		br.cancel(ErrJobCancelled)
+	}
+}
+
 // renewLeases keeps the work items of running attempts from being
 // redelivered, and notices attempts whose job was cancelled or taken over
 // when a cancel notification was missed.
@@ -509,6 +542,7 @@ func (r *Runtime) renewLeases() {
 		}
 		for _, br := range batches {
 			_ = br.msg.InProgress()
+			go r.checkBatch(br)
 		}
 	}
 }

@@ -148,6 +148,15 @@ type EventView struct {
 	Result   json.RawMessage   `json:"result,omitempty"`
 	RunAt    *time.Time        `json:"run_at,omitempty"`
 	Progress *streams.Progress `json:"progress,omitempty"`
+	Counts   *CountsView       `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+}
+
+// CountsView is how a fan-out's pieces ended so far.
+type CountsView struct {
+	Succeeded int                  `json:"succeeded"`
+	Failed    int                  `json:"failed"`
+	Cancelled int                  `json:"cancelled"`
+	Errors    []streams.ErrorCount `json:"errors,omitempty"`
 }
 
 // ViewEvent renders an event.
@@ -157,6 +166,9 @@ func ViewEvent(e *streams.Event) *EventView {
 		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
 	if len(e.Result) > 0 {
 		v.Result = json.RawMessage(e.Result)
+	}
+	if c := e.Counts; c != nil {
+		v.Counts = &CountsView{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Errors: c.Errors}
 	}
 	return v
 }

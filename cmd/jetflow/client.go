@@ -348,6 +348,12 @@ func formatEvent(e *projections.EventView) string {
 		}
 		fmt.Fprintf(&b, " %s -> %s", from, e.To)
 	}
+	if e.Name != "" {
+		fmt.Fprintf(&b, " %s", e.Name)
+	}
+	if e.Level == "warning" || e.Level == "error" {
+		fmt.Fprintf(&b, " [%s]", e.Level)
+	}
 	if e.Attempt > 0 {
 		fmt.Fprintf(&b, "  attempt %d", e.Attempt)
 	}
@@ -356,6 +362,9 @@ func formatEvent(e *projections.EventView) string {
 	}
 	if e.Progress != nil {
 		fmt.Fprintf(&b, "  %d/%d", e.Progress.Current, e.Progress.Total)
+	}
+	if c := e.Counts; c != nil {
+		fmt.Fprintf(&b, "  pieces: %d succeeded, %d failed, %d cancelled", c.Succeeded, c.Failed, c.Cancelled)
 	}
 	if e.Message != "" {
 		fmt.Fprintf(&b, "  %q", e.Message)
@@ -368,6 +377,11 @@ func formatEvent(e *projections.EventView) string {
 	}
 	if len(e.Result) > 0 {
 		fmt.Fprintf(&b, "  result %s", e.Result)
+	}
+	if len(e.Fields) > 0 {
+		if f, err := json.Marshal(e.Fields); err == nil {
+			fmt.Fprintf(&b, "  %s", f)
+		}
 	}
 	return b.String()
 }

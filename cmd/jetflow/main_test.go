@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +221,83 @@ func TestCLIFanOutTree(t *testing.T) {
 	var kids []map[string]any
 	if code != exitOK || json.Unmarshal([]byte(out), &kids) != nil || len(kids) != 3 {
 		t.Fatalf("ls --parent: %d %q", code, out)
+	}
+}
+
+// lockedBuffer is an output a command writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A running job's progress shows in `get` (bar and percent) and its
+// progress and handler events in `events --follow`, while it runs.
+func TestCLIProgressAndFollowLive(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := testkit.Ctx(t)
+	release := make(chan struct{})
+	w := jetflow.NewWorker(e.cl, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
+	jetflow.Register(w, "cli.steps", func(ctx context.Context, job *jetflow.Job[struct{}]) (string, error) {
+		if err := job.Progress(3, 4, "resizing"); err != nil {
+			return "", err
+		}
+		if err := job.Emit(ctx, "resize.page", "warning", "page 3 is large", map[string]any{"page": 3}); err != nil {
+			return "", err
+		}
+		<-release
+		return "done", nil
+	})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	job, err := e.cl.Submit(ctx, "cli.steps", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := &lockedBuffer{}
+	followed := make(chan int, 1)
+	go func() {
+		followed <- run([]string{"events", job.ID, "--follow", "--nats", e.url}, follow, &lockedBuffer{})
+	}()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		out, _, code := e.jetflow("get", job.ID)
+		if code != exitOK || !strings.Contains(out, "[###############.....] 3/4 (75.0%) resizing") {
+			return testkit.Errorf("get exited %d:\n%s", code, out)
+		}
+		return nil
+	})
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		out := follow.String()
+		for _, want := range []string{"job.progress", "3/4", `job.event                  resize.page [warning]`, `"page 3 is large"`, `{"page":3}`} {
+			if !strings.Contains(out, want) {
+				return testkit.Errorf("events --follow has not shown %q yet:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+	close(release)
+	select {
+	case code := <-followed:
+		if code != exitOK {
+			t.Fatalf("events --follow exited %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("events --follow did not end with the job")
+	}
+	if out := follow.String(); !strings.Contains(out, "job.succeeded") {
+		t.Fatalf("follow output:\n%s", out)
 	}
 }
