@@ -33,8 +33,9 @@ const usage = `jetflow: an event-sourced job engine on NATS JetStream
 Engine and workers:
   jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
-  jetflow worker [--queue Q] [--concurrency N] [--lease D]     run the demo handlers
-  jetflow bench [--jobs N] [--workers C] [--json]
+                [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--replicas N]
+  jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
+  jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]

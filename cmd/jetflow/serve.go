@@ -26,6 +26,9 @@ func cmdServe(c *cli, args []string) int {
 		lag                    time.Duration
 		concurrency            int
 		httpAddr               string
+		origins                stringList
+		maxBody                int64
+		maxStreams             int
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -36,6 +39,9 @@ func cmdServe(c *cli, args []string) int {
 	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
+	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
+	fs.Int64Var(&maxBody, "http-max-body", 1<<20, "largest request body in bytes (more: 413)")
+	fs.IntVar(&maxStreams, "http-max-streams", 1000, "event streams and long polls open at once (more: 503 overloaded)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -88,7 +94,8 @@ func cmdServe(c *cli, args []string) int {
 	log.Info("streams provisioned", "replicas", client.Store().Topo.Replicas)
 	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
 	if httpAddr != "" && httpAddr != "off" {
-		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log})
+		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log,
+			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams})
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage
