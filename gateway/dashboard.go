@@ -227,7 +227,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	_ = g.store.History(r.Context(), id, 0, false, func(e *streams.Event) error {
 		v := projections.ViewEvent(e)
-		if k := len(d.Events); k > 0 && v.Type == streams.EvProgress && d.Events[k-1].Type == streams.EvProgress {
+		if k := len(d.Events); k > 0 && collapses(v.Type) && d.Events[k-1].Type == v.Type {
 			d.Events[k-1].EventView, d.Events[k-1].Repeat = v, d.Events[k-1].Repeat+1
 		} else {
 			d.Events = append(d.Events, &timelineEntry{EventView: v, Repeat: 1})
@@ -246,8 +246,13 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	g.render(w, http.StatusOK, "job", "Job "+id, d)
 }
 
+// collapses reports whether a run of events of this type is one line of the
+// timeline (the last of them, and how many): progress reports, and the
+// fan-in counts of a waiting parent.
+func collapses(typ string) bool { return typ == streams.EvProgress || typ == streams.EvFanIn }
+
 // timelineEntry is one line of a job's timeline: an event, or the last of
-// a run of progress events (Repeat of them).
+// a run of progress or fan-in events (Repeat of them).
 type timelineEntry struct {
 	*projections.EventView
 	Repeat int

@@ -263,7 +263,8 @@ func registerDemo(w *jetflow.Worker, queue string) {
 			}
 		}
 		if b.Payload.Fail {
-			return jetflow.WithCode("DEMO_BATCH", fmt.Errorf("batch %d failed on purpose", b.Piece))
+			// One message for all: the parent's summary counts them together.
+			return jetflow.WithCode("DEMO_BATCH", errors.New("demo batch failed on purpose (fail_every)"))
 		}
 		return nil
 	}, on)

@@ -212,12 +212,13 @@
     }
     function eventHTML(e, repeat) {
       var h = '<time datetime="' + esc(e.time) + '"></time> <b class="etype">' + esc(e.type) + "</b>";
-      if (repeat > 1) h += ' <span class="repeat" title="progress reports">×' + repeat + "</span>";
+      if (repeat > 1) h += ' <span class="repeat" title="in a row">×' + repeat + "</span>";
       if (e.to) h += ' <span class="move">' + esc(e.from || "new") + " → " + badge(e.to) + "</span>";
       if (e.name) h += " <i>" + esc(e.name) + "</i>";
       if (e.attempt) h += ' <span class="dim">attempt ' + esc(e.attempt) + "</span>";
       if (e.actor) h += ' <span class="dim">by ' + esc(e.actor) + "</span>";
       if (e.progress) h += ' <span class="dim">' + esc(e.progress.current + "/" + e.progress.total) + "</span>";
+      if (e.counts) h += ' <span class="dim">' + esc(e.counts.succeeded + " succeeded · " + e.counts.failed + " failed · " + e.counts.cancelled + " cancelled") + "</span>";
       if (e.message) h += ' <span class="emsg">' + esc(e.message) + "</span>";
       if (e.error && e.error.code) h += " <code>" + esc(e.error.code) + "</code>";
       return h;
@@ -234,8 +235,8 @@
       var e = JSON.parse(m.data);
       if (events.querySelector('li[data-seq="' + e.seq + '"]')) return;
       var last = events.lastElementChild, li;
-      if (e.type === "job.progress" && last && last.dataset.type === "job.progress") {
-        // A run of progress reports is one line: the last, and how many.
+      if ((e.type === "job.progress" || e.type === "job.fanin") && last && last.dataset.type === e.type) {
+        // A run of progress reports (or fan-in counts) is one line: the last, and how many.
         li = last;
         li.dataset.repeat = (+li.dataset.repeat || 1) + 1;
       } else {
