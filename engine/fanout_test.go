@@ -274,13 +274,19 @@ func TestCancelParentCascades(t *testing.T) {
 			t.Fatalf("child %d is %s after the parent's cancel returned", i, j.State)
 		}
 	}
-	// A worker for the children arrives later: none of them runs.
+	h.noneRunsLate("queued.kid")
+}
+
+// noneRunsLate starts a worker for jobType once its jobs' parent was
+// cancelled, and fails the test if any of them runs; then verifies.
+func (h *harness) noneRunsLate(jobType string) {
+	h.t.Helper()
 	var ran atomic.Int32
 	h.runtime(engine.RuntimeConfig{WorkerID: "late", Concurrency: 16, Handlers: map[string]engine.Handler{
-		"queued.kid": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return nil, nil }}})
-	waitNoWork(t, h, "default", "queued.kid")
+		jobType: func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return nil, nil }}})
+	waitNoWork(h.t, h, "default", jobType)
 	if ran.Load() != 0 {
-		t.Fatalf("%d children ran after their parent was cancelled", ran.Load())
+		h.t.Fatalf("%d children ran after their parent was cancelled", ran.Load())
 	}
 	h.verify()
 }
@@ -316,14 +322,7 @@ func TestCancelWhileCoordinatorMakesChildren(t *testing.T) {
 		}
 		return nil
 	})
-	var ran atomic.Int32
-	h.runtime(engine.RuntimeConfig{WorkerID: "late", Concurrency: 16, Handlers: map[string]engine.Handler{
-		"queued.kid": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return nil, nil }}})
-	waitNoWork(t, h, "default", "queued.kid")
-	if ran.Load() != 0 {
-		t.Fatalf("%d children ran after their parent was cancelled", ran.Load())
-	}
-	h.verify()
+	h.noneRunsLate("queued.kid")
 }
 
 // Cancelling a parent cancels its grandchildren too (through its children's

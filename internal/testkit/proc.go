@@ -18,10 +18,23 @@ import (
 	"github.com/jetflow/jetflow"
 )
 
-// BuildJetflow builds cmd/jetflow into a temp dir for the process tests of
-// a package and returns the binary's path and a cleanup. It is meant for
-// TestMain, so that every test of the package runs the same real binary.
-func BuildJetflow() (string, func(), error) {
+// MainWithJetflow is the TestMain of a package of process tests: it builds
+// cmd/jetflow into a temp dir, sets *bin to its path, runs the tests, removes
+// the binary and exits with the tests' code. Every test of the package runs
+// the same real binary.
+func MainWithJetflow(m *testing.M, bin *string) {
+	path, cleanup, err := buildJetflow()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func buildJetflow() (string, func(), error) {
 	dir, err := os.MkdirTemp("", "jetflow-bin-")
 	if err != nil {
 		return "", nil, err

@@ -44,15 +44,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(runNode())
 	}
-	bin, cleanup, err := testkit.BuildJetflow()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.MainWithJetflow(m, &binary)
 }
 
 // runNode runs one NATS server of the cluster until SIGTERM (or SIGKILL).

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -18,15 +17,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, cleanup, err := testkit.BuildJetflow()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.MainWithJetflow(m, &binary)
 }
 
 func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {

@@ -7,7 +7,6 @@ package process
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -26,15 +25,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(racerEnv) != "" {
 		os.Exit(racer())
 	}
-	bin, cleanup, err := testkit.BuildJetflow()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.MainWithJetflow(m, &binary)
 }
 
 // system is one jetflow system: a serve process (embedded NATS listening on
