@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -224,24 +223,6 @@ func TestCLIFanOutTree(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an output a command writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A running job's progress shows in `get` (bar and percent) and its
 // progress and handler events in `events --follow`, while it runs.
 func TestCLIProgressAndFollowLive(t *testing.T) {
@@ -267,10 +248,10 @@ func TestCLIProgressAndFollowLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	follow := &lockedBuffer{}
+	follow := &testkit.SyncBuffer{}
 	followed := make(chan int, 1)
 	go func() {
-		followed <- run([]string{"events", job.ID, "--follow", "--nats", e.url}, follow, &lockedBuffer{})
+		followed <- run([]string{"events", job.ID, "--follow", "--nats", e.url}, follow, &testkit.SyncBuffer{})
 	}()
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		out, _, code := e.jetflow("get", job.ID)

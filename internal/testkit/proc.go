@@ -53,7 +53,7 @@ func buildJetflow() (string, func(), error) {
 type Proc struct {
 	Name string
 	Cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 
 	exited chan struct{}
 	state  *os.ProcessState
@@ -63,7 +63,7 @@ type Proc struct {
 // the test log.
 func StartProc(t testing.TB, name string, env []string, bin string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, Cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: exec.Command(bin, args...), out: &SyncBuffer{}, exited: make(chan struct{})}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
 	p.Cmd.Env = append(os.Environ(), env...)
 	if err := p.Cmd.Start(); err != nil {
@@ -142,18 +142,19 @@ func (p *Proc) WaitOutput(t testing.TB, timeout time.Duration, s string) {
 	})
 }
 
-type syncBuffer struct {
+// SyncBuffer is an output a process or command writes while a test reads it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
