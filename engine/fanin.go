@@ -58,7 +58,7 @@ type FanIn struct {
 
 // tally is one parent as this counter knows it.
 type tally struct {
-	snap    Snapshot // the parent as last read or written
+	snap    Snapshot // the parent as last read or written (set unless done)
 	pieces  *projections.Pieces
 	dirty   bool // counts not yet written
 	flushed time.Time
@@ -264,10 +264,6 @@ func (f *FanIn) settle(ctx context.Context) {
 		if time.Since(t.flushed) < f.flush {
 			continue
 		}
-		if t.snap.Job == nil {
-			t.done = true // the parent vanished from the log
-			continue
-		}
 		next, _, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
 			return commands.FanIn(j, counts, f.store.Actor, time.Now().UTC())
 		})
@@ -291,10 +287,6 @@ func (f *FanIn) settle(ctx context.Context) {
 }
 
 func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts streams.FanoutCounts) {
-	if t.snap.Job == nil {
-		t.done = true
-		return
-	}
 	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
 		if j.State != streams.StateWaiting {
 			return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvSucceeded, From: j.State, To: streams.StateSucceeded}

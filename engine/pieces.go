@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -116,8 +117,14 @@ func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string)
 }
 
 // cancelChildren cancels children 1..total of parent that exist and are not
-// terminal.
+// terminal. Children whose outcome is in the parent's piece events already
+// are skipped without a read each: a cascade repeated (by the Projector,
+// after the writer's) costs one read of the parent's piece subject.
 func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
+	ended := projections.NewPieces()
+	if err := projections.ReadPieces(ctx, s.NC, parent, ended, 0); err != nil {
+		return err
+	}
 	next := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -137,7 +144,9 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 		}()
 	}
 	for n := 1; n <= total; n++ {
-		next <- n
+		if !ended.Ended(n) {
+			next <- n
+		}
 	}
 	close(next)
 	wg.Wait()

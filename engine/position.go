@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -127,45 +125,28 @@ func (s *Store) liveItems(ctx context.Context, items []*streams.WorkItem) (int, 
 // messages on subject follow it.
 func (s *Store) pendingAfter(ctx context.Context, stream, subject string, j *streams.Job) (uint64, bool, error) {
 	req := map[string]any{"start_time": j.QueuedAt.Add(-time.Millisecond).UTC(), "next_by_subj": subject, "batch": 256}
-	for read := 0; read < 4096; {
-		body, _ := json.Marshal(req)
-		msgs, err := s.directBatch(ctx, stream, body)
-		if err != nil || len(msgs) == 0 {
+	var after, last uint64
+	found := false
+	for read := 0; read < 4096 && !found; {
+		n := 0
+		_, err := streams.DirectBatch(ctx, s.NC, stream, req, func(m *nats.Msg) error {
+			n++
+			last, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+			if item, err := streams.DecodeWorkItem(m.Data); err == nil && item.Job.ID == j.ID {
+				after, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				found = true
+				return errFound
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFound) {
 			return 0, false, err
 		}
-		for _, m := range msgs {
-			read++
-			if item, err := streams.DecodeWorkItem(m.Data); err == nil && item.Job.ID == j.ID {
-				n, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-				return n, true, nil
-			}
+		if n == 0 {
+			return 0, false, nil // not (yet) on the subject
 		}
-		last, _ := strconv.ParseUint(msgs[len(msgs)-1].Header.Get("Nats-Sequence"), 10, 64)
+		read += n
 		req = map[string]any{"seq": last + 1, "next_by_subj": subject, "batch": 256}
 	}
-	return 0, false, nil
-}
-
-// directBatch sends a batched direct get and collects its messages.
-func (s *Store) directBatch(ctx context.Context, stream string, req []byte) ([]*nats.Msg, error) {
-	inbox := s.NC.NewRespInbox()
-	sub, err := s.NC.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	if err := s.NC.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
-		return nil, err
-	}
-	var out []*nats.Msg
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("direct get on %s: %w", stream, err)
-		}
-		if m.Header.Get("Status") != "" { // 204 end of batch, 404 nothing
-			return out, nil
-		}
-		out = append(out, m)
-	}
+	return after, found, nil
 }

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/nats-io/nats.go"
@@ -30,11 +31,11 @@ func NewPieces() *Pieces {
 	return &Pieces{seen: map[int]struct{}{}, errs: map[string]int{}}
 }
 
-// Fold adds the piece event at seq. It reports whether the counts or the
-// plan changed; events at or before UpTo are ignored (already folded).
-func (p *Pieces) Fold(seq uint64, ev *streams.Event) bool {
+// Fold adds the piece event at seq; events at or before UpTo are ignored
+// (already folded).
+func (p *Pieces) Fold(seq uint64, ev *streams.Event) {
 	if seq <= p.UpTo {
-		return false
+		return
 	}
 	p.UpTo = seq
 	if ev.Type == streams.PcPlanned {
@@ -42,15 +43,14 @@ func (p *Pieces) Fold(seq uint64, ev *streams.Event) bool {
 		if ev.Plan != nil && p.Plan == nil {
 			plan := *ev.Plan
 			p.Plan = &plan
-			return true
 		}
-		return false
+		return
 	}
 	if ev.Piece < 1 {
-		return false
+		return
 	}
 	if _, ok := p.seen[ev.Piece]; ok {
-		return false // a repeat: redelivered, or run again after a crash
+		return // a repeat: redelivered, or run again after a crash
 	}
 	switch ev.Type {
 	case streams.PcSucceeded:
@@ -65,10 +65,15 @@ func (p *Pieces) Fold(seq uint64, ev *streams.Event) bool {
 	case streams.PcCancelled:
 		p.Counts.Cancelled++
 	default:
-		return false
+		return
 	}
 	p.seen[ev.Piece] = struct{}{}
-	return true
+}
+
+// Ended reports whether piece n has an outcome in what was folded.
+func (p *Pieces) Ended(n int) bool {
+	_, ok := p.seen[n]
+	return ok
 }
 
 // Tally is the counts with the n most common failure messages and UpTo.
@@ -85,24 +90,21 @@ func ReadPieces(ctx context.Context, nc *nats.Conn, parent string, p *Pieces, up
 	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, streams.PieceSubject(parent), p.UpTo+1,
 		func(seq uint64, data []byte) error {
 			if upTo > 0 && seq > upTo {
-				return errStop
+				return errPastUpTo
 			}
 			if ev, err := streams.DecodeEvent(data); err == nil {
 				p.Fold(seq, ev)
 			}
 			return nil
 		})
-	if err == errStop {
+	if errors.Is(err, errPastUpTo) {
 		err = nil
 	}
 	return err
 }
 
-type stopError struct{}
-
-func (stopError) Error() string { return "stop" }
-
-var errStop error = stopError{}
+// errPastUpTo ends a read of piece events at the sequence asked for.
+var errPastUpTo = errors.New("past the last piece event asked for")
 
 // CountPieces counts what became of a fan-out parent's pieces from its
 // piece events in the log up to sequence upTo (0: all).

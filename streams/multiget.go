@@ -39,41 +39,60 @@ func MultiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 }
 
 func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []string, out map[string]LastMsg) error {
-	req, err := json.Marshal(struct {
+	req := struct {
 		MultiLast []string `json:"multi_last"`
 		Batch     int      `json:"batch"`
-	}{subjects, len(subjects)})
-	if err != nil {
-		return err
-	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
-		return err
-	}
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return fmt.Errorf("multi-last get on %s: %w", stream, err)
-		}
-		if status := m.Header.Get("Status"); status != "" {
-			switch status {
-			case "204": // end of batch
-				return nil
-			case "404": // nothing matched
-				return nil
-			default:
-				return fmt.Errorf("multi-last get on %s: %s %s", stream, status, m.Header.Get("Description"))
-			}
-		}
+	}{subjects, len(subjects)}
+	_, err := DirectBatch(ctx, nc, stream, req, func(m *nats.Msg) error {
 		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		subj := m.Header.Get("Nats-Subject")
 		op := m.Header.Get("KV-Operation")
 		out[subj] = LastMsg{Subject: subj, Seq: seq, Data: m.Data, Deleted: op == "DEL" || op == "PURGE"}
+		return nil
+	})
+	return err
+}
+
+// DirectBatch sends one batched direct get to stream (req, which must allow
+// direct gets, is the request, marshalled to JSON: "batch", "seq",
+// "next_by_subj", "start_time", "multi_last", ...) and calls fn with each
+// message of the answer, in order; an error from fn ends the read and is
+// returned. It returns how many more messages matched than the batch held
+// (the end-of-batch marker's Nats-Num-Pending), 0 when nothing (more)
+// matched.
+func DirectBatch(ctx context.Context, nc *nats.Conn, stream string, req any, fn func(*nats.Msg) error) (uint64, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
+		return 0, err
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("direct get on %s: %w", stream, err)
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			switch status {
+			case "204": // end of batch
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				return pending, nil
+			case "404": // nothing (more) matched
+				return 0, nil
+			default:
+				return 0, fmt.Errorf("direct get on %s: %s %s", stream, status, m.Header.Get("Description"))
+			}
+		}
+		if err := fn(m); err != nil {
+			return 0, err
+		}
 	}
 }
 
@@ -109,46 +128,18 @@ func ReadSubject(ctx context.Context, nc *nats.Conn, stream, subject string, fro
 // readSubjectBatch reads up to readBatch messages of subject from sequence
 // from; more says whether the server holds further ones.
 func readSubjectBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func(uint64, []byte) error) (n int, more bool, err error) {
-	req, err := json.Marshal(struct {
+	req := struct {
 		Seq     uint64 `json:"seq"`
 		NextFor string `json:"next_by_subj"`
 		Batch   int    `json:"batch"`
-	}{from, subject, readBatch})
-	if err != nil {
-		return 0, false, err
-	}
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, false, err
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
-		return 0, false, err
-	}
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return n, false, fmt.Errorf("read %s on %s: %w", subject, stream, err)
-		}
-		if status := m.Header.Get("Status"); status != "" {
-			switch status {
-			case "204": // end of batch
-				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-				return n, pending > 0, nil
-			case "404": // nothing (more) on the subject
-				return n, false, nil
-			default:
-				return n, false, fmt.Errorf("read %s on %s: %s %s", subject, stream, status, m.Header.Get("Description"))
-			}
-		}
+	}{from, subject, readBatch}
+	pending, err := DirectBatch(ctx, nc, stream, req, func(m *nats.Msg) error {
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return n, false, fmt.Errorf("read %s on %s: message without a sequence", subject, stream)
+			return fmt.Errorf("read %s on %s: message without a sequence", subject, stream)
 		}
 		n++
-		if err := fn(seq, m.Data); err != nil {
-			return n, false, err
-		}
-	}
+		return fn(seq, m.Data)
+	})
+	return n, pending > 0, err
 }
