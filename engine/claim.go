@@ -33,7 +33,7 @@ func BatchConsumerConfig(queue, batchType string, lease time.Duration, maxAckPen
 	cfg := RunConsumerConfig(queue, batchType, lease, maxAckPending)
 	cfg.Durable = BatchConsumerName(batchType)
 	cfg.Description = "jetflow workers of batches " + batchType
-	cfg.FilterSubject = streams.BatchSubject(queue, batchType)
+	cfg.FilterSubject = streams.BatchFilter(queue, batchType)
 	return cfg
 }
 

@@ -127,7 +127,7 @@ func (r *Runtime) sendBatches(ctx context.Context, parent *streams.Job, plan str
 	if timeout <= 0 {
 		timeout = parent.Spec.Timeout
 	}
-	subject := streams.BatchSubject(plan.BatchQueue, plan.BatchType)
+	subject := streams.BatchSubject(plan.BatchQueue, plan.BatchType, parent.ID)
 	const window = 2048
 	futs := make([]streams.Future, 0, window)
 	flush := func() error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -156,7 +157,7 @@ func TestFanOutDuplicatesCountOnce(t *testing.T) {
 	// a repeated outcome of piece 2 under a new message id.
 	item, _ := streams.Marshal(&streams.BatchItem{Parent: sub.Job.ID, Piece: 1, Type: "piece", Queue: "default", MaxRetries: 3, Timeout: time.Minute})
 	for i := 0; i < 3; i++ {
-		if _, err := h.st.JS.Publish(h.ctx, streams.BatchSubject("default", "piece"), item); err != nil {
+		if _, err := h.st.JS.Publish(h.ctx, streams.BatchSubject("default", "piece", sub.Job.ID), item); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,6 +385,18 @@ func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
 	if _, err := h.st.Cancel(h.ctx, parent.Job.ID, "enough"); err != nil {
 		t.Fatal(err)
 	}
+	// The batches no worker took are gone when the cancel returns.
+	qs, err := h.st.JS.Stream(h.ctx, streams.QueueStream("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := qs.Info(h.ctx, jetstream.WithSubjectFilter(streams.BatchSubject("default", "slow.batch", parent.Job.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.State.Subjects) != 0 {
+		t.Fatalf("batches left after the cancel: %v", left.State.Subjects)
+	}
 	for i := 0; i < 4; i++ {
 		select {
 		case c := <-causes:
@@ -400,7 +413,7 @@ func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
 			return err
 		}
 		if info.NumAckPending != 0 || info.NumPending != 0 {
-			return fmt.Errorf("batches: %d held, %d waiting", info.NumAckPending, info.NumPending)
+			return fmt.Errorf("batches: %d held, %d waiting, %d pulls waiting", info.NumAckPending, info.NumPending, info.NumWaiting)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -77,9 +78,10 @@ func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
 		jetstream.WithMsgID(msgID))
 }
 
-// hasChildren reports whether j fanned out to child jobs.
-func hasChildren(j *streams.Job) bool {
-	return j.Fanout != nil && j.Fanout.Plan.Kind == streams.FanoutChildren
+// cascades reports whether j is a fan-out parent that ended without
+// succeeding: its unfinished pieces must not run.
+func cascades(j *streams.Job) bool {
+	return j.Fanout != nil && j.State.Terminal() && j.State != streams.StateSucceeded
 }
 
 // CascadeAsync cancels the descendants of a parent that ended without
@@ -89,7 +91,7 @@ func hasChildren(j *streams.Job) bool {
 // process's end is repeated by the Projector, which cascades again for
 // every such parent it sees (cancelling a cancelled child writes nothing).
 func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
-	if !hasChildren(parent) || parent.State == streams.StateSucceeded {
+	if !cascades(parent) {
 		return
 	}
 	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
@@ -107,13 +109,34 @@ func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
 
 // cascade cancels every non-terminal descendant of a fan-out parent that
 // did not succeed: children, and through their own cancel, grandchildren.
-// A parent of batches has nothing to cancel: batch workers skip the batches
-// of a terminal parent.
+// A parent of batches has its batches still in the queue purged (one
+// subject per parent); the batches running meanwhile hear of the cancel,
+// and a batch that escaped the purge (it was being redelivered) is skipped
+// by the worker that fetches it, which checks its parent first.
 func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string) error {
-	if !hasChildren(parent) || parent.State == streams.StateSucceeded {
+	if !cascades(parent) {
 		return nil
 	}
-	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, parent.Fanout.Plan.Total, reason)
+	plan := parent.Fanout.Plan
+	if plan.Kind == streams.FanoutBatches {
+		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+	}
+	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
+}
+
+// purgeBatches removes the batches of parent that no worker took yet.
+func (s *Store) purgeBatches(ctx context.Context, queue, batchType, parent string) error {
+	stream, err := s.JS.Stream(ctx, streams.QueueStream(queue))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("purge the batches of %s: %w", parent, err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(streams.BatchSubject(queue, batchType, parent))); err != nil {
+		return fmt.Errorf("purge the batches of %s: %w", parent, err)
+	}
+	return nil
 }
 
 // cancelChildren cancels children 1..total of parent that exist and are not

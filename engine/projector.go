@@ -239,7 +239,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		if j.State.Terminal() && j.Spec.Parent != "" {
 			futs = append(futs, p.store.pieceAsync(j))
 		}
-		if j.State.Terminal() && j.State != streams.StateSucceeded && hasChildren(j) {
+		if cascades(j) {
 			p.store.CascadeAsync(j, "parent job is "+string(j.State))
 		}
 	}

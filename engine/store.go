@@ -252,7 +252,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			// The transition stands; the Projector repeats what is missing.
 			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err)
 		}
-		if ev.To.Terminal() && ev.To != streams.StateSucceeded && hasChildren(next.Job) {
+		if ev.To.Terminal() && cascades(next.Job) {
 			reason := "parent job is " + string(ev.To)
 			if op == "cancel" {
 				// The caller cancelled this job: its descendants are

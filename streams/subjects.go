@@ -11,7 +11,7 @@ import (
 //
 //	jetflow.ev.<ns>.<queue>.<type>.<id>   the events of one job (EventsStream)
 //	jetflow.pc.<parent id>                what became of a parent's pieces (EventsStream)
-//	jetflow.q.<queue>.batch.<type>        batches of fan-outs (the queue's stream)
+//	jetflow.q.<queue>.batch.<type>.<id>   batches of parent <id>'s fan-out (the queue's stream)
 //	jetflow.q.<queue>.run.<type>          runnable work items (the queue's stream)
 //	jetflow.q.<queue>.sched.<id>          a job's pending delay (a message schedule)
 //	jetflow.q.<queue>.due                 fired schedules, promoted to run items
@@ -48,9 +48,18 @@ func PieceSubject(parent string) string { return PiecesPrefix + "." + parent }
 // IsPieceSubject reports whether subj holds piece events rather than a job's.
 func IsPieceSubject(subj string) bool { return strings.HasPrefix(subj, PiecesPrefix+".") }
 
-// BatchSubject is where the batches of one batch type on a queue go.
-func BatchSubject(queue, batchType string) string {
-	return "jetflow.q." + queue + ".batch." + Token(batchType)
+// BatchSubject is where the batches of one parent's fan-out go: one
+// subject per parent, so that the batches a parent no longer wants can be
+// purged at once when it ends.
+func BatchSubject(queue, batchType, parent string) string {
+	return "jetflow.q." + queue + ".batch." + Token(batchType) + "." + parent
+}
+
+// BatchFilter selects the batches of one batch type on a queue, of every
+// parent. The type is one token, so the filters of two types never overlap
+// (a work-queue stream refuses overlapping consumers).
+func BatchFilter(queue, batchType string) string {
+	return "jetflow.q." + queue + ".batch." + Token(batchType) + ".*"
 }
 
 // QueueStream is the name of a queue's work-queue stream.
