@@ -93,9 +93,40 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
-// Ctx is a context for one test step.
+// WaitDrained polls left (how much work remains) until it reports 0. It
+// fails the test when the amount has not gone down for stall, so a test
+// waits as long as a slow machine keeps making progress and no longer once
+// progress stops. An error from left counts as no progress.
+func WaitDrained(t testing.TB, stall time.Duration, left func() (int, error)) {
+	t.Helper()
+	best, since := -1, time.Now()
+	delay := time.Millisecond
+	for {
+		n, err := left()
+		if err == nil && n == 0 {
+			return
+		}
+		if err == nil && (best < 0 || n < best) {
+			best, since = n, time.Now()
+		}
+		if time.Since(since) > stall {
+			if err != nil {
+				t.Fatalf("no progress for %s: %v", stall, err)
+			}
+			t.Fatalf("no progress for %s: %d left", stall, best)
+		}
+		time.Sleep(delay)
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// Ctx is a context for a test's calls: it bounds a call that hangs, not how
+// long the test may take (its waits have their own deadlines), so it is
+// generous for a slow, loaded machine.
 func Ctx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

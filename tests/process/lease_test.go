@@ -26,7 +26,7 @@ func TestKilledWorkerJobIsRequeued(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 1})
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestFrozenWorkerIsAZombie(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 2})
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSigtermRequeuesRunningJobs(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil, "--grace", "200ms", "--lease", "30s")
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 2})
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +141,11 @@ func TestDelaysSurviveRestartOfEverything(t *testing.T) {
 	s := startSystem(t)
 	w := s.worker("A", nil)
 	ctx := testkit.Ctx(t)
-	retry, err := s.client.Submit(ctx, "demo.fail", map[string]int{"times": 1}, jetflow.Backoff(3*time.Second), jetflow.Jitter(0))
+	retry, err := s.client.Submit(ctx, "demo.fail", map[string]int{"times": 1}, jetflow.Backoff(8*time.Second), jetflow.Jitter(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	delayed, err := s.client.Submit(ctx, "demo.echo", map[string]int{"n": 7}, jetflow.Delay(3*time.Second))
+	delayed, err := s.client.Submit(ctx, "demo.echo", map[string]int{"n": 7}, jetflow.Delay(8*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
