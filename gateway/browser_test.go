@@ -112,8 +112,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	row := fmt.Sprintf(`#jobs tr[data-id="%s"]`, job.ID)
 	run("see the job appear", chromedp.WaitVisible(row))
 	run("see it run", chromedp.WaitVisible(row+`[data-state="running"]`))
-	if running := text(`[data-count="running"]`); running != "1" {
-		t.Fatalf("running count %q", running)
+	// The counts come in an event of their own, after the job's.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('[data-count="running"]').textContent === "1"`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		shot(t, ctx, "failed")
+		t.Fatalf("running count %q: %v", text(`[data-count="running"]`), err)
 	}
 	close(release)
 	run("see it succeed without a reload", chromedp.WaitVisible(row+`[data-state="succeeded"]`))

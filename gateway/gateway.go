@@ -64,6 +64,10 @@ type Config struct {
 	// nil: a registry of its own, with the Go and process collectors.
 	Registry *prometheus.Registry
 	Log      *slog.Logger
+
+	// flushTicks, if set, replaces the live stream's flush ticker: tests
+	// send a tick when the changes they made are all in.
+	flushTicks <-chan time.Time
 }
 
 func (c Config) withDefaults() Config {

@@ -285,11 +285,8 @@ func (x *Index) put(s *Summary) {
 		x.order[i] = s
 	}
 	addCount(x.counts, s, 1)
-	subs := x.subscribersLocked()
+	x.notifyLocked(s)
 	x.mu.Unlock()
-	for _, sub := range subs {
-		sub.send(s)
-	}
 }
 
 func (x *Index) remove(id string, rev uint64) {
@@ -303,12 +300,20 @@ func (x *Index) remove(id string, rev uint64) {
 	i := x.position(old.CreatedAt, old.ID)
 	x.order = append(x.order[:i], x.order[i+1:]...)
 	addCount(x.counts, old, -1)
-	subs := x.subscribersLocked()
-	x.mu.Unlock()
 	gone := *old
 	gone.Deleted = true
-	for _, sub := range subs {
-		sub.send(&gone)
+	x.notifyLocked(&gone)
+	x.mu.Unlock()
+}
+
+// notifyLocked sends a change to every subscriber. It is called with mu
+// held, so that subscribers get the changes in the order the index took
+// them (a Put and the watch racing on one job could otherwise deliver the
+// older record last), and a change the index holds has reached them.
+// send never blocks.
+func (x *Index) notifyLocked(s *Summary) {
+	for sub := range x.subs {
+		sub.send(s)
 	}
 }
 

@@ -71,7 +71,9 @@ func (e *env) metric(name string, labels ...string) (float64, bool) {
 
 func TestHealthReadyMetrics(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// The remote worker does not beat: a lease longer than the test keeps
+	// it live however long the metrics below take to converge.
+	e := newEnv(t, func(c *Config) { c.Lease = time.Minute })
 	e.do("GET", "/healthz", nil).want(t, 200)
 	var ready struct {
 		Status string
@@ -115,6 +117,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 		{"jetflow_queue_paused", []string{"queue", "mq"}, 0},
 		{"jetflow_jobs_running", []string{"queue", "mq"}, 0},
 		{"jetflow_workers", []string{"live", "true"}, 1},
+		{"jetflow_workers", []string{"live", "false"}, 0},
 		{"jetflow_consumer_lag_events", []string{"consumer", "projector"}, 0},
 		{"jetflow_consumer_lag_events", []string{"consumer", "gateway_metrics"}, 0},
 	}
@@ -235,7 +238,9 @@ func TestQueueDepthAndConsumerLag(t *testing.T) {
 // streams of every open workers page, metrics scrapes), not once each.
 func TestWorkerRegistryReadShared(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// The worker does not beat: a lease longer than the test keeps it
+	// live, so the scrapes below count it the same each time.
+	e := newEnv(t, func(c *Config) { c.Lease = time.Minute })
 	wk := e.register(`{"name":"w","types":["x"]}`)
 	start := e.g.workers.lists.Load()
 	t0 := time.Now()
@@ -252,8 +257,10 @@ func TestWorkerRegistryReadShared(t *testing.T) {
 			}
 		}
 		for i := 0; i < 5; i++ {
-			if v, ok := e.metric("jetflow_workers", "live", "true"); !ok || v != 1 {
-				t.Fatalf("jetflow_workers %v %v", v, ok)
+			live, okLive := e.metric("jetflow_workers", "live", "true")
+			stale, okStale := e.metric("jetflow_workers", "live", "false")
+			if !okLive || !okStale || live != 1 || stale != 0 {
+				t.Fatalf("jetflow_workers live %v (%v), not live %v (%v)", live, okLive, stale, okStale)
 			}
 		}
 	}

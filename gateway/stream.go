@@ -95,20 +95,27 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	flush := time.NewTicker(streamFlush)
 	defer flush.Stop()
+	flushes := flush.C
+	if g.cfg.flushTicks != nil {
+		flushes = g.cfg.flushTicks
+	}
 	side := time.NewTicker(streamSide)
 	defer side.Stop()
 	ping := time.NewTicker(sseKeepAlive)
 	defer ping.Stop()
 	pending := map[string]*Summary{}
+	keep := func(s *Summary) {
+		if (queue == "" || s.Queue == queue) && (jobType == "" || s.Type == jobType) && (ns == "" || s.Namespace == ns) &&
+			(parent == "" || s.ParentID == parent) {
+			pending[s.ID] = s
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case s := <-sub.ch:
-			if (queue == "" || s.Queue == queue) && (jobType == "" || s.Type == jobType) && (ns == "" || s.Namespace == ns) &&
-				(parent == "" || s.ParentID == parent) {
-				pending[s.ID] = s
-			}
+			keep(s)
 		case <-sub.wake:
 			if sub.takeOverflow() {
 				clear(pending)
@@ -116,7 +123,13 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-		case <-flush.C:
+		case <-flushes:
+			// The changes already buffered go in this flush: select picks
+			// at random among ready cases, so a tick could otherwise split
+			// changes made together (a bulk change sent as single jobs).
+			for n := len(sub.ch); n > 0; n-- {
+				keep(<-sub.ch)
+			}
 			if len(pending) == 0 {
 				continue
 			}
