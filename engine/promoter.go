@@ -27,10 +27,10 @@ type Promoter struct {
 	store *Store
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc
-	done     chan struct{}
-	consumes map[string]jetstream.ConsumeContext
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	pullers map[string]*puller
 }
 
 // NewPromoter returns a Promoter.
@@ -38,7 +38,7 @@ func NewPromoter(store *Store, log *slog.Logger) *Promoter {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Promoter{store: store, log: log.With("component", "promoter"), consumes: map[string]jetstream.ConsumeContext{}}
+	return &Promoter{store: store, log: log.With("component", "promoter"), pullers: map[string]*puller{}}
 }
 
 // Start follows the queues bucket and promotes due jobs. Idempotent.
@@ -84,7 +84,7 @@ func (p *Promoter) Start(ctx context.Context) error {
 
 func (p *Promoter) follow(ctx context.Context, queue string) error {
 	p.mu.Lock()
-	_, ok := p.consumes[queue]
+	_, ok := p.pullers[queue]
 	p.mu.Unlock()
 	if ok || !streams.ValidQueue(queue) {
 		return nil
@@ -100,13 +100,9 @@ func (p *Promoter) follow(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { p.promote(ctx, m) },
-		jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}))
-	if err != nil {
-		return err
-	}
+	pl := startPuller(cons, func() int { return 64 }, func(m jetstream.Msg) { p.promote(ctx, m) }, p.log)
 	p.mu.Lock()
-	p.consumes[queue] = cc
+	p.pullers[queue] = pl
 	p.mu.Unlock()
 	return nil
 }
@@ -141,18 +137,24 @@ func (p *Promoter) Stop(ctx context.Context) {
 	p.mu.Lock()
 	cancel, done := p.cancel, p.done
 	p.cancel = nil
-	ccs := p.consumes
-	p.consumes = map[string]jetstream.ConsumeContext{}
 	p.mu.Unlock()
 	if cancel == nil {
 		return
 	}
 	cancel()
-	for _, cc := range ccs {
-		cc.Stop()
-	}
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	// Then the pullers, including one that a follow in progress added.
+	p.mu.Lock()
+	pullers := p.pullers
+	p.pullers = map[string]*puller{}
+	p.mu.Unlock()
+	for _, pl := range pullers {
+		pl.signal()
+	}
+	for _, pl := range pullers {
+		pl.Stop()
 	}
 }

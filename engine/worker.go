@@ -117,7 +117,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
-	consumes []jetstream.ConsumeContext
+	pullers  []*puller
 	inflight map[string]*run      // by job id
 	batches  map[string]*batchRun // by parent/piece
 	parents  *parentCache
@@ -184,49 +184,42 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("subscribe cancels: %w", err)
 	}
-	r.cancelSb = sub
+	// Every consumer first: pulling starts only once none can fail.
+	type source struct {
+		cons jetstream.Consumer
+		cb   func(jetstream.Msg)
+	}
+	var sources []source
 	for jobType := range r.cfg.Handlers {
 		cons, err := r.store.EnsureRunConsumer(ctx, r.cfg.Queue, jobType, r.cfg.Lease, r.cfg.MaxAckPending)
 		if err != nil {
-			r.stopLocked()
+			_ = sub.Unsubscribe()
 			return err
 		}
-		if err := r.consume(cons, r.receive); err != nil {
-			r.stopLocked()
-			return err
-		}
+		sources = append(sources, source{cons, r.receive})
 	}
 	for batchType := range r.cfg.Batches {
 		cons, err := r.store.ensureConsumer(ctx, r.cfg.Queue, BatchConsumerConfig(r.cfg.Queue, batchType, r.cfg.Lease, r.cfg.MaxAckPending))
 		if err != nil {
-			r.stopLocked()
+			_ = sub.Unsubscribe()
 			return err
 		}
-		if err := r.consume(cons, r.receiveBatch); err != nil {
-			r.stopLocked()
-			return err
-		}
+		sources = append(sources, source{cons, r.receiveBatch})
+	}
+	r.cancelSb = sub
+	for _, s := range sources {
+		r.pullers = append(r.pullers, startPuller(s.cons, r.fetchSize, s.cb, r.log))
 	}
 	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
-	go r.renewLeases()
+	go r.renewLeases(r.tickStop, r.tickDone)
 	r.started = true
 	return nil
 }
 
-func (r *Runtime) consume(cons jetstream.Consumer, cb jetstream.MessageHandler) error {
-	cc, err := cons.Consume(cb,
-		jetstream.PullMaxMessages(r.cfg.Concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				r.log.Debug("consume", "err", err)
-			}
-		}))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
-	r.consumes = append(r.consumes, cc)
-	return nil
-}
+// fetchSize is how many items a fetch asks for: the slots free now, so that
+// fetched items do not wait here while their lease runs, but at least half
+// of all slots, so that a busy runtime does not fetch one item at a time.
+func (r *Runtime) fetchSize() int { return max(cap(r.slots)-len(r.slots), (cap(r.slots)+1)/2) }
 
 // receive is the consume callback of job consumers.
 func (r *Runtime) receive(msg jetstream.Msg) {
@@ -510,14 +503,14 @@ func (r *Runtime) checkBatch(br *batchRun) {
 // renewLeases keeps the work items of running attempts from being
 // redelivered, and notices attempts whose job was cancelled or taken over
 // when a cancel notification was missed.
-func (r *Runtime) renewLeases() {
-	defer close(r.tickDone)
+func (r *Runtime) renewLeases(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	every := r.cfg.Lease / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-r.tickStop:
+		case <-stop:
 			return
 		case <-t.C:
 		}
@@ -559,11 +552,11 @@ func (r *Runtime) Stop(ctx context.Context) {
 	}
 	r.stopped = true
 	close(r.stopping)
-	consumes := r.consumes
+	pullers := r.pullers
 	r.mu.Unlock()
 
-	for _, cc := range consumes {
-		cc.Drain() // buffered items reach receive, which naks them
+	for _, p := range pullers {
+		p.signal() // what the current fetch still brings, receive naks
 	}
 	grace := time.NewTimer(r.cfg.ShutdownGrace)
 	defer grace.Stop()
@@ -609,8 +602,9 @@ func (r *Runtime) Stop(ctx context.Context) {
 	case <-time.After(time.Second):
 	}
 	r.mu.Lock()
-	r.stopLocked()
+	wait := r.stopLocked()
 	r.mu.Unlock()
+	wait()
 }
 
 func (r *Runtime) requeue(ctx context.Context, rn *run) {
@@ -648,19 +642,30 @@ func (r *Runtime) release(rn *run, j *streams.Job) {
 	_ = rn.msg.Ack()
 }
 
-func (r *Runtime) stopLocked() {
-	for _, cc := range r.consumes {
-		cc.Stop()
+// stopLocked ends pulling, cancel notifications and lease renewal. The
+// caller holds r.mu, so it only tells them to stop; it calls the returned
+// wait once it released r.mu (the pullers' callbacks and the renewal loop
+// take r.mu).
+func (r *Runtime) stopLocked() (wait func()) {
+	pullers, tickStop, tickDone := r.pullers, r.tickStop, r.tickDone
+	r.pullers, r.tickStop = nil, nil
+	for _, p := range pullers {
+		p.signal()
 	}
-	r.consumes = nil
 	if r.cancelSb != nil {
 		_ = r.cancelSb.Unsubscribe()
 		r.cancelSb = nil
 	}
-	if r.tickStop != nil {
-		close(r.tickStop)
-		<-r.tickDone
-		r.tickStop = nil
+	if tickStop != nil {
+		close(tickStop)
+	}
+	return func() {
+		for _, p := range pullers {
+			p.Stop()
+		}
+		if tickStop != nil {
+			<-tickDone
+		}
 	}
 }
 
