@@ -137,7 +137,7 @@ type news struct {
 func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 	defer close(f.done)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(f.flush))
+		msgs, err := fetchNews(cons, f.flush)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.log.Warn("fetch", "err", err)
@@ -147,7 +147,7 @@ func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 		}
 		byParent := map[string]*news{}
 		var order []string
-		for m := range batch.Messages() {
+		for _, m := range msgs {
 			meta, err := m.Metadata()
 			if err != nil {
 				_ = m.Term()
@@ -189,6 +189,31 @@ func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 			}
 		}
 	}
+}
+
+// fetchNews waits up to wait for a first notification, then takes the
+// others already there without waiting: a parent's last pieces are counted
+// as soon as they come, not when a batch fills or its wait ends.
+func fetchNews(cons jetstream.Consumer, wait time.Duration) ([]jetstream.Msg, error) {
+	first, err := cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range first.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil, first.Error()
+	}
+	rest, err := cons.FetchNoWait(999)
+	if err != nil {
+		return msgs, nil // the first one is counted now, the rest next time
+	}
+	for m := range rest.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
 }
 
 // catchUp brings the parent's tally up to its piece event at seq at least,
