@@ -42,11 +42,13 @@ func startPuller(cons jetstream.Consumer, size func() int, cb func(jetstream.Msg
 func (p *puller) run(cons jetstream.Consumer, size func() int, cb func(jetstream.Msg), log *slog.Logger) {
 	defer close(p.done)
 	pause := time.Duration(0)
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-time.After(pause):
+	for p.ctx.Err() == nil {
+		if pause > 0 {
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-time.After(pause):
+			}
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, pullWait)
 		batch, err := cons.Fetch(max(1, size()), jetstream.FetchContext(ctx))
