@@ -57,6 +57,12 @@ func TestFewSlotsNeverStall(t *testing.T) {
 			}
 			return nil
 		})
+		if i == 0 { // every batch is counted once: held by a worker or waiting
+			stats, err := h.st.QueueStats(h.ctx, "default")
+			if err != nil || uint64(stats.Held)+stats.Waiting != batches {
+				t.Fatalf("queue stats %+v, %v; want %d held or waiting", stats, err, batches)
+			}
+		}
 		close(r.gate)
 		testkit.WaitDrained(t, 5*time.Second, func() (int, error) { return batches - int(r.runs.Load()), nil })
 		h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)

@@ -151,13 +151,15 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 	if err != nil {
 		return nil, err
 	}
-	items := map[string]uint64{} // run and batch subjects: items stored
+	items := map[string]uint64{} // items stored, by the filter of the consumer that takes them
 	for subj, n := range info.State.Subjects {
 		switch kind, _, _ := strings.Cut(strings.TrimPrefix(subj, prefix), "."); kind {
 		case "sched":
 			st.Delayed++
-		case "run", "batch":
-			items[subj] = n
+		case "run":
+			items[subj] += n
+		case "batch": // one subject per parent; the consumer filters them all
+			items[subj[:strings.LastIndexByte(subj, '.')]+".*"] += n
 		}
 	}
 	lister := stream.ListConsumers(ctx)
