@@ -186,20 +186,6 @@ func Connect(t testing.TB, url string) *jetflow.Client {
 	return client
 }
 
-// EventTypes lists the types of a job's events, oldest first.
-func EventTypes(t testing.TB, client *jetflow.Client, id string) []string {
-	t.Helper()
-	evs, err := client.Events(Ctx(t), id)
-	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
-	}
-	types := make([]string, len(evs))
-	for i, e := range evs {
-		types[i] = e.Type
-	}
-	return types
-}
-
 // WaitTerminal waits for a job to be terminal, by the record's KV watch.
 func WaitTerminal(t testing.TB, client *jetflow.Client, id string, timeout time.Duration) *jetflow.JobInfo {
 	t.Helper()

@@ -387,7 +387,10 @@ func TestClusterNodeLoss(t *testing.T) {
 			t.Fatalf("job %d (%s): %d terminal events, last %s", i, j.Type, terminal, evs[len(evs)-1].Type)
 		}
 		if i%3 == 0 {
-			got, _ := client.Get(ctx, j.ID)
+			got, err := client.Get(ctx, j.ID)
+			if err != nil {
+				t.Fatalf("get job %d: %v", i, err)
+			}
 			var res map[string]int
 			if err := json.Unmarshal(got.Result, &res); err != nil || res["n"] != i {
 				t.Fatalf("job %d result %s", i, got.Result)

@@ -3,7 +3,6 @@
 package fanin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -59,12 +58,7 @@ func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 		t.Fatalf("after the kill the parent is %s", mid.State)
 	}
 	testkit.StartProc(t, "worker B", nil, binary, "worker", "--nats", url, "--lease", "1s", "--concurrency", "8", "--id", "B")
-	wctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done, err := client.Wait(wctx, job.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := testkit.WaitTerminal(t, client, job.ID, 2*time.Minute)
 	if done.State != jetflow.Succeeded || done.Fanout.Succeeded != batches || done.Fanout.Failed != 0 {
 		t.Fatalf("parent %s, fanout %+v", done.State, done.Fanout)
 	}

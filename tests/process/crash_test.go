@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,14 +97,15 @@ func TestSubmitCrashPoints(t *testing.T) {
 			s.worker("B", nil)
 			const key = "order-42"
 			_, sig, out := s.cli([]string{"JETFLOW_CRASH_AT=" + point}, "submit", "demo.echo", `{"order":42}`, "--key", key)
-			if sig == 0 {
+			if sig != syscall.SIGKILL {
 				t.Fatalf("submit was not killed at %s:\n%s", point, out)
 			}
 			id := streams.KeyedID(streams.DefaultNS, key)
 			// The record appears without any reader repairing it: the
 			// projector built it (submit:appended) or it was there.
+			ctx := testkit.Ctx(t)
 			testkit.WaitFor(t, 20*time.Second, func() error {
-				_, err := s.client.Store().Get(testkit.Ctx(t), id)
+				_, err := s.client.Store().Get(ctx, id)
 				return err
 			})
 			done := testkit.WaitTerminal(t, s.client, id, 30*time.Second)
@@ -137,7 +139,7 @@ func TestCancelCrashPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sig, out := s.cli(crash, "cancel", queued.ID); sig == 0 {
+	if _, sig, out := s.cli(crash, "cancel", queued.ID); sig != syscall.SIGKILL {
 		t.Fatalf("cancel was not killed:\n%s", out)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() error {
@@ -158,7 +160,7 @@ func TestCancelCrashPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitRunning(running.ID, "B")
-	if _, sig, out := s.cli(crash, "cancel", running.ID); sig == 0 {
+	if _, sig, out := s.cli(crash, "cancel", running.ID); sig != syscall.SIGKILL {
 		t.Fatalf("cancel was not killed:\n%s", out)
 	}
 	w.WaitOutput(t, 20*time.Second, "attempt result discarded")

@@ -115,8 +115,9 @@ func (s *system) wantEvents(id string, want ...string) []*jetflow.EventInfo {
 // waitRunning waits until the job is running under worker.
 func (s *system) waitRunning(id, worker string) {
 	s.t.Helper()
+	ctx := testkit.Ctx(s.t)
 	testkit.WaitFor(s.t, 20*time.Second, func() error {
-		j, err := s.client.Get(testkit.Ctx(s.t), id)
+		j, err := s.client.Get(ctx, id)
 		if err != nil {
 			return err
 		}
