@@ -459,15 +459,7 @@ func (r *Runtime) onCancel(m *nats.Msg) {
 		go r.checkRun(rn)
 	}
 	if len(batches) > 0 {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if r.parents.terminal(ctx, id) {
-				for _, br := range batches {
-					br.cancel(ErrJobCancelled)
-				}
-			}
-		}()
+		go r.cancelBatchesIfEnded(id, batches)
 	}
 }
 
@@ -490,13 +482,15 @@ func (r *Runtime) checkRun(rn *run) {
 	}
 }
 
-// checkBatch cancels a running batch whose parent ended (a cancel
-// notification that was missed).
-func (r *Runtime) checkBatch(br *batchRun) {
+// cancelBatchesIfEnded cancels running batches of parent if it ended: one
+// look at the parent for all of them.
+func (r *Runtime) cancelBatchesIfEnded(parent string, batches []*batchRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if r.parents.terminal(ctx, br.parent) {
-		br.cancel(ErrJobCancelled)
+	if r.parents.terminal(ctx, parent) {
+		for _, br := range batches {
+			br.cancel(ErrJobCancelled)
+		}
 	}
 }
 
@@ -519,10 +513,10 @@ func (r *Runtime) renewLeases(stop <-chan struct{}, done chan<- struct{}) {
 		for _, rn := range r.inflight {
 			runs = append(runs, rn)
 		}
-		var batches []*batchRun
+		byParent := map[string][]*batchRun{}
 		for _, br := range r.batches {
 			if time.Since(br.since) >= every/2 {
-				batches = append(batches, br)
+				byParent[br.parent] = append(byParent[br.parent], br)
 			}
 		}
 		r.mu.Unlock()
@@ -533,9 +527,11 @@ func (r *Runtime) renewLeases(stop <-chan struct{}, done chan<- struct{}) {
 			_ = rn.msg.InProgress()
 			go r.checkRun(rn)
 		}
-		for _, br := range batches {
-			_ = br.msg.InProgress()
-			go r.checkBatch(br)
+		for parent, batches := range byParent {
+			for _, br := range batches {
+				_ = br.msg.InProgress()
+			}
+			go r.cancelBatchesIfEnded(parent, batches)
 		}
 	}
 }

@@ -235,13 +235,12 @@ func (x *Index) replace(fresh map[string]*Summary) {
 	x.mu.Lock()
 	had := x.loaded
 	x.byID, x.order, x.counts, x.loaded = fresh, order, counts, true
-	subs := x.subscribersLocked()
-	x.mu.Unlock()
 	if had {
-		for _, s := range subs {
-			s.overflow() // a reload: the subscriber must start over
+		for s := range x.subs {
+			s.overflow() // a reload: the subscriber must start over (never blocks)
 		}
 	}
+	x.mu.Unlock()
 }
 
 func addCount(counts map[pairKey]map[streams.State]int, s *Summary, n int) {
@@ -490,15 +489,4 @@ func (x *Index) unsubscribe(s *subscriber) {
 	x.mu.Lock()
 	delete(x.subs, s)
 	x.mu.Unlock()
-}
-
-func (x *Index) subscribersLocked() []*subscriber {
-	if len(x.subs) == 0 {
-		return nil
-	}
-	out := make([]*subscriber, 0, len(x.subs))
-	for s := range x.subs {
-		out = append(out, s)
-	}
-	return out
 }

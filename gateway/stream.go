@@ -105,8 +105,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	defer ping.Stop()
 	pending := map[string]*Summary{}
 	keep := func(s *Summary) {
-		if (queue == "" || s.Queue == queue) && (jobType == "" || s.Type == jobType) && (ns == "" || s.Namespace == ns) &&
-			(parent == "" || s.ParentID == parent) {
+		if matches(&f, s) {
 			pending[s.ID] = s
 		}
 	}

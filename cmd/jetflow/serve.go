@@ -40,8 +40,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
 	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
-	fs.Int64Var(&maxBody, "http-max-body", 1<<20, "largest request body in bytes (more: 413)")
-	fs.IntVar(&maxStreams, "http-max-streams", 1000, "event streams and long polls open at once (more: 503 overloaded)")
+	fs.Int64Var(&maxBody, "http-max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes (more: 413)")
+	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
