@@ -87,9 +87,10 @@ func cascades(j *streams.Job) bool {
 // CascadeAsync cancels the descendants of a parent that ended without
 // succeeding, in the background: the fan-in counter and the reaper are not
 // held up by a parent with many children. A cascade already running in this
-// process for the parent is not started twice; one cut short by the
-// process's end is repeated by the Projector, which cascades again for
-// every such parent it sees (cancelling a cancelled child writes nothing).
+// process for the parent is not started twice (the Projector's repeat of a
+// cascade that the writer started in this same process is therefore one),
+// so a cascade that fails tries again until it succeeds or its 30 minutes
+// are up (cancelling a cancelled child writes nothing).
 func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
 	if !cascades(parent) {
 		return
@@ -101,8 +102,17 @@ func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
 		defer s.cascading.Delete(parent.ID)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
-		if err := s.cascade(ctx, parent, reason); err != nil {
-			s.Log.Warn("cancel the children of "+parent.ID+"; the projector repeats it", "err", err)
+		for pause := time.Second; ; pause = min(2*pause, time.Minute) {
+			err := s.cascade(ctx, parent, reason)
+			if err == nil {
+				return
+			}
+			s.Log.Warn("cancel the children of "+parent.ID+"; trying again", "err", err, "in", pause)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
 		}
 	}()
 }
