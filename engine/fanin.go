@@ -279,16 +279,16 @@ func (f *FanIn) settle(ctx context.Context) {
 		if !t.dirty {
 			continue
 		}
-		counts := t.pieces.Tally(5)
 		if p := t.plan(); p != nil {
-			if done, _ := commands.Verdict(p, counts); done {
-				f.finish(ctx, id, t, counts)
+			if done, _ := commands.Verdict(p, t.pieces.Counts); done {
+				f.finish(ctx, id, t, t.pieces.Tally(5))
 				continue
 			}
 		}
 		if time.Since(t.flushed) < f.flush {
 			continue
 		}
+		counts := t.pieces.Tally(5) // sorts the failure messages: only for a write
 		next, _, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
 			return commands.FanIn(j, counts, f.store.Actor, time.Now().UTC())
 		})
