@@ -121,8 +121,31 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 			return err
 		}
 	}
-	if !live && snap.Job.Seq <= after {
-		return nil
+	if !live {
+		if snap.Job.Seq <= after {
+			return nil
+		}
+		// The history so far: read straight from the log, no consumer.
+		var fnErr error
+		last, err := streams.ReadSubject(ctx, s.NC, streams.EventsStream, snap.Job.Subject(), after+1, func(seq uint64, data []byte) error {
+			ev, err := streams.DecodeEvent(data)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			ev.Seq, ev.Subject = seq, snap.Job.Subject()
+			fnErr = fn(ev)
+			return fnErr
+		})
+		if fnErr != nil {
+			return fnErr
+		}
+		if err != nil {
+			return fmt.Errorf("events of %s: %w", id, err)
+		}
+		if last >= snap.Job.Seq {
+			return nil
+		}
+		after = last // a replica behind the leader answered: the consumer reads the rest
 	}
 	// An ordered consumer lives on the server until deleted or inactive:
 	// it is deleted when the read ends, and one left behind (a process
