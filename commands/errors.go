@@ -43,6 +43,9 @@ func (e *TransitionError) Error() string {
 	if from == "" {
 		from = "(new)"
 	}
+	if e.To == "" && e.From.Terminal() {
+		return fmt.Sprintf("job %s is %s: nothing moves a terminal job (%s refused)", e.JobID, from, e.Event)
+	}
 	return fmt.Sprintf("job %s: %s: %s -> %s is not allowed", e.JobID, e.Event, from, e.To)
 }
 
@@ -56,13 +59,35 @@ func (e *TransitionError) Is(target error) bool {
 type InputError struct {
 	Field  string
 	Reason string
+	// Value is the refused value as it was given (a string quoted), when
+	// the reason does not say it: a CLI names its flag and value instead of
+	// the field, followed by the reason.
+	Value string
 }
 
-func (e *InputError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+func (e *InputError) Error() string {
+	field := e.Field
+	if field == "" { // a value refused where it was decoded, before its field was known
+		field = "value"
+	}
+	if e.Value != "" {
+		return fmt.Sprintf("invalid %s %s: %s", field, e.Value, e.Reason)
+	}
+	return fmt.Sprintf("invalid %s: %s", field, e.Reason)
+}
 
 // Is makes errors.Is(err, ErrInvalidInput) hold.
 func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
 
 func inputErr(field, format string, args ...any) error {
 	return &InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// valueErr is an InputError that names the refused value.
+func valueErr(field string, value any, format string, args ...any) error {
+	v := fmt.Sprint(value)
+	if s, ok := value.(string); ok {
+		v = fmt.Sprintf("%q", s)
+	}
+	return &InputError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
 }

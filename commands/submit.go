@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -23,9 +25,21 @@ const (
 	DefaultMaxLeaseRequeues = 3
 	// MaxPayloadBytes bounds a job's JSON payload.
 	MaxPayloadBytes = 1 << 20
-	maxTags         = 32
-	maxTagLen       = 128
-	maxKeyLen       = 256
+	// MaxRetriesLimit bounds max_retries and max_lease_requeues.
+	MaxRetriesLimit = 1000
+	// MinPriority and MaxPriority bound a job's priority.
+	MinPriority = -1000
+	MaxPriority = 1000
+	// MaxReasonBytes bounds the reason of a cancel or a requeue.
+	MaxReasonBytes = 1024
+	// MaxProgressMessage bounds the message of a progress report.
+	MaxProgressMessage = 4096
+	// MaxDurationSeconds bounds a duration given as a number of seconds
+	// (about 31 years).
+	MaxDurationSeconds = 1e9
+	maxTags            = 32
+	maxTagLen          = 128
+	maxKeyLen          = 256
 )
 
 // Duration is a time.Duration that reads either a Go duration string ("1m30s")
@@ -95,9 +109,12 @@ func (d *Duration) parse(s string) error {
 	return nil
 }
 
+// seconds sets d from a number of seconds. One out of range is refused with
+// an *InputError whose Field is empty: the decoder of the request that holds
+// the duration names it (engine.FieldOf).
 func (d *Duration) seconds(f float64) error {
-	if f != f || f > 1e9 || f < -1e9 {
-		return fmt.Errorf("duration %v seconds is out of range", f)
+	if math.IsNaN(f) || f > MaxDurationSeconds || f < -MaxDurationSeconds {
+		return valueErr("", f, "seconds out of range: want at most %g either way", float64(MaxDurationSeconds))
 	}
 	*d = Duration(f * float64(time.Second))
 	return nil
@@ -199,8 +216,17 @@ type SubmitRequest struct {
 	Piece int    `json:"-" msgpack:"-"`
 }
 
+// Validate checks a request as Spec does, without resolving it.
+func (r *SubmitRequest) Validate() error {
+	_, err := r.Spec(time.Now())
+	return err
+}
+
 // Spec validates a request and resolves it into the spec a job is created
-// with: every default filled in, the payload compacted JSON.
+// with: every default filled in, the payload compacted JSON. A value out of
+// range is refused with an *InputError naming its field, never replaced by
+// a default: a field that is not given (nil) takes the default, one that is
+// given is taken as it is or refused.
 func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 	s := streams.Spec{
 		Namespace: r.Namespace, Type: r.Type, Queue: r.Queue, Key: r.IdempotencyKey,
@@ -215,16 +241,16 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 		s.Queue = streams.DefaultQueue
 	}
 	if !streams.ValidNamespace(s.Namespace) {
-		return s, inputErr("namespace", "%q: want 1-64 of [A-Za-z0-9_-] (or @global, @internal)", s.Namespace)
+		return s, valueErr("namespace", s.Namespace, "want 1-64 of [A-Za-z0-9_-] (or @global, @internal)")
 	}
 	if !streams.ValidType(s.Type) {
 		if s.Type == "" {
 			return s, inputErr("type", "is required")
 		}
-		return s, inputErr("type", "%q: want 1-128 of [A-Za-z0-9_-.:@]", s.Type)
+		return s, valueErr("type", s.Type, "want 1-128 of [A-Za-z0-9_-.:@]")
 	}
 	if !streams.ValidQueue(s.Queue) {
-		return s, inputErr("queue", "%q: want 1-64 of [A-Za-z0-9_-]", s.Queue)
+		return s, valueErr("queue", s.Queue, "want 1-64 of [A-Za-z0-9_-]")
 	}
 	payload, err := CompactJSON(r.Payload)
 	if err != nil {
@@ -236,7 +262,7 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 	}
 	if r.Delay != nil {
 		if *r.Delay < 0 {
-			return s, inputErr("delay", "must not be negative")
+			return s, valueErr("delay", time.Duration(*r.Delay), "must not be negative")
 		}
 		if *r.Delay > 0 {
 			s.RunAt = now.Add(time.Duration(*r.Delay)).UTC()
@@ -246,68 +272,111 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 		s.RunAt = r.RunAt.UTC()
 	}
 	if r.MaxRetries != nil {
-		if *r.MaxRetries < 0 || *r.MaxRetries > 1000 {
-			return s, inputErr("max_retries", "%d: want 0-1000", *r.MaxRetries)
+		if *r.MaxRetries < 0 || *r.MaxRetries > MaxRetriesLimit {
+			return s, valueErr("max_retries", *r.MaxRetries, "must be 0-%d", MaxRetriesLimit)
 		}
 		s.MaxRetries = *r.MaxRetries
 	}
 	if r.Backoff != nil {
 		if *r.Backoff < 0 {
-			return s, inputErr("backoff", "must not be negative")
+			return s, valueErr("backoff", time.Duration(*r.Backoff), "must not be negative")
 		}
 		s.Backoff = time.Duration(*r.Backoff)
 	}
 	if r.BackoffCap != nil {
 		if *r.BackoffCap < 0 {
-			return s, inputErr("backoff_cap", "must not be negative")
+			return s, valueErr("backoff_cap", time.Duration(*r.BackoffCap), "must not be negative")
 		}
 		s.BackoffCap = time.Duration(*r.BackoffCap)
 	}
 	if r.Jitter != nil {
-		if *r.Jitter < 0 || *r.Jitter > 1 || *r.Jitter != *r.Jitter {
-			return s, inputErr("jitter", "%v: want a fraction from 0 to 1", *r.Jitter)
+		if *r.Jitter < 0 || *r.Jitter > 1 || math.IsNaN(*r.Jitter) {
+			return s, valueErr("jitter", *r.Jitter, "must be a fraction from 0 to 1")
 		}
 		s.Jitter = *r.Jitter
 	}
 	if r.Timeout != nil {
 		if *r.Timeout <= 0 {
-			return s, inputErr("timeout", "must be positive")
+			return s, valueErr("timeout", time.Duration(*r.Timeout), "must be more than 0")
 		}
 		s.Timeout = time.Duration(*r.Timeout)
 	}
 	if r.MaxLeaseRequeues != nil {
-		if *r.MaxLeaseRequeues < 0 || *r.MaxLeaseRequeues > 1000 {
-			return s, inputErr("max_lease_requeues", "%d: want 0-1000", *r.MaxLeaseRequeues)
+		if *r.MaxLeaseRequeues < 0 || *r.MaxLeaseRequeues > MaxRetriesLimit {
+			return s, valueErr("max_lease_requeues", *r.MaxLeaseRequeues, "must be 0-%d", MaxRetriesLimit)
 		}
 		s.MaxLeaseRequeues = *r.MaxLeaseRequeues
 	}
 	if r.QueueTimeout != nil {
+		// 0 is no queue timeout, the default; it is taken as given.
 		if *r.QueueTimeout < 0 {
-			return s, inputErr("queue_timeout", "must not be negative")
+			return s, valueErr("queue_timeout", time.Duration(*r.QueueTimeout), "must not be negative")
 		}
 		s.QueueTimeout = time.Duration(*r.QueueTimeout)
+	}
+	if r.Priority < MinPriority || r.Priority > MaxPriority {
+		return s, valueErr("priority", r.Priority, "must be %d to %d", MinPriority, MaxPriority)
 	}
 	s.Piece = r.Piece
 	if len(s.Key) > maxKeyLen {
 		return s, inputErr("idempotency_key", "longer than %d bytes", maxKeyLen)
 	}
-	if len(r.Tags) > maxTags {
-		return s, inputErr("tags", "more than %d", maxTags)
-	}
-	for _, t := range r.Tags {
-		if t == "" || len(t) > maxTagLen || strings.ContainsAny(t, "\x00\n\r") {
-			return s, inputErr("tags", "%q: want 1-%d printable characters", t, maxTagLen)
-		}
+	if err := checkLabels("tags", r.Tags); err != nil {
+		return s, err
 	}
 	s.Tags = append([]string(nil), r.Tags...)
 	for _, id := range []struct{ field, v string }{{"parent", r.Parent}, {"retry_of", r.RetryOf}} {
 		if id.v != "" && !streams.ValidID(id.v) {
-			return s, inputErr(id.field, "%q is not a job id", id.v)
+			return s, valueErr(id.field, id.v, "is not a job id")
 		}
+	}
+	if err := checkLabels("retry_on", r.RetryOn); err != nil {
+		return s, err
+	}
+	if err := checkLabels("no_retry_on", r.NoRetryOn); err != nil {
+		return s, err
 	}
 	s.RetryOn = append([]string(nil), r.RetryOn...)
 	s.NoRetryOn = append([]string(nil), r.NoRetryOn...)
 	return s, nil
+}
+
+// checkLabels checks a list of tags or error codes: at most maxTags, each
+// 1-maxTagLen bytes without control characters.
+func checkLabels(field string, labels []string) error {
+	if len(labels) > maxTags {
+		return inputErr(field, "%d of them: at most %d", len(labels), maxTags)
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > maxTagLen || strings.ContainsFunc(l, unicode.IsControl) {
+			return valueErr(field, l, "want 1-%d bytes without control characters", maxTagLen)
+		}
+	}
+	return nil
+}
+
+// CheckProgress checks a progress report: current and total not negative,
+// current not past a known total (total 0: unknown), the message at most
+// MaxProgressMessage bytes.
+func CheckProgress(current, total int64, message string) error {
+	switch {
+	case current < 0 || total < 0:
+		return inputErr("progress", "current and total must not be negative")
+	case total > 0 && current > total:
+		return inputErr("progress", "current %d is past the total %d", current, total)
+	case len(message) > MaxProgressMessage:
+		return inputErr("progress", "message of %d bytes: at most %d", len(message), MaxProgressMessage)
+	}
+	return nil
+}
+
+// CheckReason checks the reason of a cancel or of a job given back to its
+// queue: at most MaxReasonBytes.
+func CheckReason(field, reason string) error {
+	if len(reason) > MaxReasonBytes {
+		return inputErr(field, "%d bytes: at most %d", len(reason), MaxReasonBytes)
+	}
+	return nil
 }
 
 // CompactJSON checks that b is one JSON value within MaxPayloadBytes and
