@@ -114,7 +114,8 @@ func (d *Duration) parse(s string) error {
 // the duration names it (engine.FieldOf).
 func (d *Duration) seconds(f float64) error {
 	if math.IsNaN(f) || f > MaxDurationSeconds || f < -MaxDurationSeconds {
-		return valueErr("", f, "seconds out of range: want at most %g either way", float64(MaxDurationSeconds))
+		return &InputError{Value: fmt.Sprintf("%g seconds", f),
+			Reason: fmt.Sprintf("out of range: want at most %g seconds either way", float64(MaxDurationSeconds))}
 	}
 	*d = Duration(f * float64(time.Second))
 	return nil

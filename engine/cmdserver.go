@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -116,16 +117,123 @@ type CommandError struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	JobID  string `json:"job_id,omitempty"`
+	// Field names the refused field of an invalid-input error, and the
+	// field whose value did not decode of a bad-command one, when known.
+	Field string `json:"field,omitempty"`
 }
 
 func problem(err error, jobID string) *CommandError {
 	slug, status := Classify(err)
-	return &CommandError{Type: slug, Title: strings.ReplaceAll(slug, "-", " "), Status: status, Detail: err.Error(), JobID: jobID}
+	ce := &CommandError{Type: slug, Title: strings.ReplaceAll(slug, "-", " "), Status: status, Detail: err.Error(), JobID: jobID}
+	var in *commands.InputError
+	if errors.As(err, &in) {
+		ce.Field = in.Field
+	}
+	return ce
+}
+
+// undecodable is the error of a command body that does not decode into v:
+// invalid-input naming the field when a field's value is refused where it
+// is decoded (a duration out of range), else bad-command, naming the field
+// whose value does not decode when one does not.
+func undecodable(verb string, body []byte, asJSON bool, v any, err error) *CommandError {
+	field, ferr := FieldOf(body, asJSON, v)
+	var in *commands.InputError
+	if errors.As(ferr, &in) || errors.As(err, &in) {
+		named := *in
+		if field != "" {
+			named.Field = field
+		}
+		return problem(&named, "")
+	}
+	detail := fmt.Sprintf("%s: %v", verb, err)
+	if field != "" {
+		detail = fmt.Sprintf("%s: field %q: %v", verb, field, ferr)
+	}
+	return &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 400, Detail: detail, Field: field}
+}
+
+// FieldOf finds the field of v (a pointer to a struct) whose value in body
+// does not decode, and that value's error. body is read as a map of raw
+// values, each decoded on its own into its field's type, in the struct's
+// order; JSON names match as encoding/json matches them, msgpack names
+// exactly. It names the field of an error the codec does not place (a
+// duration out of range, a time that does not parse, a msgpack value of
+// the wrong type): "" when no single field fails.
+func FieldOf(body []byte, asJSON bool, v any) (string, error) {
+	rt := reflect.TypeOf(v)
+	if rt == nil || rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+		return "", nil
+	}
+	rt = rt.Elem()
+	raws := map[string][]byte{}
+	tag := "msgpack"
+	if asJSON {
+		tag = "json"
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil {
+			return "", nil
+		}
+		for k, r := range m {
+			raws[k] = r
+		}
+	} else {
+		var m map[string]msgpack.RawMessage
+		if streams.CheckMsgpack(body) != nil || msgpack.Unmarshal(body, &m) != nil {
+			return "", nil
+		}
+		for k, r := range m {
+			raws[k] = r
+		}
+	}
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get(tag), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		raw, ok := raws[name]
+		if !ok && asJSON {
+			for k, r := range raws {
+				if strings.EqualFold(k, name) {
+					raw, ok = r, true
+					break
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		var err error
+		if into := reflect.New(f.Type).Interface(); asJSON {
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			err = dec.Decode(into)
+		} else {
+			err = streams.UnmarshalStrict(raw, into)
+		}
+		if err != nil {
+			return name, err
+		}
+	}
+	return "", nil
 }
 
 type idCommand struct {
 	ID     string `json:"id" msgpack:"id"`
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// check refuses a reason where it would be dropped (get, events) or is
+// too long; the id is checked by the read.
+func (c *idCommand) check(verb string) error {
+	if verb != "cancel" && c.Reason != "" {
+		return &commands.InputError{Field: "reason", Reason: "only with cancel"}
+	}
+	return commands.CheckReason("reason", c.Reason)
 }
 
 // handle answers one command. It always returns nil: the reply carries the
@@ -161,15 +269,18 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 			Detail: fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes)}})
 		return nil
 	}
-	bad := func(err error) {
-		respond(&cmdReply{Error: &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 400,
-			Detail: fmt.Sprintf("%s: %v", verb, err)}})
+	// decode decodes the body into v, or answers why it does not.
+	decode := func(v any) bool {
+		if err := decodeCommand(body, asJSON, v); err != nil {
+			respond(&cmdReply{Error: undecodable(verb, body, asJSON, v, err)})
+			return false
+		}
+		return true
 	}
 	switch verb {
 	case "submit":
 		var req commands.SubmitRequest
-		if err := decodeCommand(body, asJSON, &req); err != nil {
-			bad(err)
+		if !decode(&req) {
 			return nil
 		}
 		res, err := c.store.Submit(ctx, &req)
@@ -181,8 +292,11 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 		respond(&cmdReply{Job: projections.View(res.Job), Created: &created})
 	case "get", "cancel":
 		var req idCommand
-		if err := decodeCommand(body, asJSON, &req); err != nil {
-			bad(err)
+		if !decode(&req) {
+			return nil
+		}
+		if err := req.check(verb); err != nil {
+			respond(&cmdReply{Error: problem(err, req.ID)})
 			return nil
 		}
 		var snap Snapshot
@@ -201,8 +315,7 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 		respond(&cmdReply{Job: projections.View(snap.Job)})
 	case "list":
 		var f Filter
-		if err := decodeCommand(body, asJSON, &f); err != nil {
-			bad(err)
+		if !decode(&f) {
 			return nil
 		}
 		jobs, err := c.store.List(ctx, f)
@@ -217,8 +330,11 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 		respond(out)
 	case "events":
 		var req idCommand
-		if err := decodeCommand(body, asJSON, &req); err != nil {
-			bad(err)
+		if !decode(&req) {
+			return nil
+		}
+		if err := req.check(verb); err != nil {
+			respond(&cmdReply{Error: problem(err, req.ID)})
 			return nil
 		}
 		out := &cmdReply{Events: []*projections.EventView{}}
