@@ -1,0 +1,313 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// The event log is read straight from the stream (JETFLOW_EVENTS, every
+// subject, in order), not through the engine's projections: what the
+// soak asserts is what the log says.
+
+// ev is what the checks need of one event.
+type ev struct {
+	seq     uint64
+	typ     string
+	attempt int
+	actor   string
+	at      time.Time
+	from    streams.State
+	to      streams.State
+	lease   uint64
+	piece   int
+	runAt   time.Time
+	result  []byte
+	err     *streams.JobError
+	counts  *streams.FanoutCounts
+	plan    *streams.FanoutPlan
+	message string
+}
+
+// jobLog is one job's history.
+type jobLog struct {
+	id   string
+	spec *streams.Spec // from job.submitted (nil: the log has no job.submitted)
+	evs  []ev
+}
+
+// terminals are the job's events that end it.
+func (j *jobLog) terminals() []ev {
+	var out []ev
+	for _, e := range j.evs {
+		if e.to.Terminal() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// last is the job's terminal event (the first one, if there are more).
+func (j *jobLog) last() *ev {
+	for i := range j.evs {
+		if j.evs[i].to.Terminal() {
+			return &j.evs[i]
+		}
+	}
+	return nil
+}
+
+func (j *jobLog) has(typ string) bool {
+	for _, e := range j.evs {
+		if e.typ == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *jobLog) count(typ string) int {
+	n := 0
+	for _, e := range j.evs {
+		if e.typ == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// history is the job's events, one a line, for a report.
+func (j *jobLog) history() string {
+	var b []byte
+	for _, e := range j.evs {
+		b = fmt.Appendf(b, "    #%d %s %s attempt=%d actor=%s", e.seq, e.at.Format("15:04:05.000"), e.typ, e.attempt, e.actor)
+		if e.to != "" {
+			b = fmt.Appendf(b, " %s->%s", e.from, e.to)
+		}
+		if e.lease != 0 {
+			b = fmt.Appendf(b, " lease=%d", e.lease)
+		}
+		if e.message != "" {
+			b = fmt.Appendf(b, " %q", e.message)
+		}
+		b = append(b, '\n')
+	}
+	return string(b)
+}
+
+// eventLog is the whole log folded by job, and the pieces of each fan-out
+// parent.
+type eventLog struct {
+	jobs   map[string]*jobLog
+	pieces map[string][]ev // by parent, in log order
+	events int             // job events
+	pcs    int             // piece events
+	last   uint64
+	hashes []uint32 // crc of event seq i+1
+	bad    []string // events that did not decode
+}
+
+func newEventLog() *eventLog {
+	return &eventLog{jobs: map[string]*jobLog{}, pieces: map[string][]ev{}}
+}
+
+// add folds the event at seq.
+func (l *eventLog) add(seq uint64, data []byte) {
+	if seq != l.last+1 && l.last != 0 {
+		l.bad = append(l.bad, fmt.Sprintf("sequence %d follows %d", seq, l.last))
+	}
+	l.last = seq
+	for uint64(len(l.hashes)) < seq-1 {
+		l.hashes = append(l.hashes, 0)
+	}
+	l.hashes = append(l.hashes, crc32.ChecksumIEEE(data))
+	e, err := streams.DecodeEvent(data)
+	if err != nil {
+		l.bad = append(l.bad, fmt.Sprintf("event %d: %v", seq, err))
+		return
+	}
+	r := ev{seq: seq, typ: e.Type, attempt: e.Attempt, actor: e.Actor, at: e.Time, from: e.From, to: e.To,
+		lease: e.Lease, piece: e.Piece, runAt: e.RunAt, result: e.Result, err: e.Error, counts: e.Counts,
+		plan: e.Plan, message: e.Message}
+	if isPieceEvent(e.Type) {
+		l.pcs++
+		l.pieces[e.JobID] = append(l.pieces[e.JobID], r)
+		return
+	}
+	l.events++
+	j := l.jobs[e.JobID]
+	if j == nil {
+		j = &jobLog{id: e.JobID}
+		l.jobs[e.JobID] = j
+	}
+	if e.Type == streams.EvSubmitted && j.spec == nil {
+		j.spec = e.Spec
+	}
+	j.evs = append(j.evs, r)
+}
+
+// readLog reads the event log from sequence from on into l, to its end as
+// the server answers it now.
+func readLog(ctx context.Context, nc *nats.Conn, l *eventLog) error {
+	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, "jetflow.>", l.last+1, func(seq uint64, data []byte) error {
+		l.add(seq, data)
+		return nil
+	})
+	return err
+}
+
+// isPieceEvent tells the events of jetflow.pc.<parent> (whose job id is
+// the parent's) from a job's own.
+func isPieceEvent(typ string) bool {
+	switch typ {
+	case streams.PcPlanned, streams.PcSucceeded, streams.PcFailed, streams.PcCancelled:
+		return true
+	}
+	return false
+}
+
+// tail follows the log while the soak runs: how many jobs finished (for
+// the load's backlog and for progress), and a checksum of every event
+// read, so that the final read can tell whether anything read once was
+// lost or changed later (by a serve restart, say).
+type tail struct {
+	nc *nats.Conn
+
+	mu          sync.Mutex
+	next        uint64
+	hashes      []uint32
+	jobs        map[string]bool   // every job seen -> finished
+	top         map[string]bool   // jobs without a parent -> finished
+	held        map[string]string // claimed or running jobs -> their worker
+	finished    int
+	finishedTop int
+	readErrs    int
+}
+
+func newTail(nc *nats.Conn) *tail {
+	return &tail{nc: nc, next: 1, jobs: map[string]bool{}, top: map[string]bool{}, held: map[string]string{}}
+}
+
+// run reads the log until ctx is done.
+func (tl *tail) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := tl.poll(ctx); err != nil {
+			tl.mu.Lock()
+			tl.readErrs++
+			tl.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// poll reads what was appended since the last poll.
+func (tl *tail) poll(ctx context.Context) error {
+	tl.mu.Lock()
+	from := tl.next
+	tl.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := streams.ReadSubject(rctx, tl.nc, streams.EventsStream, "jetflow.>", from, func(seq uint64, data []byte) error {
+		e, err := streams.DecodeEvent(data)
+		tl.mu.Lock()
+		defer tl.mu.Unlock()
+		if seq != tl.next {
+			return fmt.Errorf("read event %d, expected %d", seq, tl.next)
+		}
+		tl.next = seq + 1
+		tl.hashes = append(tl.hashes, crc32.ChecksumIEEE(data))
+		if err != nil || isPieceEvent(e.Type) {
+			return nil
+		}
+		if e.Type == streams.EvSubmitted && e.Spec != nil {
+			if _, ok := tl.jobs[e.JobID]; !ok {
+				tl.jobs[e.JobID] = false
+				if e.Spec.Parent == "" {
+					tl.top[e.JobID] = false
+				}
+			}
+		}
+		switch e.To {
+		case "":
+		case streams.StateRunning, streams.StateClaimed:
+			tl.held[e.JobID] = e.Actor
+		default:
+			delete(tl.held, e.JobID)
+		}
+		if e.To.Terminal() && !tl.jobs[e.JobID] {
+			tl.jobs[e.JobID] = true
+			tl.finished++
+			if _, ok := tl.top[e.JobID]; ok {
+				tl.top[e.JobID] = true
+				tl.finishedTop++
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+// counts returns the jobs seen, finished, and finished top-level jobs.
+func (tl *tail) counts() (seen, finished, finishedTop int) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return len(tl.jobs), tl.finished, tl.finishedTop
+}
+
+// heldBy returns the jobs the log says are held by one of workers.
+func (tl *tail) heldBy(workers map[string]bool) []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var ids []string
+	for id, w := range tl.held {
+		if workers[w] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// unfinished returns how many of ids have no terminal event yet, plus the
+// children seen in the log without one.
+func (tl *tail) unfinished(ids []string) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if !tl.top[id] {
+			n++
+		}
+	}
+	for id, done := range tl.jobs {
+		if _, isTop := tl.top[id]; !isTop && !done {
+			n++
+		}
+	}
+	return n
+}
+
+// changedSince compares the checksums the tail took while the soak ran
+// with those of the final read: events that were read once and are now
+// gone or different.
+func (tl *tail) changedSince(l *eventLog) (changed []uint64) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i, h := range tl.hashes {
+		if i >= len(l.hashes) || l.hashes[i] != h {
+			changed = append(changed, uint64(i+1))
+			if len(changed) >= 20 {
+				break
+			}
+		}
+	}
+	return changed
+}

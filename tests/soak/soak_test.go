@@ -1,0 +1,264 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// TestSoak runs serve (embedded NATS) and several worker processes under
+// the mixed load and faults of the package doc, then asserts the
+// invariants of check.go, each exactly 0.
+//
+// Workers are only killed once their replacement runs, so that at least
+// workers-1 serve every job type at any time: a job whose worker dies while
+// no other worker of its type runs stays running until one claims again
+// (no lease sweeper yet).
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	sz := short
+	if longSoak() {
+		sz = long
+	}
+	s := startSingle(t, sz)
+	s.startWorkers(sz.workers)
+	runSoak(t, s)
+}
+
+// runSoak puts the load on s and the faults on its processes until every
+// job of the load was submitted, lets the jobs finish, reads the log and
+// checks it.
+func runSoak(t *testing.T, s *system) {
+	sz := s.sz
+	ctx, cancelTail := context.WithCancel(context.Background())
+	defer cancelTail()
+	tl := newTail(s.client.Store().NC)
+	s.tl = tl
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); tl.run(ctx) }()
+	defer bg.Wait()
+
+	ld := newLoad(sz, s.client, tl)
+	stop := make(chan struct{}) // ends everything at once (the test failed)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+	}()
+	more := make(chan struct{}) // no more cancel scenarios or copies
+	generated := make(chan struct{})
+	go func() { defer close(generated); ld.generate(stop) }()
+	ld.wg.Add(2)
+	go func() { defer ld.wg.Done(); ld.scenarios(more, stop) }()
+	go func() { defer ld.wg.Done(); ld.duplicate(more) }()
+	bg.Add(1)
+	go func() { defer bg.Done(); progress(t, ctx, s, ld, tl) }()
+
+	t.Logf("soak %s: %d jobs, %d workers x %d slots, lease %s", sz.name, sz.jobs, sz.workers, sz.concurrency, sz.lease)
+	faultStart := time.Now()
+	s.injectFaults(generated)
+	faultEnd := time.Now()
+	close(more)
+	ld.wg.Wait()
+	_, finishedAtEnd, _ := tl.counts()
+	t.Logf("faults over after %s: %s; %d jobs submitted", faultEnd.Sub(faultStart).Round(time.Second), s.faults, ld.submitted.Load())
+
+	ids := ld.ids()
+	left := settle(sz.stall, func() (int, error) { return tl.unfinished(ids), nil })
+	// A job cancelled while scheduled leaves its schedule in the queue
+	// until it fires (and is dropped): the c-sched jobs' are due in an
+	// hour. Anything else left is a work item nobody settled.
+	skip := map[string]bool{}
+	ld.mu.Lock()
+	for _, id := range ids {
+		if j := ld.jobs[id]; j.kind == kSched {
+			skip[streams.SchedSubject(streams.DefaultQueue, id)] = true
+		}
+	}
+	ld.mu.Unlock()
+	var leftover map[string]uint64
+	items := settle(30*time.Second, func() (n int, err error) {
+		n, leftover, err = queueItems(s, streams.DefaultQueue, skip)
+		return n, err
+	})
+	drained := time.Now()
+	cancelTail()
+
+	l := newEventLog()
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := readLog(rctx, s.client.Store().NC, l); err != nil {
+		t.Fatalf("read the event log: %v", err)
+	}
+	r := check(l, ld, s)
+	for _, seq := range tl.changedSince(l) {
+		r.bad(invLost, nil, "event %d", seq)
+	}
+	if items > 0 {
+		r.bad(invWorkItemsLeft, nil, "%v", leftover)
+		r.violations[invWorkItemsLeft] += items - 1
+	}
+	for _, w := range s.all {
+		if w.sig == syscall.SIGTERM {
+			if code, sig := w.p.WaitExit(t, 2*time.Minute); code != 0 {
+				r.bad(invBadWorkerExits, nil, "worker %s: code %d, signal %v:\n%s", w.id, code, sig, lastLines(w.p.Output(), 30))
+			}
+		}
+	}
+	verified, diffs := s.verify()
+	for _, d := range diffs {
+		r.bad(invVerify, nil, "%s", d)
+	}
+
+	t.Log(summary(s, ld, r, faultStart, faultEnd, drained, finishedAtEnd, verified))
+	ld.mu.Lock()
+	errs := ld.errs
+	ld.mu.Unlock()
+	for _, err := range errs {
+		t.Errorf("load: %v", err)
+	}
+	if left > 0 {
+		t.Errorf("%d jobs still not terminal after %s without progress", left, sz.stall)
+	}
+	if f := r.failures(); f != "" {
+		t.Fatalf("invariants that do not hold:\n%s", f)
+	}
+}
+
+// settle waits while left goes down and returns what is left once it is 0
+// or did not go down for stall.
+func settle(stall time.Duration, left func() (int, error)) int {
+	best, since := -1, time.Now()
+	for {
+		n, err := left()
+		if err == nil && n == 0 {
+			return 0
+		}
+		if err == nil && (best < 0 || n < best) {
+			best, since = n, time.Now()
+		}
+		if time.Since(since) > stall {
+			return max(best, 1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// queueItems is how many messages a queue's stream holds (work items not
+// yet acked, schedules not yet fired) on subjects other than skip's, and
+// how many on each.
+func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]uint64, error) {
+	ctx, cancel := callCtx(10 * time.Second)
+	defer cancel()
+	qs, err := s.client.Store().JS.Stream(ctx, streams.QueueStream(queue))
+	if err != nil {
+		return 0, nil, err
+	}
+	info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.QueueSubjects(queue)[0]))
+	if err != nil {
+		return 0, nil, err
+	}
+	n, left := 0, map[string]uint64{}
+	for subj, k := range info.State.Subjects {
+		if !skip[subj] {
+			n += int(k)
+			left[subj] = k
+		}
+	}
+	return n, left, nil
+}
+
+// progress logs how the soak goes every ten seconds.
+func progress(t *testing.T, ctx context.Context, s *system, ld *load, tl *tail) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	_, last, _ := tl.counts()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		seen, finished, top := tl.counts()
+		t.Logf("progress: %d submitted, %d of them finished; %d jobs with children, %d finished (%.0f/s)",
+			ld.submitted.Load(), top, seen, finished, float64(finished-last)/10)
+		last = finished
+	}
+}
+
+// summary is the figures of a soak, for the log and docs/reliability.md.
+func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.Time, finishedAtEnd, verified int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak %s, %s\n", s.sz.name, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	var kinds []string
+	for k := range r.kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	total := 0
+	for _, k := range kinds {
+		total += r.kinds[k]
+	}
+	fmt.Fprintf(&b, "jobs: %d top-level + %d children = %d jobs, and %d batches; %d job events, %d piece events\n",
+		total, r.children, total+r.children, r.pieces, r.events, r.pieceEvs)
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %-10s %6d  ended %v", k, r.kinds[k], r.finals[k])
+		if from := r.cancelFrom[k]; len(from) > 0 {
+			fmt.Fprintf(&b, "  cancelled from %v", from)
+		}
+		b.WriteByte('\n')
+	}
+	window := faultEnd.Sub(faultStart).Seconds()
+	done := r.finishedBetween(faultStart, faultEnd)
+	fmt.Fprintf(&b, "faults over %.0f s: %s; %d copies of work items published; %d submits and %d cancels repeated after an error\n",
+		window, s.faults, ld.dups.Load(), ld.retried.Load(), ld.cancelErrs.Load())
+	fmt.Fprintf(&b, "jobs finished during the faults: %d in %.0f s = %.0f jobs/s", done, window, float64(done)/window)
+	if lo, hi, ok := r.windowRates(faultStart, faultEnd, 10*time.Second); ok {
+		fmt.Fprintf(&b, " (10 s windows: %.0f-%.0f jobs/s)", lo, hi)
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "drain after the faults: %d jobs in %.1f s\n", len(r.finishedAt)-finishedAtEnd, drained.Sub(faultEnd).Seconds())
+	for _, rs := range slices.Concat(s.restarts, s.nodeLoss) {
+		next, ok := r.nextFinished(rs.ready)
+		if !ok {
+			fmt.Fprintf(&b, "%s killed at +%.1f s, back after %.2f s, no job finished since\n", rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds())
+			continue
+		}
+		fmt.Fprintf(&b, "%s killed at +%.1f s: back (ready) %.2f s later; next job finished %.3f s after ready, %.2f s after the kill\n",
+			rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds(), next.Sub(rs.ready).Seconds(), next.Sub(rs.killed).Seconds())
+	}
+	fmt.Fprintf(&b, "requeues: %v\n", r.requeues)
+	fmt.Fprintf(&b, "replay --verify rebuilt %d jobs\ninvariants (violations):\n%s", verified, r.table())
+	return b.String()
+}
+
+// windowRates is the lowest and highest rate of jobs ended in consecutive
+// windows of d between from and to.
+func (r *report) windowRates(from, to time.Time, d time.Duration) (lo, hi float64, ok bool) {
+	for t := from; !t.Add(d).After(to); t = t.Add(d) {
+		rate := float64(r.finishedBetween(t, t.Add(d))) / d.Seconds()
+		if !ok || rate < lo {
+			lo = rate
+		}
+		if !ok || rate > hi {
+			hi = rate
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}

@@ -1,0 +1,260 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// system is a jetflow system under test and the faults done to it: the
+// engines (serve), the worker processes (every one ever started, and the
+// moment each was signalled), and on a cluster the NATS nodes.
+type system struct {
+	t   *testing.T
+	sz  size
+	rng *rand.Rand
+
+	url string // what clients and workers dial (comma-separated on a cluster)
+
+	// Single node: one serve with its embedded NATS server on addr, data
+	// in data. On a cluster: serves of the engine only, and the nodes.
+	addr, data string
+	serves     []*testkit.Proc
+	serveArgs  []string
+	nodes      *cluster
+
+	client  *jetflow.Client
+	workers []*worker          // alive, oldest first
+	all     map[string]*worker // every worker ever started, by id
+	next    int
+
+	restarts []restart  // serve kills and restarts
+	nodeLoss []restart  // cluster node kills and restarts
+	faults   faultCount // what was done
+
+	tl      *tail     // the log as the soak runs, for faults that wait on it
+	orphans []orphans // jobs of workers all killed at once, still held when the wait for them ended
+}
+
+// orphans is what a kill of every worker left held too long.
+type orphans struct {
+	at   time.Time
+	jobs []string
+}
+
+type worker struct {
+	id        string
+	p         *testkit.Proc
+	started   time.Time
+	signalled time.Time // zero: never signalled
+	sig       syscall.Signal
+}
+
+// restart is a process killed at killed and ready again at ready.
+type restart struct {
+	what          string
+	killed, ready time.Time
+}
+
+type faultCount struct {
+	workerKills, workerTerms, serveKills, nodeKills, allKills int
+}
+
+func (f faultCount) String() string {
+	s := fmt.Sprintf("%d worker SIGKILLs, %d worker SIGTERMs, %d kills of every worker at once, %d serve SIGKILL+restarts",
+		f.workerKills, f.workerTerms, f.allKills, f.serveKills)
+	if f.nodeKills > 0 {
+		s += fmt.Sprintf(", %d NATS node SIGKILL+restarts", f.nodeKills)
+	}
+	return s
+}
+
+// startSingle starts serve with its embedded NATS server on a free port and
+// a data dir of the test's, and connects the test's client.
+func startSingle(t *testing.T, sz size) *system {
+	t.Helper()
+	s := &system{t: t, sz: sz, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), all: map[string]*worker{}}
+	s.addr, s.data = testkit.FreeAddr(t), t.TempDir()
+	s.url = "nats://" + s.addr
+	s.serveArgs = []string{"serve", "--data", s.data, "--nats-listen", s.addr, "--http", "off"}
+	s.serves = []*testkit.Proc{s.startServe("serve")}
+	s.client = testkit.Connect(t, s.url)
+	return s
+}
+
+func (s *system) startServe(name string) *testkit.Proc {
+	s.t.Helper()
+	p := testkit.StartProc(s.t, name, nil, binary, s.serveArgs...)
+	p.WaitOutput(s.t, 2*time.Minute, "jetflow is running")
+	return p
+}
+
+// startWorkers starts the first n workers.
+func (s *system) startWorkers(n int) {
+	for range n {
+		s.startWorker()
+	}
+}
+
+// startWorker starts `jetflow worker` (the demo handlers) and waits until
+// it runs.
+func (s *system) startWorker() *worker {
+	s.t.Helper()
+	s.next++
+	id := fmt.Sprintf("w%d", s.next)
+	p := testkit.StartProc(s.t, "worker "+id, nil, binary, "worker", "--nats", s.url, "--id", id,
+		"--concurrency", fmt.Sprint(s.sz.concurrency), "--lease", s.sz.lease.String(), "--grace", "500ms")
+	p.WaitOutput(s.t, 2*time.Minute, "worker "+id+" running")
+	w := &worker{id: id, p: p, started: time.Now()}
+	s.workers = append(s.workers, w)
+	s.all[id] = w
+	return w
+}
+
+// victim takes a random live worker out of the live ones, after its
+// replacement started: at least workers-1 of them always run (see
+// the lease sweeper note in soak_test.go).
+func (s *system) victim() *worker {
+	s.startWorker()
+	i := s.rng.IntN(len(s.workers) - 1) // not the replacement
+	w := s.workers[i]
+	s.workers = append(s.workers[:i], s.workers[i+1:]...)
+	return w
+}
+
+func (s *system) killWorker() {
+	w := s.victim()
+	w.signalled, w.sig = time.Now(), syscall.SIGKILL
+	w.p.Kill(s.t)
+	s.faults.workerKills++
+}
+
+// termWorker stops a worker with SIGTERM and does not wait: it finishes or
+// requeues what it runs while the soak goes on; checkStopped looks at how
+// it ended.
+func (s *system) termWorker() {
+	w := s.victim()
+	w.signalled, w.sig = time.Now(), syscall.SIGTERM
+	w.p.Signal(s.t, syscall.SIGTERM)
+	s.faults.workerTerms++
+}
+
+// killAll kills every worker with SIGKILL at once, so that no worker of
+// any job type is left, and waits until the engine alone requeued every job
+// they held (the lease sweeper: within a lease and a sweep or two); then it
+// starts as many new workers. Jobs still held by the dead workers once
+// nothing moved for 30 s are orphans (a violation).
+func (s *system) killAll() {
+	s.t.Helper()
+	dead := map[string]bool{}
+	now := time.Now()
+	for _, w := range s.workers {
+		w.signalled, w.sig = now, syscall.SIGKILL
+		w.p.Signal(s.t, syscall.SIGKILL)
+		dead[w.id] = true
+	}
+	for _, w := range s.workers {
+		w.p.WaitExit(s.t, time.Minute)
+	}
+	n := len(s.workers)
+	s.workers = nil
+	s.faults.allKills++
+	held := func() (int, error) { return len(s.tl.heldBy(dead)), nil }
+	if settle(30*time.Second, held) > 0 {
+		s.orphans = append(s.orphans, orphans{at: now, jobs: s.tl.heldBy(dead)})
+	}
+	s.startWorkers(n)
+}
+
+// restartServe kills a serve with SIGKILL and starts it again on the same
+// data (single node: with its embedded NATS server, so every client and
+// worker loses its connection until it is back): half the time at once,
+// else after up to twice the lease, so that the leases of running jobs run
+// out on the server's clock while their workers live.
+func (s *system) restartServe() {
+	s.t.Helper()
+	i := s.rng.IntN(len(s.serves))
+	r := restart{what: fmt.Sprintf("serve %d", i+1), killed: time.Now()}
+	s.serves[i].Kill(s.t)
+	if s.rng.IntN(2) == 0 {
+		time.Sleep(time.Duration(s.rng.Int64N(int64(2 * s.sz.lease))))
+	}
+	s.serves[i] = s.startServe(fmt.Sprintf("serve %d (restart %d)", i+1, len(s.restarts)+1))
+	r.ready = time.Now()
+	s.restarts = append(s.restarts, r)
+	s.faults.serveKills++
+}
+
+// injectFaults does one fault after another, a random pause apart, until
+// stop is closed.
+func (s *system) injectFaults(stop <-chan struct{}) {
+	s.t.Helper()
+	for i := 1; ; i++ {
+		pause := s.sz.faultMin + time.Duration(s.rng.Int64N(int64(s.sz.faultMax-s.sz.faultMin)+1))
+		select {
+		case <-stop:
+			return
+		case <-time.After(pause):
+		}
+		switch {
+		case s.nodes != nil && s.sz.nodeEvery > 0 && i%s.sz.nodeEvery == 0:
+			s.restartNode()
+		case s.sz.serveEvery > 0 && i%s.sz.serveEvery == 0:
+			s.restartServe()
+		case s.sz.allEvery > 0 && i%s.sz.allEvery == 0:
+			s.killAll()
+		case s.sz.termEvery > 0 && i%s.sz.termEvery == 0:
+			s.termWorker()
+		default:
+			s.killWorker()
+		}
+	}
+}
+
+// verify runs `jetflow replay --verify --json` and returns how many jobs it
+// rebuilt from the log and the records that differ from them.
+func (s *system) verify() (jobs int, diffs []json.RawMessage) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "replay", "--verify", "--json", "--nats", s.url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep struct {
+		Jobs  int               `json:"jobs"`
+		Diffs []json.RawMessage `json:"diffs"`
+	}
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		s.t.Fatalf("replay --verify: %v, no report (%v):\n%s%s", err, jerr, stdout.String(), lastLines(stderr.String(), 40))
+	}
+	if err != nil && len(rep.Diffs) == 0 {
+		s.t.Fatalf("replay --verify: %v without differences:\n%s", err, lastLines(stderr.String(), 40))
+	}
+	return rep.Jobs, rep.Diffs
+}
+
+// lastLines is the last n lines of out.
+func lastLines(out string, n int) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// callCtx is a context for one call of the test's client: a call in flight
+// when serve dies is abandoned, not waited for.
+func callCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
