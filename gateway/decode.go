@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -15,15 +16,25 @@ import (
 )
 
 // readBody reads a request body of at most limit bytes. A larger one is a
-// payload-too-large problem.
+// payload-too-large problem, and what is left of it is drained first
+// (drainBody), so that a client that sends its whole request before it
+// reads the answer reads the 413 rather than a connection reset.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
+		// A client that waits for "100 Continue" has sent nothing: it is
+		// answered at once, and does not send the body.
+		if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") && r.ContentLength <= drainLimit(limit) {
+			drainBody(w, r.Body, drainLimit(limit))
+		}
+		w.Header().Set("Connection", "close")
 		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("body of %d bytes is over the limit of %d", r.ContentLength, limit))
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
+		drainBody(w, r.Body, drainLimit(limit))
+		w.Header().Set("Connection", "close")
 		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("body is over the limit of %d bytes", limit))
 	}
@@ -31,6 +42,32 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, newProblem(ProblemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error())
 	}
 	return b, nil
+}
+
+// Bounds of draining a refused body.
+const (
+	drainTime = 5 * time.Second
+	// minDrain and maxDrain bound the bytes drained: 4 times the body
+	// limit, at least minDrain, at most maxDrain.
+	minDrain = 4 << 20
+	maxDrain = 32 << 20
+)
+
+func drainLimit(limit int64) int64 { return min(max(4*limit, minDrain), maxDrain) }
+
+// drainBody reads and discards what is left of a refused body, at most n
+// bytes for at most drainTime. net/http itself discards at most 256 KiB of
+// a body the handler left unread, then closes the connection while the
+// client may still be sending: the client's next write is answered with a
+// reset, and a client that reads only after it has written everything
+// (Python's urllib and requests) loses the answer that was waiting in its
+// receive buffer. Once the body is drained, closing the connection (the
+// answer says Connection: close) sends the answer and a FIN, no reset.
+func drainBody(w http.ResponseWriter, body io.Reader, n int64) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(drainTime))
+	_, _ = io.CopyN(io.Discard, body, n)
+	_ = rc.SetReadDeadline(time.Time{})
 }
 
 // decodeStrict decodes one JSON object into v: unknown fields, fields of the
@@ -46,12 +83,38 @@ func decodeStrict(body []byte, v any, optional bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: "+jsonErrorDetail(err))
+		return undecodable(body, v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: trailing data after the JSON object")
 	}
 	return nil
+}
+
+// undecodable is the problem of a body that does not decode into v: a
+// value refused where it is decoded (a duration out of range) is
+// invalid-input naming its field; anything else is malformed-request,
+// naming the field whose value does not decode when one does not.
+func undecodable(body []byte, v any, err error) error {
+	field, ferr := engine.FieldOf(body, true, v)
+	var in *commands.InputError
+	if errors.As(ferr, &in) || errors.As(err, &in) {
+		named := *in
+		if field != "" {
+			named.Field = field
+		}
+		return &named
+	}
+	p := newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: "+jsonErrorDetail(err))
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		p.Field = te.Field
+	case field != "":
+		p.Field = field
+		p.Detail = fmt.Sprintf("body: field %q: %v", field, ferr)
+	}
+	return p
 }
 
 func jsonErrorDetail(err error) string {
@@ -126,6 +189,9 @@ func (p *PatchRequest) validate() error {
 	if p.Reason != "" && p.State != streams.StateQueued {
 		return in("reason", `only with state "queued"`)
 	}
+	if err := commands.CheckReason("reason", p.Reason); err != nil {
+		return err
+	}
 	if p.State == streams.StateFailed && (p.Error == nil || p.Error.Message == "") {
 		return in("error", `state "failed" needs an error with a message`)
 	}
@@ -133,12 +199,7 @@ func (p *PatchRequest) validate() error {
 		return in("error", "code over 128 bytes, message over 64 KiB or stack over 256 KiB")
 	}
 	if pr := p.Progress; pr != nil {
-		if pr.Current < 0 || pr.Total < 0 {
-			return in("progress", "current and total must not be negative")
-		}
-		if len(pr.Message) > 4096 {
-			return in("progress", "message over 4096 bytes")
-		}
+		return commands.CheckProgress(pr.Current, pr.Total, pr.Message)
 	}
 	return nil
 }
@@ -159,7 +220,7 @@ func DecodeClaim(body []byte) (*ClaimRequest, error) {
 		return nil, &commands.InputError{Field: "worker_id", Reason: "is required"}
 	}
 	if c.Wait != nil && *c.Wait < 0 {
-		return nil, &commands.InputError{Field: "wait", Reason: "must not be negative"}
+		return nil, &commands.InputError{Field: "wait", Value: time.Duration(*c.Wait).String(), Reason: "must not be negative"}
 	}
 	return &c, nil
 }
@@ -169,15 +230,31 @@ type RegisterRequest struct {
 	Name        string   `json:"name"`
 	Types       []string `json:"types"`
 	Queues      []string `json:"queues,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
 }
+
+// registerBody is RegisterRequest as it arrives: a concurrency that is not
+// given is the default, one that is given is taken or refused.
+type registerBody struct {
+	Name        string   `json:"name"`
+	Types       []string `json:"types"`
+	Queues      []string `json:"queues,omitempty"`
+	Concurrency *int     `json:"concurrency,omitempty"`
+}
+
+// Bounds of a remote worker's concurrency.
+const (
+	DefaultWorkerConcurrency = 1
+	MaxWorkerConcurrency     = 10000
+)
 
 // DecodeRegister decodes and checks a POST /workers body.
 func DecodeRegister(body []byte) (*RegisterRequest, error) {
-	var req RegisterRequest
-	if err := decodeStrict(body, &req, false); err != nil {
+	var b registerBody
+	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
+	req := RegisterRequest{Name: b.Name, Types: b.Types, Queues: b.Queues, Concurrency: DefaultWorkerConcurrency}
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -191,6 +268,9 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		if !streams.ValidType(t) {
 			return nil, in("types", "%q is not a job type", t)
 		}
+	}
+	if req.Queues != nil && len(req.Queues) == 0 {
+		return nil, in("queues", `an empty list: name at least one queue, or leave "queues" out for ["default"]`)
 	}
 	if len(req.Queues) == 0 {
 		req.Queues = []string{streams.DefaultQueue}
@@ -211,11 +291,12 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		}
 		return nil, p
 	}
-	if req.Concurrency < 0 || req.Concurrency > 10000 {
-		return nil, in("concurrency", "%d: want 0-10000", req.Concurrency)
-	}
-	if req.Concurrency == 0 {
-		req.Concurrency = 1
+	if c := b.Concurrency; c != nil {
+		if *c < 1 || *c > MaxWorkerConcurrency {
+			return nil, &commands.InputError{Field: "concurrency", Value: fmt.Sprint(*c),
+				Reason: fmt.Sprintf("must be 1-%d", MaxWorkerConcurrency)}
+		}
+		req.Concurrency = *c
 	}
 	return &req, nil
 }
