@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -142,4 +143,44 @@ func TestCommandBadInputNamesFieldWritesNothing(t *testing.T) {
 		r.Job["max_lease_requeues"] != float64(0) {
 		t.Fatalf("explicit zeros: %+v %v", r.Error, r.Job)
 	}
+}
+
+// FuzzFieldOf: whatever a command body is, FieldOf does not panic, names
+// only a field of the request and only with that field's error, and names
+// none of a body that decodes.
+func FuzzFieldOf(f *testing.F) {
+	for _, s := range []string{`{"type":"a","delay":1e10}`, `{"type":"a","max_retries":"x"}`, `{"run_at":"soon","tags":[1]}`,
+		`{"type":"a"}`, `[]`, `{"DELAY":-1e300}`, `{"payload":{"a":[1,{"b":null}]}}`} {
+		f.Add([]byte(s), true)
+	}
+	for _, v := range []map[string]any{{"type": "a", "timeout": 1e12}, {"max_retries": "x"}, {"jitter": math.NaN()}, {"tags": []any{1}}} {
+		b, _ := streams.Marshal(v)
+		f.Add(b, false)
+	}
+	fields := map[string]bool{}
+	for _, name := range []string{"namespace", "type", "payload", "queue", "delay", "run_at", "max_retries", "backoff",
+		"backoff_cap", "jitter", "timeout", "idempotency_key", "tags", "parent", "retry_of", "priority", "retry_on",
+		"no_retry_on", "max_lease_requeues", "queue_timeout"} {
+		fields[name] = true
+	}
+	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
+		var req commands.SubmitRequest
+		field, err := engine.FieldOf(body, asJSON, &req)
+		if field == "" {
+			return
+		}
+		if !fields[field] || err == nil {
+			t.Fatalf("FieldOf named %q (%v)", field, err)
+		}
+		var whole commands.SubmitRequest
+		var derr error
+		if asJSON {
+			derr = json.Unmarshal(body, &whole)
+		} else {
+			derr = streams.UnmarshalStrict(body, &whole)
+		}
+		if derr == nil {
+			t.Fatalf("FieldOf named %q of a body that decodes: %v", field, err)
+		}
+	})
 }
