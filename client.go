@@ -103,7 +103,10 @@ func (c *Client) Submit(ctx context.Context, jobType string, payload any, opts .
 	return info, err
 }
 
-// NewRequest builds a SubmitRequest from Submit's arguments.
+// NewRequest builds a SubmitRequest from Submit's arguments and checks it
+// as a submit would: an option out of range (MaxRetries(-1), Jitter(2),
+// Timeout(0), ...) is an error matching ErrInvalidInput, an
+// *commands.InputError naming the field, before anything is sent.
 func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitRequest, error) {
 	raw, err := marshalPayload(payload)
 	if err != nil {
@@ -112,6 +115,9 @@ func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitReque
 	req := &SubmitRequest{Type: jobType, Payload: commands.RawJSON(raw)}
 	for _, o := range opts {
 		o(req)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	return req, nil
 }
