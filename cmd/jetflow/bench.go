@@ -18,6 +18,9 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
+// maxBenchRate bounds bench --rate: a ticker of a second divided by it.
+const maxBenchRate = 1_000_000
+
 // benchResult is what `jetflow bench --json` prints.
 type benchResult struct {
 	Jobs            int     `json:"jobs"`
@@ -59,8 +62,23 @@ func cmdBench(c *cli, args []string) int {
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
-	if jobs <= 0 || workers <= 0 || batch <= 0 {
-		c.errorf("--jobs, --workers and --batch must be positive")
+	embeddedOnly := "only with the embedded server (not with --nats)"
+	notFanout := "not with --fanout"
+	if !c.checkFlags(
+		when("jobs", jobs < 1, "must be 1 or more"),
+		when("jobs", *fanout && jobs > commands.MaxFanout, fmt.Sprintf("must be at most %d with --fanout", commands.MaxFanout)),
+		when("workers", workers < 1, "must be 1 or more"),
+		when("batch", batch < 1, "must be 1 or more"),
+		when("batch", *fanout, notFanout),
+		when("rate", rate < 0 || rate > maxBenchRate, fmt.Sprintf("must be 0 (no latency phase) to %d", maxBenchRate)),
+		when("rate", *fanout, notFanout),
+		when("latency-duration", latDur <= 0, "must be more than 0"),
+		when("latency-duration", *fanout, notFanout),
+		when("latency-duration", rate == 0, "not with --rate 0 (no latency phase)"),
+		when("sync", !validSync(syncMode), `want "always" or a duration over 0`),
+		when("sync", url != "", embeddedOnly),
+		when("cpuprofile", *cpuprofile == "", "must not be empty"),
+	) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/projections"
 )
 
@@ -18,20 +19,25 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// submitFlags maps the fields of a submit request to the flags that set
+// them, so that a refused value is reported as the flag.
+var submitFlags = map[string]string{"queue": "queue", "delay": "delay", "max_retries": "max-retries",
+	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag"}
+
 func cmdSubmit(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var (
 		queue, key           string
 		delay, backoff, tout time.Duration
-		maxRetries           = -1
+		maxRetries           int
 		wait                 bool
 		tags                 stringList
 	)
-	fs.StringVar(&queue, "queue", "", "queue (default \"default\")")
+	fs.StringVar(&queue, "queue", "default", "queue")
 	fs.DurationVar(&delay, "delay", 0, "run after this delay")
-	fs.IntVar(&maxRetries, "max-retries", -1, "retries of a failed attempt (default 3)")
-	fs.DurationVar(&backoff, "backoff", -1, "base delay of the first retry (default 30s)")
-	fs.DurationVar(&tout, "timeout", 0, "execution timeout of one attempt (default 1h)")
+	fs.IntVar(&maxRetries, "max-retries", commands.DefaultMaxRetries, "retries of a failed attempt (0: none)")
+	fs.DurationVar(&backoff, "backoff", commands.DefaultBackoff, "base delay of the first retry (0: retry at once)")
+	fs.DurationVar(&tout, "timeout", commands.DefaultTimeout, "execution timeout of one attempt")
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
@@ -39,31 +45,35 @@ func cmdSubmit(c *cli, args []string) int {
 	if !ok {
 		return exitUsage
 	}
+	if !c.checkFlags(when("queue", queue == "", "must not be empty"),
+		when("key", key == "", "must not be empty (leave --key out for no key)")) {
+		return exitUsage
+	}
 	payload := json.RawMessage("null")
 	if len(pos) == 2 {
 		payload = json.RawMessage(pos[1])
 	}
-	opts := []jetflow.SubmitOption{jetflow.Tags(tags...)}
-	if queue != "" {
-		opts = append(opts, jetflow.Queue(queue))
+	// Only the flags given set options: the others leave the request's
+	// field unset, and the engine's default applies. A value out of range
+	// is refused by the request's check, and reported as its flag.
+	var opts []jetflow.SubmitOption
+	set := func(name string, o jetflow.SubmitOption) {
+		if c.given(name) {
+			opts = append(opts, o)
+		}
 	}
-	if delay != 0 {
-		opts = append(opts, jetflow.Delay(delay))
-	}
-	if maxRetries >= 0 {
-		opts = append(opts, jetflow.MaxRetries(maxRetries))
-	}
-	if backoff >= 0 {
-		opts = append(opts, jetflow.Backoff(backoff))
-	}
-	if tout != 0 {
-		opts = append(opts, jetflow.Timeout(tout))
-	}
-	if key != "" {
-		opts = append(opts, jetflow.IdempotencyKey(key))
-	}
+	set("queue", jetflow.Queue(queue))
+	set("delay", jetflow.Delay(delay))
+	set("max-retries", jetflow.MaxRetries(maxRetries))
+	set("backoff", jetflow.Backoff(backoff))
+	set("timeout", jetflow.Timeout(tout))
+	set("key", jetflow.IdempotencyKey(key))
+	set("tag", jetflow.Tags(tags...))
 	req, err := jetflow.NewRequest(pos[0], payload, opts...)
 	if err != nil {
+		if c.flagInput(err, submitFlags) {
+			return exitUsage
+		}
 		return c.fail(err)
 	}
 	ctx, stop := signalContext()
@@ -211,9 +221,9 @@ func cmdGet(c *cli, args []string) int {
 func cmdWait(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var timeout time.Duration
-	fs.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 3)")
+	fs.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 3); 0: wait as long as it takes")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok {
+	if !ok || !c.checkFlags(when("timeout", timeout < 0, "must not be negative")) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()
@@ -230,6 +240,9 @@ func cmdWait(c *cli, args []string) int {
 	return c.waitAndPrint(ctx, cl, pos[0], timeout)
 }
 
+// listFlags maps the fields of a list filter to the flags that set them.
+var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit"}
+
 func cmdList(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var f jetflow.ListFilter
@@ -243,6 +256,20 @@ func cmdList(c *cli, args []string) int {
 		return exitUsage
 	}
 	f.State = jetflow.State(state)
+	// An empty filter matches every job: given on purpose it would list
+	// everything instead of what was asked for.
+	empty := "must not be empty (leave it out for every job)"
+	if !c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
+		when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
+		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
+		return exitUsage
+	}
+	if err := f.Validate(); err != nil {
+		if c.flagInput(err, listFlags) {
+			return exitUsage
+		}
+		return c.fail(err)
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	cl, ok := c.connect(ctx)
@@ -276,6 +303,10 @@ func cmdCancel(c *cli, args []string) int {
 	fs.StringVar(&reason, "reason", "", "why (recorded in the event)")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok {
+		return exitUsage
+	}
+	if err := commands.CheckReason("reason", reason); err != nil {
+		c.flagInput(err, map[string]string{"reason": "reason"})
 		return exitUsage
 	}
 	ctx, stop := signalContext()
@@ -391,8 +422,12 @@ func cmdReplay(c *cli, args []string) int {
 	var verify bool
 	var settle time.Duration
 	fs.BoolVar(&verify, "verify", false, "diff the state rebuilt from the log against the jobs bucket; exit 1 if they differ")
-	fs.DurationVar(&settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up")
+	fs.DurationVar(&settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up (0: no wait)")
 	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	if !c.checkFlags(when("settle", settle < 0, "must not be negative"),
+		when("settle", !verify, "only with --verify")) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()
@@ -460,9 +495,9 @@ func progressBar(pct float64) string {
 func cmdTree(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var most int
-	fs.IntVar(&most, "max", 50, "children shown per parent (the rest are summarized)")
+	fs.IntVar(&most, "max", 50, "children shown per parent (the rest are summarized; 0: none)")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok {
+	if !ok || !c.checkFlags(when("max", most < 0, "must be 0 or more")) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
 )
 
 // Exit codes.
@@ -131,7 +132,89 @@ func (c *cli) parse(args []string, minPos, maxPos int) ([]string, bool) {
 		fmt.Fprintf(c.errw, "jetflow %s: want %s, got %d: %s\n", c.name, argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
 		return nil, false
 	}
+	// nats.Connect reads "" as its default URL: an empty --nats would
+	// silently be another system than the one named.
+	if f := c.fs.Lookup("nats"); f != nil && !c.checkFlags(when("nats", f.Value.String() == "", "must not be empty")) {
+		return nil, false
+	}
 	return pos, true
+}
+
+// given reports whether a flag was set on the command line (not left at
+// its default).
+func (c *cli) given(name string) bool {
+	found := false
+	c.fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// rule is the check of one flag's value: the reason it is refused, or ""
+// when the value is fine.
+type rule struct{ flag, reason string }
+
+// when is a rule that refuses the flag's value with reason if bad.
+func when(flag string, bad bool, reason string) rule {
+	if !bad {
+		return rule{}
+	}
+	return rule{flag, reason}
+}
+
+// checkFlags refuses the first flag given on the command line whose rule
+// refuses its value ("--max-retries -1: must be 0-1000"), before anything
+// is connected to or written. A flag left at its default is valid by
+// construction and not checked.
+func (c *cli) checkFlags(rules ...rule) bool {
+	for _, r := range rules {
+		if r.reason != "" && c.given(r.flag) {
+			c.refuseFlag(r.flag, "", r.reason)
+			return false
+		}
+	}
+	return true
+}
+
+// refuseFlag reports a refused flag value: value as given, or, if empty,
+// the flag's value (a string quoted), unless the reason starts with it.
+func (c *cli) refuseFlag(name, value, reason string) {
+	if value == "" {
+		if f := c.fs.Lookup(name); f != nil {
+			value = f.Value.String()
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					value = fmt.Sprintf("%q", value)
+				}
+			}
+		}
+		if strings.HasPrefix(reason, value) {
+			value = ""
+		}
+	}
+	if value == "" {
+		c.errorf("--%s: %s", name, reason)
+		return
+	}
+	if r := []rune(value); len(r) > 40 { // a value too long: the reason says so
+		value = string(r[:32]) + "…"
+	}
+	c.errorf("--%s %s: %s", name, value, reason)
+}
+
+// flagInput reports an *commands.InputError of a request built from flags
+// as the flag its field came from (fields maps a field to its flag):
+// "--timeout 0s: must be more than 0". It reports nothing and returns
+// false for an error of another field or kind.
+func (c *cli) flagInput(err error, fields map[string]string) bool {
+	var in *commands.InputError
+	if !errors.As(err, &in) {
+		return false
+	}
+	name, ok := fields[in.Field]
+	if !ok || !c.given(name) {
+		return false
+	}
+	c.refuseFlag(name, in.Value, in.Reason)
+	return true
 }
 
 func argCount(lo, hi int) string {

@@ -130,7 +130,7 @@ func cmdRetry(c *cli, args []string) int {
 	fs.StringVar(&key, "key", "", "idempotency key of the retry (a repeated retry with it returns the same new job)")
 	fs.BoolVar(&wait, "wait", false, "wait until the new job is terminal; exit 0 succeeded, 1 failed or cancelled")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok {
+	if !ok || !c.checkFlags(when("key", key == "", "must not be empty (leave --key out for no key)")) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()
@@ -142,6 +142,9 @@ func cmdRetry(c *cli, args []string) int {
 	defer cl.Close()
 	res, err := gateway.Retry(ctx, cl.Store(), pos[0], key)
 	if err != nil {
+		if c.flagInput(err, map[string]string{"idempotency_key": "key"}) {
+			return exitUsage
+		}
 		return c.fail(err)
 	}
 	if wait {

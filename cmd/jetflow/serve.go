@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -45,6 +48,37 @@ func cmdServe(c *cli, args []string) int {
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
+	}
+	embeddedOnly := "only with the embedded server (not with --nats)"
+	httpOnly := "only with the HTTP API (not with --http off)"
+	noHTTP := httpAddr == "" || httpAddr == "off"
+	if !c.checkFlags(
+		when("data", dir == "", "must not be empty"),
+		when("data", url != "", embeddedOnly),
+		when("nats-listen", !validHostPort(listen), "want HOST:PORT"),
+		when("nats-listen", url != "", embeddedOnly),
+		when("sync", !validSync(sync), `want "always" or a duration over 0`),
+		when("sync", url != "", embeddedOnly),
+		when("replicas", replicas < 0 || replicas > maxReplicas,
+			fmt.Sprintf("must be 0 (those of the existing event log) to %d", maxReplicas)),
+		when("replicas", url == "" && replicas > 1, "the embedded server is one node: must be 0 or 1"),
+		when("projector-lag", lag <= 0, "must be more than 0"),
+		when("concurrency", concurrency < 1, "must be 1 or more"),
+		when("concurrency", !demo, "only with --demo"),
+		when("http", !noHTTP && !validHostPort(httpAddr), `want HOST:PORT, or "off"`),
+		when("http-origin", noHTTP, httpOnly),
+		when("http-max-body", maxBody < 1, "must be 1 or more"),
+		when("http-max-body", noHTTP, httpOnly),
+		when("http-max-streams", maxStreams < 1, "must be 1 or more"),
+		when("http-max-streams", noHTTP, httpOnly),
+	) {
+		return exitUsage
+	}
+	for _, o := range origins {
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			c.refuseFlag("http-origin", fmt.Sprintf("%q", o), "want an origin: scheme://host[:port]")
+			return exitUsage
+		}
 	}
 	log := c.logger()
 	ctx, stop := signalContext()
@@ -132,6 +166,34 @@ func cmdServe(c *cli, args []string) int {
 	return exitOK
 }
 
+// Bounds of serve's and worker's flags.
+const (
+	maxReplicas = 5 // JetStream's most
+	// minLease: a worker renews its leases every third of the lease.
+	minLease = 3 * time.Millisecond
+)
+
+// validSync reports whether s is an fsync mode of the embedded server:
+// "always" or an interval over 0.
+func validSync(s string) bool {
+	if s == "always" {
+		return true
+	}
+	d, err := time.ParseDuration(s)
+	return err == nil && d > 0
+}
+
+// validHostPort reports whether s is HOST:PORT with a port number (0: any
+// free port).
+func validHostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
+}
+
 // firstDemoJob submits one demo job and logs how it ended, so that a
 // newcomer sees a job go through within seconds of starting serve --demo.
 func firstDemoJob(ctx context.Context, client *jetflow.Client, log *slog.Logger) {
@@ -170,6 +232,14 @@ func cmdWorker(c *cli, args []string) int {
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
+		return exitUsage
+	}
+	if !c.checkFlags(
+		when("concurrency", concurrency < 1, "must be 1 or more"),
+		when("lease", lease < minLease, fmt.Sprintf("must be at least %s", minLease)),
+		when("grace", grace <= 0, "must be more than 0"),
+		when("id", id == "", "must not be empty (leave --id out for host-pid)"),
+	) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()
