@@ -99,18 +99,23 @@ func decodeDelivery(msg jetstream.Msg, log *slog.Logger) *delivery {
 
 // claimItem takes the job of a delivered work item for worker: job.started
 // for a worker in this process, job.claimed (with the item's ack subject as
-// the lease) for a remote one. It returns false when the item is not, or no
-// longer, the job's way to run, after settling the message:
+// the lease) for a remote one. lease is how long a claim lasts without a
+// renewal (the delivering consumer's AckWait). It returns false when the
+// item is not, or no longer, the job's way to run, after settling the
+// message:
 //
 //   - the job is terminal, scheduled or waiting: the item is stale (acked);
 //   - the job is held under another item that still exists: a duplicate (acked);
-//   - the job is held under this item, which the server has just delivered
-//     again because its holder stopped renewing the lease, or under an item
-//     that no longer exists: the lease is lost; job.lease_expired_requeue
-//     (or job.lease_expired, failing the job, after max_lease_requeues) and
-//     then the claim are written.
-func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery, worker string, remote bool, log *slog.Logger) (Snapshot, bool) {
-	lease := d.meta.Sequence.Stream
+//   - the job is held under this item (the server delivered it again) or
+//     under an item that is gone, and its holder is alive
+//     (commands.LeaseExpired says no): a redelivery after a server restart
+//     goes back to wait until the lease would run out (nak with that delay);
+//     a duplicate of a job held under a gone item is acked;
+//   - the same, and the holder's lease ran out: the lease is lost;
+//     job.lease_expired_requeue (or job.lease_expired, failing the job,
+//     after max_lease_requeues) and then the claim are written.
+func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery, worker string, remote bool, lease time.Duration, log *slog.Logger) (Snapshot, bool) {
+	item := d.meta.Sequence.Stream
 	ack := ""
 	if remote {
 		ack = d.msg.Reply()
@@ -120,13 +125,13 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 		snap, _, err := s.Apply(ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
 			now := time.Now().UTC()
 			if remote {
-				ev, err := commands.Claim(j, worker, lease, now)
+				ev, err := commands.Claim(j, worker, item, now)
 				if ev != nil {
 					ev.LeaseAck = ack
 				}
 				return ev, err
 			}
-			return commands.Start(j, worker, lease, now)
+			return commands.Start(j, worker, item, now)
 		})
 		if err == nil {
 			return snap, true
@@ -137,17 +142,34 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 			return snap, false
 		}
 		j := snap.Job
-		if j.State != streams.StateRunning && j.State != streams.StateClaimed {
+		if !commands.Held(j) {
 			_ = d.msg.Ack()
 			return snap, false
 		}
-		if j.LeaseItem != lease && itemAlive(ctx, qs, j.LeaseItem) {
+		if j.LeaseItem != item && itemAlive(ctx, qs, j.LeaseItem) {
 			_ = d.msg.Ack()
+			return snap, false
+		}
+		beat, err := s.Workers.Beat(ctx, j)
+		if err != nil {
+			log.Warn("lease check failed; the item will be redelivered", "job", j.ID, "err", err)
+			_ = d.msg.NakWithDelay(time.Second)
+			return snap, false
+		}
+		if !commands.LeaseExpired(j, beat, lease, time.Now()) {
+			if j.LeaseItem == item {
+				// Its holder is alive: not a lost lease. Come back when the
+				// lease would run out if the holder stopped renewing now.
+				wait := commands.LeaseLeft(j, beat, lease, time.Now()) + commands.LeaseGrace
+				_ = d.msg.NakWithDelay(max(wait, time.Second))
+			} else {
+				_ = d.msg.Ack()
+			}
 			return snap, false
 		}
 		held := j.LeaseItem
 		next, _, err := s.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
-			if (j.State != streams.StateRunning && j.State != streams.StateClaimed) || j.LeaseItem != held {
+			if !commands.Held(j) || j.LeaseItem != held {
 				return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
 			}
 			return commands.LeaseLost(j, worker, time.Now().UTC())

@@ -20,13 +20,16 @@ type EngineConfig struct {
 	ProjectorLag time.Duration
 	LeaderTTL    time.Duration // how long a failover of the led components can take (default 10s)
 	Reaper       ReaperConfig
+	// LeaseSweepInterval is how often the leader looks for held jobs whose
+	// worker stopped renewing the lease (default DefaultLeaseSweepInterval).
+	LeaseSweepInterval time.Duration
 	Log          *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
 // workers and clients: the Projector, the Promoter and the command server on
-// every engine, and, on the one engine that leads, the fan-in counter and
-// the Reaper. Any number of engines may run against one NATS system.
+// every engine, and, on the one engine that leads, the fan-in counter, the
+// LeaseSweeper and the Reaper. Any number of engines may run against one NATS system.
 type Engine struct {
 	Store      *Store
 	Projector  *Projector
@@ -34,7 +37,8 @@ type Engine struct {
 	Commands   *CommandServer
 	FanIn      *FanIn
 	Reaper     *Reaper
-	Leader     *Leader // runs FanIn and Reaper on one engine at a time
+	Leases     *LeaseSweeper
+	Leader     *Leader // runs FanIn, Leases and Reaper on one engine at a time
 	components []Component
 }
 
@@ -56,8 +60,9 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 		Commands:  NewCommandServer(store, log),
 		FanIn:     NewFanIn(store, log),
 		Reaper:    NewReaper(store, cfg.Reaper),
+		Leases:    NewLeaseSweeper(store, cfg.LeaseSweepInterval, log),
 	}
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Reaper)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Reaper)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +47,7 @@ type Reaper struct {
 	cfg   ReaperConfig
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	life   periodic
 	reaped atomic.Int64
 }
 
@@ -76,46 +73,16 @@ func (r *Reaper) Reaped() int64 { return r.reaped.Load() }
 
 // Start starts scanning. Idempotent.
 func (r *Reaper) Start(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan struct{})
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
-			if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("scan", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	r.life.start(r.cfg.Interval, func(ctx context.Context) {
+		if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("scan", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
 // Stop stops scanning. Idempotent.
-func (r *Reaper) Stop(ctx context.Context) {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.cancel = nil
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (r *Reaper) Stop(ctx context.Context) { r.life.stop(ctx) }
 
 // reaping is one reason to end a job, decided on its current state.
 type reaping struct {

@@ -47,14 +47,20 @@ type Store struct {
 	Events jetstream.Stream
 	Queues *streams.Queues
 	Topo   streams.Topology
-	Actor  string // who writes: recorded on the events of this process
-	Log    *slog.Logger
+	// Workers is the worker registry: who is alive, and which jobs each
+	// holds, for the lease rules.
+	Workers *Workers
+	Actor   string // who writes: recorded on the events of this process
+	Log     *slog.Logger
 
 	// Repairs counts job records this Store rebuilt from the log because
 	// they were missing or behind it.
 	Repairs atomic.Int64
 
 	cascading sync.Map // parent id -> struct{}: cascades in flight in this process
+
+	presenceMu sync.Mutex
+	presences  map[string]*presence // by worker id: the SDK workers of this process
 }
 
 // OpenStore connects a Store to JetStream, provisioning the topology.
@@ -80,7 +86,11 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if err != nil {
 		return nil, fmt.Errorf("events stream: %w", err)
 	}
-	return &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs,
+	workers, err := openWorkers(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs, Workers: workers,
 		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}, nil
 }
 

@@ -119,6 +119,7 @@ type Runtime struct {
 	stopped  bool
 	pullers  []*puller
 	inflight map[string]*run      // by job id
+	held     sync.Map             // job id -> struct{}: the keys of inflight, read without mu (heartbeats)
 	batches  map[string]*batchRun // by parent/piece
 	parents  *parentCache
 	cancelSb *nats.Subscription
@@ -180,8 +181,12 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return fmt.Errorf("queue stream: %w", err)
 	}
 	r.qs = qs
+	if err := r.store.joinPresence(ctx, r); err != nil {
+		return err
+	}
 	sub, err := r.store.NC.Subscribe(streams.CancelSubject, r.onCancel)
 	if err != nil {
+		r.store.leavePresence(ctx, r)
 		return fmt.Errorf("subscribe cancels: %w", err)
 	}
 	// Every consumer first: pulling starts only once none can fail.
@@ -194,6 +199,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		cons, err := r.store.EnsureRunConsumer(ctx, r.cfg.Queue, jobType, r.cfg.Lease, r.cfg.MaxAckPending)
 		if err != nil {
 			_ = sub.Unsubscribe()
+			r.store.leavePresence(ctx, r)
 			return err
 		}
 		sources = append(sources, source{cons, r.receive})
@@ -202,6 +208,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		cons, err := r.store.ensureConsumer(ctx, r.cfg.Queue, BatchConsumerConfig(r.cfg.Queue, batchType, r.cfg.Lease, r.cfg.MaxAckPending))
 		if err != nil {
 			_ = sub.Unsubscribe()
+			r.store.leavePresence(ctx, r)
 			return err
 		}
 		sources = append(sources, source{cons, r.receiveBatch})
@@ -214,6 +221,17 @@ func (r *Runtime) Start(ctx context.Context) error {
 	go r.renewLeases(r.tickStop, r.tickDone)
 	r.started = true
 	return nil
+}
+
+// claims are the jobs this runtime holds now: what its worker's heartbeat
+// lists.
+func (r *Runtime) claims() []string {
+	var ids []string
+	r.held.Range(func(id, _ any) bool {
+		ids = append(ids, id.(string))
+		return true
+	})
+	return ids
 }
 
 // fetchSize is how many items a fetch asks for: the slots free now, so that
@@ -253,6 +271,16 @@ func (r *Runtime) acquire(msg jetstream.Msg) bool {
 	return true
 }
 
+// isStopping reports whether Stop began.
+func (r *Runtime) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
 func (r *Runtime) releaseSlot() {
 	<-r.slots
 	r.wg.Done()
@@ -271,7 +299,11 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	snap, ok := r.store.claimItem(ctx, r.qs, d, r.cfg.WorkerID, false, r.log)
+	if r.isStopping() {
+		_ = msg.Nak() // arrived as the runtime began to stop: another worker takes it at once
+		return
+	}
+	snap, ok := r.store.claimItem(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
 	if !ok {
 		return
 	}
@@ -284,6 +316,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
 	r.mu.Lock()
 	r.inflight[snap.Job.ID] = rn
+	r.held.Store(snap.Job.ID, struct{}{})
 	r.mu.Unlock()
 
 	var result []byte
@@ -300,6 +333,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 
 	r.mu.Lock()
 	delete(r.inflight, snap.Job.ID)
+	r.held.Delete(snap.Job.ID)
 	settled := rn.settled
 	r.mu.Unlock()
 	defer close(rn.done)
@@ -601,6 +635,7 @@ func (r *Runtime) Stop(ctx context.Context) {
 	wait := r.stopLocked()
 	r.mu.Unlock()
 	wait()
+	r.store.leavePresence(ctx, r)
 }
 
 func (r *Runtime) requeue(ctx context.Context, rn *run) {

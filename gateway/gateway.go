@@ -23,7 +23,6 @@ const (
 	DefaultAddr         = "127.0.0.1:8080"
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxWait      = 60 * time.Second
-	DefaultWorkerExpiry = 10 * time.Minute
 	DefaultMaxStreams   = 1000
 	DefaultPageSize     = 50
 	MaxPageSize         = 1000
@@ -47,9 +46,6 @@ type Config struct {
 	// per job per interval (default engine.DefaultProgressInterval): more
 	// frequent reports are coalesced, the last value written.
 	ProgressInterval time.Duration
-	// WorkerExpiry is how long a registered worker that stopped beating
-	// stays in the registry (default 10m).
-	WorkerExpiry time.Duration
 	// MaxStreams bounds the requests that stay open: event streams (SSE)
 	// and long polls (Prefer: wait, a claim's wait) together (default
 	// 1000). Past it such a request is refused at once: 503 overloaded.
@@ -83,9 +79,6 @@ func (c Config) withDefaults() Config {
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = engine.DefaultProgressInterval
 	}
-	if c.WorkerExpiry <= 0 {
-		c.WorkerExpiry = DefaultWorkerExpiry
-	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = DefaultMaxStreams
 	}
@@ -101,9 +94,6 @@ func (c Config) validate() error {
 	}
 	if c.Lease < 3*time.Millisecond {
 		return errors.New("gateway: lease too short")
-	}
-	if c.WorkerExpiry < c.Lease {
-		return fmt.Errorf("gateway: worker expiry %s is shorter than the lease %s", c.WorkerExpiry, c.Lease)
 	}
 	return nil
 }
@@ -151,7 +141,7 @@ func New(cfg Config) (*Gateway, error) {
 		qcache: sharedRead[[]*QueueInfo]{ttl: sharedTTL},
 		wcache: sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
 	}
-	g.workers = newRegistry(cfg.Store, cfg.Lease, cfg.WorkerExpiry)
+	g.workers = newRegistry(cfg.Store, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
 	g.progress = newProgressCoalescer(g, cfg.ProgressInterval)
 	g.csrf = http.NewCrossOriginProtection()
@@ -181,9 +171,6 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
 	}
 	g.ctxMu.Unlock()
-	if err := g.workers.ensure(ctx); err != nil {
-		return err
-	}
 	if err := g.index.Start(ctx); err != nil {
 		return err
 	}

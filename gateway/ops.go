@@ -41,7 +41,7 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		check("jobs_bucket", err)
 		_, err = g.store.JS.KeyValue(ctx, streams.QueuesBucket)
 		check("queues_bucket", err)
-		_, err = g.store.JS.KeyValue(ctx, WorkersBucket)
+		_, err = g.store.JS.KeyValue(ctx, streams.WorkersBucket)
 		check("workers_bucket", err)
 	}
 	select {

@@ -116,7 +116,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 		{"jetflow_queue_depth", []string{"queue", "mq"}, 0},
 		{"jetflow_queue_paused", []string{"queue", "mq"}, 0},
 		{"jetflow_jobs_running", []string{"queue", "mq"}, 0},
-		{"jetflow_workers", []string{"live", "true"}, 1},
+		{"jetflow_workers", []string{"live", "true"}, 2}, // the SDK worker and the HTTP one
 		{"jetflow_workers", []string{"live", "false"}, 0},
 		{"jetflow_consumer_lag_events", []string{"consumer", "projector"}, 0},
 		{"jetflow_consumer_lag_events", []string{"consumer", "gateway_metrics"}, 0},

@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -19,21 +16,9 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// WorkersBucket is the KV bucket of registered remote workers.
-const WorkersBucket = "jetflow_workers"
-
-// WorkerRecord is a registered remote worker (the workers bucket's value,
+// WorkerRecord is a registered worker (the worker registry's value,
 // msgpack; JSON in the API).
-type WorkerRecord struct {
-	ID            string    `msgpack:"id" json:"id"`
-	Name          string    `msgpack:"name" json:"name"`
-	Types         []string  `msgpack:"types" json:"types"`
-	Queues        []string  `msgpack:"queues" json:"queues"`
-	Concurrency   int       `msgpack:"concurrency" json:"concurrency"`
-	RegisteredAt  time.Time `msgpack:"registered_at" json:"registered_at"`
-	LastHeartbeat time.Time `msgpack:"last_heartbeat" json:"last_heartbeat"`
-	Claims        []string  `msgpack:"claims" json:"claims"` // jobs it claimed and has not reported the end of
-}
+type WorkerRecord = streams.WorkerRecord
 
 // WorkerView is a registered worker as the API shows it.
 type WorkerView struct {
@@ -45,48 +30,22 @@ type WorkerView struct {
 	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
 }
 
-// Registry is the worker registry: a KV bucket whose records expire when
-// their worker stops beating for the expiry, so that it holds no state a
-// gateway must clean up.
+// Registry is the gateway's view of the worker registry (engine.Workers):
+// HTTP workers register, beat and claim through it; SDK workers write
+// their own records, and both kinds are listed.
 type Registry struct {
-	store  *engine.Store
-	lease  time.Duration
-	expiry time.Duration
-	kv     jetstream.KeyValue
-	lists  atomic.Int64 // reads of the whole bucket (List), for tests
+	w     *engine.Workers
+	lease time.Duration
+	lists atomic.Int64 // reads of the whole registry (List), for tests
 }
 
-func newRegistry(store *engine.Store, lease, expiry time.Duration) *Registry {
-	return &Registry{store: store, lease: lease, expiry: expiry}
+func newRegistry(store *engine.Store, lease time.Duration) *Registry {
+	return &Registry{w: store.Workers, lease: lease}
 }
 
 // OpenRegistry opens the worker registry for reading (the CLI).
-func OpenRegistry(ctx context.Context, store *engine.Store) (*Registry, error) {
-	r := newRegistry(store, engine.DefaultLease, DefaultWorkerExpiry)
-	kv, err := store.JS.KeyValue(ctx, WorkersBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return r, nil // no gateway ever ran: no workers
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.kv = kv
-	return r, nil
-}
-
-func (r *Registry) ensure(ctx context.Context) error {
-	storage := jetstream.FileStorage
-	if r.store.Topo.MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
-	err := streams.EnsureBucket(ctx, r.store.JS, jetstream.KeyValueConfig{Bucket: WorkersBucket,
-		Description: "jetflow remote workers (HTTP worker protocol)", History: 1, TTL: r.expiry,
-		Storage: storage, Replicas: max(r.store.Topo.Replicas, 1)})
-	if err != nil {
-		return err
-	}
-	r.kv, err = r.store.JS.KeyValue(ctx, WorkersBucket)
-	return err
+func OpenRegistry(_ context.Context, store *engine.Store) (*Registry, error) {
+	return newRegistry(store, engine.DefaultLease), nil
 }
 
 var workerIDPattern = regexp.MustCompile(`^wk-[0-9A-Z]{26}$`)
@@ -98,95 +57,65 @@ func errNoWorker(id string) error {
 	return p
 }
 
-// Register adds a worker.
+// Register adds an HTTP worker.
 func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerRecord, error) {
 	now := time.Now().UTC()
-	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Types: req.Types, Queues: req.Queues,
-		Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{}}
-	b, err := streams.Marshal(rec)
-	if err != nil {
-		return nil, err
+	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Kind: streams.WorkerHTTP, Types: req.Types,
+		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{}}
+	if rec.Queues == nil {
+		rec.Queues = []string{}
 	}
-	if _, err := r.kv.Create(ctx, rec.ID, b); err != nil {
-		return nil, fmt.Errorf("register worker: %w", err)
+	if err := r.w.Register(ctx, rec); err != nil {
+		return nil, err
 	}
 	return rec, nil
 }
 
-// Get reads a worker's record and its revision.
+// Get reads an HTTP worker's record and its revision.
 func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, error) {
-	if !workerIDPattern.MatchString(id) || r.kv == nil {
+	if !workerIDPattern.MatchString(id) {
 		return nil, 0, errNoWorker(id)
 	}
-	e, err := r.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	w, err := r.w.Get(ctx, id)
+	if errors.Is(err, engine.ErrWorkerNotFound) {
 		return nil, 0, errNoWorker(id)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	var rec WorkerRecord
-	if err := streams.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, 0, fmt.Errorf("worker %s record: %w", id, err)
-	}
-	return &rec, e.Revision(), nil
+	return w.WorkerRecord, w.Rev, nil
 }
 
-// Update changes a worker's record with fn, revision-checked: fn is run
-// again on the newer record if another gateway wrote it meanwhile.
+// Update changes an HTTP worker's record with fn, revision-checked: fn is
+// run again on the newer record if another gateway wrote it meanwhile.
 func (r *Registry) Update(ctx context.Context, id string, fn func(*WorkerRecord)) (*WorkerRecord, error) {
-	for try := 0; ; try++ {
-		rec, rev, err := r.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		fn(rec)
-		b, err := streams.Marshal(rec)
-		if err != nil {
-			return nil, err
-		}
-		if _, err = r.kv.Update(ctx, id, b, rev); err == nil {
-			return rec, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || try >= 20 {
-			return nil, fmt.Errorf("update worker %s: %w", id, err)
-		}
+	if !workerIDPattern.MatchString(id) {
+		return nil, errNoWorker(id)
 	}
+	rec, err := r.w.Update(ctx, id, fn)
+	if errors.Is(err, engine.ErrWorkerNotFound) {
+		return nil, errNoWorker(id)
+	}
+	return rec, err
 }
 
 // Delete removes a worker.
-func (r *Registry) Delete(ctx context.Context, id string) error {
-	return r.kv.Delete(ctx, id)
-}
+func (r *Registry) Delete(ctx context.Context, id string) error { return r.w.Delete(ctx, id) }
 
-// List returns every registered worker, by registration time: a read of
-// the whole bucket (readers that poll share one: Gateway.cachedWorkers).
+// List returns every registered worker, HTTP and SDK, by registration
+// time: a read of the whole registry (readers that poll share one:
+// Gateway.cachedWorkers).
 func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
 	r.lists.Add(1)
-	out := []*WorkerRecord{}
-	if r.kv == nil {
-		return out, nil
-	}
-	w, err := r.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	ws, err := r.w.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok || e == nil {
-				sort.Slice(out, func(i, k int) bool { return out[i].RegisteredAt.Before(out[k].RegisteredAt) })
-				return out, nil
-			}
-			var rec WorkerRecord
-			if err := streams.Unmarshal(e.Value(), &rec); err == nil {
-				out = append(out, &rec)
-			}
-		}
+	out := make([]*WorkerRecord, len(ws))
+	for i, w := range ws {
+		out[i] = w.WorkerRecord
 	}
+	return out, nil
 }
 
 // View renders a record for the API. It does not change rec (records
@@ -196,6 +125,9 @@ func (r *Registry) View(rec *WorkerRecord) *WorkerView {
 		LeaseSeconds: r.lease.Seconds(), HeartbeatIntervalSeconds: (r.lease / 3).Seconds()}
 	if v.Claims == nil {
 		v.Claims = []string{}
+	}
+	if v.Queues == nil {
+		v.Queues = []string{}
 	}
 	return v
 }

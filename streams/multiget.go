@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -112,7 +113,7 @@ func ReadSubject(ctx context.Context, nc *nats.Conn, stream, subject string, fro
 		from, last = 1, 0
 	}
 	for {
-		n, more, err := readSubjectBatch(ctx, nc, stream, subject, last+1, func(seq uint64, data []byte) error {
+		n, more, err := readSubjectBatch(ctx, nc, stream, subject, last+1, readBatch, func(seq uint64, data []byte) error {
 			last = seq
 			return fn(seq, data)
 		})
@@ -125,14 +126,39 @@ func ReadSubject(ctx context.Context, nc *nats.Conn, stream, subject string, fro
 	}
 }
 
-// readSubjectBatch reads up to readBatch messages of subject from sequence
+// ReadRange calls fn with the messages on subject (wildcards allowed) in
+// stream whose sequences lie in [from, upTo], in order, and at most limit
+// of them.
+func ReadRange(ctx context.Context, nc *nats.Conn, stream, subject string, from, upTo uint64, limit int, fn func(seq uint64, data []byte) error) error {
+	errPast := errors.New("past the range")
+	for from <= upTo && limit > 0 {
+		last := from - 1
+		n, more, err := readSubjectBatch(ctx, nc, stream, subject, from, min(limit, readBatch), func(seq uint64, data []byte) error {
+			if seq > upTo {
+				return errPast
+			}
+			last = seq
+			return fn(seq, data)
+		})
+		if errors.Is(err, errPast) {
+			return nil
+		}
+		if err != nil || !more || n == 0 {
+			return err
+		}
+		from, limit = last+1, limit-n
+	}
+	return nil
+}
+
+// readSubjectBatch reads up to batch messages of subject from sequence
 // from; more says whether the server holds further ones.
-func readSubjectBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func(uint64, []byte) error) (n int, more bool, err error) {
+func readSubjectBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, batch int, fn func(uint64, []byte) error) (n int, more bool, err error) {
 	req := struct {
 		Seq     uint64 `json:"seq"`
 		NextFor string `json:"next_by_subj"`
 		Batch   int    `json:"batch"`
-	}{from, subject, readBatch}
+	}{from, subject, batch}
 	pending, err := DirectBatch(ctx, nc, stream, req, func(m *nats.Msg) error {
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {

@@ -19,6 +19,7 @@ type Topology struct {
 	EventsMaxAge    time.Duration // how long the event log keeps events; 0 = forever
 	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the queue streams (default 2 min)
 	MaxPayload      int32         // largest record; default 4 MiB
+	WorkerExpiry    time.Duration // how long a silent worker's record stays in WorkersBucket (default DefaultWorkerExpiry)
 }
 
 // Defaults of a Topology.
@@ -36,6 +37,9 @@ func (t Topology) withDefaults() Topology {
 	}
 	if t.MaxPayload <= 0 {
 		t.MaxPayload = DefaultMaxPayload
+	}
+	if t.WorkerExpiry <= 0 {
+		t.WorkerExpiry = DefaultWorkerExpiry
 	}
 	return t
 }
@@ -101,6 +105,8 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 			Storage: t.storage(), Replicas: t.Replicas, MaxValueSize: t.MaxPayload},
 		{Bucket: QueuesBucket, Description: "jetflow queues and their settings", History: 1,
 			Storage: t.storage(), Replicas: t.Replicas},
+		{Bucket: WorkersBucket, Description: "jetflow workers and their heartbeats", History: 1,
+			TTL: t.WorkerExpiry, Storage: t.storage(), Replicas: t.Replicas},
 	} {
 		if err := EnsureBucket(ctx, js, kv); err != nil {
 			return err

@@ -109,14 +109,18 @@ func cmdWorkers(c *cli, args []string) int {
 		return exitOK
 	}
 	if len(views) == 0 {
-		fmt.Fprintln(c.errw, "no remote workers are registered")
+		fmt.Fprintln(c.errw, "no workers are registered")
 		return exitOK
 	}
 	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tLIVE\tTYPES\tQUEUES\tCLAIMS\tLAST HEARTBEAT")
+	fmt.Fprintln(w, "ID\tNAME\tKIND\tLIVE\tTYPES\tQUEUES\tCLAIMS\tLAST HEARTBEAT")
 	for _, v := range views {
-		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%s ago\n", v.ID, v.Name, v.Live, strings.Join(v.Types, ","),
-			strings.Join(v.Queues, ","), len(v.Claims), time.Since(v.LastHeartbeat).Round(time.Second))
+		queues := strings.Join(v.Queues, ",")
+		if queues == "" {
+			queues = "(every queue)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s ago\n", v.ID, v.Name, v.Kind, v.Live, strings.Join(v.Types, ","),
+			queues, len(v.Claims), time.Since(v.LastHeartbeat).Round(time.Second))
 	}
 	w.Flush()
 	return exitOK

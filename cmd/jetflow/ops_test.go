@@ -65,8 +65,8 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 	if _, errs, code := e.jetflow("pause", "nope"); code != exitUsage || !strings.Contains(errs, "not found") {
 		t.Fatalf("pause of an unknown queue: %d %s", code, errs)
 	}
-	// workers: none until a gateway registers one.
-	if out, errs, code := e.jetflow("workers"); code != exitOK || out != "" || !strings.Contains(errs, "no remote workers") {
+	// workers: the SDK worker of the demo handlers, then an HTTP one.
+	if out, errs, code := e.jetflow("workers"); code != exitOK || strings.Count(out, "\n") != 2 || !strings.Contains(out, " sdk ") {
 		t.Fatalf("workers: %d %q %q", code, out, errs)
 	}
 	g, err := gateway.New(gateway.Config{Store: e.cl.Store(), Log: testkit.Logger(t)})
@@ -91,7 +91,8 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 	}
 	out, _, code = e.jetflow("workers", "--json")
 	var ws []gateway.WorkerView
-	if code != exitOK || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 1 || ws[0].ID != rec.ID || !ws[0].Live {
+	if code != exitOK || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 2 || ws[1].ID != rec.ID || !ws[1].Live ||
+		ws[1].Kind != "http" || ws[0].Kind != "sdk" || !ws[0].Live {
 		t.Fatalf("workers --json: %d %q", code, out)
 	}
 }

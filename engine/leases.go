@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// DefaultLeaseSweepInterval is how often the LeaseSweeper looks: a job
+// whose holder died is requeued within its lease plus this plus
+// commands.LeaseGrace.
+const DefaultLeaseSweepInterval = 3 * time.Second
+
+// LeaseSweeper requeues claimed and running jobs whose holder stopped
+// renewing the lease (job.lease_expired_requeue; job.lease_expired, failed,
+// after max_lease_requeues), whether or not any worker is left to claim
+// them: a job whose worker is gone does not stay running.
+//
+// It finds held jobs where their leases live, in the queues: a held job's
+// work item stays in its work-queue stream, delivered and not acked, until
+// its attempt ends. Each pass reads, for every run consumer with items in
+// flight, the items between its ack floor and its last delivery (the
+// in-flight ones and nothing else), the records of their jobs (one
+// multi-get), and the worker registry (one read); a job held under one of
+// those items whose lease ran out (commands.LeaseExpired) is written off,
+// revision-checked and decided again on the job as it is then, so a job
+// that finished meanwhile is never touched; a requeued job gets a new work
+// item. The cost is per job in flight and per pass, not per job
+// run: the hot path writes nothing for it.
+//
+// One runs at a time, under the Leader; a worker that receives a
+// redelivered item judges the lease the same way, and the revision-checked
+// write makes sure only one of them writes off a lease.
+type LeaseSweeper struct {
+	store    *Store
+	interval time.Duration
+	log      *slog.Logger
+	life     periodic
+	expired  atomic.Int64
+}
+
+// NewLeaseSweeper returns a LeaseSweeper looking every interval (0:
+// DefaultLeaseSweepInterval).
+func NewLeaseSweeper(store *Store, interval time.Duration, log *slog.Logger) *LeaseSweeper {
+	if interval <= 0 {
+		interval = DefaultLeaseSweepInterval
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &LeaseSweeper{store: store, interval: interval, log: log.With("component", "leases")}
+}
+
+// Expired is how many leases this sweeper wrote off.
+func (l *LeaseSweeper) Expired() int64 { return l.expired.Load() }
+
+// Start starts sweeping. Idempotent.
+func (l *LeaseSweeper) Start(context.Context) error {
+	l.life.start(l.interval, func(ctx context.Context) {
+		if _, err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("sweep", "err", err)
+		}
+	})
+	return nil
+}
+
+// Stop stops sweeping. Idempotent.
+func (l *LeaseSweeper) Stop(ctx context.Context) { l.life.stop(ctx) }
+
+// inFlight is a work item delivered and not acked.
+type inFlight struct {
+	seq   uint64
+	job   string
+	lease time.Duration // its consumer's AckWait
+}
+
+// Sweep looks at every job in flight once and writes off the leases that
+// ran out. It returns how many it wrote off.
+func (l *LeaseSweeper) Sweep(ctx context.Context) (int, error) {
+	items, err := l.inFlight(ctx)
+	if err != nil || len(items) == 0 {
+		return 0, err
+	}
+	keys := make([]string, 0, len(items))
+	for _, it := range items {
+		keys = append(keys, streams.KVSubject(it.job))
+	}
+	recs, err := streams.MultiLast(ctx, l.store.NC, "KV_"+streams.JobsBucket, keys)
+	if err != nil {
+		return 0, err
+	}
+	workers, err := l.store.Workers.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	byID := make(map[string]Worker, len(workers))
+	for _, w := range workers {
+		byID[w.ID] = w
+	}
+	n := 0
+	now := time.Now()
+	for _, it := range items {
+		m, ok := recs[streams.KVSubject(it.job)]
+		if !ok || m.Deleted {
+			continue
+		}
+		j, err := streams.DecodeJob(m.Data)
+		if err != nil || !commands.Held(j) || j.LeaseItem != it.seq {
+			continue
+		}
+		beat := byID[j.Worker].BeatOf(j.ID)
+		if !commands.LeaseExpired(j, beat, it.lease, now) {
+			continue
+		}
+		if l.expire(ctx, it, Snapshot{Job: j, Rev: m.Seq}, beat) {
+			n++
+		}
+	}
+	return n, ctx.Err()
+}
+
+// inFlight lists the work items of every run consumer that are delivered
+// and not acked: in a work-queue stream an acked item is gone, so the items
+// still there between a consumer's ack floor and its last delivery are
+// exactly those in flight.
+func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
+	queues, err := l.store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []inFlight
+	for _, q := range queues {
+		qs, err := l.store.JS.Stream(ctx, streams.QueueStream(q.Name))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		lister := qs.ListConsumers(ctx)
+		for info := range lister.Info() {
+			if !strings.HasPrefix(info.Name, "run_") || info.NumAckPending == 0 {
+				continue
+			}
+			from, upTo := info.AckFloor.Stream+1, info.Delivered.Stream
+			err := streams.ReadRange(ctx, l.store.NC, qs.CachedInfo().Config.Name, info.Config.FilterSubject, from, upTo,
+				info.NumAckPending+16, func(seq uint64, data []byte) error {
+					item, err := streams.DecodeWorkItem(data)
+					if err == nil {
+						out = append(out, inFlight{seq: seq, job: item.Job.ID, lease: info.Config.AckWait})
+					}
+					return nil
+				})
+			if err != nil {
+				return nil, fmt.Errorf("items in flight on %s: %w", info.Config.FilterSubject, err)
+			}
+		}
+		if err := lister.Err(); err != nil {
+			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// expire writes off the lease of the job held under it, if it is still
+// held under it and its lease still ran out (decided again on the job as
+// it is now), then dispatches the requeued job and tells a holder that is
+// only slow to stop. The old item stays: it is redelivered (its AckWait ran
+// out), and whichever of the two items is claimed first holds the job; the
+// other is dropped as a duplicate.
+func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur Snapshot, beat commands.Beat) bool {
+	next, ev, err := l.store.Apply(ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
+		now := time.Now()
+		if j.LeaseItem != it.seq || !commands.LeaseExpired(j, beat, it.lease, now) {
+			return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
+		}
+		return commands.LeaseLost(j, l.store.Actor, now.UTC())
+	})
+	if errors.Is(err, commands.ErrInvalidTransition) {
+		return false
+	}
+	if err != nil {
+		l.log.Warn("lease expiry", "job", it.job, "err", err)
+		return false
+	}
+	if err := l.store.Dispatch(ctx, next); err != nil {
+		l.log.Warn("dispatch after lease expiry; the projector repeats it", "job", it.job, "err", err)
+	}
+	_ = l.store.NC.Publish(streams.CancelSubject, []byte(it.job))
+	l.expired.Add(1)
+	l.log.Info("lease expired", "job", it.job, "worker", cur.Job.Worker, "event", ev.Type)
+	return true
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// presence keeps an SDK worker's record in the worker registry: written
+// when its first runtime starts, rewritten at every beat (a third of its
+// shortest lease) with the jobs its runtimes hold, which is the evidence
+// that their leases are renewed (commands.LeaseLeft), and deleted when its
+// last runtime stops. The runtimes of one worker id in a process share one
+// (Store.joinPresence).
+//
+// It costs nothing per job: one KV write per worker per beat.
+type presence struct {
+	workers *Workers
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	rec      streams.WorkerRecord
+	runtimes map[*Runtime]bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// joinPresence adds rt to the presence of its worker id, starting it (and
+// writing the record) if rt is the first.
+func (s *Store) joinPresence(ctx context.Context, rt *Runtime) error {
+	s.presenceMu.Lock()
+	defer s.presenceMu.Unlock()
+	id := rt.cfg.WorkerID
+	p := s.presences[id]
+	if p == nil {
+		p = &presence{workers: s.Workers, runtimes: map[*Runtime]bool{},
+			log: rt.cfg.Log.With("component", "presence", "worker", id),
+			rec: streams.WorkerRecord{ID: id, Name: id, Kind: streams.WorkerSDK, RegisteredAt: time.Now().UTC()}}
+	}
+	p.mu.Lock()
+	p.runtimes[rt] = true
+	for t := range rt.cfg.Handlers {
+		if !slices.Contains(p.rec.Types, t) {
+			p.rec.Types = append(p.rec.Types, t)
+		}
+	}
+	sort.Strings(p.rec.Types)
+	if !slices.Contains(p.rec.Queues, rt.cfg.Queue) {
+		p.rec.Queues = append(p.rec.Queues, rt.cfg.Queue)
+	}
+	p.rec.Concurrency += rt.cfg.Concurrency
+	err := p.beatLocked(ctx)
+	p.mu.Unlock()
+	if err != nil {
+		p.mu.Lock()
+		delete(p.runtimes, rt)
+		p.rec.Concurrency -= rt.cfg.Concurrency
+		p.mu.Unlock()
+		return err
+	}
+	if s.presences[id] == nil {
+		if s.presences == nil {
+			s.presences = map[string]*presence{}
+		}
+		s.presences[id] = p
+		bctx, cancel := context.WithCancel(context.Background())
+		p.cancel, p.done = cancel, make(chan struct{})
+		go p.loop(bctx, p.done)
+	}
+	return nil
+}
+
+// leavePresence takes rt out of its worker's presence; the last to leave
+// stops it and deletes the record.
+func (s *Store) leavePresence(ctx context.Context, rt *Runtime) {
+	s.presenceMu.Lock()
+	p := s.presences[rt.cfg.WorkerID]
+	if p == nil {
+		s.presenceMu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	if p.runtimes[rt] {
+		delete(p.runtimes, rt)
+		p.rec.Concurrency -= rt.cfg.Concurrency
+	}
+	last := len(p.runtimes) == 0
+	p.mu.Unlock()
+	if last {
+		delete(s.presences, rt.cfg.WorkerID)
+	}
+	s.presenceMu.Unlock()
+	if last {
+		p.stop(ctx)
+	}
+}
+
+// every is how often the worker beats: a third of its shortest lease.
+func (p *presence) every() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := time.Duration(0)
+	for rt := range p.runtimes {
+		if l := rt.cfg.Lease / 3; d == 0 || l < d {
+			d = l
+		}
+	}
+	return max(d, 100*time.Millisecond)
+}
+
+func (p *presence) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for {
+		t := time.NewTimer(p.every())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		err := p.beatLocked(ctx)
+		p.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("heartbeat", "err", err)
+		}
+	}
+}
+
+// beatLocked writes the record with the claims held now.
+func (p *presence) beatLocked(ctx context.Context) error {
+	claims := []string{}
+	for rt := range p.runtimes {
+		claims = append(claims, rt.claims()...)
+	}
+	p.rec.LastHeartbeat = time.Now().UTC()
+	p.rec.Claims = claims
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return p.workers.Put(wctx, &p.rec)
+}
+
+func (p *presence) stop(ctx context.Context) {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.workers.Delete(dctx, p.rec.ID); err != nil {
+		p.log.Warn("unregister", "err", err)
+	}
+}

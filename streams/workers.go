@@ -1,0 +1,53 @@
+package streams
+
+import "time"
+
+// WorkersBucket is the KV bucket of live workers, SDK and HTTP alike: one
+// record per worker, written at every heartbeat. It is not derived from the
+// log (a heartbeat is not a transition of any job); records expire
+// DefaultWorkerExpiry after their last write, so a worker that died leaves
+// nothing behind for long. The lease sweeper reads it to tell a live holder
+// from a dead one.
+const WorkersBucket = "jetflow_workers"
+
+// DefaultWorkerExpiry is how long a worker that stopped beating stays in
+// WorkersBucket (shown as not live once its lease passed).
+const DefaultWorkerExpiry = 10 * time.Minute
+
+// Kinds of workers.
+const (
+	WorkerSDK  = "sdk"  // a Go worker (jetflow.Worker, jetflow worker)
+	WorkerHTTP = "http" // a worker of the HTTP worker protocol
+)
+
+// WorkerRecord is a worker's entry in WorkersBucket (msgpack; JSON in the
+// API).
+type WorkerRecord struct {
+	ID            string    `msgpack:"id" json:"id"`
+	Name          string    `msgpack:"name" json:"name"`
+	Kind          string    `msgpack:"kind,omitempty" json:"kind"`
+	Types         []string  `msgpack:"types" json:"types"`
+	Queues        []string  `msgpack:"queues" json:"queues"` // empty: every queue
+	Concurrency   int       `msgpack:"concurrency" json:"concurrency"`
+	RegisteredAt  time.Time `msgpack:"registered_at" json:"registered_at"`
+	LastHeartbeat time.Time `msgpack:"last_heartbeat" json:"last_heartbeat"`
+	// Claims are the jobs it holds as of LastHeartbeat: an SDK worker lists
+	// the attempts it runs; for an HTTP worker, the jobs it claimed and has
+	// not reported the end of.
+	Claims []string `msgpack:"claims" json:"claims"`
+}
+
+// ValidWorkerID reports whether id can name a worker: 1-128 of
+// [A-Za-z0-9_.-], not beginning or ending with a dot (it is the key of
+// the worker's record, and a KV key allows no more).
+func ValidWorkerID(id string) bool {
+	if id == "" || len(id) > maxTypeLen || id[0] == '.' || id[len(id)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !plainByte(c) && c != '.' {
+			return false
+		}
+	}
+	return true
+}
