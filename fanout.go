@@ -75,7 +75,7 @@ type Batch[T any] struct {
 // the delay; any other error again with backoff while the fan-out's batch
 // retries last.
 func RegisterBatch[T any](w *Worker, batchType string, fn func(ctx context.Context, b *Batch[T]) error, opts ...HandlerOption) {
-	o := handlerOpts{queue: streams.DefaultQueue}
+	o := handlerOpts{queue: everyQueue}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
@@ -69,17 +72,25 @@ type Middleware func(Handler) Handler
 
 // QueueConfig configures how a Worker runs one queue.
 type QueueConfig struct {
-	Concurrency int           // handlers running at once in this process (default 10)
-	Lease       time.Duration // a silent worker's jobs are requeued after this (default 30s)
+	Concurrency int           // handlers running at once on this queue in this process (default: WorkerConfig.Concurrency)
+	Lease       time.Duration // a silent worker's jobs are requeued after this (default: WorkerConfig.Lease)
 }
 
 // WorkerConfig configures a Worker. The zero value means defaults.
 type WorkerConfig struct {
-	// ID names this worker in the events it writes (default host-pid).
+	// ID names this worker in the events it writes and in the worker
+	// registry: 1-128 of [A-Za-z0-9_.-] (default host-pid-random).
 	ID string
-	// Queues configures queues by name; a queue a handler is registered on
-	// but which is not listed gets the defaults.
+	// Queues configures queues by name; a queue that is not listed gets
+	// Concurrency and Lease.
 	Queues map[string]QueueConfig
+	// Concurrency is how many handlers run at once on each queue not
+	// listed in Queues (default 10).
+	Concurrency int
+	// Lease is how long a silent worker keeps the jobs of a queue not listed
+	// in Queues (default 30s): after it, they are requeued for another
+	// worker. The worker renews it by itself while it lives.
+	Lease time.Duration
 	// ShutdownGrace is how long Stop lets running handlers finish before it
 	// hands their jobs to other workers (default 10s).
 	ShutdownGrace time.Duration
@@ -93,10 +104,13 @@ type Worker struct {
 
 	mu       sync.Mutex
 	mws      []Middleware
-	handlers map[string]map[string]Handler             // queue -> type -> handler
-	batches  map[string]map[string]engine.BatchHandler // queue -> batch type -> handler
-	runtimes []*engine.Runtime
+	handlers map[string]map[string]Handler             // queue ("": every queue) -> type -> handler
+	batches  map[string]map[string]engine.BatchHandler // queue ("": every queue) -> batch type -> handler
+	runtimes map[string]*engine.Runtime                // by queue
 	started  bool
+	stopping bool
+	cancel   context.CancelFunc // ends the watch for new queues
+	watching chan struct{}      // closed when that watch ended
 }
 
 // NewWorker returns a Worker that uses client's connection.
@@ -119,12 +133,17 @@ type HandlerOption func(*handlerOpts)
 
 type handlerOpts struct{ queue string }
 
-// OnQueue registers the handler on queue q (default "default").
+// OnQueue registers the handler on queue q only. Without it, a handler
+// serves its job type in every queue: those that exist when the worker
+// starts, "default", and those created while it runs.
 func OnQueue(q string) HandlerOption { return func(o *handlerOpts) { o.queue = q } }
+
+// everyQueue is the key of the handlers registered without OnQueue.
+const everyQueue = ""
 
 // Handle registers h for jobType. Registering after Start has no effect.
 func (w *Worker) Handle(jobType string, h Handler, opts ...HandlerOption) {
-	o := handlerOpts{queue: streams.DefaultQueue}
+	o := handlerOpts{queue: everyQueue}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -163,7 +182,9 @@ func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, 
 	}), opts...)
 }
 
-// Start starts claiming jobs on every queue a handler is registered on.
+// Start starts claiming jobs on every queue a handler is registered on;
+// handlers registered without OnQueue serve every queue, including those
+// created later (the worker watches the queue registry for them).
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -173,6 +194,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if len(w.handlers) == 0 && len(w.batches) == 0 {
 		return errors.New("jetflow: worker has no handlers")
 	}
+	if !streams.ValidWorkerID(w.cfg.ID) {
+		return fmt.Errorf("jetflow: worker id %q: want 1-128 of [A-Za-z0-9_.-]: %w", w.cfg.ID, ErrInvalidInput)
+	}
 	queues := map[string]bool{}
 	for q := range w.handlers {
 		queues[q] = true
@@ -180,33 +204,112 @@ func (w *Worker) Start(ctx context.Context) error {
 	for q := range w.batches {
 		queues[q] = true
 	}
+	every := queues[everyQueue]
+	delete(queues, everyQueue)
+	if every {
+		queues[streams.DefaultQueue] = true
+		recs, err := w.client.store.QueueList(ctx)
+		if err != nil {
+			return fmt.Errorf("jetflow: list queues: %w", err)
+		}
+		for _, q := range recs {
+			queues[q.Name] = true
+		}
+	}
+	w.runtimes = map[string]*engine.Runtime{}
 	for queue := range queues {
-		qc := w.cfg.Queues[queue]
-		hs := make(map[string]engine.Handler, len(w.handlers[queue]))
-		for jobType, h := range w.handlers[queue] {
+		if err := w.startQueueLocked(ctx, queue); err != nil {
+			w.stopRuntimesLocked(ctx)
+			return err
+		}
+	}
+	if every {
+		wctx, cancel := context.WithCancel(context.Background())
+		w.cancel, w.watching = cancel, make(chan struct{})
+		go w.watchQueues(wctx, w.watching)
+	}
+	w.started = true
+	return nil
+}
+
+// startQueueLocked starts the runtime of one queue: its own handlers and
+// those of every queue that it does not override.
+func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
+	if w.runtimes[queue] != nil {
+		return nil
+	}
+	hs := map[string]engine.Handler{}
+	bs := map[string]engine.BatchHandler{}
+	for _, key := range []string{everyQueue, queue} {
+		for jobType, h := range w.handlers[key] {
 			for i := len(w.mws) - 1; i >= 0; i-- {
 				h = w.mws[i](h)
 			}
 			hs[jobType] = adapt(h)
 		}
-		rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
-			Queue: queue, Handlers: hs, Batches: w.batches[queue], Concurrency: qc.Concurrency, Lease: qc.Lease,
-			ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger,
-		})
-		if err == nil {
-			err = rt.Start(ctx)
-		}
-		if err != nil {
-			for _, r := range w.runtimes {
-				r.Stop(ctx)
-			}
-			w.runtimes = nil
-			return err
-		}
-		w.runtimes = append(w.runtimes, rt)
+		maps.Copy(bs, w.batches[key])
 	}
-	w.started = true
+	qc, ok := w.cfg.Queues[queue]
+	if !ok {
+		qc = QueueConfig{Concurrency: w.cfg.Concurrency, Lease: w.cfg.Lease}
+	}
+	rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
+		Queue: queue, Handlers: hs, Batches: bs, Concurrency: qc.Concurrency, Lease: qc.Lease,
+		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger,
+	})
+	if err == nil {
+		err = rt.Start(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	w.runtimes[queue] = rt
 	return nil
+}
+
+// watchQueues starts a runtime for each queue created while the worker
+// runs, for the handlers of every queue.
+func (w *Worker) watchQueues(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	kv, err := w.client.store.JS.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		w.cfg.Logger.Error("watch queues", "err", err)
+		return
+	}
+	for ctx.Err() == nil {
+		watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+		if err != nil {
+			w.cfg.Logger.Warn("watch queues", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for e := range watch.Updates() {
+			if e == nil {
+				continue // the queues that existed: started already, or started now
+			}
+			w.mu.Lock()
+			if !w.stopping && w.runtimes[e.Key()] == nil {
+				if err := w.startQueueLocked(ctx, e.Key()); err != nil && ctx.Err() == nil {
+					w.cfg.Logger.Error("serve a new queue", "queue", e.Key(), "err", err)
+				}
+			}
+			w.mu.Unlock()
+		}
+		_ = watch.Stop()
+	}
+}
+
+func (w *Worker) stopRuntimesLocked(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, rt := range w.runtimes {
+		wg.Add(1)
+		go func() { defer wg.Done(); rt.Stop(ctx) }()
+	}
+	wg.Wait()
+	w.runtimes = nil
 }
 
 // adapt turns a public Handler into the engine's.
@@ -224,15 +327,17 @@ func adapt(h Handler) engine.Handler {
 // grace, and hands the rest to other workers (job.requeued).
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
-	rts := w.runtimes
-	w.runtimes = nil
+	w.stopping = true
+	cancel, watching := w.cancel, w.watching
+	w.cancel = nil
 	w.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, rt := range rts {
-		wg.Add(1)
-		go func() { defer wg.Done(); rt.Stop(ctx) }()
+	if cancel != nil {
+		cancel()
+		<-watching
 	}
-	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopRuntimesLocked(ctx)
 }
 
 // Run starts the worker and stops it when ctx is done.

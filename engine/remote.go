@@ -32,6 +32,8 @@ type Remote struct {
 	mu      sync.Mutex
 	ensured map[string]jetstream.Consumer // queue + "/" + type
 	streams map[string]jetstream.Stream
+	names   []string // the queues that exist, as of namesAt
+	namesAt time.Time
 }
 
 // Limits of what one remote worker serves: every (queue, type) pair is a
@@ -76,43 +78,51 @@ type runConsumer struct {
 	qs                      jetstream.Stream
 }
 
-// consumers returns the run consumers of the worker's (queue, type) pairs,
-// creating the consumers it has not seen. A queue that does not exist is
-// left out (missing is true): a claim does not create queues, it only has
-// nothing to claim there until a job is submitted to it.
-func (r *Remote) consumers(ctx context.Context, queues, types []string) (out []runConsumer, missing bool, err error) {
-	for _, q := range queues {
-		if !streams.ValidQueue(q) {
-			return nil, false, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
-		}
-		r.mu.Lock()
-		qs := r.streams[q]
+// queueNames are the queues that exist, read at most once a second per
+// Remote: what a worker that names no queues serves.
+func (r *Remote) queueNames(ctx context.Context) ([]string, error) {
+	r.mu.Lock()
+	if time.Since(r.namesAt) < time.Second {
+		names := r.names
 		r.mu.Unlock()
-		if qs == nil {
-			qs, err = r.store.JS.Stream(ctx, streams.QueueStream(q))
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				missing = true
-				continue
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			r.mu.Lock()
-			r.streams[q] = qs
-			r.mu.Unlock()
-		}
-		for _, t := range types {
-			if !streams.ValidType(t) {
-				return nil, false, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
-			}
-			c, err := r.consumer(ctx, q, t, qs)
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, c)
-		}
+		return names, nil
 	}
-	return out, missing, nil
+	r.mu.Unlock()
+	recs, err := r.store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(recs))
+	for _, q := range recs {
+		names = append(names, q.Name)
+	}
+	r.mu.Lock()
+	r.names, r.namesAt = names, time.Now()
+	r.mu.Unlock()
+	return names, nil
+}
+
+// stream returns a queue's stream, nil if the queue does not exist (a
+// claim does not create queues: it only has nothing to claim there until a
+// job is submitted to it).
+func (r *Remote) stream(ctx context.Context, q string) (jetstream.Stream, error) {
+	r.mu.Lock()
+	qs := r.streams[q]
+	r.mu.Unlock()
+	if qs != nil {
+		return qs, nil
+	}
+	qs, err := r.store.JS.Stream(ctx, streams.QueueStream(q))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.streams[q] = qs
+	r.mu.Unlock()
+	return qs, nil
 }
 
 // consumer returns the run consumer of a type on an existing queue, from
@@ -156,15 +166,17 @@ func consumerGone(err error) bool {
 		errors.Is(err, nats.ErrNoResponders)
 }
 
-// Claim long-polls for a work item of one of types on one of queues and
-// claims its job for worker (queued -> claimed): the oldest waiting item
-// of them all (by the time it was queued), whatever its type or queue. It
-// returns a zero Snapshot (Job nil) when none came within wait. It waits on
-// the run subjects themselves (a publish wakes it), not on a timer.
+// Claim long-polls for a work item of one of types on one of queues (none:
+// every queue, those created meanwhile included) and claims its job for
+// worker (queued -> claimed): the oldest waiting item of them all (by the
+// time it was queued), whatever its type or queue. It returns a zero
+// Snapshot (Job nil) when none came within wait. It waits on the run
+// subjects themselves (a publish wakes it), not on a timer.
 //
 // Age is read from the server before each round (the next undelivered
-// item of each consumer); when claimers race, the one that loses an item
-// takes the next, and the revision-checked claim decides who holds a job.
+// item of each consumer that has items); when claimers race, the one that
+// loses an item takes the next, and the revision-checked claim decides who
+// holds a job.
 func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration) (Snapshot, error) {
 	if worker == "" {
 		return Snapshot{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
@@ -172,20 +184,31 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 	if len(types) == 0 {
 		return Snapshot{}, &commands.InputError{Field: "types", Reason: "a worker needs at least one job type"}
 	}
-	if len(queues) == 0 {
-		queues = []string{streams.DefaultQueue}
-	}
 	if err := CheckRemoteScope(queues, types); err != nil {
 		return Snapshot{}, err
 	}
-	cs, missing, err := r.consumers(ctx, queues, types)
-	if err != nil {
-		return Snapshot{}, err
+	for _, q := range queues {
+		if !streams.ValidQueue(q) {
+			return Snapshot{}, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
+		}
 	}
+	for _, t := range types {
+		if !streams.ValidType(t) {
+			return Snapshot{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
+		}
+	}
+	every := len(queues) == 0
 	deadline := time.Now().Add(wait)
 	var wake chan struct{}
 	for {
-		order, err := r.byAge(ctx, cs)
+		qnames := queues
+		if every {
+			var err error
+			if qnames, err = r.queueNames(ctx); err != nil {
+				return Snapshot{}, err
+			}
+		}
+		order, err := r.byAge(ctx, qnames, types)
 		if err != nil {
 			return Snapshot{}, err
 		}
@@ -207,13 +230,17 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 			// between the look and the subscribe is missed. Queues that do
 			// not exist yet are listened to as well: a submit creates them.
 			wake = make(chan struct{}, 1)
+			listen := queues
+			if every {
+				listen = []string{"*"}
+			}
 			var subs []*nats.Subscription
 			defer func() {
 				for _, s := range subs {
 					_ = s.Unsubscribe()
 				}
 			}()
-			for _, q := range queues {
+			for _, q := range listen {
 				for _, t := range types {
 					sub, err := r.store.NC.Subscribe(streams.RunSubject(q, t), func(*nats.Msg) {
 						select {
@@ -225,11 +252,6 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 						return Snapshot{}, err
 					}
 					subs = append(subs, sub)
-				}
-			}
-			if missing {
-				if cs, missing, err = r.consumers(ctx, queues, types); err != nil {
-					return Snapshot{}, err
 				}
 			}
 			continue
@@ -245,21 +267,49 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 			return Snapshot{}, ctx.Err()
 		}
 		t.Stop()
-		if missing {
-			if cs, missing, err = r.consumers(ctx, queues, types); err != nil {
-				return Snapshot{}, err
-			}
-		}
 	}
 }
 
-// byAge orders consumers by the age of their next waiting item, oldest
-// first, and leaves out those with nothing to deliver (no waiting item,
-// no item due for redelivery) or paused. One consumer is returned as is:
-// its fetch is the look.
-func (r *Remote) byAge(ctx context.Context, cs []runConsumer) ([]*runConsumer, error) {
-	if len(cs) == 1 {
-		return []*runConsumer{&cs[0]}, nil
+// byAge returns the run consumers of the (queue, type) pairs that have
+// work waiting, ordered by the age of their next waiting item, oldest
+// first, then those whose items are all in flight (one may come back
+// after a lost lease); paused ones are left out. One request per queue
+// says which of its run subjects hold items at all, so an idle pair costs
+// nothing more, and its consumer is only created once it has work. A single
+// candidate is returned as is: its fetch is the look.
+func (r *Remote) byAge(ctx context.Context, queues, types []string) ([]*runConsumer, error) {
+	var cands []*runConsumer
+	for _, q := range queues {
+		qs, err := r.stream(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if qs == nil {
+			continue
+		}
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			r.mu.Lock()
+			delete(r.streams, q)
+			r.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q, err)
+		}
+		for _, t := range types {
+			if info.State.Subjects[streams.RunSubject(q, t)] == 0 {
+				continue
+			}
+			c, err := r.consumer(ctx, q, t, qs)
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, &c)
+		}
+	}
+	if len(cands) <= 1 {
+		return cands, nil
 	}
 	type aged struct {
 		c   *runConsumer
@@ -268,8 +318,7 @@ func (r *Remote) byAge(ctx context.Context, cs []runConsumer) ([]*runConsumer, e
 	}
 	var ready []aged
 	var redeliver []*runConsumer
-	for i := range cs {
-		c := &cs[i]
+	for _, c := range cands {
 		info, err := c.cons.Info(ctx)
 		if consumerGone(err) {
 			if err = r.renew(ctx, c); err == nil {
@@ -332,7 +381,7 @@ func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (S
 			if d == nil {
 				continue
 			}
-			snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.log)
+			snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.lease, r.log)
 			if ok && r.store.parentEnded(ctx, snap.Job) {
 				// Read after the claim is in the log: a child whose parent
 				// was cancelled before it is never handed out.

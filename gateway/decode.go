@@ -270,10 +270,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		}
 	}
 	if req.Queues != nil && len(req.Queues) == 0 {
-		return nil, in("queues", `an empty list: name at least one queue, or leave "queues" out for ["default"]`)
-	}
-	if len(req.Queues) == 0 {
-		req.Queues = []string{streams.DefaultQueue}
+		return nil, in("queues", `an empty list: name at least one queue, or leave "queues" out to serve every queue`)
 	}
 	for _, q := range req.Queues {
 		if !streams.ValidQueue(q) {

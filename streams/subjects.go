@@ -71,6 +71,10 @@ func QueueSubjects(queue string) []string { return []string{"jetflow.q." + queue
 // RunSubject is where runnable work items of one job type on a queue go.
 func RunSubject(queue, jobType string) string { return "jetflow.q." + queue + ".run." + Token(jobType) }
 
+// RunFilter selects the run items of every job type on a queue ("*": on
+// every queue).
+func RunFilter(queue string) string { return "jetflow.q." + queue + ".run.*" }
+
 // SchedSubject holds the message schedule of one job's pending delay. A job
 // has at most one: a new schedule on the subject replaces the old one.
 func SchedSubject(queue, id string) string { return "jetflow.q." + queue + ".sched." + id }

@@ -143,8 +143,8 @@ func cmdServe(c *cli, args []string) int {
 	var w *jetflow.Worker
 	if demo {
 		w = jetflow.NewWorker(client, jetflow.WorkerConfig{Logger: log,
-			Queues: map[string]jetflow.QueueConfig{"default": {Concurrency: concurrency}}})
-		registerDemo(w, "default")
+			Concurrency: concurrency})
+		registerDemo(w, "")
 		if err := w.Start(ctx); err != nil {
 			c.errorf("start demo worker: %v", err)
 			eng.Stop(context.Background())
@@ -225,8 +225,8 @@ func cmdWorker(c *cli, args []string) int {
 		grace       time.Duration
 		id          string
 	)
-	fs.StringVar(&queue, "queue", "default", "queue to work")
-	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once")
+	fs.StringVar(&queue, "queue", "", "serve only this queue (default: every queue, those created later included)")
+	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once on each queue")
 	fs.DurationVar(&lease, "lease", engine.DefaultLease, "how long a silent worker keeps its jobs")
 	fs.DurationVar(&grace, "grace", engine.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
@@ -250,24 +250,31 @@ func cmdWorker(c *cli, args []string) int {
 	}
 	defer cl.Close()
 	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
-		Queues: map[string]jetflow.QueueConfig{queue: {Concurrency: concurrency, Lease: lease}}})
+		Concurrency: concurrency, Lease: lease})
 	registerDemo(w, queue)
 	if err := w.Start(ctx); err != nil {
 		c.errorf("%v", err)
 		return exitFailed
 	}
-	fmt.Fprintf(c.errw, "worker %s running demo handlers on queue %s\n", w.ID(), queue)
+	where := "every queue"
+	if queue != "" {
+		where = "queue " + queue
+	}
+	fmt.Fprintf(c.errw, "worker %s running demo handlers on %s\n", w.ID(), where)
 	<-ctx.Done()
 	w.Stop(context.Background())
 	return exitOK
 }
 
-// registerDemo registers the demo handlers on queue.
+// registerDemo registers the demo handlers on queue ("": every queue).
 func registerDemo(w *jetflow.Worker, queue string) {
-	on := jetflow.OnQueue(queue)
+	var on []jetflow.HandlerOption
+	if queue != "" {
+		on = append(on, jetflow.OnQueue(queue))
+	}
 	w.Handle("demo.echo", jetflow.HandlerFunc(func(_ context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
 		return job.Payload, nil
-	}), on)
+	}), on...)
 	jetflow.Register(w, "demo.sleep", func(ctx context.Context, job *jetflow.Job[struct {
 		Seconds float64 `json:"seconds"`
 	}]) (map[string]float64, error) {
@@ -280,7 +287,7 @@ func registerDemo(w *jetflow.Worker, queue string) {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-	}, on)
+	}, on...)
 	// demo.fanout: {"children": N, "child_seconds": S} fans out to N
 	// demo.sleep children; {"batches": N, "fail_every": K, "batch_ms": M}
 	// to N demo.batch batches, every K-th failing. "policy" (all,
@@ -318,7 +325,7 @@ func registerDemo(w *jetflow.Worker, queue string) {
 			return nil, jetflow.Permanent(errors.New(`demo.fanout wants {"children": N} or {"batches": N}`))
 		}
 		return nil, jetflow.FanOut(spec)
-	}, on)
+	}, on...)
 	jetflow.RegisterBatch(w, "demo.batch", func(ctx context.Context, b *jetflow.Batch[struct {
 		Fail bool `json:"fail"`
 		MS   int  `json:"ms"`
@@ -337,7 +344,7 @@ func registerDemo(w *jetflow.Worker, queue string) {
 			return jetflow.WithCode("DEMO_BATCH", errors.New("demo batch failed on purpose (fail_every)"))
 		}
 		return nil
-	}, on)
+	}, on...)
 	jetflow.Register(w, "demo.fail", func(_ context.Context, job *jetflow.Job[struct {
 		Times int `json:"times"`
 	}]) (map[string]int, error) {
@@ -345,5 +352,5 @@ func registerDemo(w *jetflow.Worker, queue string) {
 			return nil, jetflow.WithCode("DEMO_FAIL", fmt.Errorf("attempt %d of %d planned failures", job.Attempt, job.Payload.Times))
 		}
 		return map[string]int{"attempts": job.Attempt}, nil
-	}, on)
+	}, on...)
 }
