@@ -201,13 +201,15 @@ func shouldRetry(s *streams.Spec, code string) bool {
 
 // CheckHolder returns ErrNotClaimant unless j is claimed or running by
 // worker: the guard of reports from workers outside the process (HTTP),
-// whose identity is their worker id.
+// whose identity is their worker id. A report on a terminal job is refused
+// for the job's state, whoever sends it: a *TransitionError (ErrTerminal),
+// which names that state.
 func CheckHolder(j *streams.Job, worker string) error {
-	if (j.State == streams.StateRunning || j.State == streams.StateClaimed) && j.Worker == worker {
+	if Held(j) && j.Worker == worker {
 		return nil
 	}
 	if j.State.Terminal() {
-		return fmt.Errorf("job %s is %s: %w", j.ID, j.State, ErrNotClaimant)
+		return &TransitionError{JobID: j.ID, Event: "report", From: j.State}
 	}
 	return fmt.Errorf("job %s is %s, held by %q: %w", j.ID, j.State, j.Worker, ErrNotClaimant)
 }
@@ -216,8 +218,7 @@ func CheckHolder(j *streams.Job, worker string) error {
 // the lease of worker's work item in the given attempt: the guard that keeps
 // a zombie worker (one whose lease went to another) from changing the job.
 func CheckClaimant(j *streams.Job, worker string, lease uint64, attempt int) error {
-	if (j.State == streams.StateRunning || j.State == streams.StateClaimed) &&
-		j.Worker == worker && j.LeaseItem == lease && j.Attempt == attempt {
+	if Held(j) && j.Worker == worker && j.LeaseItem == lease && j.Attempt == attempt {
 		return nil
 	}
 	if j.State.Terminal() {

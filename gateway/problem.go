@@ -62,6 +62,8 @@ type Problem struct {
 	JobID    string `json:"job_id,omitempty"`
 	WorkerID string `json:"worker_id,omitempty"`
 	Field    string `json:"field,omitempty"` // the offending field of an invalid-input problem
+	// State is the job's state an invalid-transition was refused in.
+	State string `json:"state,omitempty"`
 }
 
 func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
@@ -86,6 +88,10 @@ func problemOf(err error) *Problem {
 	var in *commands.InputError
 	if errors.As(err, &in) {
 		pr.Field = in.Field
+	}
+	var te *commands.TransitionError
+	if errors.As(err, &te) && slug == engine.ProblemInvalidTransition {
+		pr.State = string(te.From)
 	}
 	return pr
 }

@@ -115,8 +115,20 @@ func TestWorkerProtocol(t *testing.T) {
 	if len(w.Claims) != 0 {
 		t.Fatalf("claims after success: %v", w.Claims)
 	}
-	e.patch(id, map[string]any{"worker_id": wk, "state": "failed", "error": map[string]string{"message": "late"}}).
-		problem(t, 409, engine.ProblemNotClaimant)
+	// A report on a terminal job is refused for the job's state, whoever
+	// sends it: the worker that held it, another, with or without progress.
+	for _, p := range []map[string]any{
+		{"worker_id": wk, "state": "failed", "error": map[string]string{"message": "late"}},
+		{"worker_id": wk, "state": "running"},
+		{"worker_id": wk, "progress": map[string]any{"current": 1, "total": 2}},
+		{"worker_id": "wk-01ARZ3NDEKTSV4RRFFQ69G5FAV", "state": "succeeded"},
+	} {
+		pr := e.patch(id, p).problem(t, 409, engine.ProblemInvalidTransition)
+		if pr.State != "succeeded" || !strings.Contains(pr.Detail, "succeeded") {
+			t.Fatalf("report %v on a succeeded job: %+v", p, pr)
+		}
+	}
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded)
 
 	// A failed report with retryable false fails the job for good; with
 	// retries left and retryable, it is scheduled for a retry.
