@@ -23,7 +23,7 @@ type EngineConfig struct {
 	// LeaseSweepInterval is how often the leader looks for held jobs whose
 	// worker stopped renewing the lease (default DefaultLeaseSweepInterval).
 	LeaseSweepInterval time.Duration
-	Log          *slog.Logger
+	Log                *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
