@@ -98,7 +98,7 @@ func (m *Metrics) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan struct{})
-	go m.loop(runCtx, cons)
+	go m.loop(runCtx, cons, m.done)
 	return nil
 }
 
@@ -131,8 +131,8 @@ func (m *Metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
-func (m *Metrics) loop(ctx context.Context, cons jetstream.Consumer) {
-	defer close(m.done)
+func (m *Metrics) loop(ctx context.Context, cons jetstream.Consumer, done chan<- struct{}) {
+	defer close(done)
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
