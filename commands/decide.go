@@ -106,6 +106,9 @@ func delayed(j *streams.Job, typ string, delay time.Duration, actor string, now 
 // Cancel cancels j from any state that is not terminal. For a terminal job
 // it returns an error matching ErrTerminal: the caller writes nothing.
 func Cancel(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+	if err := CheckReason("reason", reason); err != nil {
+		return nil, err
+	}
 	if j.State.Terminal() {
 		return nil, &TransitionError{JobID: j.ID, Event: streams.EvCancelled, From: j.State, To: streams.StateCancelled}
 	}
@@ -120,6 +123,9 @@ func Cancel(j *streams.Job, reason, actor string, now time.Time) (*streams.Event
 // Requeue gives a claimed or running job back to its queue at once (a worker
 // shutting down).
 func Requeue(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+	if err := CheckReason("reason", reason); err != nil {
+		return nil, err
+	}
 	ev, err := event(j, streams.EvRequeued, streams.StateQueued, actor, now)
 	if err != nil {
 		return nil, err
@@ -160,8 +166,8 @@ func Progress(j *streams.Job, p streams.Progress, actor string, now time.Time) (
 	if err := Check(j.ID, j.State, j.State, streams.EvProgress); err != nil {
 		return nil, err
 	}
-	if p.Total < 0 || p.Current < 0 {
-		return nil, inputErr("progress", "current and total must not be negative")
+	if err := CheckProgress(p.Current, p.Total, p.Message); err != nil {
+		return nil, err
 	}
 	return &streams.Event{Type: streams.EvProgress, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
 		Level: streams.LevelInfo, Message: p.Message, Progress: &p}, nil

@@ -21,8 +21,8 @@ type Task struct {
 // ProgressInterval is written, with the last value reported; the last one
 // is always written before the attempt's outcome.
 func (t *Task) Progress(current, total int64, message string) error {
-	if current < 0 || total < 0 {
-		return &commands.InputError{Field: "progress", Reason: "current and total must not be negative"}
+	if err := commands.CheckProgress(current, total, message); err != nil {
+		return err
 	}
 	if t.run == nil {
 		return errors.New("progress: not a running attempt")

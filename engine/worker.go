@@ -55,19 +55,19 @@ func (c RuntimeConfig) withDefaults() RuntimeConfig {
 	if c.Queue == "" {
 		c.Queue = streams.DefaultQueue
 	}
-	if c.Concurrency <= 0 {
+	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Lease <= 0 {
+	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
-	if c.ShutdownGrace <= 0 {
+	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
-	if c.MaxAckPending <= 0 {
+	if c.MaxAckPending == 0 {
 		c.MaxAckPending = DefaultMaxAckPending
 	}
-	if c.ProgressInterval <= 0 {
+	if c.ProgressInterval == 0 {
 		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.Log == nil {
@@ -97,7 +97,17 @@ func (c RuntimeConfig) validate() error {
 		return errors.New("worker: no worker id")
 	}
 	if c.Lease < 300*time.Millisecond {
-		return fmt.Errorf("worker: lease %s is too short (minimum 300ms)", c.Lease)
+		return &commands.InputError{Field: "lease", Value: c.Lease.String(), Reason: "too short (minimum 300ms)"}
+	}
+	switch {
+	case c.Concurrency < 1:
+		return &commands.InputError{Field: "concurrency", Value: fmt.Sprint(c.Concurrency), Reason: "must be 1 or more"}
+	case c.ShutdownGrace < 0:
+		return &commands.InputError{Field: "shutdown_grace", Value: c.ShutdownGrace.String(), Reason: "must not be negative"}
+	case c.MaxAckPending < 1:
+		return &commands.InputError{Field: "max_ack_pending", Value: fmt.Sprint(c.MaxAckPending), Reason: "must be 1 or more"}
+	case c.ProgressInterval < 0:
+		return &commands.InputError{Field: "progress_interval", Value: c.ProgressInterval.String(), Reason: "must not be negative"}
 	}
 	return nil
 }

@@ -220,8 +220,8 @@ func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req.Reason = r.URL.Query().Get("reason")
 	}
-	if len(req.Reason) > 1024 {
-		fail(w, r, &commands.InputError{Field: "reason", Reason: "longer than 1024 bytes"}, id)
+	if err := commands.CheckReason("reason", req.Reason); err != nil {
+		fail(w, r, err, id)
 		return
 	}
 	snap, err := g.store.Cancel(r.Context(), id, req.Reason)
