@@ -1,0 +1,286 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// countEvents counts the events of one type in a job's history.
+func countEvents(evs []*streams.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// deadRuntime starts a runtime of one job type on its own connection whose
+// handler blocks, waits until it runs job id, and then cuts its connection:
+// a worker process that died (no more renewals, no more heartbeats), with
+// no other worker of the type anywhere.
+func deadRuntime(h *harness, name, jobType string, id string) {
+	h.t.Helper()
+	nc := testkit.Conn(h.t, h.srv)
+	st := testkit.Store(h.t, nc, name)
+	rt, err := engine.NewRuntime(st, engine.RuntimeConfig{WorkerID: name, Lease: time.Second, Concurrency: 1,
+		ShutdownGrace: 100 * time.Millisecond, Log: testkit.Logger(h.t),
+		Handlers: map[string]engine.Handler{jobType: func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := rt.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitState(id, streams.StateRunning, 10*time.Second)
+	nc.Close()
+	h.t.Cleanup(func() { rt.Stop(context.Background()) })
+}
+
+// A worker that dies with no other worker of its type left: its job does
+// not stay running. The leader's sweeper requeues it within the lease,
+// the grace and a sweep interval, and a worker that comes later runs it.
+func TestLeaseSweeperRequeuesWithNoWorkerLeft(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	id := h.submit(commands.SubmitRequest{Type: "lone"}).Job.ID
+	deadRuntime(h, "w-dead", "lone", id)
+	died := time.Now()
+	j := h.waitState(id, streams.StateQueued, 20*time.Second)
+	// lease 1s + grace 2s + sweep interval 3s, and room for a loaded machine.
+	if took := time.Since(died); took > 15*time.Second {
+		t.Errorf("requeued %s after the worker died", took)
+	}
+	if j.LeaseRequeues != 1 || j.Worker != "" || j.LeaseItem != 0 {
+		t.Fatalf("requeued job %+v", j)
+	}
+	evs := h.events(id)
+	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue)
+	if last := evs[len(evs)-1]; last.Actor != "engine" {
+		t.Fatalf("lease expiry written by %q, want the engine", last.Actor)
+	}
+	h.runtime(engine.RuntimeConfig{WorkerID: "w-new", Lease: time.Second,
+		Handlers: map[string]engine.Handler{"lone": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`"ok"`), nil }}})
+	h.waitState(id, streams.StateSucceeded, 20*time.Second)
+	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvSucceeded)
+	h.verify()
+}
+
+// With its requeue budget spent, a job whose worker died fails
+// (job.lease_expired), again with no worker left to claim it.
+func TestLeaseExpiredFailsWithNoWorkerLeft(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	id := h.submit(commands.SubmitRequest{Type: "lone2", MaxLeaseRequeues: ptr(0)}).Job.ID
+	deadRuntime(h, "w-dead2", "lone2", id)
+	j := h.waitState(id, streams.StateFailed, 20*time.Second)
+	if j.Error == nil || j.Error.Code != "LEASE_EXPIRED" {
+		t.Fatalf("failed job %+v", j)
+	}
+	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpired)
+	h.verify()
+}
+
+// A remote claim of a job whose item is delivered again while its holder
+// is alive (its heartbeats list the job, as after a server restart) does
+// not take the lease: the item goes back to wait. Once the holder stops
+// beating, the lease runs out and the next claim takes the job.
+func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, srv), "gw"), time.Second, testkit.Logger(t))
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "held"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.Job.ID
+	if c, err := rm.Claim(ctx, "alive", nil, []string{"held"}, 5*time.Second); err != nil || c.Job == nil || c.Job.ID != id {
+		t.Fatalf("claim: %v %+v", err, c.Job)
+	}
+	if _, err := rm.Start(ctx, id, "alive"); err != nil {
+		t.Fatal(err)
+	}
+	// "alive" beats, listing the job, but its work item's ack deadline is
+	// never extended: the server delivers the item again after a second.
+	beat := func() {
+		if err := st.Workers.Put(ctx, &streams.WorkerRecord{ID: "alive", Kind: streams.WorkerHTTP, Claims: []string{id}}); err != nil {
+			t.Error(err)
+		}
+	}
+	beat()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(300 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				beat()
+			}
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		if c, err := rm.Claim(ctx, "other", nil, []string{"held"}, 2*time.Second); err != nil || c.Job != nil {
+			close(stop)
+			t.Fatalf("claim %d while the holder beats: %v %+v", i, err, c.Job)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	snap, err := st.Get(ctx, id)
+	if err != nil || snap.Job.State != streams.StateRunning || snap.Job.Worker != "alive" || snap.Job.LeaseRequeues != 0 {
+		t.Fatalf("job while its holder beats: %v %+v", err, snap.Job)
+	}
+	// The holder is gone now: its lease runs out a second (and the grace)
+	// after its last beat.
+	var c engine.Snapshot
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		var err error
+		c, err = rm.Claim(ctx, "other", nil, []string{"held"}, time.Second)
+		if err != nil {
+			return err
+		}
+		if c.Job == nil {
+			return fmt.Errorf("not claimed yet")
+		}
+		return nil
+	})
+	if c.Job.ID != id || c.Job.Worker != "other" || c.Job.LeaseRequeues != 1 {
+		t.Fatalf("claimed after the holder stopped %+v", c.Job)
+	}
+	var evs []*streams.Event
+	if err := st.History(ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(types(evs)); got != fmt.Sprint([]string{streams.EvSubmitted, streams.EvClaimed, streams.EvStarted,
+		streams.EvLeaseExpiredRequeue, streams.EvClaimed}) {
+		t.Fatalf("events %s", got)
+	}
+}
+
+// Progress is a sign of life: a holder with no heartbeat record keeps its
+// lease while it reports progress, and loses it once it stops.
+func TestProgressRenewsTheLease(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, srv), "gw"), time.Second, testkit.Logger(t))
+	sweeper := engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper"), 0, testkit.Logger(t))
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "prog"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.Job.ID
+	if c, err := rm.Claim(ctx, "quiet", nil, []string{"prog"}, 5*time.Second); err != nil || c.Job == nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if _, err := rm.Start(ctx, id, "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 12; i++ {
+		if _, err := rm.Progress(ctx, id, "quiet", streams.Progress{Current: i, Total: 12}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := sweeper.Sweep(ctx); err != nil || n != 0 {
+			t.Fatalf("sweep %d while the holder reports progress: %d %v", i, n, err)
+		}
+		time.Sleep(400 * time.Millisecond) // the holder's cadence, not a wait for a condition
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if n, err := sweeper.Sweep(ctx); err != nil || n != 1 {
+			return fmt.Errorf("swept %d (%v)", n, err)
+		}
+		return nil
+	})
+	snap, err := st.Get(ctx, id)
+	if err != nil || snap.Job.State != streams.StateQueued || snap.Job.LeaseRequeues != 1 {
+		t.Fatalf("after the holder went quiet: %v %+v", err, snap.Job)
+	}
+}
+
+// Several sweepers at once (two engines that both believe they lead)
+// write off each lapsed lease exactly once: the write is revision-checked.
+func TestSweepersRacingWriteOffOnce(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, srv), "gw"), time.Second, testkit.Logger(t))
+	const n = 20
+	ids := map[string]bool{}
+	for i := 0; i < n; i++ {
+		sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "race"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[sub.Job.ID] = true
+	}
+	for i := 0; i < n; i++ {
+		c, err := rm.Claim(ctx, fmt.Sprintf("gone-%d", i), nil, []string{"race"}, 5*time.Second)
+		if err != nil || c.Job == nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	// No heartbeat ever: every lease runs out a second (and the grace)
+	// after its claim, all at about the same moment.
+	sweepers := []*engine.LeaseSweeper{
+		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e1"), 0, testkit.Logger(t)),
+		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e2"), 0, testkit.Logger(t)),
+		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e3"), 0, testkit.Logger(t)),
+	}
+	total := 0
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, s := range sweepers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k, err := s.Sweep(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				total += k
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if total < n {
+			return fmt.Errorf("%d of %d written off", total, n)
+		}
+		return nil
+	})
+	if total != n {
+		t.Fatalf("%d write-offs for %d lapsed leases", total, n)
+	}
+	for id := range ids {
+		var evs []*streams.Event
+		if err := st.History(ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if c := countEvents(evs, streams.EvLeaseExpiredRequeue); c != 1 {
+			t.Fatalf("job %s: %d lease expiries: %v", id, c, types(evs))
+		}
+	}
+}
