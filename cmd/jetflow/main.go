@@ -34,8 +34,10 @@ const usage = `jetflow: an event-sourced job engine on NATS JetStream
 Engine and workers:
   jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
-                [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--replicas N]
+                [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
+                [--replicas N]
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
+                (every queue unless --queue names one)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere):
@@ -49,7 +51,7 @@ Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json every
   jetflow retry ID [--key K] [--wait]   run a finished job again (a new job with retry_of)
   jetflow queues                        queues: waiting, running, delayed, paused
   jetflow pause QUEUE | jetflow resume QUEUE
-  jetflow workers                       remote workers registered over HTTP
+  jetflow workers                       workers and their heartbeats (SDK and HTTP)
   jetflow events ID [--follow]
   jetflow replay [--verify]
 

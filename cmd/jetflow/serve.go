@@ -32,6 +32,7 @@ func cmdServe(c *cli, args []string) int {
 		origins                stringList
 		maxBody                int64
 		maxStreams             int
+		httpLease              time.Duration
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -45,6 +46,7 @@ func cmdServe(c *cli, args []string) int {
 	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
 	fs.Int64Var(&maxBody, "http-max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes (more: 413)")
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
+	fs.DurationVar(&httpLease, "http-lease", engine.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -71,6 +73,8 @@ func cmdServe(c *cli, args []string) int {
 		when("http-max-body", noHTTP, httpOnly),
 		when("http-max-streams", maxStreams < 1, "must be 1 or more"),
 		when("http-max-streams", noHTTP, httpOnly),
+		when("http-lease", httpLease < minLease, fmt.Sprintf("must be at least %s", minLease)),
+		when("http-lease", noHTTP, httpOnly),
 	) {
 		return exitUsage
 	}
@@ -129,7 +133,7 @@ func cmdServe(c *cli, args []string) int {
 	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log,
-			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams})
+			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease})
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage
@@ -169,8 +173,9 @@ func cmdServe(c *cli, args []string) int {
 // Bounds of serve's and worker's flags.
 const (
 	maxReplicas = 5 // JetStream's most
-	// minLease: a worker renews its leases every third of the lease.
-	minLease = 3 * time.Millisecond
+	// minLease: a worker renews its leases every third of the lease (the
+	// runtime's minimum).
+	minLease = 300 * time.Millisecond
 )
 
 // validSync reports whether s is an fsync mode of the embedded server:
