@@ -267,6 +267,7 @@ func cmdWorker(c *cli, args []string) int {
 	}
 	fmt.Fprintf(c.errw, "worker %s running demo handlers on %s\n", w.ID(), where)
 	<-ctx.Done()
+	fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
 	w.Stop(context.Background())
 	return exitOK
 }

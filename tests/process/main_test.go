@@ -35,16 +35,27 @@ type system struct {
 	addr   string
 	url    string
 	data   string
+	http   string // the HTTP API's address, if serve runs one
 	serve  *testkit.Proc
 	client *jetflow.Client
 }
 
 func startSystem(t *testing.T) *system {
 	t.Helper()
+	return startSystemHTTP(t, false)
+}
+
+// startSystemHTTP is startSystem with, if withHTTP, the HTTP API on a free
+// loopback address and a one-second lease for HTTP workers' claims.
+func startSystemHTTP(t *testing.T, withHTTP bool) *system {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	s := &system{t: t, addr: testkit.FreeAddr(t), data: t.TempDir()}
+	if withHTTP {
+		s.http = testkit.FreeAddr(t)
+	}
 	s.url = "nats://" + s.addr
 	s.startServe()
 	s.client = testkit.Connect(t, s.url)
@@ -53,8 +64,13 @@ func startSystem(t *testing.T) *system {
 
 func (s *system) startServe() {
 	s.t.Helper()
-	s.serve = testkit.StartProc(s.t, "serve", nil, binary, "serve", "--data", s.data, "--nats-listen", s.addr,
-		"--http", "off", "--projector-lag", "300ms")
+	args := []string{"serve", "--data", s.data, "--nats-listen", s.addr, "--projector-lag", "300ms"}
+	if s.http == "" {
+		args = append(args, "--http", "off")
+	} else {
+		args = append(args, "--http", s.http, "--http-lease", "1s")
+	}
+	s.serve = testkit.StartProc(s.t, "serve", nil, binary, args...)
 	s.serve.WaitOutput(s.t, 30*time.Second, "jetflow is running")
 }
 
