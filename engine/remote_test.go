@@ -332,3 +332,48 @@ func TestRemoteClaimSkipsChildOfEndedParent(t *testing.T) {
 	h.wantEvents(child.Job.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvCancelled)
 	h.verify()
 }
+
+// A remote worker that names no queues serves its types in every queue:
+// the oldest job across them, and a queue created while its claim waits.
+func TestRemoteWithNoQueuesServesEveryQueue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
+	var want []string
+	for _, req := range []commands.SubmitRequest{{Type: "ev", Queue: "q-b"}, {Type: "ev", Queue: "q-a"}, {Type: "ev"}, {Type: "other", Queue: "q-a"}} {
+		want = append(want, h.submit(req).Job.ID)
+	}
+	var got []string
+	for range 3 {
+		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, time.Second)
+		if err != nil || c.Job == nil {
+			t.Fatalf("claim: %v", err)
+		}
+		got = append(got, c.Job.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want[:3]) {
+		t.Fatalf("claimed %v, want oldest first %v", got, want[:3])
+	}
+	// Nothing of type ev is left (type "other" is not the worker's).
+	if c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 300*time.Millisecond); err != nil || c.Job != nil {
+		t.Fatalf("claim with nothing left: %v %+v", err, c.Job)
+	}
+	got2 := make(chan engine.Snapshot, 1)
+	go func() {
+		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got2 <- c
+	}()
+	time.Sleep(200 * time.Millisecond) // let the claim wait (either order is correct)
+	late := h.submit(commands.SubmitRequest{Type: "ev", Queue: "q-new"}).Job.ID
+	select {
+	case c := <-got2:
+		if c.Job == nil || c.Job.ID != late {
+			t.Fatalf("claim on a queue created while waiting: %+v", c.Job)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting claim did not get the job of a new queue")
+	}
+}

@@ -1,0 +1,82 @@
+package jetflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+func testClient(t *testing.T) *jetflow.Client {
+	t.Helper()
+	srv := testkit.Server(t)
+	client, err := jetflow.NewClient(testkit.Ctx(t), testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// A handler registered without OnQueue serves its type in every queue:
+// those that exist when the worker starts and those created later. One
+// registered with OnQueue serves that queue only.
+func TestHandlerServesEveryQueue(t *testing.T) {
+	t.Parallel()
+	client := testClient(t)
+	ctx := testkit.Ctx(t)
+	early, err := client.Submit(ctx, "any.echo", 1, jetflow.Queue("early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jetflow.NewWorker(client, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
+	echo := jetflow.HandlerFunc(func(_ context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+		return json.RawMessage(`"` + job.Queue + `"`), nil
+	})
+	w.Handle("any.echo", echo)
+	w.Handle("only.b", echo, jetflow.OnQueue("b"))
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	var ids []string
+	for _, q := range []string{"default", "late-1", "late-2"} {
+		j, err := client.Submit(ctx, "any.echo", 1, jetflow.Queue(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	onB, err := client.Submit(ctx, "only.b", 1, jetflow.Queue("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notOnC, err := client.Submit(ctx, "only.b", 1, jetflow.Queue("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append([]string{early.ID, onB.ID}, ids...) {
+		done := testkit.WaitTerminal(t, client, id, 20*time.Second)
+		if done.State != jetflow.Succeeded || string(done.Result) != `"`+done.Queue+`"` {
+			t.Fatalf("job %s on %s: %s %s", id, done.Queue, done.State, done.Result)
+		}
+	}
+	// only.b on queue c has no handler here: it waits.
+	if j, err := client.Get(ctx, notOnC.ID); err != nil || j.State != jetflow.Queued {
+		t.Fatalf("only.b on queue c: %v %+v", err, j)
+	}
+}
+
+// A worker id must be usable as the key of its registry record.
+func TestWorkerIDIsChecked(t *testing.T) {
+	t.Parallel()
+	client := testClient(t)
+	w := jetflow.NewWorker(client, jetflow.WorkerConfig{ID: "has space", Logger: testkit.Logger(t)})
+	w.Handle("t", jetflow.HandlerFunc(func(context.Context, *jetflow.RawJob) (json.RawMessage, error) { return nil, nil }))
+	if err := w.Start(testkit.Ctx(t)); !errors.Is(err, jetflow.ErrInvalidInput) {
+		t.Fatalf("start with a bad id: %v", err)
+	}
+}
