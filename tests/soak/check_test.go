@@ -21,7 +21,8 @@ const (
 	invAfterTerminal  = "events after a job's terminal event"
 	invDoubleStart    = "job.started more than once for one attempt"
 	invLeaseLive      = "lease expired under a worker never stopped (not near a serve restart)"
-	invLeaseRestart   = "lease expired under a worker never stopped, within lease+5s of a serve restart"
+	invLeaseRestart   = "lease expired under a worker never stopped, within lease+5s of a serve or node restart"
+	invLeaseClaimLost = "lease expired under a live worker that took its own claim for failed (its job.started was in the log)"
 	invRequeueLive    = "job.requeued (shutdown) by a worker never sent SIGTERM"
 	invDeadWriter     = "events written by a worker after its SIGKILL"
 	invOutcome        = "final state or error different from the plan"
@@ -40,7 +41,7 @@ const (
 )
 
 var invariants = []string{invNotTerminal, invMultiTerminal, invAfterTerminal, invDoubleStart, invLeaseLive,
-	invLeaseRestart, invRequeueLive, invDeadWriter, invOutcome, invResult, invFanIn, invChildren, invDelay,
+	invLeaseRestart, invLeaseClaimLost, invRequeueLive, invDeadWriter, invOutcome, invResult, invFanIn, invChildren, invDelay,
 	invUnknown, invLost, invBadLog, invNoSubmitted, invOrphans, invVerify, invWorkItemsLeft, invBadWorkerExits}
 
 // report is what the final read of the log found.
@@ -92,6 +93,7 @@ func check(l *eventLog, ld *load, s *system) *report {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
 
+	s.failedClaims = claimsFailed(s)
 	childrenOf := map[string][]*jobLog{}
 	for _, j := range l.jobs {
 		if j.spec == nil {
@@ -171,9 +173,19 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 			switch {
 			case w != nil && !w.signalled.IsZero() && !e.at.Before(w.signalled):
 				r.requeues["lease expired, holder stopped before ("+sigName(w.sig)+")"]++
-			case s.nearRestart(e.at):
-				r.requeues["lease expired under a live worker near a serve restart"]++
-				r.bad(invLeaseRestart, j, "%s at %s, holder %s never stopped before it", e.typ, e.at.Format("15:04:05.000"), holder)
+			case s.failedClaims[j.id+" "+holder] != "":
+				r.requeues["lease expired under a live worker whose claim failed on its side"]++
+				r.bad(invLeaseClaimLost, j, "%s at %s; holder %s logged:\n    %s", e.typ, e.at.Format("15:04:05.000"), holder, s.failedClaims[j.id+" "+holder])
+			case s.nearRestart(e.at) != nil:
+				rs := s.nearRestart(e.at)
+				long := "shorter"
+				if rs.ready.Sub(rs.killed) > s.sz.lease {
+					long = "longer"
+				}
+				r.requeues["lease expired under a live worker, after a restart down "+long+" than the lease"]++
+				r.bad(invLeaseRestart, j, "%s at %s, holder %s never stopped before it; %s was killed at %s and ready at %s (down %.1f s, lease %s)",
+					e.typ, e.at.Format("15:04:05.000"), holder, rs.what, rs.killed.Format("15:04:05.000"), rs.ready.Format("15:04:05.000"),
+					rs.ready.Sub(rs.killed).Seconds(), s.sz.lease)
 			default:
 				r.requeues["lease expired under a live worker"]++
 				r.bad(invLeaseLive, j, "%s at %s, holder %s never stopped before it", e.typ, e.at.Format("15:04:05.000"), holder)
@@ -188,15 +200,33 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 	}
 }
 
-// nearRestart reports whether t falls in a serve's or node's downtime or
-// within lease+5s after it was back.
-func (s *system) nearRestart(t time.Time) bool {
-	for _, r := range slices.Concat(s.restarts, s.nodeLoss) {
-		if !t.Before(r.killed) && t.Before(r.ready.Add(s.sz.lease+5*time.Second)) {
-			return true
+// claimsFailed finds in the workers' output the claims each gave up as
+// failed ("claim failed; the item will be redelivered"), by "job worker".
+func claimsFailed(s *system) map[string]string {
+	out := map[string]string{}
+	for id, w := range s.all {
+		for _, line := range strings.Split(w.p.Output(), "\n") {
+			if !strings.Contains(line, `msg="claim failed`) {
+				continue
+			}
+			if i := strings.Index(line, " job="); i >= 0 {
+				job, _, _ := strings.Cut(line[i+len(" job="):], " ")
+				out[job+" "+id] = line
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// nearRestart is the restart of a serve or a node in whose downtime t
+// falls, or within lease+5s after it was back; nil if none.
+func (s *system) nearRestart(t time.Time) *restart {
+	for _, r := range slices.Concat(s.restarts, s.nodeLoss) {
+		if !t.Before(r.killed) && t.Before(r.ready.Add(s.sz.lease+5*time.Second)) {
+			return &r
+		}
+	}
+	return nil
 }
 
 // checkPlanned checks a job the soak submitted against what it planned.

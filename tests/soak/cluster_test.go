@@ -24,7 +24,7 @@ func TestSoakCluster(t *testing.T) {
 	if testing.Short() || !longSoak() {
 		t.Skip("long soak only (JETFLOW_SOAK=long)")
 	}
-	s := startCluster(t, clusterLong)
+	s := startCluster(t, sized(t, clusterLong))
 	s.startWorkers(s.sz.workers)
 	runSoak(t, s)
 }
@@ -89,7 +89,7 @@ func (c *cluster) start(t *testing.T, i int) {
 	}
 	c.procs[i] = testkit.StartProc(t, "node "+c.names[i], nil, c.bin, "-name", c.names[i], "-listen", c.clients[i],
 		"-cluster", c.routes[i], "-routes", strings.Join(routes, ","), "-dir", c.dirs[i])
-	c.procs[i].WaitOutput(t, time.Minute, "node "+c.names[i]+" ready")
+	c.procs[i].WaitOutput(t, 2*time.Minute, "node "+c.names[i]+" ready")
 }
 
 // restartNode kills a NATS node with SIGKILL, leaves the cluster without it

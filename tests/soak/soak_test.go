@@ -18,12 +18,7 @@ import (
 
 // TestSoak runs serve (embedded NATS) and several worker processes under
 // the mixed load and faults of the package doc, then asserts the
-// invariants of check.go, each exactly 0.
-//
-// Workers are only killed once their replacement runs, so that at least
-// workers-1 serve every job type at any time: a job whose worker dies while
-// no other worker of its type runs stays running until one claims again
-// (no lease sweeper yet).
+// invariants of check_test.go, each exactly 0.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -32,7 +27,7 @@ func TestSoak(t *testing.T) {
 	if longSoak() {
 		sz = long
 	}
-	s := startSingle(t, sz)
+	s := startSingle(t, sized(t, sz))
 	s.startWorkers(sz.workers)
 	runSoak(t, s)
 }
@@ -42,27 +37,29 @@ func TestSoak(t *testing.T) {
 // checks it.
 func runSoak(t *testing.T, s *system) {
 	sz := s.sz
+	// Background goroutines end before runSoak returns, however it
+	// returns: the context is cancelled first, then they are waited for.
+	var bg sync.WaitGroup
+	defer bg.Wait()
 	ctx, cancelTail := context.WithCancel(context.Background())
 	defer cancelTail()
 	tl := newTail(s.client.Store().NC)
 	s.tl = tl
-	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() { defer bg.Done(); tl.run(ctx) }()
-	defer bg.Wait()
 
 	ld := newLoad(sz, s.client, tl)
+	defer ld.wg.Wait()
 	stop := make(chan struct{}) // ends everything at once (the test failed)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-	}()
 	more := make(chan struct{}) // no more cancel scenarios or copies
+	var noMore sync.Once
+	defer func() {
+		close(stop)
+		noMore.Do(func() { close(more) })
+	}()
 	generated := make(chan struct{})
-	go func() { defer close(generated); ld.generate(stop) }()
+	ld.wg.Add(1)
+	go func() { defer ld.wg.Done(); defer close(generated); ld.generate(stop) }()
 	ld.wg.Add(2)
 	go func() { defer ld.wg.Done(); ld.scenarios(more, stop) }()
 	go func() { defer ld.wg.Done(); ld.duplicate(more) }()
@@ -73,7 +70,8 @@ func runSoak(t *testing.T, s *system) {
 	faultStart := time.Now()
 	s.injectFaults(generated)
 	faultEnd := time.Now()
-	close(more)
+	noMore.Do(func() { close(more) })
+	<-generated
 	ld.wg.Wait()
 	_, finishedAtEnd, _ := tl.counts()
 	t.Logf("faults over after %s: %s; %d jobs submitted", faultEnd.Sub(faultStart).Round(time.Second), s.faults, ld.submitted.Load())
@@ -234,13 +232,21 @@ func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "drain after the faults: %d jobs in %.1f s\n", len(r.finishedAt)-finishedAtEnd, drained.Sub(faultEnd).Seconds())
 	for _, rs := range slices.Concat(s.restarts, s.nodeLoss) {
-		next, ok := r.nextFinished(rs.ready)
-		if !ok {
-			fmt.Fprintf(&b, "%s killed at +%.1f s, back after %.2f s, no job finished since\n", rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds())
-			continue
+		fmt.Fprintf(&b, "%s killed at +%.1f s, ready %.2f s later", rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds())
+		if next, ok := r.nextFinished(rs.ready); ok {
+			fmt.Fprintf(&b, "; next job finished %.3f s after ready (%.2f s after the kill)", next.Sub(rs.ready).Seconds(), next.Sub(rs.killed).Seconds())
+		} else {
+			fmt.Fprintf(&b, "; no job finished since")
 		}
-		fmt.Fprintf(&b, "%s killed at +%.1f s: back (ready) %.2f s later; next job finished %.3f s after ready, %.2f s after the kill\n",
-			rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds(), next.Sub(rs.ready).Seconds(), next.Sub(rs.killed).Seconds())
+		const w = 30 * time.Second
+		fmt.Fprintf(&b, "; %.0f jobs/s in the 30 s before the kill, %.0f in the 30 s after\n",
+			float64(r.finishedBetween(rs.killed.Add(-w), rs.killed))/w.Seconds(), float64(r.finishedBetween(rs.killed, rs.killed.Add(w)))/w.Seconds())
+	}
+	if len(s.startFailures) > 0 {
+		fmt.Fprintf(&b, "processes that exited before they ran (started again): %d\n", len(s.startFailures))
+		for _, f := range s.startFailures {
+			fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(f, "\n", "\n    "))
+		}
 	}
 	fmt.Fprintf(&b, "requeues: %v\n", r.requeues)
 	fmt.Fprintf(&b, "replay --verify rebuilt %d jobs\ninvariants (violations):\n%s", verified, r.table())

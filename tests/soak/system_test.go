@@ -44,6 +44,9 @@ type system struct {
 
 	tl      *tail     // the log as the soak runs, for faults that wait on it
 	orphans []orphans // jobs of workers all killed at once, still held when the wait for them ended
+
+	startFailures []string          // processes that exited before they ran
+	failedClaims  map[string]string // "job worker" -> the worker's log line of a claim it took for failed
 }
 
 // orphans is what a kill of every worker left held too long.
@@ -94,9 +97,35 @@ func startSingle(t *testing.T, sz size) *system {
 
 func (s *system) startServe(name string) *testkit.Proc {
 	s.t.Helper()
-	p := testkit.StartProc(s.t, name, nil, binary, s.serveArgs...)
-	p.WaitOutput(s.t, 2*time.Minute, "jetflow is running")
-	return p
+	return s.start(name, "jetflow is running", binary, s.serveArgs...)
+}
+
+// start starts a process and waits until it printed ready. A process that
+// exits before (a worker that could not create its consumers while a NATS
+// node was down, say) is started again, up to five times; each such exit
+// is kept for the report.
+func (s *system) start(name, ready, bin string, args ...string) *testkit.Proc {
+	s.t.Helper()
+	for try := 1; ; try++ {
+		p := testkit.StartProc(s.t, name, nil, bin, args...)
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(p.Output(), ready) && !p.Exited() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if strings.Contains(p.Output(), ready) {
+			return p
+		}
+		if !p.Exited() {
+			s.t.Fatalf("%s has not printed %q after 2m:\n%s", name, ready, lastLines(p.Output(), 40))
+		}
+		code, _ := p.WaitExit(s.t, time.Second)
+		s.startFailures = append(s.startFailures, fmt.Sprintf("%s at %s exited %d before it ran:\n%s",
+			name, time.Now().Format("15:04:05.000"), code, lastLines(p.Output(), 10)))
+		if try == 5 {
+			s.t.Fatalf("%s exited before it ran, 5 times:\n%s", name, strings.Join(s.startFailures, "\n"))
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // startWorkers starts the first n workers.
@@ -112,9 +141,8 @@ func (s *system) startWorker() *worker {
 	s.t.Helper()
 	s.next++
 	id := fmt.Sprintf("w%d", s.next)
-	p := testkit.StartProc(s.t, "worker "+id, nil, binary, "worker", "--nats", s.url, "--id", id,
+	p := s.start("worker "+id, "worker "+id+" running", binary, "worker", "--nats", s.url, "--id", id,
 		"--concurrency", fmt.Sprint(s.sz.concurrency), "--lease", s.sz.lease.String(), "--grace", "500ms")
-	p.WaitOutput(s.t, 2*time.Minute, "worker "+id+" running")
 	w := &worker{id: id, p: p, started: time.Now()}
 	s.workers = append(s.workers, w)
 	s.all[id] = w
@@ -179,15 +207,14 @@ func (s *system) killAll() {
 // restartServe kills a serve with SIGKILL and starts it again on the same
 // data (single node: with its embedded NATS server, so every client and
 // worker loses its connection until it is back): half the time at once,
-// else after up to twice the lease, so that the leases of running jobs run
-// out on the server's clock while their workers live.
+// else after up to sz.serveDown.
 func (s *system) restartServe() {
 	s.t.Helper()
 	i := s.rng.IntN(len(s.serves))
 	r := restart{what: fmt.Sprintf("serve %d", i+1), killed: time.Now()}
 	s.serves[i].Kill(s.t)
 	if s.rng.IntN(2) == 0 {
-		time.Sleep(time.Duration(s.rng.Int64N(int64(2 * s.sz.lease))))
+		time.Sleep(time.Duration(s.rng.Int64N(int64(s.sz.serveDown))))
 	}
 	s.serves[i] = s.startServe(fmt.Sprintf("serve %d (restart %d)", i+1, len(s.restarts)+1))
 	r.ready = time.Now()
