@@ -165,21 +165,11 @@ func marshalPayload(p any) (json.RawMessage, error) {
 
 // Get returns a job.
 func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
-	snap, err := c.store.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		// Maybe only the log has it yet (its submitter crashed mid-way).
-		snap, err = c.store.Load(ctx, id)
-	}
+	snap, err := c.store.Lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	v := projections.View(snap.Job)
-	if snap.Job.State == streams.StateQueued {
-		if pos, err := c.store.QueuePosition(ctx, snap.Job); err == nil && pos >= 0 {
-			v.QueuePosition = &pos
-		}
-	}
-	return v, nil
+	return c.store.View(ctx, snap.Job), nil
 }
 
 // Children returns the children of a fan-out parent, in piece order.
@@ -218,6 +208,18 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error
 		return nil, err
 	}
 	return projections.View(snap.Job), nil
+}
+
+// Retry runs a terminal job again: a new job with the original's spec and
+// retry_of naming it (a job that is not terminal is refused with
+// ErrInvalidTransition). With an idempotency key, a repeated retry returns
+// the same new job.
+func (c *Client) Retry(ctx context.Context, id, idempotencyKey string) (*JobInfo, error) {
+	res, err := c.store.Retry(ctx, id, idempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(res.Job), nil
 }
 
 // Wait blocks until the job is terminal (or ctx is done) and returns it. It

@@ -169,10 +169,7 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 		}
 		held := j.LeaseItem
 		next, _, err := s.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
-			if !commands.Held(j) || j.LeaseItem != held {
-				return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
-			}
-			return commands.LeaseLost(j, worker, time.Now().UTC())
+			return commands.WriteOffLease(j, held, beat, lease, worker, time.Now().UTC())
 		})
 		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
 			log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)

@@ -70,11 +70,11 @@ func (f *FanOut) plan(j *streams.Job) streams.FanoutPlan {
 // attempt, which finds the same children (their ids are derived) and sends
 // batches again (the counter takes each piece once); the other order could
 // leave a parent waiting for pieces that were never made.
-func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (decide func(*streams.Job, time.Time) (*streams.Event, error), err error) {
+func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (streams.FanoutPlan, error) {
 	parent := rn.snap.Job
 	plan := f.plan(parent)
 	if err := commands.CheckPlan(&plan); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("fan-out: %w", err)}
+		return plan, &PermanentError{Err: fmt.Errorf("fan-out: %w", err)}
 	}
 	if plan.Kind == streams.FanoutChildren {
 		reqs := make([]*commands.SubmitRequest, len(f.Children))
@@ -94,19 +94,16 @@ func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (decide func(*
 			for _, res := range r.store.SubmitBatch(ctx, reqs[i:min(i+1000, len(reqs))]) {
 				if res.Err != nil {
 					if errors.Is(res.Err, commands.ErrInvalidInput) {
-						return nil, &PermanentError{Err: fmt.Errorf("fan-out child: %w", res.Err)}
+						return plan, &PermanentError{Err: fmt.Errorf("fan-out child: %w", res.Err)}
 					}
-					return nil, fmt.Errorf("fan-out child: %w", res.Err)
+					return plan, fmt.Errorf("fan-out child: %w", res.Err)
 				}
 			}
 		}
 	} else if err := r.sendBatches(ctx, parent, plan, f); err != nil {
-		return nil, err
+		return plan, err
 	}
-	worker := r.cfg.WorkerID
-	return func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		return commands.Wait(j, plan, worker, now)
-	}, nil
+	return plan, nil
 }
 
 // sendBatches publishes the batch work items, pipelined; their message ids
@@ -158,125 +155,4 @@ func (r *Runtime) sendBatches(ctx context.Context, parent *streams.Job, plan str
 		}
 	}
 	return flush()
-}
-
-// BatchHandler runs one batch of a fan-out. Its error decides: nil
-// succeeded; *PermanentError failed at once; *RetryLaterError again after
-// the delay; any other error again with backoff while retries are left.
-type BatchHandler func(ctx context.Context, b *BatchTask) error
-
-// BatchTask is a batch as its handler sees it.
-type BatchTask struct {
-	Parent  string
-	Piece   int // 1-based
-	Attempt int
-	Payload []byte // JSON
-}
-
-// BatchConsumerName is the durable consumer that all workers of one batch
-// type on a queue share.
-func BatchConsumerName(batchType string) string { return "batch_" + streams.Token(batchType) }
-
-// receiveBatch is the consume callback of batch consumers.
-func (r *Runtime) receiveBatch(msg jetstream.Msg) {
-	if !r.acquire(msg) {
-		return
-	}
-	go func() {
-		defer r.releaseSlot()
-		r.processBatch(msg)
-	}()
-}
-
-// processBatch runs one batch and records its outcome as a piece event of
-// its parent, before the item is acked.
-func (r *Runtime) processBatch(msg jetstream.Msg) {
-	ctx := context.Background()
-	meta, err := msg.Metadata()
-	if err != nil {
-		_ = msg.Term()
-		return
-	}
-	var item streams.BatchItem
-	if err := streams.Unmarshal(msg.Data(), &item); err != nil || item.Parent == "" || item.Piece < 1 {
-		r.log.Error("malformed batch dropped", "seq", meta.Sequence.Stream, "err", err)
-		_ = msg.Term()
-		return
-	}
-	if r.parents.terminal(ctx, item.Parent) {
-		_ = msg.Ack() // the parent ended (cancelled, failed fast): skip the rest
-		return
-	}
-	h := r.cfg.Batches[item.Type]
-	if h == nil {
-		_ = msg.NakWithDelay(time.Second)
-		return
-	}
-	attempt := int(meta.NumDelivered)
-	hctx, cancel := context.WithCancelCause(context.Background())
-	hctx, cancelTimeout := context.WithTimeoutCause(hctx, item.Timeout, ErrTimeout)
-	key := item.Parent + "/" + strconv.Itoa(item.Piece)
-	br := &batchRun{msg: msg, parent: item.Parent, cancel: cancel, since: time.Now()}
-	r.mu.Lock()
-	r.batches[key] = br
-	r.mu.Unlock()
-	herr := r.callBatch(hctx, h, &BatchTask{Parent: item.Parent, Piece: item.Piece, Attempt: attempt, Payload: item.Payload})
-	cause := context.Cause(hctx)
-	cancelTimeout()
-	cancel(nil)
-	r.mu.Lock()
-	delete(r.batches, key)
-	r.mu.Unlock()
-
-	outcome := streams.PcSucceeded
-	var jerr *streams.JobError
-	if herr != nil {
-		var rl *RetryLaterError
-		var perm *PermanentError
-		switch {
-		case errors.Is(cause, ErrShutdown):
-			_ = msg.Nak() // another worker takes it at once
-			return
-		case errors.Is(cause, ErrJobCancelled):
-			_ = msg.Ack()
-			return
-		case errors.As(herr, &rl):
-			_ = msg.NakWithDelay(rl.Delay)
-			return
-		case !errors.As(herr, &perm) && attempt <= item.MaxRetries:
-			_ = msg.NakWithDelay(min(item.Backoff<<min(attempt-1, 20), time.Minute))
-			return
-		}
-		outcome = streams.PcFailed
-		jerr = &streams.JobError{Code: errorCode(herr), Message: herr.Error()}
-		if errors.Is(cause, ErrTimeout) {
-			jerr.Code = CodeTimeout
-		}
-	}
-	ev := &streams.Event{Type: outcome, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
-		Attempt: attempt, Actor: r.cfg.WorkerID, Error: jerr}
-	if _, err := r.store.publishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
-		r.log.Warn("batch outcome not recorded; the batch will be redelivered", "parent", item.Parent, "piece", item.Piece, "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
-	}
-	crash("batch:recorded")
-	_ = msg.Ack()
-}
-
-// batchRun is one batch in progress.
-type batchRun struct {
-	msg    jetstream.Msg
-	parent string
-	cancel context.CancelCauseFunc
-	since  time.Time
-}
-
-func (r *Runtime) callBatch(ctx context.Context, h BatchHandler, b *BatchTask) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &panicError{value: p, stack: ""}
-		}
-	}()
-	return h(ctx, b)
 }

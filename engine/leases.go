@@ -173,17 +173,13 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 
 // expire writes off the lease of the job held under it, if it is still
 // held under it and its lease still ran out (decided again on the job as
-// it is now), then dispatches the requeued job and tells a holder that is
+// it is now; Apply dispatches the requeued job), and tells a holder that is
 // only slow to stop. The old item stays: it is redelivered (its AckWait ran
 // out), and whichever of the two items is claimed first holds the job; the
 // other is dropped as a duplicate.
 func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur Snapshot, beat commands.Beat) bool {
-	next, ev, err := l.store.Apply(ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
-		now := time.Now()
-		if j.LeaseItem != it.seq || !commands.LeaseExpired(j, beat, it.lease, now) {
-			return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
-		}
-		return commands.LeaseLost(j, l.store.Actor, now.UTC())
+	_, ev, err := l.store.Apply(ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
+		return commands.WriteOffLease(j, it.seq, beat, it.lease, l.store.Actor, time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
 		return false
@@ -191,9 +187,6 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur Snapshot, be
 	if err != nil {
 		l.log.Warn("lease expiry", "job", it.job, "err", err)
 		return false
-	}
-	if err := l.store.Dispatch(ctx, next); err != nil {
-		l.log.Warn("dispatch after lease expiry; the projector repeats it", "job", it.job, "err", err)
 	}
 	_ = l.store.NC.Publish(streams.CancelSubject, []byte(it.job))
 	l.expired.Add(1)

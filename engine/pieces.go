@@ -23,23 +23,34 @@ func ChildID(ns, parent string, piece int) string {
 	return streams.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
 }
 
-// afterApply repeats nothing and decides nothing: it publishes the piece
-// event that a transition implies for a fan-out parent: a child that ended,
-// or a parent that started waiting. A crash before it is repaired by the
-// Projector, which publishes it again (message ids make that a no-op).
+// afterApply decides nothing: it publishes what a transition implies, in
+// one pipelined round: the work item (or the schedule) of a job it made
+// runnable, and the piece event of a fan-out: a child that ended, or a
+// parent that started waiting. A crash before it is repaired by the
+// Projector, which publishes them again (message ids make that a no-op).
 func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *streams.Event) error {
 	j := next.Job
-	var f streams.Future
+	var futs [2]streams.Future
+	n := 0
+	if ev.To == streams.StateQueued || ev.To == streams.StateScheduled {
+		futs[n] = s.dispatchAsync(next)
+		n++
+	}
 	switch {
 	case ev.To.Terminal() && j.Spec.Parent != "":
-		f = s.pieceAsync(j)
+		futs[n] = s.pieceAsync(j)
+		n++
 	case ev.Type == streams.EvWaiting:
-		f = s.planAsync(j)
-	default:
-		return nil
+		futs[n] = s.planAsync(j)
+		n++
 	}
-	_, err := f.Wait(ctx)
-	return err
+	var errs []error
+	for _, f := range futs[:n] {
+		if _, err := f.Wait(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pieceAsync publishes what became of child j on its parent's piece subject.

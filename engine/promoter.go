@@ -114,7 +114,7 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	snap, _, err := p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *streams.Job) (*streams.Event, error) {
+	_, _, err = p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *streams.Job) (*streams.Event, error) {
 		return commands.Due(j, p.store.Actor, time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
@@ -125,9 +125,6 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 		p.log.Warn("promote", "job", item.Job.ID, "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
-	}
-	if err := p.store.Dispatch(ctx, snap); err != nil {
-		p.log.Warn("dispatch due job; the projector repeats it", "job", item.Job.ID, "err", err)
 	}
 	_ = m.Ack()
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -108,6 +110,42 @@ func SortNewestFirst(js []*streams.Job) {
 	})
 }
 
+// Lookup reads a job: its record, or, if only the log has it yet (its
+// submitter crashed between the event and the record), its fold.
+func (s *Store) Lookup(ctx context.Context, id string) (Snapshot, error) {
+	snap, err := s.Get(ctx, id)
+	if errors.Is(err, commands.ErrNotFound) {
+		snap, err = s.Load(ctx, id)
+	}
+	return snap, err
+}
+
+// View renders a job as clients see it (the JSON object of the API and the
+// CLI), with the queue position of a queued job.
+func (s *Store) View(ctx context.Context, j *streams.Job) *projections.JobView {
+	v := projections.View(j)
+	if j.State == streams.StateQueued {
+		if pos, err := s.QueuePosition(ctx, j); err == nil && pos >= 0 {
+			v.QueuePosition = &pos
+		}
+	}
+	return v
+}
+
+// Retry submits a new job that runs terminal job id again
+// (commands.Retry), with idempotencyKey if not empty.
+func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted, error) {
+	orig, err := s.Lookup(ctx, id)
+	if err != nil {
+		return Submitted{}, err
+	}
+	req, err := commands.Retry(orig.Job, idempotencyKey)
+	if err != nil {
+		return Submitted{}, err
+	}
+	return s.Submit(ctx, req)
+}
+
 // History calls fn with each event of a job, oldest first; with live it
 // goes on with new events until the job's terminal event, fn's error or
 // ctx's end. after skips events up to that sequence.
@@ -115,11 +153,9 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	if !streams.ValidID(id) {
 		return &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
 	}
-	snap, err := s.Get(ctx, id)
+	snap, err := s.Lookup(ctx, id)
 	if err != nil {
-		if snap, err = s.Load(ctx, id); err != nil {
-			return err
-		}
+		return err
 	}
 	if !live {
 		if snap.Job.Seq <= after {

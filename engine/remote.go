@@ -362,12 +362,8 @@ func (r *Remote) byAge(ctx context.Context, queues, types []string) ([]*runConsu
 
 // dropOrphan cancels a child the worker just claimed whose parent ended.
 func (r *Remote) dropOrphan(ctx context.Context, snap Snapshot, worker string) {
-	_, _, err := r.store.Apply(ctx, "cancel", snap, func(j *streams.Job) (*streams.Event, error) {
-		if err := commands.CheckHolder(j, worker); err != nil {
-			return nil, err
-		}
-		return commands.Cancel(j, "parent job is no longer running", worker, time.Now().UTC())
-	})
+	_, _, err := r.store.record(ctx, "cancel", snap, attempt{worker: worker},
+		commands.Outcome{Kind: commands.ParentEnded, Reason: errParentGone.Error()})
 	if err != nil {
 		r.log.Warn("cancel a child whose parent ended", "job", snap.Job.ID, "err", err)
 	}
@@ -450,78 +446,98 @@ func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewa
 	return rn, errors.Join(errs...)
 }
 
-// report applies a remote worker's report on a job it holds. On an
-// outcome that ends its hold (settle), the work item is acked and a job
-// that became runnable again is dispatched.
-func (r *Remote) report(ctx context.Context, op, id, worker string, settle bool, decide func(j *streams.Job, now time.Time) (*streams.Event, error)) (Snapshot, error) {
+// Report applies a remote worker's report on a job it holds, on one read
+// of the job: checked as a whole first (commands.CheckReport: a refused
+// report writes nothing of itself), then its progress, then its state: a
+// start (claimed -> running), or an outcome recorded as an attempt's end is
+// (Store.record), which acks the job's work item through the ack subject
+// kept in the record.
+func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Report, progress *streams.Progress) (Snapshot, error) {
 	cur, err := r.store.Load(ctx, id)
 	if err != nil {
 		return cur, err
 	}
-	var ack string
+	if err := commands.CheckReport(cur.Job, worker, rep, progress, time.Now().UTC()); err != nil {
+		return cur, err
+	}
+	a := r.attempt(worker)
+	if progress != nil {
+		if cur, err = r.annotate(ctx, "progress", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Progress(j, *progress, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	if rep.State == "" {
+		return cur, nil
+	}
+	o, ends, err := rep.Outcome()
+	if err != nil {
+		return cur, err
+	}
+	if !ends {
+		return r.annotate(ctx, "start", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			ev, err := commands.Start(j, worker, j.LeaseItem, now)
+			if ev != nil {
+				ev.LeaseAck = j.LeaseAck
+			}
+			return ev, err
+		})
+	}
+	op := "complete"
+	if o.Kind == commands.GivenBack {
+		op = "requeue"
+	}
+	next, _, err := r.store.record(ctx, op, cur, a, o)
+	return next, err
+}
+
+// attempt is a remote worker's attempt: known by its worker id (the
+// record's worker), its item acked through the ack subject kept in the
+// record (so that whichever gateway hears the report can settle it).
+func (r *Remote) attempt(worker string) attempt {
+	return attempt{worker: worker, settle: func(j *streams.Job) {
+		if j.LeaseAck != "" {
+			_ = r.store.NC.Publish(j.LeaseAck, []byte("+ACK"))
+		}
+	}}
+}
+
+// annotate writes an event of a remote worker's attempt that does not end
+// it (its start, its progress).
+func (r *Remote) annotate(ctx context.Context, op string, cur Snapshot, a attempt, decide func(*streams.Job, time.Time) (*streams.Event, error)) (Snapshot, error) {
 	next, _, err := r.store.Apply(ctx, op, cur, func(j *streams.Job) (*streams.Event, error) {
-		if err := commands.CheckHolder(j, worker); err != nil {
+		if err := a.holds(j); err != nil {
 			return nil, err
 		}
-		ack = j.LeaseAck
 		return decide(j, time.Now().UTC())
 	})
-	if err != nil {
-		return next, err
-	}
-	if settle {
-		if err := r.store.Dispatch(ctx, next); err != nil {
-			r.log.Warn("dispatch after a remote report; the projector repeats it", "job", id, "err", err)
-		}
-		if ack != "" {
-			_ = r.store.NC.Publish(ack, []byte("+ACK"))
-		}
-	}
-	return next, nil
+	return next, err
 }
 
 // Start records that worker started the job it claimed (claimed -> running).
 func (r *Remote) Start(ctx context.Context, id, worker string) (Snapshot, error) {
-	return r.report(ctx, "start", id, worker, false, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		ev, err := commands.Start(j, worker, j.LeaseItem, now)
-		if ev != nil {
-			ev.LeaseAck = j.LeaseAck
-		}
-		return ev, err
-	})
+	return r.Report(ctx, id, worker, commands.Report{State: streams.StateRunning}, nil)
 }
 
 // Succeed records the result of a job worker holds.
 func (r *Remote) Succeed(ctx context.Context, id, worker string, result []byte) (Snapshot, error) {
-	res, err := commands.CompactJSON(result)
-	if err != nil {
-		return Snapshot{}, &commands.InputError{Field: "result", Reason: err.Error()}
-	}
-	return r.report(ctx, "complete", id, worker, true, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		return commands.Succeed(j, res, worker, now)
-	})
+	return r.Report(ctx, id, worker, commands.Report{State: streams.StateSucceeded, Result: result}, nil)
 }
 
 // Fail records a failed attempt of a job worker holds; retryable failures
 // are retried with the job's backoff while retries are left.
 func (r *Remote) Fail(ctx context.Context, id, worker string, jerr streams.JobError, retryable bool) (Snapshot, error) {
-	u := commands.Jitter()
-	return r.report(ctx, "complete", id, worker, true, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		return commands.Fail(j, jerr, retryable, worker, now, u)
-	})
+	return r.Report(ctx, id, worker, commands.Report{State: streams.StateFailed, Error: &jerr, Retryable: &retryable}, nil)
 }
 
 // Progress records a job's progress reported by the worker that holds it.
 func (r *Remote) Progress(ctx context.Context, id, worker string, p streams.Progress) (Snapshot, error) {
-	return r.report(ctx, "progress", id, worker, false, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		return commands.Progress(j, p, worker, now)
-	})
+	return r.Report(ctx, id, worker, commands.Report{}, &p)
 }
 
 // Release gives a job worker holds back to its queue at once (the worker
 // unregisters or shuts down): job.requeued.
 func (r *Remote) Release(ctx context.Context, id, worker, reason string) (Snapshot, error) {
-	return r.report(ctx, "requeue", id, worker, true, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-		return commands.Requeue(j, reason, worker, now)
-	})
+	return r.Report(ctx, id, worker, commands.Report{State: streams.StateQueued, Reason: reason}, nil)
 }

@@ -262,6 +262,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			// The transition stands; the Projector repeats what is missing.
 			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err)
 		}
+		crash(op + ":dispatched")
 		if ev.To.Terminal() && cascades(next.Job) {
 			reason := "parent job is " + string(ev.To)
 			if op == "cancel" {

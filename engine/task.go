@@ -53,14 +53,21 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 	})
 }
 
+// guard is this attempt as its writes are guarded; its outcome acks its
+// work item.
+func (rn *run) guard() attempt {
+	return attempt{worker: rn.rt.cfg.WorkerID, item: rn.lease, number: rn.number,
+		settle: func(*streams.Job) { _ = rn.msg.Ack() }}
+}
+
 // write appends one annotation of this attempt on the snapshot its last
 // write left, as long as the attempt still holds the job.
 func (rn *run) write(ctx context.Context, op string, decide func(j *streams.Job, now time.Time) (*streams.Event, error)) error {
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
-	worker := rn.rt.cfg.WorkerID
+	a := rn.guard()
 	next, _, err := rn.rt.store.Apply(ctx, op, rn.snap, func(j *streams.Job) (*streams.Event, error) {
-		if err := commands.CheckClaimant(j, worker, rn.lease, rn.attempt); err != nil {
+		if err := a.holds(j); err != nil {
 			return nil, err
 		}
 		return decide(j, time.Now().UTC())

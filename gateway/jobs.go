@@ -39,25 +39,10 @@ func fail(w http.ResponseWriter, r *http.Request, err error, jobID string) {
 	writeProblem(w, r, p)
 }
 
-// load reads a job: its record, or, if only the log has it yet, its fold.
-func (g *Gateway) load(ctx context.Context, id string) (engine.Snapshot, error) {
-	snap, err := g.store.Get(ctx, id)
-	if errors.Is(err, commands.ErrNotFound) {
-		snap, err = g.store.Load(ctx, id)
-	}
-	return snap, err
-}
-
 // view renders a job as the API returns it: the one JSON object of the
 // CLI's --json, with the queue position of a queued job.
 func (g *Gateway) view(ctx context.Context, j *streams.Job) *projections.JobView {
-	v := projections.View(j)
-	if j.State == streams.StateQueued {
-		if pos, err := g.store.QueuePosition(ctx, j); err == nil && pos >= 0 {
-			v.QueuePosition = &pos
-		}
-	}
-	return v
+	return g.store.View(ctx, j)
 }
 
 func jobURL(id string) string { return "/api/v1/jobs/" + id }
@@ -96,7 +81,7 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	snap, err := g.load(ctx, id)
+	snap, err := g.store.Lookup(ctx, id)
 	if err != nil {
 		fail(w, r, err, id)
 		return
@@ -233,47 +218,6 @@ func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g.view(r.Context(), snap.Job))
 }
 
-// RetryRequest is the submit of a new run of a terminal job: the original
-// spec (type, payload, queue, namespace and every option) with retry_of
-// naming the original. Not copied: the parent (a finished fan-out does not
-// take new children), the idempotency key (it names the original) and the
-// schedule (the retry runs now).
-func RetryRequest(j *streams.Job, idempotencyKey string) *commands.SubmitRequest {
-	s := j.Spec
-	dur := func(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
-	maxRetries, maxLease, jitter := s.MaxRetries, s.MaxLeaseRequeues, s.Jitter
-	req := &commands.SubmitRequest{
-		Namespace: s.Namespace, Type: s.Type, Payload: commands.RawJSON(s.Payload), Queue: s.Queue,
-		MaxRetries: &maxRetries, Backoff: dur(s.Backoff), BackoffCap: dur(s.BackoffCap), Jitter: &jitter,
-		Timeout: dur(s.Timeout), Tags: append([]string(nil), s.Tags...), RetryOf: j.ID, Priority: s.Priority,
-		RetryOn: append([]string(nil), s.RetryOn...), NoRetryOn: append([]string(nil), s.NoRetryOn...),
-		MaxLeaseRequeues: &maxLease, IdempotencyKey: idempotencyKey,
-	}
-	if s.QueueTimeout > 0 {
-		req.QueueTimeout = dur(s.QueueTimeout)
-	}
-	return req
-}
-
-// Retry submits a new job that runs a terminal job again (RetryRequest).
-// A job that is not terminal is refused with an error matching
-// commands.ErrInvalidTransition: it can still end on its own, or be
-// cancelled first.
-func Retry(ctx context.Context, store *engine.Store, id, idempotencyKey string) (engine.Submitted, error) {
-	orig, err := store.Get(ctx, id)
-	if errors.Is(err, commands.ErrNotFound) {
-		orig, err = store.Load(ctx, id)
-	}
-	if err != nil {
-		return engine.Submitted{}, err
-	}
-	if !orig.Job.State.Terminal() {
-		return engine.Submitted{}, fmt.Errorf("retry job %s: it is %s; only a succeeded, failed or cancelled job can be retried: %w",
-			id, orig.Job.State, commands.ErrInvalidTransition)
-	}
-	return store.Submit(ctx, RetryRequest(orig.Job, idempotencyKey))
-}
-
 // POST /jobs/{id}/retry
 func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
@@ -290,7 +234,7 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	res, err := Retry(r.Context(), g.store, id, req.IdempotencyKey)
+	res, err := g.store.Retry(r.Context(), id, req.IdempotencyKey)
 	if err != nil {
 		fail(w, r, err, id)
 		return
@@ -392,7 +336,7 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if _, err := g.load(r.Context(), id); err != nil {
+	if _, err := g.store.Lookup(r.Context(), id); err != nil {
 		fail(w, r, err, id)
 		return
 	}

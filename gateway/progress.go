@@ -52,7 +52,7 @@ func (c *progressCoalescer) report(ctx context.Context, id, worker string, p str
 	if holder && (e.timer != nil || now.Sub(e.last) < c.interval) {
 		e.value, e.worker = &p, worker
 		if e.timer == nil {
-			e.timer = time.AfterFunc(e.last.Add(c.interval).Sub(now), func() { c.flush(id, false) })
+			e.timer = time.AfterFunc(e.last.Add(c.interval).Sub(now), func() { c.flush(id) })
 		}
 		c.mu.Unlock()
 		return engine.Snapshot{}, true, nil
@@ -63,25 +63,18 @@ func (c *progressCoalescer) report(ctx context.Context, id, worker string, p str
 	return snap, false, err
 }
 
-// flush writes a job's pending progress, if any; with end, the job's
-// entry is dropped (its worker reported an outcome).
-func (c *progressCoalescer) flush(id string, end bool) {
+// flush writes a job's pending progress, if any (its interval ended).
+func (c *progressCoalescer) flush(id string) {
 	c.mu.Lock()
 	e := c.jobs[id]
 	if e == nil {
 		c.mu.Unlock()
 		return
 	}
-	if e.timer != nil {
-		e.timer.Stop()
-		e.timer = nil
-	}
+	e.timer = nil
 	value, worker := e.value, e.worker
 	e.value = nil
 	e.last = time.Now()
-	if end {
-		delete(c.jobs, id)
-	}
 	c.mu.Unlock()
 	if value == nil {
 		return
@@ -90,6 +83,50 @@ func (c *progressCoalescer) flush(id string, end bool) {
 	defer cancel()
 	if snap, err := c.g.remote.Progress(ctx, id, worker, *value); err == nil {
 		c.g.index.Put(snap.Job, snap.Rev)
+	}
+}
+
+// take removes and returns the progress pending for a job from worker (nil
+// if none): a state report carries it. With end, the job's entry is
+// dropped (its worker reports an outcome).
+func (c *progressCoalescer) take(id, worker string, end bool) *streams.Progress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.jobs[id]
+	if e == nil {
+		return nil
+	}
+	var value *streams.Progress
+	if e.worker == worker {
+		value, e.value = e.value, nil
+		if e.timer != nil {
+			e.timer.Stop()
+			e.timer = nil
+		}
+		e.last = time.Now()
+	}
+	if end {
+		delete(c.jobs, id)
+	}
+	return value
+}
+
+// putBack returns a value taken for a report that was refused: it is
+// written at the end of its interval, as if never taken.
+func (c *progressCoalescer) putBack(id, worker string, p *streams.Progress) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.jobs[id]
+	if e == nil {
+		e = &pendingProgress{touched: time.Now()}
+		c.jobs[id] = e
+	}
+	if e.value != nil {
+		return // a newer report came meanwhile
+	}
+	e.value, e.worker = p, worker
+	if e.timer == nil {
+		e.timer = time.AfterFunc(max(time.Until(e.last.Add(c.interval)), 0), func() { c.flush(id) })
 	}
 }
 

@@ -431,25 +431,10 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	var snap engine.Snapshot
-	if p.State != "" {
-		// The whole report is checked before anything of it is written:
-		// a refused move must not leave its progress (or the progress
-		// still pending from earlier reports) behind.
-		if err := g.checkReport(ctx, id, p); err != nil {
-			fail(w, r, err, id)
-			return
-		}
-		// A state report is written after any progress still pending.
-		g.progress.flush(id, p.State != streams.StateRunning)
-	}
-	if p.Progress != nil {
-		var deferred bool
-		if p.State != "" {
-			snap, err = g.remote.Progress(ctx, id, p.WorkerID, *p.Progress)
-		} else {
-			snap, deferred, err = g.progress.report(ctx, id, p.WorkerID, *p.Progress)
-		}
+	rep := commands.Report{State: p.State, Result: p.Result, Error: p.Error, Retryable: p.Retryable, Reason: p.Reason}
+	progress := p.Progress
+	if p.State == "" {
+		snap, deferred, err := g.progress.report(ctx, id, p.WorkerID, *progress)
 		if err != nil {
 			fail(w, r, err, id)
 			return
@@ -460,78 +445,30 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "progress": "accepted; written within " + g.progress.interval.String()})
 			return
 		}
+		g.index.Put(snap.Job, snap.Rev)
+		writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
+		return
 	}
-	ends := false
-	switch p.State {
-	case "":
-	case streams.StateRunning:
-		snap, err = g.remote.Start(ctx, id, p.WorkerID)
-	case streams.StateSucceeded:
-		snap, err = g.remote.Succeed(ctx, id, p.WorkerID, p.Result)
-		ends = true
-	case streams.StateFailed:
-		retryable := p.Retryable == nil || *p.Retryable
-		snap, err = g.remote.Fail(ctx, id, p.WorkerID, *p.Error, retryable)
-		ends = true
-	case streams.StateQueued:
-		reason := p.Reason
-		if reason == "" {
-			reason = "given back by the worker"
-		}
-		snap, err = g.remote.Release(ctx, id, p.WorkerID, reason)
-		ends = true
-	default:
-		err = fmt.Errorf("job %s: a worker reports running, succeeded, failed or queued, not %s: %w",
-			id, p.State, commands.ErrInvalidTransition)
+	// A state report carries the progress still pending from earlier
+	// reports, unless it brings a newer one: it is written with the report,
+	// before the move, and only if the report as a whole is accepted.
+	pending := g.progress.take(id, p.WorkerID, p.State != streams.StateRunning)
+	if progress == nil {
+		progress = pending
 	}
+	snap, err := g.remote.Report(ctx, id, p.WorkerID, rep, progress)
 	if err != nil {
+		if pending != nil {
+			g.progress.putBack(id, p.WorkerID, pending)
+		}
 		fail(w, r, err, id)
 		return
 	}
 	g.index.Put(snap.Job, snap.Rev)
-	if ends {
+	if snap.Job.State != streams.StateClaimed && snap.Job.State != streams.StateRunning {
 		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *WorkerRecord) {
 			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
 		})
 	}
 	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
-}
-
-// checkReport decides a state report (and the progress that comes with it)
-// against the job as it is now, writing nothing: the worker must hold the
-// job and the lifecycle must allow the move from its current state. The
-// writes that follow decide again, revision-checked, so a job that moves
-// in between is still refused; this check is what keeps a request refused
-// as a whole from writing part of itself.
-func (g *Gateway) checkReport(ctx context.Context, id string, p *PatchRequest) error {
-	snap, err := g.store.Load(ctx, id)
-	if err != nil {
-		return err
-	}
-	j, now := snap.Job, time.Now().UTC()
-	if err := commands.CheckHolder(j, p.WorkerID); err != nil {
-		return err
-	}
-	if p.Progress != nil {
-		if _, err := commands.Progress(j, *p.Progress, p.WorkerID, now); err != nil {
-			return err
-		}
-	}
-	switch p.State {
-	case streams.StateRunning:
-		_, err = commands.Start(j, p.WorkerID, j.LeaseItem, now)
-	case streams.StateSucceeded:
-		if _, err = commands.CompactJSON(p.Result); err != nil {
-			return &commands.InputError{Field: "result", Reason: err.Error()}
-		}
-		_, err = commands.Succeed(j, nil, p.WorkerID, now)
-	case streams.StateFailed:
-		_, err = commands.Fail(j, *p.Error, p.Retryable == nil || *p.Retryable, p.WorkerID, now, 0)
-	case streams.StateQueued:
-		_, err = commands.Requeue(j, "", p.WorkerID, now)
-	default:
-		err = fmt.Errorf("job %s: a worker reports running, succeeded, failed or queued, not %s: %w",
-			id, p.State, commands.ErrInvalidTransition)
-	}
-	return err
 }

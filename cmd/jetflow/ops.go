@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/gateway"
-	"github.com/jetflow/jetflow/projections"
 )
 
 // cmdQueues lists the queues with their depth and whether they are paused.
@@ -144,7 +143,7 @@ func cmdRetry(c *cli, args []string) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	res, err := gateway.Retry(ctx, cl.Store(), pos[0], key)
+	job, err := cl.Retry(ctx, pos[0], key)
 	if err != nil {
 		if c.flagInput(err, map[string]string{"idempotency_key": "key"}) {
 			return exitUsage
@@ -152,12 +151,12 @@ func cmdRetry(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	if wait {
-		return c.waitAndPrint(ctx, cl, res.Job.ID, 0)
+		return c.waitAndPrint(ctx, cl, job.ID, 0)
 	}
 	if c.json {
-		c.printJSON(projections.View(res.Job))
+		c.printJSON(job)
 		return exitOK
 	}
-	fmt.Fprintf(c.out, "%s\t%s\t(retry of %s)\n", res.Job.ID, res.Job.State, pos[0])
+	fmt.Fprintf(c.out, "%s\t%s\t(retry of %s)\n", job.ID, job.State, pos[0])
 	return exitOK
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -143,7 +142,7 @@ type run struct {
 	msg     jetstream.Msg
 	id      string
 	lease   uint64
-	attempt int
+	number  int
 	cancel  context.CancelCauseFunc
 	since   time.Time
 	done    chan struct{} // closed when process() returns
@@ -322,7 +321,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 
 	hctx, cancel := context.WithCancelCause(context.Background())
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, snap.Job.Spec.Timeout, ErrTimeout)
-	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, attempt: snap.Job.Attempt,
+	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, number: snap.Job.Attempt,
 		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
 	r.mu.Lock()
 	r.inflight[snap.Job.ID] = rn
@@ -334,7 +333,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	if r.parentGone(ctx, rn) {
 		herr = errParentGone
 	} else {
-		result, herr = r.call(hctx, h, &Task{Job: snap.Job, run: rn})
+		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
 	}
 	cause := context.Cause(hctx)
 	cancelTimeout()
@@ -353,95 +352,29 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	r.complete(ctx, rn, result, herr, cause)
 }
 
-// call runs the handler, turning a panic into an error with its stack.
-func (r *Runtime) call(ctx context.Context, h Handler, t *Task) (result []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &panicError{value: p, stack: string(debug.Stack())}
-		}
-	}()
-	return h(ctx, t)
-}
-
-type panicError struct {
-	value any
-	stack string
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-func (e *panicError) Code() string  { return CodePanic }
-
-// complete records how an attempt ended and settles its work item.
+// complete records how an attempt ended (ClassifyOutcome, then Store.record)
+// and settles its work item.
 func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, cause error) {
 	rn.flushProgress(ctx) // the last progress is recorded before the outcome
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
-	snap := rn.snap
-	worker, lease, attempt := r.cfg.WorkerID, rn.lease, rn.attempt
-	var decide func(j *streams.Job, now time.Time) (*streams.Event, error)
-	op := "complete"
-	var rl *RetryLaterError
-	var perm *PermanentError
-	var pe *panicError
-	switch {
-	case errors.Is(cause, ErrShutdown):
-		op = "requeue"
-		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Requeue(j, "worker shut down", worker, now)
-		}
-	case herr == nil:
-		res, err := commands.CompactJSON(result)
-		if err != nil {
-			herr = &PermanentError{Err: fmt.Errorf("handler result: %w", err)}
-			break
-		}
-		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Succeed(j, res, worker, now)
-		}
-	case errors.As(herr, &rl):
-		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.RetryLater(j, rl.Delay, rl.Reason, worker, now)
-		}
-	case errors.Is(herr, errParentGone):
-		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Cancel(j, "parent job is no longer running", worker, now)
-		}
-	}
-	var fo *FanOut
+	o, fo := ClassifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
 	children := 0 // children this attempt made, or may have made
-	if decide == nil && errors.As(herr, &fo) {
-		if errors.Is(cause, ErrJobCancelled) || errors.Is(cause, ErrLeaseLost) {
-			// The attempt no longer holds its job: make no pieces.
-			herr = cause
+	if fo != nil {
+		children = len(fo.Children)
+		plan, err := r.fanOut(ctx, rn, fo)
+		if err != nil {
+			o, _ = ClassifyOutcome(nil, err, nil, 0) // making the pieces failed: an ordinary failed attempt
 		} else {
-			var err error
-			children = len(fo.Children)
-			if decide, err = r.fanOut(ctx, rn, fo); err != nil {
-				herr = err // making the pieces failed: an ordinary failed attempt
-			}
+			o.Plan = &plan
 		}
 	}
-	if decide == nil {
-		jerr := streams.JobError{Code: errorCode(herr), Message: herr.Error()}
-		retryable := !errors.As(herr, &perm)
-		switch {
-		case errors.Is(cause, ErrTimeout):
-			jerr = streams.JobError{Code: CodeTimeout, Message: fmt.Sprintf("execution timeout of %s passed: %v", snap.Job.Spec.Timeout, herr)}
-		case errors.As(herr, &pe):
-			jerr.Stack = pe.stack
-		}
-		u := commands.Jitter()
-		decide = func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Fail(j, jerr, retryable, worker, now, u)
-		}
+	op := "complete"
+	if o.Kind == commands.GivenBack {
+		op = "requeue"
 	}
 	for try := 0; ; try++ {
-		next, ev, err := r.store.Apply(ctx, op, snap, func(j *streams.Job) (*streams.Event, error) {
-			if err := commands.CheckClaimant(j, worker, lease, attempt); err != nil {
-				return nil, err
-			}
-			return decide(j, time.Now().UTC())
-		})
+		next, ev, err := r.store.record(ctx, op, rn.snap, rn.guard(), o)
 		if errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
 			// Cancelled, or the lease went to another worker: what this
 			// attempt produced is discarded.
@@ -456,19 +389,14 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 				continue
 			}
 			// Leave the item to be redelivered: the lease expires and the job
-			// is requeued by whoever gets it.
+			// is requeued.
 			r.log.Error("could not record the outcome of an attempt", "job", rn.id, "err", err)
 			return
 		}
-		if err := r.store.Dispatch(ctx, next); err != nil {
-			r.log.Warn("dispatch after attempt failed; the projector will repeat it", "job", rn.id, "err", err)
-		}
-		crash(op + ":dispatched")
 		r.orphans(ctx, next.Job, children)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(next.Job, ev)
 		}
-		_ = rn.msg.Ack()
 		return
 	}
 }
@@ -516,7 +444,7 @@ func (r *Runtime) checkRun(rn *run) {
 		return
 	}
 	j := snap.Job
-	if commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.attempt) == nil {
+	if rn.guard().holds(j) == nil {
 		return
 	}
 	if j.State == streams.StateCancelled {
@@ -654,21 +582,14 @@ func (r *Runtime) requeue(ctx context.Context, rn *run) {
 		r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
 		return
 	}
-	next, _, err := r.store.Apply(ctx, "requeue", snap, func(j *streams.Job) (*streams.Event, error) {
-		if err := commands.CheckClaimant(j, r.cfg.WorkerID, rn.lease, rn.attempt); err != nil {
-			return nil, err
-		}
-		return commands.Requeue(j, "worker shut down; handler did not stop", r.cfg.WorkerID, time.Now().UTC())
-	})
+	next, _, err := r.store.record(ctx, "requeue", snap, rn.guard(),
+		commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down; handler did not stop"})
 	if err != nil {
 		if !errors.Is(err, commands.ErrNotClaimant) {
 			r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
 		}
 		r.release(rn, next.Job)
-		return
 	}
-	_ = r.store.Dispatch(ctx, next)
-	_ = rn.msg.Ack()
 }
 
 // release settles the work item of an attempt that no longer holds its job.

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// An attempt's end takes two steps, for jobs and batches, in this process
+// and outside it:
+//
+//  1. classify: what a handler returned, and why its context ended, become
+//     a commands.Outcome (ClassifyOutcome; a remote worker's report is one
+//     already, commands.Report);
+//  2. record: the outcome is decided on the job as it is (Outcome.Decide,
+//     under the attempt's guard), appended, projected and dispatched
+//     (Store.Apply), then the attempt's work item is settled
+//     (Store.record). A batch's outcome is decided by commands.DecideBatch
+//     and recorded as a piece event of its parent (Runtime.settleBatch).
+
+// ClassifyOutcome tells how an attempt ended from its handler's result and error
+// and the cause of its context's end: the one place where error kinds, a
+// timeout and a panic are told apart. A *FanOut is returned as it is, for
+// the runtime to make the pieces before the job waits.
+func ClassifyOutcome(result []byte, herr, cause error, timeout time.Duration) (commands.Outcome, *FanOut) {
+	var rl *RetryLaterError
+	var fo *FanOut
+	switch {
+	case herr == nil:
+		res, err := commands.CompactJSON(result)
+		if err == nil {
+			return commands.Outcome{Kind: commands.Succeeded, Result: res}, nil
+		}
+		herr = &PermanentError{Err: fmt.Errorf("handler result: %w", err)}
+	case errors.Is(cause, ErrShutdown):
+		return commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down"}, nil
+	case errors.As(herr, &rl):
+		return commands.Outcome{Kind: commands.RetryingLater, Delay: rl.Delay, Reason: rl.Reason}, nil
+	case errors.Is(herr, errParentGone):
+		return commands.Outcome{Kind: commands.ParentEnded, Reason: errParentGone.Error()}, nil
+	case errors.As(herr, &fo):
+		if !errors.Is(cause, ErrJobCancelled) && !errors.Is(cause, ErrLeaseLost) {
+			return commands.Outcome{Kind: commands.Waiting}, fo
+		}
+		herr = cause // the attempt no longer holds its job: it makes no pieces
+	}
+	var perm *PermanentError
+	var pe *panicError
+	o := commands.Outcome{Kind: commands.Failed, Permanent: errors.As(herr, &perm),
+		Error: streams.JobError{Code: errorCode(herr), Message: herr.Error()}}
+	switch {
+	case errors.Is(cause, ErrTimeout):
+		o.Error = streams.JobError{Code: CodeTimeout, Message: fmt.Sprintf("execution timeout of %s passed: %v", timeout, herr)}
+	case errors.As(herr, &pe):
+		o.Error.Stack = pe.stack
+	}
+	return o, nil
+}
+
+// callHandler runs a handler, turning a panic into an error with its
+// stack.
+func callHandler(call func() ([]byte, error)) (result []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return call()
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+func (e *panicError) Code() string  { return CodePanic }
+
+// attempt is one attempt at a job, as its writes are guarded: by the
+// worker, the work item that holds its lease and the attempt's number for a
+// worker in this process (CheckClaimant); by the worker's id alone for a
+// remote one (item 0: CheckHolder). settle acks its work item once its
+// outcome is written, given the job as the outcome was decided on.
+type attempt struct {
+	worker string
+	item   uint64
+	number int
+	settle func(j *streams.Job)
+}
+
+// holds refuses a write of an attempt that no longer holds its job.
+func (a attempt) holds(j *streams.Job) error {
+	if a.item == 0 {
+		return commands.CheckHolder(j, a.worker)
+	}
+	return commands.CheckClaimant(j, a.worker, a.item, a.number)
+}
+
+// record writes how an attempt ended: decided on the job as it is, under
+// the attempt's guard; appended, projected and dispatched by Apply; then
+// the attempt's work item is settled. A refusal (ErrNotClaimant: the lease
+// went to another, or the job was cancelled; ErrInvalidTransition) writes
+// nothing and settles nothing: the caller releases the item.
+func (s *Store) record(ctx context.Context, op string, cur Snapshot, a attempt, o commands.Outcome) (Snapshot, *streams.Event, error) {
+	u := commands.Jitter()
+	var decided *streams.Job
+	next, ev, err := s.Apply(ctx, op, cur, func(j *streams.Job) (*streams.Event, error) {
+		if err := a.holds(j); err != nil {
+			return nil, err
+		}
+		decided = j
+		return o.Decide(j, a.worker, time.Now().UTC(), u)
+	})
+	if err != nil {
+		return next, nil, err
+	}
+	if a.settle != nil {
+		a.settle(decided)
+	}
+	return next, ev, nil
+}
