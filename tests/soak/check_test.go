@@ -156,8 +156,8 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 			break
 		}
 		ended = e.to.Terminal()
-		if w := s.all[e.actor]; w != nil && w.sig == syscall.SIGKILL && e.at.After(w.signalled) {
-			r.bad(invDeadWriter, j, "%s by %s at %s, killed at %s", e.typ, e.actor, e.at.Format("15:04:05.000"), w.signalled.Format("15:04:05.000"))
+		if w := s.all[e.actor]; w != nil && w.sig == syscall.SIGKILL && e.at.After(w.dead) {
+			r.bad(invDeadWriter, j, "%s by %s at %s, gone at %s", e.typ, e.actor, e.at.Format(time.StampMicro), w.dead.Format(time.StampMicro))
 		}
 		switch e.typ {
 		case streams.EvStarted, streams.EvClaimed:

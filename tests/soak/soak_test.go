@@ -238,9 +238,17 @@ func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.
 		} else {
 			fmt.Fprintf(&b, "; no job finished since")
 		}
-		const w = 30 * time.Second
-		fmt.Fprintf(&b, "; %.0f jobs/s in the 30 s before the kill, %.0f in the 30 s after\n",
-			float64(r.finishedBetween(rs.killed.Add(-w), rs.killed))/w.Seconds(), float64(r.finishedBetween(rs.killed, rs.killed.Add(w)))/w.Seconds())
+		// Rates of the 30 s around the kill, within the faults' time.
+		from, to := rs.killed.Add(-30*time.Second), rs.killed.Add(30*time.Second)
+		if from.Before(faultStart) {
+			from = faultStart
+		}
+		if to.After(faultEnd) {
+			to = faultEnd
+		}
+		fmt.Fprintf(&b, "; %s jobs/s in the %.0f s before the kill, %s in the %.0f s after\n",
+			rate(r.finishedBetween(from, rs.killed), rs.killed.Sub(from)), rs.killed.Sub(from).Seconds(),
+			rate(r.finishedBetween(rs.killed, to), to.Sub(rs.killed)), to.Sub(rs.killed).Seconds())
 	}
 	if len(s.startFailures) > 0 {
 		fmt.Fprintf(&b, "processes that exited before they ran (started again): %d\n", len(s.startFailures))
@@ -267,4 +275,12 @@ func (r *report) windowRates(from, to time.Time, d time.Duration) (lo, hi float6
 		ok = true
 	}
 	return lo, hi, ok
+}
+
+// rate is n in d, per second.
+func rate(n int, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(n)/d.Seconds())
 }

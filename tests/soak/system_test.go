@@ -59,8 +59,9 @@ type worker struct {
 	id        string
 	p         *testkit.Proc
 	started   time.Time
-	signalled time.Time // zero: never signalled
+	signalled time.Time // zero: never signalled (taken just before the signal)
 	sig       syscall.Signal
+	dead      time.Time // SIGKILL: when it was seen gone (nothing it wrote can be later)
 }
 
 // restart is a process killed at killed and ready again at ready.
@@ -164,6 +165,7 @@ func (s *system) killWorker() {
 	w := s.victim()
 	w.signalled, w.sig = time.Now(), syscall.SIGKILL
 	w.p.Kill(s.t)
+	w.dead = time.Now()
 	s.faults.workerKills++
 }
 
@@ -193,6 +195,7 @@ func (s *system) killAll() {
 	}
 	for _, w := range s.workers {
 		w.p.WaitExit(s.t, time.Minute)
+		w.dead = time.Now()
 	}
 	n := len(s.workers)
 	s.workers = nil
