@@ -9,14 +9,13 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/jetflow/jetflow/commands"
@@ -27,23 +26,53 @@ import (
 // MaxCommandBytes bounds a command message.
 const MaxCommandBytes = 2 << 20
 
+// The command service as NATS micro sees it ($SRV.PING, $SRV.INFO and
+// $SRV.STATS, e.g. `nats micro info jetflow`).
+const (
+	CommandService        = "jetflow"
+	CommandServiceVersion = "1.0.0"
+	// CommandQueueGroup is the queue group of every endpoint: one engine
+	// answers each command, however many run.
+	CommandQueueGroup = "jetflow-engine"
+)
+
+// commandVerbs are the endpoints of the service, one per verb, each on
+// jetflow.cmd.<verb>.
+var commandVerbs = []string{"submit", "get", "cancel", "list", "events"}
+
 // CommandServer answers commands on jetflow.cmd.<verb> for clients that do
 // not embed the Go SDK (docs/protocol.md). A request is msgpack, or JSON
 // when its Content-Type header says application/json; the reply uses the
 // request's encoding: {"job": ...} (or "jobs", "events") on success,
-// {"error": {"type", "title", "status", "detail"}} on failure.
+// {"error": {"type", "title", "status", "detail"}} on failure, with micro's
+// Nats-Service-Error and Nats-Service-Error-Code headers.
 //
-// It runs as a watermill router over a NATS queue subscription, so any
-// number of engines share the load, and a malformed command is answered
-// with an error rather than taking anything down.
+// It is a NATS micro service (CommandService) with one endpoint per verb in
+// the queue group CommandQueueGroup, so any number of engines share the
+// load. Each command runs in its own goroutine, as many at once as arrive;
+// a panic in one is answered with an internal error. A verb with no
+// endpoint is answered unknown-command by a subscription to jetflow.cmd.>
+// in a queue group of its own, which ignores the verbs the endpoints
+// answer, so every command is answered once.
 type CommandServer struct {
 	store *Store
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	router *message.Router
-	sub    *natsSubscriber
-	done   chan struct{}
+	mu  sync.Mutex
+	run *cmdRun // nil when stopped
+}
+
+// cmdRun is one Start of a CommandServer, until its Stop.
+type cmdRun struct {
+	svc     micro.Service
+	unknown *nats.Subscription
+	ctx     context.Context // the commands' context, cancelled when Stop gives up waiting
+	cancel  context.CancelFunc
+	stats   map[string]*verbStats
+
+	mu       sync.RWMutex // orders inflight.Add before the Wait of Stop
+	closed   bool         // no command is started any more
+	inflight sync.WaitGroup
 }
 
 // NewCommandServer returns a command server.
@@ -54,52 +83,241 @@ func NewCommandServer(store *Store, log *slog.Logger) *CommandServer {
 	return &CommandServer{store: store, log: log.With("component", "commands")}
 }
 
-// Start subscribes to jetflow.cmd.>. Idempotent.
+// Start adds the service and its endpoints and returns once the NATS
+// server routes commands to them. Idempotent.
 func (c *CommandServer) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.router != nil {
+	if c.run != nil {
 		return nil
 	}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second},
-		watermill.NewSlogLoggerWithLevelMapping(c.log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	nc := c.store.NC
+	run := &cmdRun{stats: map[string]*verbStats{}}
+	run.ctx, run.cancel = context.WithCancel(context.Background())
+	for _, verb := range commandVerbs {
+		run.stats[verb] = &verbStats{}
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        CommandService,
+		Version:     CommandServiceVersion,
+		Description: "jetflow commands: submit, get, cancel, list, events (docs/protocol.md)",
+		Metadata:    map[string]string{"engine": c.store.Actor},
+		QueueGroup:  CommandQueueGroup,
+		StatsHandler: func(e *micro.Endpoint) any {
+			if st := run.stats[e.Name]; st != nil {
+				return st.snapshot()
+			}
+			return nil
+		},
+		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
+			c.log.Warn("command service", "err", err)
+		},
+	})
 	if err != nil {
+		run.cancel()
+		return fmt.Errorf("command service: %w", err)
+	}
+	run.svc = svc
+	fail := func(err error) error {
+		run.mu.Lock()
+		run.closed = true
+		run.mu.Unlock()
+		_ = svc.Stop()
+		if run.unknown != nil {
+			_ = run.unknown.Unsubscribe()
+		}
+		run.cancel()
 		return err
 	}
-	r.AddMiddleware(middleware.Recoverer)
-	c.sub = &natsSubscriber{nc: c.store.NC, queue: "jetflow-engine"}
-	r.AddConsumerHandler("commands", streams.CommandPrefix+".>", c.sub, c.handle)
-	c.router, c.done = r, make(chan struct{})
-	go func() {
-		defer close(c.done)
-		if err := r.Run(context.Background()); err != nil {
-			c.log.Error("command router", "err", err)
+	for _, verb := range commandVerbs {
+		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) {
+			c.accept(run, verb, req.Reply(), req.Headers().Get("Content-Type"), req.Data())
+		}), micro.WithEndpointSubject(streams.CommandPrefix+"."+verb))
+		if err != nil {
+			return fail(fmt.Errorf("command endpoint %s: %w", verb, err))
 		}
-	}()
-	select {
-	case <-r.Running():
-		return nil
-	case <-c.done:
-		return errors.New("command router stopped at start")
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	run.unknown, err = nc.QueueSubscribe(streams.CommandPrefix+".>", CommandQueueGroup+"-unknown", func(m *nats.Msg) {
+		verb := strings.TrimPrefix(m.Subject, streams.CommandPrefix+".")
+		if run.stats[verb] != nil {
+			return // answered by its endpoint
+		}
+		c.accept(run, verb, m.Reply, m.Header.Get("Content-Type"), m.Data)
+	})
+	if err != nil {
+		return fail(fmt.Errorf("command subscription: %w", err))
+	}
+	if err := flush(ctx, nc); err != nil {
+		return fail(fmt.Errorf("command service: %w", err))
+	}
+	c.run = run
+	return nil
 }
 
-// Stop stops answering commands. Idempotent.
+// Stop stops the service: once it returns, the NATS server routes no
+// command to this engine (a request gets no responders when no other
+// engine runs), and the commands under way have been answered, or ctx is
+// done (10 seconds when it has no deadline) and they are cancelled.
+// Idempotent.
 func (c *CommandServer) Stop(ctx context.Context) {
 	c.mu.Lock()
-	r, done := c.router, c.done
-	c.router = nil
+	run := c.run
+	c.run = nil
 	c.mu.Unlock()
-	if r == nil {
+	if run == nil {
 		return
 	}
-	_ = r.Close()
+	defer run.cancel()
+	if err := run.svc.Stop(); err != nil {
+		c.log.Warn("stop command service", "err", err)
+	}
+	if err := run.unknown.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		c.log.Warn("stop command subscription", "err", err)
+	}
+	// Once the server has read the unsubscriptions, nothing more comes;
+	// what came before is answered unless it is still queued here.
+	if err := flush(ctx, c.store.NC); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		c.log.Warn("stop command service", "err", err)
+	}
+	run.mu.Lock()
+	run.closed = true
+	run.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		run.inflight.Wait()
+		close(done)
+	}()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
+		c.log.Warn("stopped with commands under way: cancelled", "err", ctx.Err())
 	}
+}
+
+// flush waits until the NATS server has processed what nc sent, for at
+// most 10 seconds when ctx has no deadline.
+func flush(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}
+
+// accept starts a command in its own goroutine, unless run is stopped. It
+// is called from a subscription's callback, which must not wait: a
+// subscription delivers one message at a time.
+func (c *CommandServer) accept(run *cmdRun, verb, reply, contentType string, body []byte) {
+	run.mu.RLock()
+	if run.closed {
+		run.mu.RUnlock()
+		return
+	}
+	run.inflight.Add(1)
+	run.mu.RUnlock()
+	go func() {
+		defer run.inflight.Done()
+		c.serve(run, verb, reply, strings.HasPrefix(contentType, "application/json"), body)
+	}()
+}
+
+// serve answers one command on reply (nothing when it is empty); a panic
+// is answered with an internal error.
+func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, body []byte) {
+	start := time.Now()
+	var out []byte
+	var failed *CommandError
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("command panicked", "verb", verb, "panic", p, "stack", string(debug.Stack()))
+				failed = &CommandError{Type: ProblemInternal, Title: "internal", Status: 500, Detail: fmt.Sprint(p)}
+				out, _ = encodeReply(&cmdReply{Error: failed}, asJSON)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
+		defer cancel()
+		r := c.answer(ctx, verb, asJSON, body)
+		b, err := encodeReply(r, asJSON)
+		if err != nil {
+			r = &cmdReply{Error: problem(err, "")}
+			b, _ = encodeReply(r, asJSON)
+		}
+		out, failed = b, r.Error
+	}()
+	if st := run.stats[verb]; st != nil {
+		st.record(time.Since(start), failed)
+	}
+	if reply == "" {
+		return
+	}
+	m := &nats.Msg{Subject: reply, Data: out}
+	if failed != nil {
+		m.Header = nats.Header{}
+		m.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(failed.Status))
+		m.Header.Set(micro.ErrorHeader, headerText(failed.Type+": "+failed.Detail))
+	}
+	if err := c.store.NC.PublishMsg(m); err != nil {
+		c.log.Warn("command reply", "err", err)
+	}
+}
+
+// headerText is s on one line of at most 512 bytes, for a header or a
+// stat.
+func headerText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 512 {
+		s = strings.ToValidUTF8(s[:512], "")
+	}
+	return s
+}
+
+// verbStats is what an endpoint's commands did, from their start to their
+// answer: the data of the endpoint in $SRV.STATS. (micro's own figures of
+// the endpoint count requests, but time only their hand-over to serve, and
+// count as errors only those micro answers itself.)
+type verbStats struct {
+	mu             sync.Mutex
+	answered       int
+	errors         int
+	lastError      string
+	processingTime time.Duration
+}
+
+// VerbStats is the data of an endpoint in $SRV.STATS.
+type VerbStats struct {
+	NumAnswered           int           `json:"num_answered"`
+	NumErrors             int           `json:"num_errors"`
+	LastError             string        `json:"last_error,omitempty"`
+	ProcessingTime        time.Duration `json:"processing_time"`
+	AverageProcessingTime time.Duration `json:"average_processing_time"`
+}
+
+func (s *verbStats) record(d time.Duration, failed *CommandError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered++
+	s.processingTime += d
+	if failed != nil {
+		s.errors++
+		s.lastError = headerText(failed.Type + ": " + failed.Detail)
+	}
+}
+
+func (s *verbStats) snapshot() VerbStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := VerbStats{NumAnswered: s.answered, NumErrors: s.errors, LastError: s.lastError, ProcessingTime: s.processingTime}
+	if s.answered > 0 {
+		v.AverageProcessingTime = s.processingTime / time.Duration(s.answered)
+	}
+	return v
 }
 
 type cmdReply struct {
@@ -236,68 +454,39 @@ func (c *idCommand) check(verb string) error {
 	return commands.CheckReason("reason", c.Reason)
 }
 
-// handle answers one command. It always returns nil: the reply carries the
-// outcome, and there is nothing to redeliver.
-func (c *CommandServer) handle(msg *message.Message) (err error) {
-	reply := msg.Metadata.Get("reply")
-	asJSON := strings.HasPrefix(msg.Metadata.Get("content-type"), "application/json")
-	respond := func(r *cmdReply) {
-		if reply == "" {
-			return
-		}
-		b, err := encodeReply(r, asJSON)
-		if err != nil {
-			b, _ = encodeReply(&cmdReply{Error: problem(err, "")}, asJSON)
-		}
-		if err := c.store.NC.Publish(reply, b); err != nil {
-			c.log.Warn("command reply", "err", err)
-		}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			c.log.Error("command panicked", "panic", p, "stack", string(debug.Stack()))
-			respond(&cmdReply{Error: &CommandError{Type: ProblemInternal, Title: "internal", Status: 500, Detail: fmt.Sprint(p)}})
-			err = nil
-		}
-	}()
-	ctx, cancel := context.WithTimeout(msg.Context(), 30*time.Second)
-	defer cancel()
-	verb := strings.TrimPrefix(msg.Metadata.Get("subject"), streams.CommandPrefix+".")
-	body := msg.Payload
+// answer runs one command and returns its reply.
+func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, body []byte) *cmdReply {
+	failed := func(err error, jobID string) *cmdReply { return &cmdReply{Error: problem(err, jobID)} }
 	if len(body) > MaxCommandBytes {
-		respond(&cmdReply{Error: &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 413,
-			Detail: fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes)}})
-		return nil
+		return &cmdReply{Error: &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 413,
+			Detail: fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes)}}
 	}
-	// decode decodes the body into v, or answers why it does not.
-	decode := func(v any) bool {
+	// decode decodes the body into v, or says why it does not.
+	decode := func(v any) *cmdReply {
 		if err := decodeCommand(body, asJSON, v); err != nil {
-			respond(&cmdReply{Error: undecodable(verb, body, asJSON, v, err)})
-			return false
+			return &cmdReply{Error: undecodable(verb, body, asJSON, v, err)}
 		}
-		return true
+		return nil
 	}
 	switch verb {
 	case "submit":
 		var req commands.SubmitRequest
-		if !decode(&req) {
-			return nil
+		if r := decode(&req); r != nil {
+			return r
 		}
 		res, err := c.store.Submit(ctx, &req)
 		if err != nil {
-			respond(&cmdReply{Error: problem(err, "")})
-			return nil
+			return failed(err, "")
 		}
 		created := res.Created
-		respond(&cmdReply{Job: projections.View(res.Job), Created: &created})
+		return &cmdReply{Job: projections.View(res.Job), Created: &created}
 	case "get", "cancel":
 		var req idCommand
-		if !decode(&req) {
-			return nil
+		if r := decode(&req); r != nil {
+			return r
 		}
 		if err := req.check(verb); err != nil {
-			respond(&cmdReply{Error: problem(err, req.ID)})
-			return nil
+			return failed(err, req.ID)
 		}
 		var snap Snapshot
 		var err error
@@ -309,33 +498,30 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 			err = nil // cancel of a terminal job: a no-op that returns the job
 		}
 		if err != nil {
-			respond(&cmdReply{Error: problem(err, req.ID)})
-			return nil
+			return failed(err, req.ID)
 		}
-		respond(&cmdReply{Job: projections.View(snap.Job)})
+		return &cmdReply{Job: projections.View(snap.Job)}
 	case "list":
 		var f Filter
-		if !decode(&f) {
-			return nil
+		if r := decode(&f); r != nil {
+			return r
 		}
 		jobs, err := c.store.List(ctx, f)
 		if err != nil {
-			respond(&cmdReply{Error: problem(err, "")})
-			return nil
+			return failed(err, "")
 		}
 		out := &cmdReply{Jobs: make([]*projections.JobView, len(jobs))}
 		for i, j := range jobs {
 			out.Jobs[i] = projections.View(j)
 		}
-		respond(out)
+		return out
 	case "events":
 		var req idCommand
-		if !decode(&req) {
-			return nil
+		if r := decode(&req); r != nil {
+			return r
 		}
 		if err := req.check(verb); err != nil {
-			respond(&cmdReply{Error: problem(err, req.ID)})
-			return nil
+			return failed(err, req.ID)
 		}
 		out := &cmdReply{Events: []*projections.EventView{}}
 		err := c.store.History(ctx, req.ID, 0, false, func(e *streams.Event) error {
@@ -343,15 +529,12 @@ func (c *CommandServer) handle(msg *message.Message) (err error) {
 			return nil
 		})
 		if err != nil {
-			respond(&cmdReply{Error: problem(err, req.ID)})
-			return nil
+			return failed(err, req.ID)
 		}
-		respond(out)
-	default:
-		respond(&cmdReply{Error: &CommandError{Type: ProblemUnknownCommand, Title: "unknown command", Status: 404,
-			Detail: fmt.Sprintf("no command %q; commands are submit, get, cancel, list, events", verb)}})
+		return out
 	}
-	return nil
+	return &cmdReply{Error: &CommandError{Type: ProblemUnknownCommand, Title: "unknown command", Status: 404,
+		Detail: fmt.Sprintf("no command %q; commands are submit, get, cancel, list, events", verb)}}
 }
 
 // decodeCommand decodes a command body strictly: unknown fields and fields
@@ -408,77 +591,4 @@ func numbersToValues(v any) any {
 		return f
 	}
 	return v
-}
-
-// natsSubscriber is a watermill Subscriber over a NATS queue subscription.
-// Core NATS has no redelivery, so Ack and Nack change nothing; the handler
-// answers every request itself.
-type natsSubscriber struct {
-	nc    *nats.Conn
-	queue string
-
-	mu     sync.Mutex
-	subs   []*nats.Subscription
-	closes []func()
-}
-
-func (s *natsSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	out := make(chan *message.Message, 256)
-	closing := make(chan struct{})
-	var state sync.RWMutex
-	closed := false
-	sub, err := s.nc.QueueSubscribe(topic, s.queue, func(m *nats.Msg) {
-		wm := message.NewMessage(watermill.NewUUID(), m.Data)
-		wm.Metadata.Set("subject", m.Subject)
-		wm.Metadata.Set("reply", m.Reply)
-		if m.Header != nil {
-			wm.Metadata.Set("content-type", m.Header.Get("Content-Type"))
-		}
-		state.RLock()
-		defer state.RUnlock()
-		if closed {
-			return
-		}
-		select {
-		case out <- wm:
-		case <-closing:
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	closeFn := func() {
-		once.Do(func() {
-			_ = sub.Unsubscribe()
-			close(closing)
-			state.Lock()
-			closed = true
-			close(out)
-			state.Unlock()
-		})
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			closeFn()
-		case <-closing:
-		}
-	}()
-	s.mu.Lock()
-	s.subs = append(s.subs, sub)
-	s.closes = append(s.closes, closeFn)
-	s.mu.Unlock()
-	return out, nil
-}
-
-func (s *natsSubscriber) Close() error {
-	s.mu.Lock()
-	closes := s.closes
-	s.closes = nil
-	s.mu.Unlock()
-	for _, f := range closes {
-		f()
-	}
-	return nil
 }
