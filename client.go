@@ -85,8 +85,11 @@ func (c *Client) Close() {
 	}
 }
 
-// Store is the engine's write path, for components built on the Client.
-func (c *Client) Store() *engine.Store { return c.store }
+// Conn is the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Replicas is how many replicas the system's streams and buckets have.
+func (c *Client) Replicas() int { return c.store.Topo.Replicas }
 
 // SubmitRequest is a job to submit, with every option; see Submit for the
 // short form.
@@ -99,7 +102,7 @@ func (c *Client) Submit(ctx context.Context, jobType string, payload any, opts .
 	if err != nil {
 		return nil, err
 	}
-	info, _, err := c.SubmitRequest(ctx, req)
+	info, _, err := c.Send(ctx, req)
 	return info, err
 }
 
@@ -122,9 +125,10 @@ func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitReque
 	return req, nil
 }
 
-// SubmitRequest submits one job. created is false when the request's
-// idempotency key named an existing job, which is returned as it is.
-func (c *Client) SubmitRequest(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
+// Send submits a job built with NewRequest (or a SubmitRequest filled in
+// by hand). created is false when the request's idempotency key named an
+// existing job, which is returned as it is.
+func (c *Client) Send(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
 	res, err := c.store.Submit(ctx, req)
 	if err != nil {
 		return nil, false, err
@@ -288,4 +292,68 @@ func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
 // error, or ctx is done.
 func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) error) error {
 	return c.store.History(ctx, id, 0, true, func(e *streams.Event) error { return fn(projections.ViewEvent(e)) })
+}
+
+// QueueInfo is a queue: its settings and what it holds.
+type QueueInfo = engine.QueueInfo
+
+// Queues lists the queues, by name, with their depth.
+func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) { return c.store.QueueInfos(ctx) }
+
+// PauseQueue pauses a queue: it accepts jobs but dispatches none, to every
+// worker at once, until ResumeQueue.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	_, err := c.store.SetQueuePaused(ctx, queue, true)
+	return err
+}
+
+// ResumeQueue resumes a paused queue.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	_, err := c.store.SetQueuePaused(ctx, queue, false)
+	return err
+}
+
+// WorkerInfo is a worker of the registry (SDK or HTTP) with its heartbeat.
+type WorkerInfo = engine.WorkerView
+
+// Workers lists the registered workers by registration time; live says
+// whether each beat within DefaultLease.
+func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
+	ws, err := c.store.Workers.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*WorkerInfo, len(ws))
+	for i, w := range ws {
+		out[i] = engine.ViewWorker(w.WorkerRecord, DefaultLease)
+	}
+	return out, nil
+}
+
+// VerifyDiff is one job whose record differs from its rebuild.
+type VerifyDiff = projections.Diff
+
+// VerifyReport is what Verify found: jobs rebuilt from the log, records
+// read, and every difference.
+type VerifyReport = projections.Report
+
+// Verify rebuilds every job from the event log and compares it with the
+// live projection; a record behind the log may catch up within settle
+// before it counts as a difference.
+func (c *Client) Verify(ctx context.Context, settle time.Duration) (*VerifyReport, error) {
+	return projections.Verify(ctx, c.store.JS, settle)
+}
+
+// Replay rebuilds every job from the event log (the live projection is not
+// read) and returns how many are in each state, and the last event folded.
+func (c *Client) Replay(ctx context.Context) (map[State]int, uint64, error) {
+	jobs, last, err := projections.Rebuild(ctx, c.store.JS, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	counts := map[State]int{}
+	for _, j := range jobs {
+		counts[j.State]++
+	}
+	return counts, last, nil
 }

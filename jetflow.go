@@ -72,6 +72,15 @@ var (
 	ErrTimeout = engine.ErrTimeout
 )
 
+// TransitionError is a refused move of a job (errors.As): which job, which
+// event, from which state to which. It matches ErrInvalidTransition, and
+// ErrTerminal when the job is terminal.
+type TransitionError = commands.TransitionError
+
+// InputError is a refused input (errors.As): which field, and why. It
+// matches ErrInvalidInput.
+type InputError = commands.InputError
+
 // Permanent marks a handler error that must not be retried: the job fails
 // at once.
 func Permanent(err error) error {

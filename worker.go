@@ -25,9 +25,17 @@ type Job[T any] struct {
 	Attempt   int // 1 for the first attempt
 	Tags      []string
 	Payload   T
-	Info      *JobInfo // the job as it was claimed
 
 	task *engine.Task
+}
+
+// Record is the job as it was claimed (its whole record, as Client.Get
+// returns it), rendered when asked for.
+func (j *Job[T]) Record() *JobInfo {
+	if j.task == nil {
+		return nil
+	}
+	return viewOf(j.task.Job)
 }
 
 // Progress reports how far the handler got (current of total, with an
@@ -95,6 +103,10 @@ type WorkerConfig struct {
 	// hands their jobs to other workers (default 10s).
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// OnOutcome, if set, is called after an attempt's outcome was recorded,
+	// with the job as recorded (for metrics and benchmarks). It runs in the
+	// handler's slot: keep it fast.
+	OnOutcome func(job *JobInfo)
 }
 
 // Worker runs handlers for job types. Register handlers, then Start (or Run).
@@ -168,7 +180,7 @@ func (w *Worker) Use(mw ...Middleware) {
 func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, job *Job[T]) (R, error), opts ...HandlerOption) {
 	w.Handle(jobType, HandlerFunc(func(ctx context.Context, raw *RawJob) (json.RawMessage, error) {
 		job := &Job[T]{ID: raw.ID, Type: raw.Type, Queue: raw.Queue, Namespace: raw.Namespace,
-			Attempt: raw.Attempt, Tags: raw.Tags, Info: raw.Info, task: raw.task}
+			Attempt: raw.Attempt, Tags: raw.Tags, task: raw.task}
 		if len(raw.Payload) > 0 && string(raw.Payload) != "null" {
 			if err := json.Unmarshal(raw.Payload, &job.Payload); err != nil {
 				return nil, Permanent(WithCode("BAD_PAYLOAD", fmt.Errorf("payload does not decode into %T: %w", job.Payload, err)))
@@ -255,7 +267,7 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	}
 	rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
 		Queue: queue, Handlers: hs, Batches: bs, Concurrency: qc.Concurrency, Lease: qc.Lease,
-		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger,
+		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
 	})
 	if err == nil {
 		err = rt.Start(ctx)
@@ -265,6 +277,13 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	}
 	w.runtimes[queue] = rt
 	return nil
+}
+
+func (w *Worker) onOutcome() func(*streams.Job, *streams.Event) {
+	if w.cfg.OnOutcome == nil {
+		return nil
+	}
+	return func(j *streams.Job, _ *streams.Event) { w.cfg.OnOutcome(viewOf(j)) }
 }
 
 // watchQueues starts a runtime for each queue created while the worker
@@ -318,7 +337,6 @@ func adapt(h Handler) engine.Handler {
 		j := t.Job
 		raw := &RawJob{ID: j.ID, Type: j.Spec.Type, Queue: j.Spec.Queue, Namespace: j.Spec.Namespace,
 			Attempt: j.Attempt, Tags: j.Spec.Tags, Payload: json.RawMessage(j.Spec.Payload), task: t}
-		raw.Info = viewOf(j)
 		return h.Work(ctx, raw)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -120,6 +122,39 @@ func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (
 		return nil, err
 	}
 	return rec, nil
+}
+
+// QueueInfo is a queue as clients see it.
+type QueueInfo struct {
+	Name      string    `json:"name"`
+	Paused    bool      `json:"paused"`
+	Depth     uint64    `json:"depth"`   // runnable jobs waiting for a worker
+	Held      int       `json:"held"`    // work items held by workers (claimed or running jobs)
+	Delayed   uint64    `json:"delayed"` // scheduled jobs and retries in backoff
+	CreatedAt time.Time `json:"created_at"`
+	// Jobs counts the queue's jobs by state, when an index knows them (the
+	// HTTP API's; not the CLI's, which has none).
+	Jobs    map[streams.State]int `json:"jobs,omitempty"`
+	Running int                   `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
+}
+
+// QueueInfos reads every queue's settings and depth, by name.
+func (s *Store) QueueInfos(ctx context.Context) ([]*QueueInfo, error) {
+	recs, err := s.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*QueueInfo, 0, len(recs))
+	for _, rec := range recs {
+		st, err := s.QueueStats(ctx, rec.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
+			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out, nil
 }
 
 // QueueStats is what a queue holds right now.

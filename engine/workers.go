@@ -183,3 +183,28 @@ func (w *Workers) Beat(ctx context.Context, j *streams.Job) (commands.Beat, erro
 	}
 	return rec.BeatOf(j.ID), nil
 }
+
+// WorkerView is a registered worker as clients see it.
+type WorkerView struct {
+	streams.WorkerRecord
+	// Live is false once the worker missed its heartbeats for a lease: its
+	// claims are being requeued by the lease rules.
+	Live                     bool    `json:"live"`
+	LeaseSeconds             float64 `json:"lease_seconds"`
+	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
+}
+
+// ViewWorker renders a worker's record for clients, judged live by lease.
+// It does not change rec (records are shared by the readers of a cached
+// registry).
+func ViewWorker(rec *streams.WorkerRecord, lease time.Duration) *WorkerView {
+	v := &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= lease,
+		LeaseSeconds: lease.Seconds(), HeartbeatIntervalSeconds: (lease / 3).Seconds()}
+	if v.Claims == nil {
+		v.Claims = []string{}
+	}
+	if v.Queues == nil {
+		v.Queues = []string{}
+	}
+	return v
+}

@@ -13,9 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of Config.
@@ -29,9 +31,15 @@ const (
 )
 
 // Config configures a Gateway. The zero value of every field but Store
-// means its default.
+// (or Conn) means its default.
 type Config struct {
+	// Store is the write path the gateway uses; nil: one of its own on
+	// Conn.
 	Store *engine.Store
+	// Conn is the NATS connection of a gateway without a Store (the CLI's
+	// serve); the gateway writes as Name.
+	Conn *nats.Conn
+	Name string
 	// Addr is the address to listen on; empty: Start listens nowhere, and
 	// the Gateway is served as an http.Handler by its owner.
 	Addr string
@@ -89,8 +97,8 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if c.Store == nil {
-		return errors.New("gateway: no store")
+	if c.Store == nil && c.Conn == nil {
+		return errors.New("gateway: no store and no NATS connection")
 	}
 	if c.Lease < 3*time.Millisecond {
 		return errors.New("gateway: lease too short")
@@ -134,6 +142,20 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	log := cfg.Log.With("component", "gateway")
+	if cfg.Store == nil {
+		name := cfg.Name
+		if name == "" {
+			name = "gateway"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err := engine.OpenStore(ctx, cfg.Conn, streams.Topology{}, name)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		st.Log = cfg.Log
+		cfg.Store = st
+	}
 	g := &Gateway{cfg: cfg, store: cfg.Store, log: log,
 		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
 		index:  NewIndex(cfg.Store.KV, cfg.Log),

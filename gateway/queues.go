@@ -3,48 +3,16 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"sort"
-	"time"
 
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // QueueInfo is a queue as the API shows it.
-type QueueInfo struct {
-	Name      string    `json:"name"`
-	Paused    bool      `json:"paused"`
-	Depth     uint64    `json:"depth"`   // runnable jobs waiting for a worker
-	Held      int       `json:"held"`    // work items held by workers (claimed or running jobs)
-	Delayed   uint64    `json:"delayed"` // scheduled jobs and retries in backoff
-	CreatedAt time.Time `json:"created_at"`
-	// Jobs counts the queue's jobs by state, when the index knows them
-	// (the API; not the CLI, which has no index).
-	Jobs    map[streams.State]int `json:"jobs,omitempty"`
-	Running int                   `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
-}
-
-// Queues reads every queue's settings and depth from NATS.
-func Queues(ctx context.Context, store *engine.Store) ([]*QueueInfo, error) {
-	recs, err := store.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*QueueInfo, 0, len(recs))
-	for _, rec := range recs {
-		st, err := store.QueueStats(ctx, rec.Name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
-			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held})
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
-	return out, nil
-}
+type QueueInfo = engine.QueueInfo
 
 func (g *Gateway) queues(ctx context.Context) ([]*QueueInfo, error) {
-	qs, err := Queues(ctx, g.store)
+	qs, err := g.store.QueueInfos(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -21,14 +21,7 @@ import (
 type WorkerRecord = streams.WorkerRecord
 
 // WorkerView is a registered worker as the API shows it.
-type WorkerView struct {
-	WorkerRecord
-	// Live is false once the worker missed its heartbeats for a lease: its
-	// claims are being requeued by the lease rules.
-	Live                     bool    `json:"live"`
-	LeaseSeconds             float64 `json:"lease_seconds"`
-	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
-}
+type WorkerView = engine.WorkerView
 
 // Registry is the gateway's view of the worker registry (engine.Workers):
 // HTTP workers register, beat and claim through it; SDK workers write
@@ -118,19 +111,8 @@ func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
 	return out, nil
 }
 
-// View renders a record for the API. It does not change rec (records
-// are shared by the readers of a cached registry).
-func (r *Registry) View(rec *WorkerRecord) *WorkerView {
-	v := &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= r.lease,
-		LeaseSeconds: r.lease.Seconds(), HeartbeatIntervalSeconds: (r.lease / 3).Seconds()}
-	if v.Claims == nil {
-		v.Claims = []string{}
-	}
-	if v.Queues == nil {
-		v.Queues = []string{}
-	}
-	return v
-}
+// View renders a record for the API.
+func (r *Registry) View(rec *WorkerRecord) *WorkerView { return engine.ViewWorker(rec, r.lease) }
 
 // POST /workers
 func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {

@@ -24,7 +24,7 @@ func (e *cliEnv) written() (jobs int, lastSeq uint64) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	info, err := e.cl.Store().Events.Info(ctx)
+	info, err := testkit.StoreOf(e.t, e.cl).Events.Info(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}

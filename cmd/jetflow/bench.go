@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -13,9 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow"
 )
 
 // maxBenchRate bounds bench --rate: a ticker of a second divided by it.
@@ -66,7 +66,7 @@ func cmdBench(c *cli, args []string) int {
 	notFanout := "not with --fanout"
 	if !c.checkFlags(
 		when("jobs", jobs < 1, "must be 1 or more"),
-		when("jobs", *fanout && jobs > commands.MaxFanout, fmt.Sprintf("must be at most %d with --fanout", commands.MaxFanout)),
+		when("jobs", *fanout && jobs > jetflow.MaxFanout, fmt.Sprintf("must be at most %d with --fanout", jetflow.MaxFanout)),
 		when("workers", workers < 1, "must be 1 or more"),
 		when("batch", batch < 1, "must be 1 or more"),
 		when("batch", *fanout, notFanout),
@@ -93,61 +93,59 @@ func cmdBench(c *cli, args []string) int {
 			return exitUsage
 		}
 		defer os.RemoveAll(dir)
-		cfg := engine.ServerConfig{Dir: dir}
+		cfg := jetflow.ServerConfig{Dir: dir}
 		if syncMode == "always" {
 			cfg.SyncAlways = true
 		} else if cfg.SyncInterval, err = time.ParseDuration(syncMode); err != nil {
 			c.errorf("--sync %q: %v", syncMode, err)
 			return exitUsage
 		}
-		srv, err := engine.StartServer(cfg)
+		srv, err := jetflow.StartServer(cfg)
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-		connect = func(name string) (*nats.Conn, error) { return engine.ConnectInProcess(srv, name) }
+		connect = func(name string) (*nats.Conn, error) { return jetflow.ConnectInProcess(srv, name) }
 		storage = "file, sync " + syncMode
 	}
-	open := func(name string) (*engine.Store, bool) {
+	// The submitter, the workers and the engine each have a connection of
+	// their own, as they would in separate processes.
+	open := func(name string) (*jetflow.Client, bool) {
 		nc, err := connect(name)
 		if err != nil {
 			c.errorf("connect: %v", err)
 			return nil, false
 		}
-		st, err := engine.OpenStore(ctx, nc, streams.Topology{}, name)
+		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger()})
 		if err != nil {
+			nc.Close()
 			c.errorf("%v", err)
 			return nil, false
 		}
-		st.Log = c.logger()
-		return st, true
+		return cl, true
 	}
-	subSt, ok1 := open("bench-submit")
-	workSt, ok2 := open("bench-work")
-	engSt, ok3 := open("bench-engine")
+	subCl, ok1 := open("bench-submit")
+	workCl, ok2 := open("bench-work")
+	engCl, ok3 := open("bench-engine")
 	if !ok1 || !ok2 || !ok3 {
 		return exitUsage
 	}
-	defer subSt.NC.Close()
-	defer workSt.NC.Close()
-	defer engSt.NC.Close()
-	eng := engine.NewEngine(engSt, engine.EngineConfig{Log: c.logger()})
+	defer subCl.Conn().Close()
+	defer workCl.Conn().Close()
+	defer engCl.Conn().Close()
+	eng := jetflow.NewEngine(engCl, jetflow.EngineConfig{Logger: c.logger()})
 	if err := eng.Start(ctx); err != nil {
 		c.errorf("%v", err)
 		return exitFailed
 	}
 	defer eng.Stop(context.Background())
 
-	queue := "bench" + streams.NewID()[20:] // fresh queue per run against a shared server
+	queue := fmt.Sprintf("bench%08x", rand.Uint32()) // fresh queue per run against a shared server
 	if *fanout {
-		return benchFanout(c, ctx, subSt, workSt, engSt, queue, jobs, workers, storage, *cpuprofile)
+		return benchFanout(c, ctx, subCl, workCl, queue, jobs, workers, storage, *cpuprofile)
 	}
 	const jobType = "bench.noop"
-	if err := subSt.Queues.Ensure(ctx, queue); err != nil {
-		c.errorf("%v", err)
-		return exitFailed
-	}
 
 	// Completions, as the worker runtime records them.
 	var (
@@ -161,8 +159,8 @@ func cmdBench(c *cli, args []string) int {
 		target    atomic.Int64
 	)
 	target.Store(int64(jobs))
-	onOutcome := func(j *streams.Job, ev *streams.Event) {
-		if j.State != streams.StateSucceeded {
+	onOutcome := func(j *jetflow.JobInfo) {
+		if j.State != jetflow.Succeeded || j.StartedAt == nil || j.FinishedAt == nil {
 			return
 		}
 		now := time.Now()
@@ -177,6 +175,9 @@ func cmdBench(c *cli, args []string) int {
 		if done.Add(1) == target.Load() {
 			close(allDone)
 		}
+	}
+	request := func() *jetflow.SubmitRequest {
+		return &jetflow.SubmitRequest{Type: jobType, Queue: queue, Payload: []byte(`{"n":1}`)}
 	}
 
 	// Phase 1: enqueue.
@@ -193,14 +194,14 @@ func cmdBench(c *cli, args []string) int {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i += batch {
-				n := min(batch, hi-i)
-				reqs := make([]*commands.SubmitRequest, n)
+				reqs := make([]*jetflow.SubmitRequest, min(batch, hi-i))
 				for k := range reqs {
-					reqs[k] = &commands.SubmitRequest{Type: jobType, Queue: queue, Payload: commands.RawJSON(`{"n":1}`)}
+					reqs[k] = request()
 				}
-				for _, r := range subSt.SubmitBatch(ctx, reqs) {
-					if r.Err != nil {
-						enqErr.CompareAndSwap(nil, r.Err)
+				_, errs := subCl.SubmitMany(ctx, reqs)
+				for _, err := range errs {
+					if err != nil {
+						enqErr.CompareAndSwap(nil, err)
 					}
 				}
 			}
@@ -217,32 +218,27 @@ func cmdBench(c *cli, args []string) int {
 	fmt.Fprintf(c.errw, "draining with %d handlers...\n", workers)
 	var started atomic.Bool
 	var startT time.Time
-	rt, err := engine.NewRuntime(workSt, engine.RuntimeConfig{
-		Queue: queue, Concurrency: workers, WorkerID: "bench-worker", Log: c.logger(), OnOutcome: onOutcome,
-		Handlers: map[string]engine.Handler{jobType: func(context.Context, *engine.Task) ([]byte, error) {
-			if started.CompareAndSwap(false, true) {
-				mu.Lock()
-				startT = time.Now()
-				mu.Unlock()
-			}
-			return nil, nil
-		}},
-	})
-	if err != nil {
-		c.errorf("%v", err)
-		return exitFailed
-	}
+	w := jetflow.NewWorker(workCl, jetflow.WorkerConfig{ID: "bench-worker", Logger: c.logger(), OnOutcome: onOutcome,
+		Queues: map[string]jetflow.QueueConfig{queue: {Concurrency: workers}}})
+	w.Handle(jobType, jetflow.HandlerFunc(func(context.Context, *jetflow.RawJob) (json.RawMessage, error) {
+		if started.CompareAndSwap(false, true) {
+			mu.Lock()
+			startT = time.Now()
+			mu.Unlock()
+		}
+		return nil, nil
+	}), jetflow.OnQueue(queue))
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil && pprof.StartCPUProfile(f) == nil {
 			defer f.Close()
 		}
 	}
-	if err := rt.Start(ctx); err != nil {
+	if err := w.Start(ctx); err != nil {
 		c.errorf("%v", err)
 		return exitFailed
 	}
-	defer rt.Stop(context.Background())
+	defer w.Stop(context.Background())
 	select {
 	case <-allDone:
 	case <-ctx.Done():
@@ -269,8 +265,7 @@ func cmdBench(c *cli, args []string) int {
 		for i := 0; i < n; i++ {
 			<-tick.C
 			go func() {
-				_, err := subSt.Submit(ctx, &commands.SubmitRequest{Type: jobType, Queue: queue})
-				if err != nil {
+				if _, _, err := subCl.Send(ctx, request()); err != nil {
 					enqErr.CompareAndSwap(nil, err)
 				}
 			}()
@@ -288,7 +283,7 @@ func cmdBench(c *cli, args []string) int {
 		res.LatCompleteP50, res.LatCompleteP99 = pct(doneLat)
 		mu.Unlock()
 	}
-	res.ProjectorRepair = engSt.Repairs.Load()
+	res.ProjectorRepair = eng.Repairs()
 
 	if c.json {
 		c.printJSON(res)
@@ -339,45 +334,42 @@ type fanoutResult struct {
 
 // benchFanout measures one parent fanning out to n batches drained by c
 // handlers, completed by the fan-in counter.
-func benchFanout(c *cli, ctx context.Context, subSt, workSt, engSt *engine.Store, queue string, n, workers int, storage, cpuprofile string) int {
+func benchFanout(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, queue string, n, workers int, storage, cpuprofile string) int {
 	const coordType, batchType = "bench.coord", "bench.piece"
 	var (
 		mu                    sync.Mutex
 		fanStart, fanDone     time.Time
 		firstBatch, lastBatch time.Time
 	)
-	payloads := make([][]byte, n)
+	payloads := make([]any, n)
 	for i := range payloads {
-		payloads[i] = []byte(`{"n":1}`)
+		payloads[i] = json.RawMessage(`{"n":1}`)
 	}
-	rt, err := engine.NewRuntime(workSt, engine.RuntimeConfig{Queue: queue, Concurrency: workers, WorkerID: "bench-worker", Log: c.logger(),
-		Handlers: map[string]engine.Handler{coordType: func(context.Context, *engine.Task) ([]byte, error) {
-			mu.Lock()
-			fanStart = time.Now()
-			mu.Unlock()
-			return nil, &engine.FanOut{BatchType: batchType, Batches: payloads}
-		}},
-		OnOutcome: func(j *streams.Job, ev *streams.Event) {
-			if ev.Type == streams.EvWaiting {
+	w := jetflow.NewWorker(workCl, jetflow.WorkerConfig{ID: "bench-worker", Logger: c.logger(),
+		Queues: map[string]jetflow.QueueConfig{queue: {Concurrency: workers}},
+		OnOutcome: func(j *jetflow.JobInfo) {
+			if j.State == jetflow.Waiting {
 				mu.Lock()
 				fanDone = time.Now()
 				mu.Unlock()
 			}
-		},
-		Batches: map[string]engine.BatchHandler{batchType: func(context.Context, *engine.BatchTask) error {
-			now := time.Now()
-			mu.Lock()
-			if firstBatch.IsZero() {
-				firstBatch = now
-			}
-			lastBatch = now
-			mu.Unlock()
-			return nil
-		}}})
-	if err != nil {
-		c.errorf("%v", err)
-		return exitFailed
-	}
+		}})
+	w.Handle(coordType, jetflow.HandlerFunc(func(context.Context, *jetflow.RawJob) (json.RawMessage, error) {
+		mu.Lock()
+		fanStart = time.Now()
+		mu.Unlock()
+		return nil, jetflow.FanOut(jetflow.FanOutSpec{BatchType: batchType, Batches: payloads})
+	}), jetflow.OnQueue(queue))
+	jetflow.RegisterBatch(w, batchType, func(context.Context, *jetflow.Batch[json.RawMessage]) error {
+		now := time.Now()
+		mu.Lock()
+		if firstBatch.IsZero() {
+			firstBatch = now
+		}
+		lastBatch = now
+		mu.Unlock()
+		return nil
+	}, jetflow.OnQueue(queue))
 	if cpuprofile != "" {
 		if f, err := os.Create(cpuprofile); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer f.Close()
@@ -386,38 +378,23 @@ func benchFanout(c *cli, ctx context.Context, subSt, workSt, engSt *engine.Store
 	}
 	cpu0 := cpuTime()
 	t0 := time.Now()
-	if err := rt.Start(ctx); err != nil {
+	if err := w.Start(ctx); err != nil {
 		c.errorf("%v", err)
 		return exitFailed
 	}
-	defer rt.Stop(context.Background())
+	defer w.Stop(context.Background())
 	fmt.Fprintf(c.errw, "fanning out to %d batches with %d handlers...\n", n, workers)
-	res, err := subSt.Submit(ctx, &commands.SubmitRequest{Type: coordType, Queue: queue})
+	job, err := subCl.Submit(ctx, coordType, nil, jetflow.Queue(queue))
 	if err != nil {
 		c.errorf("%v", err)
 		return exitFailed
 	}
-	w, err := subSt.KV.Watch(ctx, res.Job.ID)
+	parent, err := subCl.Wait(ctx, job.ID)
 	if err != nil {
-		c.errorf("%v", err)
+		c.errorf("wait for the parent: %v", err)
 		return exitFailed
-	}
-	defer w.Stop()
-	var parent *streams.Job
-	for e := range w.Updates() {
-		if e == nil {
-			continue
-		}
-		if j, err := streams.DecodeJob(e.Value()); err == nil && j.State.Terminal() {
-			parent = j
-			break
-		}
 	}
 	end := time.Now()
-	if parent == nil {
-		c.errorf("watch ended before the parent finished")
-		return exitFailed
-	}
 	mu.Lock()
 	out := fanoutResult{Batches: n, Workers: workers, Storage: storage, ParentState: string(parent.State),
 		FanOutSeconds: fanDone.Sub(fanStart).Seconds(), BatchesPerSec: float64(n) / end.Sub(firstBatch).Seconds(),
@@ -425,7 +402,7 @@ func benchFanout(c *cli, ctx context.Context, subSt, workSt, engSt *engine.Store
 		CPUCores: (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()}
 	mu.Unlock()
 	if parent.Fanout != nil {
-		out.Succeeded = parent.Fanout.Counts.Succeeded
+		out.Succeeded = parent.Fanout.Succeeded
 	}
 	if c.json {
 		c.printJSON(out)
@@ -437,7 +414,7 @@ func benchFanout(c *cli, ctx context.Context, subSt, workSt, engSt *engine.Store
 			out.ParentState, out.Succeeded, out.CompleteLagMs)
 		fmt.Fprintf(c.out, "  total                       %8.2f s, cpu %.2f cores\n", out.TotalSeconds, out.CPUCores)
 	}
-	if parent.State != streams.StateSucceeded || out.Succeeded != n {
+	if parent.State != jetflow.Succeeded || out.Succeeded != n {
 		return exitFailed
 	}
 	return exitOK

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
-	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/projections"
 )
 
 type stringList []string
@@ -35,9 +33,9 @@ func cmdSubmit(c *cli, args []string) int {
 	)
 	fs.StringVar(&queue, "queue", "default", "queue")
 	fs.DurationVar(&delay, "delay", 0, "run after this delay")
-	fs.IntVar(&maxRetries, "max-retries", commands.DefaultMaxRetries, "retries of a failed attempt (0: none)")
-	fs.DurationVar(&backoff, "backoff", commands.DefaultBackoff, "base delay of the first retry (0: retry at once)")
-	fs.DurationVar(&tout, "timeout", commands.DefaultTimeout, "execution timeout of one attempt")
+	fs.IntVar(&maxRetries, "max-retries", jetflow.DefaultMaxRetries, "retries of a failed attempt (0: none)")
+	fs.DurationVar(&backoff, "backoff", jetflow.DefaultBackoff, "base delay of the first retry (0: retry at once)")
+	fs.DurationVar(&tout, "timeout", jetflow.DefaultTimeout, "execution timeout of one attempt")
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
@@ -83,7 +81,7 @@ func cmdSubmit(c *cli, args []string) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	job, created, err := cl.SubmitRequest(ctx, req)
+	job, created, err := cl.Send(ctx, req)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -305,8 +303,8 @@ func cmdCancel(c *cli, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if err := commands.CheckReason("reason", reason); err != nil {
-		c.flagInput(err, map[string]string{"reason": "reason"})
+	if !c.checkFlags(when("reason", len(reason) > jetflow.MaxReasonBytes,
+		fmt.Sprintf("%d bytes: at most %d", len(reason), jetflow.MaxReasonBytes))) {
 		return exitUsage
 	}
 	ctx, stop := signalContext()
@@ -369,7 +367,7 @@ func cmdEvents(c *cli, args []string) int {
 	return exitOK
 }
 
-func formatEvent(e *projections.EventView) string {
+func formatEvent(e *jetflow.EventInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  #%-6d %-26s", e.Time.Format("15:04:05.000"), e.Seq, e.Type)
 	if e.To != "" {
@@ -437,21 +435,20 @@ func cmdReplay(c *cli, args []string) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	js := cl.Store().JS
 	if !verify {
-		jobs, last, err := projections.Rebuild(ctx, js, 0)
+		counts, last, err := cl.Replay(ctx)
 		if err != nil {
 			return c.fail(err)
 		}
-		counts := map[jetflow.State]int{}
-		for _, j := range jobs {
-			counts[j.State]++
+		total := 0
+		for _, n := range counts {
+			total += n
 		}
 		if c.json {
-			c.printJSON(map[string]any{"jobs": len(jobs), "last_seq": last, "states": counts})
+			c.printJSON(map[string]any{"jobs": total, "last_seq": last, "states": counts})
 			return exitOK
 		}
-		fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", len(jobs), last)
+		fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", total, last)
 		for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
 			jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
 			if counts[s] > 0 {
@@ -460,13 +457,13 @@ func cmdReplay(c *cli, args []string) int {
 		}
 		return exitOK
 	}
-	rep, err := projections.Verify(ctx, js, settle)
+	rep, err := cl.Verify(ctx, settle)
 	if err != nil {
 		return c.fail(err)
 	}
 	if c.json {
 		if rep.Diffs == nil {
-			rep.Diffs = []projections.Diff{}
+			rep.Diffs = []jetflow.VerifyDiff{}
 		}
 		c.printJSON(rep)
 	} else {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
-	"github.com/jetflow/jetflow/commands"
 )
 
 // Exit codes.
@@ -207,7 +206,7 @@ func (c *cli) refuseFlag(name, value, reason string) {
 // "--timeout 0s: must be more than 0". It reports nothing and returns
 // false for an error of another field or kind.
 func (c *cli) flagInput(err error, fields map[string]string) bool {
-	var in *commands.InputError
+	var in *jetflow.InputError
 	if !errors.As(err, &in) {
 		return false
 	}

@@ -30,7 +30,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewEngine(cl.Store(), engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+	eng := engine.NewEngine(testkit.StoreOf(t, cl), engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestCLIExitCodes(t *testing.T) {
 		t.Fatalf("wait timeout: exit %d", code)
 	}
 	// Usage and bad input: exit 2, nothing written.
-	info, _ := e.cl.Store().Events.Info(testkit.Ctx(t))
+	info, _ := testkit.StoreOf(t, e.cl).Events.Info(testkit.Ctx(t))
 	before := info.State.LastSeq
 	for _, args := range [][]string{
 		{"submit", "bad type!"},
@@ -145,7 +145,7 @@ func TestCLIExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
-	info, _ = e.cl.Store().Events.Info(testkit.Ctx(t))
+	info, _ = testkit.StoreOf(t, e.cl).Events.Info(testkit.Ctx(t))
 	if info.State.LastSeq != before {
 		t.Fatalf("bad input wrote %d events", info.State.LastSeq-before)
 	}
@@ -173,7 +173,7 @@ func TestCLIReplayVerifyFindsTampering(t *testing.T) {
 	}
 	// Tamper with the projection: the record says failed, the log says succeeded.
 	ctx := testkit.Ctx(t)
-	st := e.cl.Store()
+	st := testkit.StoreOf(t, e.cl)
 	snap, err := st.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/jetflow/jetflow/gateway"
 )
 
 // cmdQueues lists the queues with their depth and whether they are paused.
@@ -22,7 +20,7 @@ func cmdQueues(c *cli, args []string) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	qs, err := gateway.Queues(ctx, cl.Store())
+	qs, err := cl.Queues(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -61,19 +59,18 @@ func setPaused(c *cli, args []string, paused bool) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	rec, err := cl.Store().SetQueuePaused(ctx, pos[0], paused)
-	if err != nil {
+	set, word := cl.ResumeQueue, "resumed"
+	if paused {
+		set, word = cl.PauseQueue, "paused"
+	}
+	if err := set(ctx, pos[0]); err != nil {
 		return c.fail(err)
 	}
 	if c.json {
-		c.printJSON(rec)
+		c.printJSON(map[string]any{"name": pos[0], "paused": paused})
 		return exitOK
 	}
-	word := "resumed"
-	if paused {
-		word = "paused"
-	}
-	fmt.Fprintf(c.out, "%s\t%s\n", rec.Name, word)
+	fmt.Fprintf(c.out, "%s\t%s\n", pos[0], word)
 	return exitOK
 }
 
@@ -91,17 +88,9 @@ func cmdWorkers(c *cli, args []string) int {
 		return exitUsage
 	}
 	defer cl.Close()
-	reg, err := gateway.OpenRegistry(ctx, cl.Store())
+	views, err := cl.Workers(ctx)
 	if err != nil {
 		return c.fail(err)
-	}
-	recs, err := reg.List(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	views := make([]*gateway.WorkerView, len(recs))
-	for i, rec := range recs {
-		views[i] = reg.View(rec)
 	}
 	if c.json {
 		c.printJSON(views)

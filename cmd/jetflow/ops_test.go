@@ -69,7 +69,7 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 	if out, errs, code := e.jetflow("workers"); code != exitOK || strings.Count(out, "\n") != 2 || !strings.Contains(out, " sdk ") {
 		t.Fatalf("workers: %d %q %q", code, out, errs)
 	}
-	g, err := gateway.New(gateway.Config{Store: e.cl.Store(), Log: testkit.Logger(t)})
+	g, err := gateway.New(gateway.Config{Store: testkit.StoreOf(t, e.cl), Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Stop(context.Background())
-	reg, err := gateway.OpenRegistry(ctx, e.cl.Store())
+	reg, err := gateway.OpenRegistry(ctx, testkit.StoreOf(t, e.cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 func TestCLIAndAPIJobJSONAreOne(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := testkit.Ctx(t)
-	g, err := gateway.New(gateway.Config{Store: e.cl.Store(), Log: testkit.Logger(t)})
+	g, err := gateway.New(gateway.Config{Store: testkit.StoreOf(t, e.cl), Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow"
-	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/gateway"
 )
 
@@ -40,13 +39,13 @@ func cmdServe(c *cli, args []string) int {
 	fs.StringVar(&sync, "sync", "1s", "embedded server fsync: an interval (loses at most that much on power loss) or \"always\" (fsync before every ack)")
 	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail, demo.fanout) and submit a first job")
 	fs.IntVar(&replicas, "replicas", 0, "replicas of the streams jetflow creates (default: those of the existing event log; on a new system 3 on a cluster, else 1)")
-	fs.DurationVar(&lag, "projector-lag", engine.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
+	fs.DurationVar(&lag, "projector-lag", jetflow.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
 	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
 	fs.Int64Var(&maxBody, "http-max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes (more: 413)")
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
-	fs.DurationVar(&httpLease, "http-lease", engine.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
+	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -91,7 +90,7 @@ func cmdServe(c *cli, args []string) int {
 	var nc *nats.Conn
 	var srv *server.Server
 	if url == "" {
-		cfg := engine.ServerConfig{Dir: dir, Listen: listen, Debug: c.debug}
+		cfg := jetflow.ServerConfig{Dir: dir, Listen: listen, Debug: c.debug}
 		if sync == "always" {
 			cfg.SyncAlways = true
 		} else {
@@ -103,12 +102,12 @@ func cmdServe(c *cli, args []string) int {
 			cfg.SyncInterval = d
 		}
 		var err error
-		if srv, err = engine.StartServer(cfg); err != nil {
+		if srv, err = jetflow.StartServer(cfg); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-		if nc, err = engine.ConnectInProcess(srv, "jetflow-serve"); err != nil {
+		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve"); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
@@ -129,10 +128,10 @@ func cmdServe(c *cli, args []string) int {
 		c.errorf("%v", err)
 		return exitUsage
 	}
-	log.Info("streams provisioned", "replicas", client.Store().Topo.Replicas)
-	eng := engine.NewEngine(client.Store(), engine.EngineConfig{ProjectorLag: lag, Log: log})
+	log.Info("streams provisioned", "replicas", client.Replicas())
+	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
-		gw, err := gateway.New(gateway.Config{Store: client.Store(), Addr: httpAddr, Log: log,
+		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease})
 		if err != nil {
 			c.errorf("%v", err)
@@ -232,8 +231,8 @@ func cmdWorker(c *cli, args []string) int {
 	)
 	fs.StringVar(&queue, "queue", "", "serve only this queue (default: every queue, those created later included)")
 	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once on each queue")
-	fs.DurationVar(&lease, "lease", engine.DefaultLease, "how long a silent worker keeps its jobs")
-	fs.DurationVar(&grace, "grace", engine.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
+	fs.DurationVar(&lease, "lease", jetflow.DefaultLease, "how long a silent worker keeps its jobs")
+	fs.DurationVar(&grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/engine"
 )
 
 // MainWithJetflow is the TestMain of a package of process tests: it builds
@@ -200,4 +201,18 @@ func WaitTerminal(t testing.TB, client *jetflow.Client, id string, timeout time.
 		t.Fatalf("wait for %s: %v", id, err)
 	}
 	return j
+}
+
+var stores sync.Map // *jetflow.Client -> *engine.Store
+
+// StoreOf is a Store on client's connection, for tests that look under the
+// SDK (the client keeps its own to itself). One per client.
+func StoreOf(t testing.TB, client *jetflow.Client) *engine.Store {
+	t.Helper()
+	if st, ok := stores.Load(client); ok {
+		return st.(*engine.Store)
+	}
+	st := Store(t, client.Conn(), "test")
+	actual, _ := stores.LoadOrStore(client, st)
+	return actual.(*engine.Store)
 }

@@ -204,11 +204,11 @@ func TestClusterClaimRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := client.Store().Get(ctx, job.ID)
+	snap, err := testkit.StoreOf(t, client).Get(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := client.Store().Events.Info(ctx)
+	info, err := testkit.StoreOf(t, client).Events.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestClusterClaimRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rawSnap, err := client.Store().Get(ctx, raw.ID)
+	rawSnap, err := testkit.StoreOf(t, client).Get(ctx, raw.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestClusterClaimRace(t *testing.T) {
 	var rawWG sync.WaitGroup
 	rawBegin := make(chan struct{})
 	for i := 0; i < 16; i++ {
-		js := c.client().Store().JS
+		js := testkit.StoreOf(t, c.client()).JS
 		rawWG.Add(1)
 		go func() {
 			defer rawWG.Done()
@@ -262,7 +262,7 @@ func TestClusterClaimRace(t *testing.T) {
 	var wg sync.WaitGroup
 	begin := make(chan struct{})
 	for i := 0; i < 16; i++ {
-		st := c.client().Store()
+		st := testkit.StoreOf(t, c.client())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -354,7 +354,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		}
 		return nil
 	})
-	info, err := client.Store().Events.Info(ctx)
+	info, err := testkit.StoreOf(t, client).Events.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func racer() int {
 func TestClaimRace16Processes(t *testing.T) {
 	s := startSystem(t)
 	ctx := testkit.Ctx(t)
-	st := s.client.Store()
+	st := testkit.StoreOf(t, s.client)
 	dir := t.TempDir()
 	if err := st.Queues.Ensure(ctx, raceQueue); err != nil {
 		t.Fatal(err)

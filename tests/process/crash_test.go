@@ -105,7 +105,7 @@ func TestSubmitCrashPoints(t *testing.T) {
 			// projector built it (submit:appended) or it was there.
 			ctx := testkit.Ctx(t)
 			testkit.WaitFor(t, 20*time.Second, func() error {
-				_, err := s.client.Store().Get(ctx, id)
+				_, err := testkit.StoreOf(t, s.client).Get(ctx, id)
 				return err
 			})
 			done := testkit.WaitTerminal(t, s.client, id, 30*time.Second)
@@ -143,7 +143,7 @@ func TestCancelCrashPoint(t *testing.T) {
 		t.Fatalf("cancel was not killed:\n%s", out)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() error {
-		snap, err := s.client.Store().Get(ctx, queued.ID)
+		snap, err := testkit.StoreOf(t, s.client).Get(ctx, queued.ID)
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func TestCancelCrashPoint(t *testing.T) {
 	}
 	// The worker settled the item: nothing is held or waiting.
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		c, err := s.client.Store().JS.Consumer(ctx, streams.QueueStream("default"), engine.ConsumerName("demo.sleep"))
+		c, err := testkit.StoreOf(t, s.client).JS.Consumer(ctx, streams.QueueStream("default"), engine.ConsumerName("demo.sleep"))
 		if err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func TestCancelCrashPoint(t *testing.T) {
 		t.Fatalf("second cancel exited %d: %s", code, out)
 	}
 	s.wantEvents(running.ID, evSubmitted, evStarted, evCancelled)
-	if _, err := s.client.Store().Cancel(ctx, running.ID, ""); !errors.Is(err, commands.ErrTerminal) {
+	if _, err := testkit.StoreOf(t, s.client).Cancel(ctx, running.ID, ""); !errors.Is(err, commands.ErrTerminal) {
 		t.Fatalf("cancel of a cancelled job: %v", err)
 	}
 	s.verify()

@@ -149,7 +149,7 @@ func (s *system) waitRunning(id, worker string) {
 func (s *system) waitDrained(queue string) {
 	s.t.Helper()
 	ctx := testkit.Ctx(s.t)
-	qs, err := s.client.Store().JS.Stream(ctx, streams.QueueStream(queue))
+	qs, err := testkit.StoreOf(s.t, s.client).JS.Stream(ctx, streams.QueueStream(queue))
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -379,11 +379,15 @@ func (ld *load) duplicate(stop <-chan struct{}) {
 			subj = streams.RunSubject(streams.DefaultQueue, types[rand.IntN(len(types))])
 		}
 		ctx, cancel := callCtx(5 * time.Second)
-		qs, err := ld.client.Store().JS.Stream(ctx, streams.QueueStream(streams.DefaultQueue))
+		js, err := jetstream.New(ld.client.Conn())
+		var qs jetstream.Stream
+		if err == nil {
+			qs, err = js.Stream(ctx, streams.QueueStream(streams.DefaultQueue))
+		}
 		if err == nil {
 			var m *jetstream.RawStreamMsg
 			if m, err = qs.GetLastMsgForSubject(ctx, subj); err == nil {
-				if _, err = ld.client.Store().JS.Publish(ctx, subj, m.Data); err == nil {
+				if _, err = js.Publish(ctx, subj, m.Data); err == nil {
 					ld.dups.Add(1)
 				}
 			}

@@ -43,7 +43,7 @@ func runSoak(t *testing.T, s *system) {
 	defer bg.Wait()
 	ctx, cancelTail := context.WithCancel(context.Background())
 	defer cancelTail()
-	tl := newTail(s.client.Store().NC)
+	tl := newTail(s.client.Conn())
 	s.tl = tl
 	bg.Add(1)
 	go func() { defer bg.Done(); tl.run(ctx) }()
@@ -100,7 +100,7 @@ func runSoak(t *testing.T, s *system) {
 	l := newEventLog()
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := readLog(rctx, s.client.Store().NC, l); err != nil {
+	if err := readLog(rctx, s.client.Conn(), l); err != nil {
 		t.Fatalf("read the event log: %v", err)
 	}
 	r := check(l, ld, s)
@@ -163,7 +163,11 @@ func settle(stall time.Duration, left func() (int, error)) int {
 func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]uint64, error) {
 	ctx, cancel := callCtx(10 * time.Second)
 	defer cancel()
-	qs, err := s.client.Store().JS.Stream(ctx, streams.QueueStream(queue))
+	js, err := jetstream.New(s.client.Conn())
+	if err != nil {
+		return 0, nil, err
+	}
+	qs, err := js.Stream(ctx, streams.QueueStream(queue))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,0 +1,86 @@
+package jetflow
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+)
+
+// ServerConfig configures an embedded NATS server with JetStream: the
+// zero-setup default of one machine.
+type ServerConfig = engine.ServerConfig
+
+// Defaults of the engine and its workers.
+const (
+	DefaultLease         = engine.DefaultLease         // how long a silent worker keeps its jobs
+	DefaultShutdownGrace = engine.DefaultShutdownGrace // how long Stop lets handlers finish
+	DefaultConcurrency   = engine.DefaultConcurrency   // handlers at once per queue
+	DefaultProjectorLag  = engine.DefaultProjectorLag  // how long the projector lets writers project their own events
+	DefaultSyncInterval  = engine.DefaultSyncInterval  // the embedded server's fsync interval
+
+	DefaultMaxRetries = commands.DefaultMaxRetries // retries of a failed attempt
+	DefaultBackoff    = commands.DefaultBackoff    // delay before the first retry
+	DefaultTimeout    = commands.DefaultTimeout    // execution timeout of an attempt
+	MaxFanout         = commands.MaxFanout         // pieces of one fan-out
+	MaxReasonBytes    = commands.MaxReasonBytes    // the reason of a cancel or a requeue
+)
+
+// StartServer starts an embedded NATS server with JetStream (data in
+// cfg.Dir; listening on cfg.Listen, or in-process only) and waits until it
+// accepts connections. Shut it down with Shutdown and WaitForShutdown.
+func StartServer(cfg ServerConfig) (*server.Server, error) { return engine.StartServer(cfg) }
+
+// ConnectInProcess connects to an embedded server without a socket.
+func ConnectInProcess(s *server.Server, name string) (*nats.Conn, error) {
+	return engine.ConnectInProcess(s, name)
+}
+
+// Component is the life every background component shares: the engine,
+// an HTTP gateway, a worker.
+type Component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context)
+}
+
+// EngineConfig configures an Engine. The zero value means defaults.
+type EngineConfig struct {
+	// ProjectorLag is how long the projector lets writers project their
+	// own events before it verifies them (default DefaultProjectorLag).
+	ProjectorLag time.Duration
+	Logger       *slog.Logger
+}
+
+// Engine runs the components that keep jetflow whole next to any number of
+// workers and clients: on every engine the projector (which repairs what a
+// crashed writer left), the promoter (delayed jobs that are due) and the
+// NATS command service; on the one engine that leads, the fan-in counter,
+// the lease sweeper and the reaper. Any number of engines may run against
+// one NATS system.
+type Engine struct {
+	e *engine.Engine
+}
+
+// NewEngine returns an engine that writes through client's connection.
+func NewEngine(client *Client, cfg EngineConfig) *Engine {
+	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag, Log: cfg.Logger})}
+}
+
+// Add adds a component (an HTTP gateway) that starts after, and stops
+// before, the engine's own.
+func (e *Engine) Add(c Component) { e.e.Add(c) }
+
+// Start starts every component; if one fails, those started are stopped.
+func (e *Engine) Start(ctx context.Context) error { return e.e.Start(ctx) }
+
+// Stop stops every component, last started first.
+func (e *Engine) Stop(ctx context.Context) { e.e.Stop(ctx) }
+
+// Repairs is how many job records this engine rebuilt from the log
+// because a writer had crashed before projecting its event.
+func (e *Engine) Repairs() int64 { return e.e.Store.Repairs.Load() }
