@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -48,10 +48,8 @@ type FanIn struct {
 	log   *slog.Logger
 	flush time.Duration
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	tallies map[string]*tally
+	life    lifecycle.Loop
+	tallies map[string]*tally // the parents of this term (touched by its loop only)
 
 	completed atomic.Int64
 }
@@ -87,46 +85,27 @@ func (f *FanIn) Completed() int64 { return f.completed.Load() }
 
 // Start starts counting. Idempotent.
 func (f *FanIn) Start(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cancel != nil {
-		return nil
-	}
-	cons, err := f.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
-		Durable:       FanInConsumer,
-		Description:   "jetflow fan-in: which parents have new piece events",
-		FilterSubject: streams.PiecesPrefix + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxAckPending: 20000,
-		MaxDeliver:    -1,
-		HeadersOnly:   true, // the counter reads the events themselves from the log, in order
+	return f.life.Start(func() (func(context.Context), error) {
+		cons, err := f.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
+			Durable:       FanInConsumer,
+			Description:   "jetflow fan-in: which parents have new piece events",
+			FilterSubject: streams.PiecesPrefix + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       time.Minute,
+			MaxAckPending: 20000,
+			MaxDeliver:    -1,
+			HeadersOnly:   true, // the counter reads the events themselves from the log, in order
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fan-in consumer: %w", err)
+		}
+		f.tallies = map[string]*tally{} // a new term counts from the log again
+		return func(ctx context.Context) { f.loop(ctx, cons) }, nil
 	})
-	if err != nil {
-		return fmt.Errorf("fan-in consumer: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	f.cancel, f.done = cancel, make(chan struct{})
-	f.tallies = map[string]*tally{} // a new term counts from the log again
-	go f.loop(runCtx, cons)
-	return nil
 }
 
 // Stop stops counting. Idempotent.
-func (f *FanIn) Stop(ctx context.Context) {
-	f.mu.Lock()
-	cancel, done := f.cancel, f.done
-	f.cancel = nil
-	f.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (f *FanIn) Stop(ctx context.Context) { f.life.Stop(ctx) }
 
 // news is what one fetch said about one parent.
 type news struct {
@@ -135,7 +114,6 @@ type news struct {
 }
 
 func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
-	defer close(f.done)
 	for ctx.Err() == nil {
 		msgs, err := fetchNews(cons, f.flush)
 		if err != nil {

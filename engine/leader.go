@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -35,9 +35,7 @@ type Leader struct {
 	components []Component
 	log        *slog.Logger
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life    lifecycle.Loop
 	leading atomic.Bool
 	terms   atomic.Int64 // times this candidate became leader
 }
@@ -68,29 +66,23 @@ func (l *Leader) Terms() int64 { return l.terms.Load() }
 
 // Start begins campaigning. Idempotent.
 func (l *Leader) Start(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done != nil {
-		return nil
-	}
-	if l.ttl < time.Second {
-		return fmt.Errorf("leader %s: ttl %s is below the bucket's one-second resolution", l.name, l.ttl)
-	}
-	bucket := LeaderBucket(l.ttl)
-	if err := streams.EnsureBucket(ctx, l.store.JS, jetstream.KeyValueConfig{
-		Bucket: bucket, Description: "jetflow leader elections", History: 1, TTL: l.ttl,
-		Replicas: max(l.store.Topo.Replicas, 1), Storage: storage(l.store.Topo),
-	}); err != nil {
-		return fmt.Errorf("leader bucket: %w", err)
-	}
-	kv, err := l.store.JS.KeyValue(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("leader bucket: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
-	go l.campaign(runCtx, kv)
-	return nil
+	return l.life.Start(func() (func(context.Context), error) {
+		if l.ttl < time.Second {
+			return nil, fmt.Errorf("leader %s: ttl %s is below the bucket's one-second resolution", l.name, l.ttl)
+		}
+		bucket := LeaderBucket(l.ttl)
+		if err := streams.EnsureBucket(ctx, l.store.JS, jetstream.KeyValueConfig{
+			Bucket: bucket, Description: "jetflow leader elections", History: 1, TTL: l.ttl,
+			Replicas: max(l.store.Topo.Replicas, 1), Storage: storage(l.store.Topo),
+		}); err != nil {
+			return nil, fmt.Errorf("leader bucket: %w", err)
+		}
+		kv, err := l.store.JS.KeyValue(ctx, bucket)
+		if err != nil {
+			return nil, fmt.Errorf("leader bucket: %w", err)
+		}
+		return func(ctx context.Context) { l.campaign(ctx, kv) }, nil
+	})
 }
 
 func storage(t streams.Topology) jetstream.StorageType {
@@ -101,7 +93,6 @@ func storage(t streams.Topology) jetstream.StorageType {
 }
 
 func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
-	defer close(l.done)
 	var (
 		rev        uint64
 		lastRenew  time.Time
@@ -173,17 +164,4 @@ func (l *Leader) campaign(ctx context.Context, kv jetstream.KeyValue) {
 
 // Stop stops leading (handing the lead over at once) and campaigning.
 // Idempotent.
-func (l *Leader) Stop(ctx context.Context) {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.cancel = nil
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (l *Leader) Stop(ctx context.Context) { l.life.Stop(ctx) }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -44,7 +45,7 @@ type LeaseSweeper struct {
 	store    *Store
 	interval time.Duration
 	log      *slog.Logger
-	life     periodic
+	life     lifecycle.Loop
 	expired  atomic.Int64
 }
 
@@ -65,7 +66,7 @@ func (l *LeaseSweeper) Expired() int64 { return l.expired.Load() }
 
 // Start starts sweeping. Idempotent.
 func (l *LeaseSweeper) Start(context.Context) error {
-	l.life.start(l.interval, func(ctx context.Context) {
+	l.life.Every(l.interval, func(ctx context.Context) {
 		if _, err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("sweep", "err", err)
 		}
@@ -74,7 +75,7 @@ func (l *LeaseSweeper) Start(context.Context) error {
 }
 
 // Stop stops sweeping. Idempotent.
-func (l *LeaseSweeper) Stop(ctx context.Context) { l.life.stop(ctx) }
+func (l *LeaseSweeper) Stop(ctx context.Context) { l.life.Stop(ctx) }
 
 // inFlight is a work item delivered and not acked.
 type inFlight struct {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -23,11 +24,10 @@ type presence struct {
 	workers *Workers
 	log     *slog.Logger
 
+	life     lifecycle.Loop
 	mu       sync.Mutex
 	rec      streams.WorkerRecord
 	runtimes map[*Runtime]bool
-	cancel   context.CancelFunc
-	done     chan struct{}
 }
 
 // joinPresence adds rt to the presence of its worker id, starting it (and
@@ -68,9 +68,7 @@ func (s *Store) joinPresence(ctx context.Context, rt *Runtime) error {
 			s.presences = map[string]*presence{}
 		}
 		s.presences[id] = p
-		bctx, cancel := context.WithCancel(context.Background())
-		p.cancel, p.done = cancel, make(chan struct{})
-		go p.loop(bctx, p.done)
+		_ = p.life.Start(func() (func(context.Context), error) { return p.loop, nil })
 	}
 	return nil
 }
@@ -113,8 +111,7 @@ func (p *presence) every() time.Duration {
 	return max(d, 100*time.Millisecond)
 }
 
-func (p *presence) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (p *presence) loop(ctx context.Context) {
 	for {
 		t := time.NewTimer(p.every())
 		select {
@@ -146,10 +143,7 @@ func (p *presence) beatLocked(ctx context.Context) error {
 }
 
 func (p *presence) stop(ctx context.Context) {
-	if p.cancel != nil {
-		p.cancel()
-		<-p.done
-	}
+	p.life.Stop(context.WithoutCancel(ctx))
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := p.workers.Delete(dctx, p.rec.ID); err != nil {

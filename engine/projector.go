@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -47,9 +47,7 @@ type Projector struct {
 	store *Store
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	life lifecycle.Loop
 
 	checked atomic.Int64 // events verified
 	lastSeq atomic.Uint64
@@ -71,44 +69,25 @@ func NewProjector(store *Store, cfg ProjectorConfig) *Projector {
 
 // Start creates the consumer and starts projecting. Idempotent.
 func (p *Projector) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil {
-		return nil
-	}
-	cons, err := p.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
-		Durable:       ProjectorConsumer,
-		Description:   "jetflow job projection: verifies and repairs the jobs bucket",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       p.cfg.Lag + time.Minute,
-		MaxAckPending: 4 * p.cfg.Batch,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxDeliver:    -1,
+	return p.life.Start(func() (func(context.Context), error) {
+		cons, err := p.store.JS.CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
+			Durable:       ProjectorConsumer,
+			Description:   "jetflow job projection: verifies and repairs the jobs bucket",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       p.cfg.Lag + time.Minute,
+			MaxAckPending: 4 * p.cfg.Batch,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			MaxDeliver:    -1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("projector consumer: %w", err)
+		}
+		return func(ctx context.Context) { p.loop(ctx, cons) }, nil
 	})
-	if err != nil {
-		return fmt.Errorf("projector consumer: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
-	go p.loop(runCtx, cons)
-	return nil
 }
 
 // Stop stops projecting. Idempotent.
-func (p *Projector) Stop(ctx context.Context) {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel = nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (p *Projector) Stop(ctx context.Context) { p.life.Stop(ctx) }
 
 // Stats reports how many events the Projector checked and the last event
 // sequence it finished. Repairs are counted by Store.Repairs.
@@ -117,7 +96,6 @@ func (p *Projector) Stats() (checked int64, lastSeq uint64) {
 }
 
 func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
-	defer close(p.done)
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(p.cfg.Batch, jetstream.FetchMaxWait(time.Second))
 		if err != nil {

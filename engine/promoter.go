@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -27,9 +28,8 @@ type Promoter struct {
 	store *Store
 	log   *slog.Logger
 
+	life    lifecycle.Loop
 	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
 	pullers map[string]*puller
 }
 
@@ -43,43 +43,35 @@ func NewPromoter(store *Store, log *slog.Logger) *Promoter {
 
 // Start follows the queues bucket and promotes due jobs. Idempotent.
 func (p *Promoter) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil {
-		return nil
-	}
-	kv, err := p.store.JS.KeyValue(ctx, streams.QueuesBucket)
-	if err != nil {
-		return fmt.Errorf("queues bucket: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(runCtx, jetstream.IgnoreDeletes())
-	if err != nil {
-		cancel()
-		return fmt.Errorf("watch queues: %w", err)
-	}
-	p.cancel, p.done = cancel, make(chan struct{})
-	go func() {
-		defer close(p.done)
-		defer w.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
+	return p.life.Start(func() (func(context.Context), error) {
+		kv, err := p.store.JS.KeyValue(ctx, streams.QueuesBucket)
+		if err != nil {
+			return nil, fmt.Errorf("queues bucket: %w", err)
+		}
+		w, err := kv.WatchAll(context.Background(), jetstream.IgnoreDeletes())
+		if err != nil {
+			return nil, fmt.Errorf("watch queues: %w", err)
+		}
+		return func(ctx context.Context) {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
 					return
-				}
-				if e == nil {
-					continue // end of the initial values
-				}
-				if err := p.follow(runCtx, e.Key()); err != nil && runCtx.Err() == nil {
-					p.log.Error("promote queue", "queue", e.Key(), "err", err)
+				case e, ok := <-w.Updates():
+					if !ok {
+						return
+					}
+					if e == nil {
+						continue // end of the initial values
+					}
+					if err := p.follow(ctx, e.Key()); err != nil && ctx.Err() == nil {
+						p.log.Error("promote queue", "queue", e.Key(), "err", err)
+					}
 				}
 			}
-		}
-	}()
-	return nil
+		}, nil
+	})
 }
 
 func (p *Promoter) follow(ctx context.Context, queue string) error {
@@ -131,18 +123,7 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 
 // Stop stops promoting. Idempotent.
 func (p *Promoter) Stop(ctx context.Context) {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel = nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	p.life.Stop(ctx)
 	// Then the pullers, including one that a follow in progress added.
 	p.mu.Lock()
 	pullers := p.pullers

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -47,7 +48,7 @@ type Reaper struct {
 	cfg   ReaperConfig
 	log   *slog.Logger
 
-	life   periodic
+	life   lifecycle.Loop
 	reaped atomic.Int64
 }
 
@@ -73,7 +74,7 @@ func (r *Reaper) Reaped() int64 { return r.reaped.Load() }
 
 // Start starts scanning. Idempotent.
 func (r *Reaper) Start(context.Context) error {
-	r.life.start(r.cfg.Interval, func(ctx context.Context) {
+	r.life.Every(r.cfg.Interval, func(ctx context.Context) {
 		if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("scan", "err", err)
 		}
@@ -82,7 +83,7 @@ func (r *Reaper) Start(context.Context) error {
 }
 
 // Stop stops scanning. Idempotent.
-func (r *Reaper) Stop(ctx context.Context) { r.life.stop(ctx) }
+func (r *Reaper) Stop(ctx context.Context) { r.life.Stop(ctx) }
 
 // reaping is one reason to end a job, decided on its current state.
 type reaping struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -86,9 +87,7 @@ type Index struct {
 
 	synced     chan struct{}
 	syncedOnce sync.Once
-	runMu      sync.Mutex
-	cancel     context.CancelFunc
-	done       chan struct{}
+	life       lifecycle.Loop
 }
 
 // NewIndex returns an index of the jobs bucket kv.
@@ -101,33 +100,12 @@ func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
 }
 
 // Start starts watching the bucket. Idempotent.
-func (x *Index) Start(ctx context.Context) error {
-	x.runMu.Lock()
-	defer x.runMu.Unlock()
-	if x.done != nil {
-		return nil
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	x.cancel, x.done = cancel, make(chan struct{})
-	go x.run(runCtx)
-	return nil
+func (x *Index) Start(context.Context) error {
+	return x.life.Start(func() (func(context.Context), error) { return x.run, nil })
 }
 
 // Stop stops watching. Idempotent.
-func (x *Index) Stop(ctx context.Context) {
-	x.runMu.Lock()
-	cancel, done := x.cancel, x.done
-	x.cancel, x.done = nil, nil
-	x.runMu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (x *Index) Stop(ctx context.Context) { x.life.Stop(ctx) }
 
 // Synced is closed once the index holds every record the bucket had when
 // it started.
@@ -152,7 +130,6 @@ func (x *Index) waitSynced(ctx context.Context) error {
 }
 
 func (x *Index) run(ctx context.Context) {
-	defer close(x.done)
 	for ctx.Err() == nil {
 		if err := x.watch(ctx); err != nil && ctx.Err() == nil {
 			x.log.Warn("jobs watch ended; watching again", "err", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -44,9 +45,8 @@ type Metrics struct {
 	run       *prometheus.HistogramVec
 	latency   *prometheus.HistogramVec
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life    lifecycle.Loop
+	mu      sync.Mutex // guards track
 	track   map[string]*jobTimes
 	lastSeq atomic.Uint64
 }
@@ -87,36 +87,17 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.
 
 // Start starts consuming the event log from its end. Idempotent.
 func (m *Metrics) Start(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done != nil {
-		return nil
-	}
-	cons, err := m.consumer(ctx)
-	if err != nil {
-		return err
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	m.cancel, m.done = cancel, make(chan struct{})
-	go m.loop(runCtx, cons, m.done)
-	return nil
+	return m.life.Start(func() (func(context.Context), error) {
+		cons, err := m.consumer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) { m.loop(ctx, cons) }, nil
+	})
 }
 
 // Stop stops consuming. Idempotent.
-func (m *Metrics) Stop(ctx context.Context) {
-	m.mu.Lock()
-	cancel, done := m.cancel, m.done
-	m.cancel, m.done = nil, nil
-	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (m *Metrics) Stop(ctx context.Context) { m.life.Stop(ctx) }
 
 func (m *Metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{streams.EventsPrefix + ".>"},
@@ -131,8 +112,7 @@ func (m *Metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
-func (m *Metrics) loop(ctx context.Context, cons jetstream.Consumer, done chan<- struct{}) {
-	defer close(done)
+func (m *Metrics) loop(ctx context.Context, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
