@@ -209,7 +209,7 @@ func (s *Store) foldFrom(ctx context.Context, j *streams.Job, subject string, fr
 			return nil, fmt.Errorf("event %d: %w", m.Sequence, err)
 		}
 		ev.Seq, ev.Subject = m.Sequence, m.Subject
-		if j, err = projections.Apply(j, ev); err != nil {
+		if j, err = projections.Fold(j, ev); err != nil {
 			return nil, err
 		}
 		if subject != m.Subject && streams.EventFilter(ev.JobID) == subject {
@@ -284,7 +284,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 // If the record moved meanwhile (the Projector repaired it, or a later
 // writer got there first), Load reconciles it with the log, which has ev.
 func (s *Store) project(ctx context.Context, cur Snapshot, ev *streams.Event) (Snapshot, error) {
-	next, err := projections.Apply(cur.Job, ev)
+	next, err := projections.Fold(cur.Job, ev)
 	if err != nil {
 		return cur, fmt.Errorf("fold %s into job %s: %w", ev.Type, ev.JobID, err)
 	}
@@ -385,7 +385,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		ev.Subject = streams.EventSubject(ev.Spec.Namespace, ev.Spec.Queue, ev.Spec.Type, ev.JobID)
-		j, err := projections.Apply(nil, ev)
+		j, err := projections.Fold(nil, ev)
 		if err != nil {
 			out[i].Err = err
 			evs[i] = nil

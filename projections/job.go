@@ -6,10 +6,10 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// Apply folds one event into a job's state. Events at or below the job's Seq
+// Fold folds one event into a job's state. Events at or below the job's Seq
 // have been folded already and are ignored, so a stale or replayed event
 // never moves a job backwards. j may be nil for the first event.
-func Apply(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
+func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 	if j != nil && ev.Seq != 0 && ev.Seq <= j.Seq {
 		return j, nil
 	}

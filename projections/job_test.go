@@ -26,7 +26,7 @@ func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) 
 		t.Fatal(err)
 	}
 	ev.Seq = 1
-	j, err := projections.Apply(nil, ev)
+	j, err := projections.Fold(nil, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) 
 			t.Fatalf("decision %d on %s: %v", i, j.State, err)
 		}
 		ev.Seq = uint64(i + 2)
-		if j, err = projections.Apply(j, ev); err != nil {
+		if j, err = projections.Fold(j, ev); err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)
@@ -91,7 +91,7 @@ func TestApplyIsMonotonic(t *testing.T) {
 		func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "w1", at(2*time.Second)) },
 	)
 	for _, old := range evs { // replaying any event already folded changes nothing
-		again, err := projections.Apply(j, old)
+		again, err := projections.Fold(j, old)
 		if err != nil || again != j {
 			t.Fatalf("replay of event %d moved the job: %+v %v", old.Seq, again, err)
 		}
@@ -99,18 +99,18 @@ func TestApplyIsMonotonic(t *testing.T) {
 }
 
 func TestApplyRefusesNonsense(t *testing.T) {
-	if _, err := projections.Apply(nil, &streams.Event{Type: streams.EvStarted, JobID: "J", Seq: 1}); err == nil {
+	if _, err := projections.Fold(nil, &streams.Event{Type: streams.EvStarted, JobID: "J", Seq: 1}); err == nil {
 		t.Fatal("a job's first event must be job.submitted")
 	}
 	j, evs := fold(t)
 	other := *evs[0]
 	other.JobID, other.Seq = "K", 9
-	if _, err := projections.Apply(j, &other); err == nil {
+	if _, err := projections.Fold(j, &other); err == nil {
 		t.Fatal("folded another job's event")
 	}
 	again := *evs[0]
 	again.Seq = 5
-	if _, err := projections.Apply(j, &again); err == nil {
+	if _, err := projections.Fold(j, &again); err == nil {
 		t.Fatal("second job.submitted accepted")
 	}
 }

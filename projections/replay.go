@@ -67,7 +67,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
 		}
 		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
-		j, err := Apply(jobs[ev.JobID], ev)
+		j, err := Fold(jobs[ev.JobID], ev)
 		if err != nil {
 			return nil, 0, fmt.Errorf("event %d: %w", ev.Seq, err)
 		}
@@ -212,7 +212,7 @@ func foldTail(ctx context.Context, evs jetstream.Stream, j *streams.Job, upTo ui
 			return nil, err
 		}
 		ev.Seq, ev.Subject = m.Sequence, m.Subject
-		if j, err = Apply(j, ev); err != nil {
+		if j, err = Fold(j, ev); err != nil {
 			return nil, err
 		}
 		seq = m.Sequence + 1

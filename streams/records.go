@@ -177,7 +177,7 @@ type Progress struct {
 	Message string `msgpack:"message,omitempty" json:"message,omitempty"`
 }
 
-// Job is the state of one job: the fold of its events (projections.Apply),
+// Job is the state of one job: the fold of its events (projections.Fold),
 // stored in JobsBucket under its id. Seq is the stream sequence of the last
 // event folded into it; a record is only ever replaced by one with a higher
 // Seq.
