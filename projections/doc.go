@@ -1,4 +1,4 @@
-// Package projections folds the event log into read models. Apply is the job
+// Package projections folds the event log into read models. Fold is the job
 // projection: the one function that turns a job's events into its state, used
 // by every writer (after its append), by the Projector (which verifies every
 // event against the KV bucket and repairs what a crash left behind) and by

@@ -13,7 +13,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-// fold runs decisions through Apply, numbering events 1, 2, ...
+// fold runs decisions through Fold, numbering events 1, 2, ...
 func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) (*streams.Job, []*streams.Event) {
 	t.Helper()
 	spec, err := (&commands.SubmitRequest{Type: "t", Payload: commands.RawJSON(`{"x":1}`)}).Spec(t0)
@@ -47,7 +47,7 @@ func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) 
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func TestApplyRetryThenSuccess(t *testing.T) {
+func TestFoldRetryThenSuccess(t *testing.T) {
 	j, _ := fold(t,
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) {
@@ -67,7 +67,7 @@ func TestApplyRetryThenSuccess(t *testing.T) {
 	}
 }
 
-func TestApplyLeaseAndCancel(t *testing.T) {
+func TestFoldLeaseAndCancel(t *testing.T) {
 	j, evs := fold(t,
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) { return commands.LeaseLost(j, "w2", at(40*time.Second)) },
@@ -85,7 +85,7 @@ func TestApplyLeaseAndCancel(t *testing.T) {
 	}
 }
 
-func TestApplyIsMonotonic(t *testing.T) {
+func TestFoldIsMonotonic(t *testing.T) {
 	j, evs := fold(t,
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "w1", at(2*time.Second)) },
@@ -98,7 +98,7 @@ func TestApplyIsMonotonic(t *testing.T) {
 	}
 }
 
-func TestApplyRefusesNonsense(t *testing.T) {
+func TestFoldRefusesNonsense(t *testing.T) {
 	if _, err := projections.Fold(nil, &streams.Event{Type: streams.EvStarted, JobID: "J", Seq: 1}); err == nil {
 		t.Fatal("a job's first event must be job.submitted")
 	}
