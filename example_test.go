@@ -6,34 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/jetflow/jetflow"
-	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/jetflowtest"
 )
 
-// exampleClient starts an embedded NATS server in a temp dir and returns a
-// client on it, and a function that tears both down.
+// exampleClient starts a whole jetflow in a temp dir (jetflowtest) and
+// returns its client, and a function that tears it down.
 func exampleClient() (*jetflow.Client, func()) {
-	dir, err := os.MkdirTemp("", "jetflow-example-")
+	env, err := jetflowtest.Open(jetflowtest.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := engine.StartServer(engine.ServerConfig{Dir: dir})
-	if err != nil {
-		log.Fatal(err)
-	}
-	nc, err := engine.ConnectInProcess(srv, "example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	client, err := jetflow.NewClient(context.Background(), nc, jetflow.ClientOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return client, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown(); os.RemoveAll(dir) }
+	return env.Client, env.Close
 }
 
 type Greeting struct {
