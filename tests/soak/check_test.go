@@ -57,12 +57,14 @@ type report struct {
 	pieceEvs   int
 	cancelFrom map[string]map[streams.State]int // cancel scenario -> the state it cancelled from
 	requeues   map[string]int                   // lease and shutdown requeues, by how they were justified
+	stuck      map[string][]int                 // fan-out parents not terminal -> pieces with no outcome in the log
 	finishedAt []time.Time                      // when each job (top-level or child) ended, sorted
 }
 
 func newReport() *report {
 	r := &report{violations: map[string]int{}, examples: map[string][]string{}, kinds: map[string]int{},
-		finals: map[string]map[streams.State]int{}, cancelFrom: map[string]map[streams.State]int{}, requeues: map[string]int{}}
+		finals: map[string]map[streams.State]int{}, cancelFrom: map[string]map[streams.State]int{}, requeues: map[string]int{},
+		stuck: map[string][]int{}}
 	for _, inv := range invariants {
 		r.violations[inv] = 0
 	}
@@ -233,7 +235,23 @@ func (s *system) nearRestart(t time.Time) *restart {
 func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 	last := j.last()
 	if last == nil {
-		return // counted by checkHistory
+		// Counted by checkHistory; for a fan-out, which pieces it waits for.
+		switch p.kind {
+		case kBatches:
+			first := firstOutcomes(pieces)
+			for i := 1; i <= p.n; i++ {
+				if first[i] == "" {
+					r.stuck[j.id] = append(r.stuck[j.id], i)
+				}
+			}
+		case kChildren, kWaiting:
+			for _, k := range kids {
+				if k.last() == nil {
+					r.stuck[j.id] = append(r.stuck[j.id], k.spec.Piece)
+				}
+			}
+		}
+		return
 	}
 	if r.finals[p.kind] == nil {
 		r.finals[p.kind] = map[streams.State]int{}

@@ -104,4 +104,5 @@ func (s *system) restartNode() {
 	r.ready = time.Now()
 	s.nodeLoss = append(s.nodeLoss, r)
 	s.faults.nodeKills++
+	s.note(r.killed, "SIGKILL %s, ready again %.2f s later", r.what, r.ready.Sub(r.killed).Seconds())
 }

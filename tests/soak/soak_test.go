@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -124,6 +126,9 @@ func runSoak(t *testing.T, s *system) {
 	}
 
 	t.Log(summary(s, ld, r, faultStart, faultEnd, drained, finishedAtEnd, verified))
+	for id, pieces := range r.stuck {
+		t.Logf("fan-out %s is not terminal: pieces %v have no outcome in the log\n%s", id, pieces, batchItems(s, id))
+	}
 	ld.mu.Lock()
 	errs := ld.errs
 	ld.mu.Unlock()
@@ -155,6 +160,40 @@ func settle(stall time.Duration, left func() (int, error)) int {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// batchItems describes the batches of parent still in the default queue and
+// the state of the consumer that should deliver them.
+func batchItems(s *system, parent string) string {
+	ctx, cancel := callCtx(30 * time.Second)
+	defer cancel()
+	var b strings.Builder
+	req := map[string]any{"seq": 1, "next_by_subj": streams.BatchSubject(streams.DefaultQueue, "demo.batch", parent), "batch": 1000}
+	_, err := streams.DirectBatch(ctx, s.client.Conn(), streams.QueueStream(streams.DefaultQueue), req, func(m *nats.Msg) error {
+		var item streams.BatchItem
+		_ = streams.Unmarshal(m.Data, &item)
+		fmt.Fprintf(&b, "  queue item seq %s (stored %s): piece %d\n", m.Header.Get("Nats-Sequence"), m.Header.Get("Nats-Time-Stamp"), item.Piece)
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(&b, "  read the queue: %v\n", err)
+	}
+	js, err := jetstream.New(s.client.Conn())
+	var c jetstream.Consumer
+	if err == nil {
+		c, err = js.Consumer(ctx, streams.QueueStream(streams.DefaultQueue), engine.BatchConsumerName("demo.batch"))
+	}
+	if err == nil {
+		var ci *jetstream.ConsumerInfo
+		if ci, err = c.Info(ctx); err == nil {
+			fmt.Fprintf(&b, "  consumer %s: %d pending, %d ack pending, %d redelivered; delivered up to stream seq %d, ack floor %d\n",
+				ci.Name, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "  consumer: %v\n", err)
+	}
+	return b.String()
 }
 
 // queueItems is how many messages a queue's stream holds (work items not
@@ -261,6 +300,7 @@ func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.
 		}
 	}
 	fmt.Fprintf(&b, "requeues: %v\n", r.requeues)
+	fmt.Fprintf(&b, "fault timeline:\n  %s\n", strings.Join(s.timeline, "\n  "))
 	fmt.Fprintf(&b, "replay --verify rebuilt %d jobs\ninvariants (violations):\n%s", verified, r.table())
 	return b.String()
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,6 +47,7 @@ type system struct {
 	tl      *tail     // the log as the soak runs, for faults that wait on it
 	orphans []orphans // jobs of workers all killed at once, still held when the wait for them ended
 
+	timeline      []string          // every fault, when it was done
 	startFailures []string          // processes that exited before they ran
 	failedClaims  map[string]string // "job worker" -> the worker's log line of a claim it took for failed
 }
@@ -167,6 +170,7 @@ func (s *system) killWorker() {
 	w.p.Kill(s.t)
 	w.dead = time.Now()
 	s.faults.workerKills++
+	s.note(w.signalled, "SIGKILL %s", w.id)
 }
 
 // termWorker stops a worker with SIGTERM and does not wait: it finishes or
@@ -177,6 +181,7 @@ func (s *system) termWorker() {
 	w.signalled, w.sig = time.Now(), syscall.SIGTERM
 	w.p.Signal(s.t, syscall.SIGTERM)
 	s.faults.workerTerms++
+	s.note(w.signalled, "SIGTERM %s", w.id)
 }
 
 // killAll kills every worker with SIGKILL at once, so that no worker of
@@ -198,6 +203,7 @@ func (s *system) killAll() {
 		w.dead = time.Now()
 	}
 	n := len(s.workers)
+	s.note(now, "SIGKILL every worker (%s)", strings.Join(slices.Sorted(maps.Keys(dead)), " "))
 	s.workers = nil
 	s.faults.allKills++
 	held := func() (int, error) { return len(s.tl.heldBy(dead)), nil }
@@ -223,6 +229,12 @@ func (s *system) restartServe() {
 	r.ready = time.Now()
 	s.restarts = append(s.restarts, r)
 	s.faults.serveKills++
+	s.note(r.killed, "SIGKILL %s, ready again %.2f s later", r.what, r.ready.Sub(r.killed).Seconds())
+}
+
+// note adds a fault to the timeline.
+func (s *system) note(at time.Time, format string, args ...any) {
+	s.timeline = append(s.timeline, at.Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
 }
 
 // injectFaults does one fault after another, a random pause apart, until
