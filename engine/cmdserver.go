@@ -237,7 +237,7 @@ func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, body
 		defer func() {
 			if p := recover(); p != nil {
 				c.log.Error("command panicked", "verb", verb, "panic", p, "stack", string(debug.Stack()))
-				failed = &CommandError{Type: ProblemInternal, Title: "internal", Status: 500, Detail: fmt.Sprint(p)}
+				failed = NewProblem(ProblemInternal, 500, fmt.Sprint(p))
 				out, _ = encodeReply(&cmdReply{Error: failed}, asJSON)
 			}
 		}()
@@ -328,26 +328,15 @@ type cmdReply struct {
 	Error   *CommandError            `json:"error,omitempty"`
 }
 
-// CommandError is the error of a failed command (RFC 9457 fields).
-type CommandError struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	JobID  string `json:"job_id,omitempty"`
-	// Field names the refused field of an invalid-input error, and the
-	// field whose value did not decode of a bad-command one, when known.
-	Field string `json:"field,omitempty"`
-}
+// CommandError is the error of a failed command.
+type CommandError = Problem
 
 func problem(err error, jobID string) *CommandError {
-	slug, status := Classify(err)
-	ce := &CommandError{Type: slug, Title: strings.ReplaceAll(slug, "-", " "), Status: status, Detail: err.Error(), JobID: jobID}
-	var in *commands.InputError
-	if errors.As(err, &in) {
-		ce.Field = in.Field
+	p := ProblemOf(err)
+	if p.JobID == "" {
+		p.JobID = jobID
 	}
-	return ce
+	return p
 }
 
 // undecodable is the error of a command body that does not decode into v:
@@ -368,7 +357,9 @@ func undecodable(verb string, body []byte, asJSON bool, v any, err error) *Comma
 	if field != "" {
 		detail = fmt.Sprintf("%s: field %q: %v", verb, field, ferr)
 	}
-	return &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 400, Detail: detail, Field: field}
+	p := NewProblem(ProblemBadCommand, 400, detail)
+	p.Field = field
+	return p
 }
 
 // FieldOf finds the field of v (a pointer to a struct) whose value in body
@@ -458,8 +449,8 @@ func (c *idCommand) check(verb string) error {
 func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, body []byte) *cmdReply {
 	failed := func(err error, jobID string) *cmdReply { return &cmdReply{Error: problem(err, jobID)} }
 	if len(body) > MaxCommandBytes {
-		return &cmdReply{Error: &CommandError{Type: ProblemBadCommand, Title: "bad command", Status: 413,
-			Detail: fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes)}}
+		return &cmdReply{Error: NewProblem(ProblemBadCommand, 413,
+			fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes))}
 	}
 	// decode decodes the body into v, or says why it does not.
 	decode := func(v any) *cmdReply {
@@ -533,8 +524,8 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		return out
 	}
-	return &cmdReply{Error: &CommandError{Type: ProblemUnknownCommand, Title: "unknown command", Status: 404,
-		Detail: fmt.Sprintf("no command %q; commands are submit, get, cancel, list, events", verb)}}
+	return &cmdReply{Error: NewProblem(ProblemUnknownCommand, 404,
+		fmt.Sprintf("no command %q; commands are submit, get, cancel, list, events", verb))}
 }
 
 // decodeCommand decodes a command body strictly: unknown fields and fields

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // Problem type slugs: the stable names of jetflow's errors, shared by the
-// command protocol and the HTTP API (RFC 9457 "type").
+// command protocol and the HTTP API (RFC 9457 "type"). The HTTP API adds
+// its own; every slug has its title in titles.
 const (
 	ProblemInvalidInput      = "invalid-input"
 	ProblemNotFound          = "not-found"
@@ -21,7 +23,99 @@ const (
 	ProblemUnknownCommand    = "unknown-command"
 	ProblemTimeout           = "timeout"
 	ProblemInternal          = "internal"
+
+	// The HTTP API's own.
+	ProblemMalformedRequest = "malformed-request"  // bad JSON, wrong field types, unknown fields
+	ProblemPayloadTooLarge  = "payload-too-large"  // a body over the gateway's MaxBodyBytes
+	ProblemBadCursor        = "bad-cursor"         // a list cursor the gateway did not hand out
+	ProblemMethodNotAllowed = "method-not-allowed" // the route exists, the method does not
+	ProblemUnavailable      = "unavailable"        // NATS is unreachable or the index is not loaded yet
+	// ProblemRegistrationTooLarge: a worker registration over the limits
+	// of types, queues or types × queues (MaxRemote*).
+	ProblemRegistrationTooLarge = "registration-too-large"
+	// ProblemConcurrencyLimit: a claim of a worker that already holds as
+	// many live claims as its registered concurrency.
+	ProblemConcurrencyLimit = "concurrency-limit"
+	// ProblemOverloaded: the gateway holds its most open streams and long
+	// polls.
+	ProblemOverloaded = "overloaded"
+	// ProblemCrossOrigin: an unsafe request a browser sent from a page of
+	// another origin (CSRF protection).
+	ProblemCrossOrigin = "cross-origin"
 )
+
+// titles are the titles of the problem types, by slug: one table for the
+// command protocol and the HTTP API.
+var titles = map[string]string{
+	ProblemInvalidInput:      "Invalid input",
+	ProblemNotFound:          "Not found",
+	ProblemInvalidTransition: "Invalid transition",
+	ProblemConflict:          "Conflict",
+	ProblemNotClaimant:       "Not the claimant",
+	ProblemBadCommand:        "Bad command",
+	ProblemUnknownCommand:    "Unknown command",
+	ProblemTimeout:           "Timeout",
+	ProblemInternal:          "Internal error",
+
+	ProblemMalformedRequest:     "Malformed request",
+	ProblemPayloadTooLarge:      "Payload too large",
+	ProblemBadCursor:            "Bad cursor",
+	ProblemMethodNotAllowed:     "Method not allowed",
+	ProblemUnavailable:          "Service unavailable",
+	ProblemRegistrationTooLarge: "Registration too large",
+	ProblemConcurrencyLimit:     "Concurrency limit reached",
+	ProblemOverloaded:           "Too many open streams",
+	ProblemCrossOrigin:          "Cross-origin request refused",
+}
+
+// Problem is an RFC 9457 problem detail: the error of a command (the
+// "error" of its reply) and the body of every error the HTTP API answers.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	JobID    string `json:"job_id,omitempty"`
+	WorkerID string `json:"worker_id,omitempty"`
+	// Field names the refused field of an invalid-input problem, and the
+	// field whose value did not decode of a bad-command one, when known.
+	Field string `json:"field,omitempty"`
+	// State is the job's state an invalid-transition was refused in.
+	State string `json:"state,omitempty"`
+}
+
+func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
+
+// NewProblem returns a problem of a slug, with its title.
+func NewProblem(slug string, status int, detail string) *Problem {
+	title := titles[slug]
+	if title == "" {
+		title = strings.ReplaceAll(slug, "-", " ")
+	}
+	return &Problem{Type: slug, Title: title, Status: status, Detail: detail}
+}
+
+// ProblemOf turns any error into a problem: a *Problem as it is, a command
+// or engine error by Classify, naming the field of an input error and the
+// state of a refused transition.
+func ProblemOf(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	slug, status := Classify(err)
+	pr := NewProblem(slug, status, err.Error())
+	var in *commands.InputError
+	if errors.As(err, &in) {
+		pr.Field = in.Field
+	}
+	var te *commands.TransitionError
+	if errors.As(err, &te) && slug == ProblemInvalidTransition {
+		pr.State = string(te.From)
+	}
+	return pr
+}
 
 // Classify maps an error to its problem slug and HTTP status.
 func Classify(err error) (slug string, status int) {
