@@ -74,31 +74,26 @@ func cmdSubmit(c *cli, args []string) int {
 		}
 		return c.fail(err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	job, created, err := cl.Send(ctx, req)
-	if err != nil {
-		return c.fail(err)
-	}
-	if !wait {
-		if c.json {
-			c.printJSON(job)
-		} else if created {
-			fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
-		} else {
-			fmt.Fprintf(c.out, "%s\t%s\t(existing job for key %q)\n", job.ID, job.State, key)
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		job, created, err := cl.Send(ctx, req)
+		if err != nil {
+			return c.fail(err)
 		}
-		return exitOK
-	}
-	if !c.json {
-		fmt.Fprintf(c.errw, "submitted %s, waiting...\n", job.ID)
-	}
-	return c.waitAndPrint(ctx, cl, job.ID, 0)
+		if !wait {
+			if c.json {
+				c.printJSON(job)
+			} else if created {
+				fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+			} else {
+				fmt.Fprintf(c.out, "%s\t%s\t(existing job for key %q)\n", job.ID, job.State, key)
+			}
+			return exitOK
+		}
+		if !c.json {
+			fmt.Fprintf(c.errw, "submitted %s, waiting...\n", job.ID)
+		}
+		return c.waitAndPrint(ctx, cl, job.ID, 0)
+	})
 }
 
 func (c *cli) waitAndPrint(ctx context.Context, cl *jetflow.Client, id string, timeout time.Duration) int {
@@ -201,19 +196,14 @@ func cmdGet(c *cli, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	job, err := cl.Get(ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	c.printJob(job)
-	return exitOK
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		job, err := cl.Get(ctx, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		c.printJob(job)
+		return exitOK
+	})
 }
 
 func cmdWait(c *cli, args []string) int {
@@ -224,18 +214,13 @@ func cmdWait(c *cli, args []string) int {
 	if !ok || !c.checkFlags(when("timeout", timeout < 0, "must not be negative")) {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	if _, err := cl.Get(ctx, pos[0]); err != nil {
-		c.errorf("%v", err)
-		return exitUsage
-	}
-	return c.waitAndPrint(ctx, cl, pos[0], timeout)
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		if _, err := cl.Get(ctx, pos[0]); err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		return c.waitAndPrint(ctx, cl, pos[0], timeout)
+	})
 }
 
 // listFlags maps the fields of a list filter to the flags that set them.
@@ -268,31 +253,26 @@ func cmdList(c *cli, args []string) int {
 		}
 		return c.fail(err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	jobs, err := cl.List(ctx, f)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		if jobs == nil {
-			jobs = []*jetflow.JobInfo{}
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		jobs, err := cl.List(ctx, f)
+		if err != nil {
+			return c.fail(err)
 		}
-		c.printJSON(jobs)
+		if c.json {
+			if jobs == nil {
+				jobs = []*jetflow.JobInfo{}
+			}
+			c.printJSON(jobs)
+			return exitOK
+		}
+		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
+		for _, j := range jobs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
+		}
+		w.Flush()
 		return exitOK
-	}
-	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
-	for _, j := range jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
-	}
-	w.Flush()
-	return exitOK
+	})
 }
 
 func cmdCancel(c *cli, args []string) int {
@@ -307,23 +287,18 @@ func cmdCancel(c *cli, args []string) int {
 		fmt.Sprintf("%d bytes: at most %d", len(reason), jetflow.MaxReasonBytes))) {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	job, err := cl.Cancel(ctx, pos[0], reason)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(job)
-	} else {
-		fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
-	}
-	return exitOK
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		job, err := cl.Cancel(ctx, pos[0], reason)
+		if err != nil {
+			return c.fail(err)
+		}
+		if c.json {
+			c.printJSON(job)
+		} else {
+			fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+		}
+		return exitOK
+	})
 }
 
 func cmdEvents(c *cli, args []string) int {
@@ -334,37 +309,32 @@ func cmdEvents(c *cli, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	print := func(e *jetflow.EventInfo) error {
-		if c.json {
-			b, _ := json.Marshal(e)
-			fmt.Fprintln(c.out, string(b))
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		print := func(e *jetflow.EventInfo) error {
+			if c.json {
+				b, _ := json.Marshal(e)
+				fmt.Fprintln(c.out, string(b))
+				return nil
+			}
+			fmt.Fprintln(c.out, formatEvent(e))
 			return nil
 		}
-		fmt.Fprintln(c.out, formatEvent(e))
-		return nil
-	}
-	var err error
-	if follow {
-		err = cl.Follow(ctx, pos[0], print)
-	} else {
-		var evs []*jetflow.EventInfo
-		if evs, err = cl.Events(ctx, pos[0]); err == nil {
-			for _, e := range evs {
-				_ = print(e)
+		var err error
+		if follow {
+			err = cl.Follow(ctx, pos[0], print)
+		} else {
+			var evs []*jetflow.EventInfo
+			if evs, err = cl.Events(ctx, pos[0]); err == nil {
+				for _, e := range evs {
+					_ = print(e)
+				}
 			}
 		}
-	}
-	if err != nil && ctx.Err() == nil {
-		return c.fail(err)
-	}
-	return exitOK
+		if err != nil && ctx.Err() == nil {
+			return c.fail(err)
+		}
+		return exitOK
+	})
 }
 
 func formatEvent(e *jetflow.EventInfo) string {
@@ -428,58 +398,53 @@ func cmdReplay(c *cli, args []string) int {
 		when("settle", !verify, "only with --verify")) {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	if !verify {
-		counts, last, err := cl.Replay(ctx)
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		if !verify {
+			counts, last, err := cl.Replay(ctx)
+			if err != nil {
+				return c.fail(err)
+			}
+			total := 0
+			for _, n := range counts {
+				total += n
+			}
+			if c.json {
+				c.printJSON(map[string]any{"jobs": total, "last_seq": last, "states": counts})
+				return exitOK
+			}
+			fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", total, last)
+			for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
+				jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
+				if counts[s] > 0 {
+					fmt.Fprintf(c.out, "  %-10s %d\n", s, counts[s])
+				}
+			}
+			return exitOK
+		}
+		rep, err := cl.Verify(ctx, settle)
 		if err != nil {
 			return c.fail(err)
 		}
-		total := 0
-		for _, n := range counts {
-			total += n
-		}
 		if c.json {
-			c.printJSON(map[string]any{"jobs": total, "last_seq": last, "states": counts})
-			return exitOK
-		}
-		fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", total, last)
-		for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
-			jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
-			if counts[s] > 0 {
-				fmt.Fprintf(c.out, "  %-10s %d\n", s, counts[s])
+			if rep.Diffs == nil {
+				rep.Diffs = []jetflow.VerifyDiff{}
 			}
+			c.printJSON(rep)
+		} else {
+			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records: %d differ\n", rep.Jobs, rep.LastSeq, rep.Records, len(rep.Diffs))
+			for _, d := range rep.Diffs {
+				fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)
+				if len(d.Fields) > 0 {
+					fmt.Fprintf(c.out, " (%s)", strings.Join(d.Fields, ", "))
+				}
+				fmt.Fprintln(c.out)
+			}
+		}
+		if len(rep.Diffs) > 0 {
+			return exitFailed
 		}
 		return exitOK
-	}
-	rep, err := cl.Verify(ctx, settle)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		if rep.Diffs == nil {
-			rep.Diffs = []jetflow.VerifyDiff{}
-		}
-		c.printJSON(rep)
-	} else {
-		fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records: %d differ\n", rep.Jobs, rep.LastSeq, rep.Records, len(rep.Diffs))
-		for _, d := range rep.Diffs {
-			fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)
-			if len(d.Fields) > 0 {
-				fmt.Fprintf(c.out, " (%s)", strings.Join(d.Fields, ", "))
-			}
-			fmt.Fprintln(c.out)
-		}
-	}
-	if len(rep.Diffs) > 0 {
-		return exitFailed
-	}
-	return exitOK
+	})
 }
 
 func progressBar(pct float64) string {
@@ -497,85 +462,80 @@ func cmdTree(c *cli, args []string) int {
 	if !ok || !c.checkFlags(when("max", most < 0, "must be 0 or more")) {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	root, err := cl.Get(ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	type node struct {
-		Job      *jetflow.JobInfo `json:"job"`
-		Children []*node          `json:"children,omitempty"`
-	}
-	var build func(j *jetflow.JobInfo, depth int) (*node, error)
-	build = func(j *jetflow.JobInfo, depth int) (*node, error) {
-		n := &node{Job: j}
-		if j.Fanout == nil || j.Fanout.Kind != "children" || depth > 20 {
-			return n, nil
-		}
-		kids, err := cl.Children(ctx, j.ID)
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		root, err := cl.Get(ctx, pos[0])
 		if err != nil {
-			return nil, err
+			return c.fail(err)
 		}
-		for _, k := range kids {
-			kn, err := build(k, depth+1)
+		type node struct {
+			Job      *jetflow.JobInfo `json:"job"`
+			Children []*node          `json:"children,omitempty"`
+		}
+		var build func(j *jetflow.JobInfo, depth int) (*node, error)
+		build = func(j *jetflow.JobInfo, depth int) (*node, error) {
+			n := &node{Job: j}
+			if j.Fanout == nil || j.Fanout.Kind != "children" || depth > 20 {
+				return n, nil
+			}
+			kids, err := cl.Children(ctx, j.ID)
 			if err != nil {
 				return nil, err
 			}
-			n.Children = append(n.Children, kn)
+			for _, k := range kids {
+				kn, err := build(k, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				n.Children = append(n.Children, kn)
+			}
+			return n, nil
 		}
-		return n, nil
-	}
-	tree, err := build(root, 0)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		c.printJSON(tree)
+		tree, err := build(root, 0)
+		if err != nil {
+			return c.fail(err)
+		}
+		if c.json {
+			c.printJSON(tree)
+			return exitOK
+		}
+		var show func(n *node, prefix, branch string)
+		show = func(n *node, prefix, branch string) {
+			j := n.Job
+			line := fmt.Sprintf("%s %s %s", j.ID, j.Type, j.State)
+			if f := j.Fanout; f != nil {
+				line += fmt.Sprintf("  %s %d/%d %s: %d succeeded, %d failed, %d cancelled", progressBar(f.Percent), f.Finished, f.Total, f.Kind,
+					f.Succeeded, f.Failed, f.Cancelled)
+			} else if j.Progress != nil && j.Progress.Percent != nil {
+				line += "  " + progressBar(*j.Progress.Percent)
+			}
+			fmt.Fprintln(c.out, prefix+branch+line)
+			next := prefix
+			switch branch {
+			case "├── ":
+				next += "│   "
+			case "└── ":
+				next += "    "
+			}
+			shown := n.Children
+			if len(shown) > most {
+				shown = shown[:most]
+			}
+			for i, k := range shown {
+				b := "├── "
+				if i == len(shown)-1 && len(n.Children) <= most {
+					b = "└── "
+				}
+				show(k, next, b)
+			}
+			if rest := len(n.Children) - len(shown); rest > 0 {
+				counts := map[jetflow.State]int{}
+				for _, k := range n.Children[len(shown):] {
+					counts[k.Job.State]++
+				}
+				fmt.Fprintf(c.out, "%s└── ... %d more: %v\n", next, rest, counts)
+			}
+		}
+		show(tree, "", "")
 		return exitOK
-	}
-	var show func(n *node, prefix, branch string)
-	show = func(n *node, prefix, branch string) {
-		j := n.Job
-		line := fmt.Sprintf("%s %s %s", j.ID, j.Type, j.State)
-		if f := j.Fanout; f != nil {
-			line += fmt.Sprintf("  %s %d/%d %s: %d succeeded, %d failed, %d cancelled", progressBar(f.Percent), f.Finished, f.Total, f.Kind,
-				f.Succeeded, f.Failed, f.Cancelled)
-		} else if j.Progress != nil && j.Progress.Percent != nil {
-			line += "  " + progressBar(*j.Progress.Percent)
-		}
-		fmt.Fprintln(c.out, prefix+branch+line)
-		next := prefix
-		switch branch {
-		case "├── ":
-			next += "│   "
-		case "└── ":
-			next += "    "
-		}
-		shown := n.Children
-		if len(shown) > most {
-			shown = shown[:most]
-		}
-		for i, k := range shown {
-			b := "├── "
-			if i == len(shown)-1 && len(n.Children) <= most {
-				b = "└── "
-			}
-			show(k, next, b)
-		}
-		if rest := len(n.Children) - len(shown); rest > 0 {
-			counts := map[jetflow.State]int{}
-			for _, k := range n.Children[len(shown):] {
-				counts[k.Job.State]++
-			}
-			fmt.Fprintf(c.out, "%s└── ... %d more: %v\n", next, rest, counts)
-		}
-	}
-	show(tree, "", "")
-	return exitOK
+	})
 }

@@ -240,6 +240,20 @@ func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 	return cl, true
 }
 
+// withClient runs a client command: fn with a context that ends on
+// SIGINT/SIGTERM and a client connected to --nats (closed after);
+// a connection that fails is exit 2.
+func (c *cli) withClient(fn func(ctx context.Context, cl *jetflow.Client) int) int {
+	ctx, stop := signalContext()
+	defer stop()
+	cl, ok := c.connect(ctx)
+	if !ok {
+		return exitUsage
+	}
+	defer cl.Close()
+	return fn(ctx, cl)
+}
+
 func (c *cli) logger() *slog.Logger {
 	level := slog.LevelWarn
 	if c.name == "serve" || c.name == "worker" {
