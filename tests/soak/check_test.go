@@ -59,6 +59,7 @@ type report struct {
 	requeues   map[string]int                   // lease and shutdown requeues, by how they were justified
 	stuck      map[string][]int                 // fan-out parents not terminal -> pieces with no outcome in the log
 	finishedAt []time.Time                      // when each job (top-level or child) ended, sorted
+	batchesAt  []time.Time                      // when each batch first had an outcome, sorted
 }
 
 func newReport() *report {
@@ -131,7 +132,17 @@ func check(l *eventLog, ld *load, s *system) *report {
 		}
 		r.checkPlanned(p, j, childrenOf[id], l.pieces[id])
 	}
+	for _, pieces := range l.pieces {
+		seen := map[int]bool{}
+		for _, e := range pieces {
+			if e.typ != streams.PcPlanned && e.piece > 0 && !seen[e.piece] {
+				seen[e.piece] = true
+				r.batchesAt = append(r.batchesAt, e.at)
+			}
+		}
+	}
 	sort.Slice(r.finishedAt, func(a, b int) bool { return r.finishedAt[a].Before(r.finishedAt[b]) })
+	sort.Slice(r.batchesAt, func(a, b int) bool { return r.batchesAt[a].Before(r.batchesAt[b]) })
 	return r
 }
 
@@ -506,9 +517,12 @@ func (r *report) table() string {
 }
 
 // finishedBetween counts the jobs that ended in [from, to).
-func (r *report) finishedBetween(from, to time.Time) int {
-	a := sort.Search(len(r.finishedAt), func(i int) bool { return !r.finishedAt[i].Before(from) })
-	b := sort.Search(len(r.finishedAt), func(i int) bool { return !r.finishedAt[i].Before(to) })
+func (r *report) finishedBetween(from, to time.Time) int { return between(r.finishedAt, from, to) }
+
+// between counts the times of sorted ts in [from, to).
+func between(ts []time.Time, from, to time.Time) int {
+	a := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(from) })
+	b := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(to) })
 	return b - a
 }
 

@@ -273,6 +273,8 @@ func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.
 		fmt.Fprintf(&b, " (10 s windows: %.0f-%.0f jobs/s)", lo, hi)
 	}
 	b.WriteByte('\n')
+	pieces := between(r.batchesAt, faultStart, faultEnd)
+	fmt.Fprintf(&b, "batches (and children) done during the faults: %d = %.0f/s\n", pieces, float64(pieces)/window)
 	fmt.Fprintf(&b, "drain after the faults: %d jobs in %.1f s\n", len(r.finishedAt)-finishedAtEnd, drained.Sub(faultEnd).Seconds())
 	for _, rs := range slices.Concat(s.restarts, s.nodeLoss) {
 		fmt.Fprintf(&b, "%s killed at +%.1f s, ready %.2f s later", rs.what, rs.killed.Sub(faultStart).Seconds(), rs.ready.Sub(rs.killed).Seconds())
