@@ -493,12 +493,23 @@ func (r *report) checkSummary(j *jobLog, last *ev, total int) {
 	}
 }
 
+// known says what is known of the cause of an invariant's violations.
+var known = map[string]string{
+	invLeaseRestart: "known: a lease runs on while the server (or the cluster) cannot be written to, so an outage " +
+		"longer than the lease plus commands.LeaseGrace takes the jobs of live workers (issue 8 (b), not fixed for long outages)",
+	invLeaseClaimLost: "known: Store.Apply returns an error when job.started was appended but its reply or the record's " +
+		"write was lost, and claimItem then takes the claim for failed: the job stays running under a worker that does not run it until its lease runs out",
+}
+
 // failures lists every invariant that does not hold, with examples.
 func (r *report) failures() string {
 	var b strings.Builder
 	for _, inv := range invariants {
 		if n := r.violations[inv]; n > 0 {
 			fmt.Fprintf(&b, "%s: %d\n", inv, n)
+			if k := known[inv]; k != "" {
+				fmt.Fprintf(&b, "  (%s)\n", k)
+			}
 			for _, ex := range r.examples[inv] {
 				fmt.Fprintf(&b, "  %s\n", strings.TrimRight(ex, "\n"))
 			}
