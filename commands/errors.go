@@ -63,7 +63,13 @@ type InputError struct {
 	// the reason does not say it: a CLI names its flag and value instead of
 	// the field, followed by the reason.
 	Value string
+	// Err, if set, is a more specific error the refusal also matches
+	// (errors.Is), such as ErrInvalidNamespace.
+	Err error
 }
+
+// Unwrap returns the more specific error, if any.
+func (e *InputError) Unwrap() error { return e.Err }
 
 func (e *InputError) Error() string {
 	field := e.Field

@@ -241,8 +241,8 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 	if s.Queue == "" {
 		s.Queue = streams.DefaultQueue
 	}
-	if !streams.ValidNamespace(s.Namespace) {
-		return s, valueErr("namespace", s.Namespace, "want 1-64 of [A-Za-z0-9_-] (or @global, @internal)")
+	if err := CheckNamespace(s.Namespace); err != nil {
+		return s, err
 	}
 	if !streams.ValidType(s.Type) {
 		if s.Type == "" {

@@ -66,6 +66,27 @@ var titles = map[string]string{
 	ProblemConcurrencyLimit:     "Concurrency limit reached",
 	ProblemOverloaded:           "Too many open streams",
 	ProblemCrossOrigin:          "Cross-origin request refused",
+
+	"invalid-namespace": "Invalid namespace",
+	"invalid-category":  "Invalid category",
+	"invalid-type-name": "Invalid type name",
+	"invalid-schema":    "Invalid schema",
+	"schema-violation":  "Payload violates the type's schema",
+	"schema-conflict":   "Type registered with another schema",
+	"unknown-type":      "Unknown type",
+	"internal-type":     "Internal type",
+}
+
+// registryStatus is the HTTP status of each problem type of the registry.
+var registryStatus = map[string]int{
+	"invalid-namespace": http.StatusBadRequest,
+	"invalid-category":  http.StatusBadRequest,
+	"invalid-type-name": http.StatusBadRequest,
+	"invalid-schema":    http.StatusUnprocessableEntity,
+	"schema-violation":  http.StatusUnprocessableEntity,
+	"schema-conflict":   http.StatusConflict,
+	"unknown-type":      http.StatusNotFound,
+	"internal-type":     http.StatusForbidden,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the
@@ -83,6 +104,9 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// State is the job's state an invalid-transition was refused in.
 	State string `json:"state,omitempty"`
+	// Violations are what a payload's schema refused, each with a JSON
+	// pointer into the payload (schema-violation).
+	Violations []Violation `json:"violations,omitempty"`
 }
 
 func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
@@ -114,11 +138,19 @@ func ProblemOf(err error) *Problem {
 	if errors.As(err, &te) && slug == ProblemInvalidTransition {
 		pr.State = string(te.From)
 	}
+	var sv *SchemaViolationError
+	if errors.As(err, &sv) {
+		pr.Violations = sv.Violations
+		pr.Field = "payload"
+	}
 	return pr
 }
 
 // Classify maps an error to its problem slug and HTTP status.
 func Classify(err error) (slug string, status int) {
+	if slug := commands.RegistrySlug(err); slug != "" {
+		return slug, registryStatus[slug]
+	}
 	switch {
 	case errors.Is(err, commands.ErrInvalidInput):
 		return ProblemInvalidInput, http.StatusBadRequest

@@ -147,8 +147,8 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	var order []string
 	for _, m := range msgs {
 		meta, err := m.Metadata()
-		if err != nil || streams.IsPieceSubject(m.Subject()) {
-			continue // piece events are the fan-in counter's
+		if err != nil || !streams.IsJobSubject(m.Subject()) {
+			continue // piece events are the fan-in counter's, registry events the registry's
 		}
 		ev, err := streams.DecodeEvent(m.Data())
 		if err != nil {

@@ -50,6 +50,8 @@ type Store struct {
 	// Workers is the worker registry: who is alive, and which jobs each
 	// holds, for the lease rules.
 	Workers *Workers
+	// Types is the type registry and the namespaces' settings.
+	Types *Registry
 	Actor   string // who writes: recorded on the events of this process
 	Log     *slog.Logger
 
@@ -90,8 +92,12 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if err != nil {
 		return nil, err
 	}
-	return &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs, Workers: workers,
-		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}, nil
+	s := &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs, Workers: workers,
+		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}
+	if s.Types, err = openRegistry(ctx, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // autoReplicas is the replica count of a process that was not told one: the
@@ -336,6 +342,9 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	futs := make([]streams.Future, len(reqs))
 	for i, req := range reqs {
 		spec, err := req.Spec(now)
+		if err == nil {
+			spec.Type, err = s.Types.Resolve(ctx, spec.Namespace, spec.Type, spec.Payload)
+		}
 		if err != nil {
 			out[i].Err = err
 			continue

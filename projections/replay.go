@@ -54,9 +54,10 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 		if meta.Sequence.Stream > upTo {
 			break
 		}
-		if streams.IsPieceSubject(m.Subject()) {
+		if !streams.IsJobSubject(m.Subject()) {
 			// Piece events are facts about a parent's pieces, not its
-			// transitions; CountPieces folds them.
+			// transitions (CountPieces folds them); registry events are
+			// folded by RebuildRegistry.
 			if meta.Sequence.Stream >= upTo {
 				break
 			}
@@ -91,7 +92,10 @@ type Report struct {
 	Jobs    int    `json:"jobs"`     // jobs in the log
 	Records int    `json:"records"`  // records in the bucket
 	LastSeq uint64 `json:"last_seq"` // events up to here were rebuilt
-	Diffs   []Diff `json:"diffs"`
+	// Registry is how many types and namespaces were rebuilt from the log
+	// and compared with their buckets.
+	Registry int    `json:"registry"`
+	Diffs    []Diff `json:"diffs"`
 }
 
 // Verify rebuilds every job from the log and compares it with its record in
@@ -189,6 +193,12 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 				want.Succeeded, want.Failed, want.Cancelled, got.Succeeded, got.Failed, got.Cancelled)})
 		}
 	}
+	regDiffs, n, err := verifyRegistry(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	rep.Registry = n
+	rep.Diffs = append(rep.Diffs, regDiffs...)
 	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 	return rep, nil
 }

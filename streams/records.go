@@ -238,6 +238,9 @@ type Event struct {
 	Counts   *FanoutCounts `msgpack:"counts,omitempty"`    // job.fanin, and a parent's outcome
 	Piece    int           `msgpack:"piece,omitempty"`     // piece events: the piece number
 
+	TypeDef   *TypeDefinition  `msgpack:"typedef,omitempty"` // type.registered, type.deleted
+	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set
+
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read
 }

@@ -59,7 +59,7 @@ func (t Topology) EventsConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        EventsStream,
 		Description: "jetflow event log: every transition of every job",
-		Subjects:    []string{EventsPrefix + ".>", PiecesPrefix + ".>"},
+		Subjects:    []string{EventsPrefix + ".>", PiecesPrefix + ".>", RegistryPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     t.storage(),
 		Replicas:    t.Replicas,
@@ -107,6 +107,10 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 			Storage: t.storage(), Replicas: t.Replicas},
 		{Bucket: WorkersBucket, Description: "jetflow workers and their heartbeats", History: 1,
 			TTL: t.WorkerExpiry, Storage: t.storage(), Replicas: t.Replicas},
+		{Bucket: TypesBucket, Description: "jetflow registered job types, projected from the event log", History: 1,
+			Storage: t.storage(), Replicas: t.Replicas},
+		{Bucket: NamespacesBucket, Description: "jetflow namespaces and their settings, projected from the event log", History: 1,
+			Storage: t.storage(), Replicas: t.Replicas},
 	} {
 		if err := EnsureBucket(ctx, js, kv); err != nil {
 			return err

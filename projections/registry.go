@@ -1,0 +1,148 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// FoldType folds one registry event into a type's record (nil before its
+// first event). Events at or below the record's Seq are ignored.
+func FoldType(t *streams.TypeRecord, ev *streams.Event) (*streams.TypeRecord, error) {
+	if ev.TypeDef == nil {
+		return nil, fmt.Errorf("%s event %d without a type", ev.Type, ev.Seq)
+	}
+	if t != nil && ev.Seq != 0 && ev.Seq <= t.Seq {
+		return t, nil
+	}
+	var n streams.TypeRecord
+	if t != nil {
+		n = *t
+	}
+	d := ev.TypeDef
+	switch ev.Type {
+	case streams.EvTypeRegistered:
+		if t == nil {
+			n.RegisteredAt = ev.Time.UTC()
+		}
+		n.Scope, n.Category, n.Name = d.Scope, d.Category, d.Name
+		n.Schema, n.Description, n.Deleted = d.Schema, d.Description, false
+	case streams.EvTypeDeleted:
+		if t == nil {
+			return nil, fmt.Errorf("type %s: deleted before it was registered", ev.JobID)
+		}
+		n.Deleted = true
+	default:
+		return nil, fmt.Errorf("type %s: %s is not a type event", ev.JobID, ev.Type)
+	}
+	n.UpdatedAt, n.Seq = ev.Time.UTC(), ev.Seq
+	return &n, nil
+}
+
+// FoldNamespace folds a namespace.set event into a namespace's record.
+func FoldNamespace(r *streams.NamespaceRecord, ev *streams.Event) (*streams.NamespaceRecord, error) {
+	if ev.Type != streams.EvNamespaceSet || ev.Namespace == nil {
+		return nil, fmt.Errorf("namespace %s: %s is not a namespace event", ev.JobID, ev.Type)
+	}
+	if r != nil && ev.Seq != 0 && ev.Seq <= r.Seq {
+		return r, nil
+	}
+	return &streams.NamespaceRecord{Name: ev.Namespace.Name, Settings: ev.Namespace.Settings,
+		UpdatedAt: ev.Time.UTC(), Seq: ev.Seq}, nil
+}
+
+// Registry is the type registry and the namespaces as the log says they
+// are, by their keys in TypesBucket and NamespacesBucket.
+type Registry struct {
+	Types      map[string]*streams.TypeRecord
+	Namespaces map[string]*streams.NamespaceRecord
+}
+
+// RebuildRegistry folds every registry event of the log.
+func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
+	reg := &Registry{Types: map[string]*streams.TypeRecord{}, Namespaces: map[string]*streams.NamespaceRecord{}}
+	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
+		ev, err := streams.DecodeEvent(data)
+		if err != nil {
+			return fmt.Errorf("registry event %d: %w", seq, err)
+		}
+		ev.Seq = seq
+		switch {
+		case ev.TypeDef != nil:
+			key := streams.TypeKey(ev.TypeDef.Scope, ev.TypeDef.Category, ev.TypeDef.Name)
+			t, err := FoldType(reg.Types[key], ev)
+			if err != nil {
+				return err
+			}
+			reg.Types[key] = t
+		case ev.Namespace != nil:
+			r, err := FoldNamespace(reg.Namespaces[ev.Namespace.Name], ev)
+			if err != nil {
+				return err
+			}
+			reg.Namespaces[ev.Namespace.Name] = r
+		}
+		return nil
+	})
+	return reg, err
+}
+
+// verifyRegistry compares the rebuilt registry with its buckets. A record
+// behind the log (its writer crashed before projecting) is repaired by the
+// next read of it; it counts as a difference here all the same.
+func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, error) {
+	reg, err := RebuildRegistry(ctx, js)
+	if err != nil {
+		return nil, 0, err
+	}
+	var diffs []Diff
+	types, err := js.KeyValue(ctx, streams.TypesBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	for key, want := range reg.Types {
+		e, err := types.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			diffs = append(diffs, Diff{ID: "type " + want.FullName(), Reason: "in the log, missing from the types bucket"})
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var got streams.TypeRecord
+		if err := streams.Unmarshal(e.Value(), &got); err != nil {
+			return nil, 0, err
+		}
+		if got.Seq != want.Seq || got.Deleted != want.Deleted || !bytes.Equal(got.Schema, want.Schema) || got.Description != want.Description {
+			diffs = append(diffs, Diff{ID: "type " + want.FullName(), Reason: fmt.Sprintf(
+				"record at event %d (deleted %v), log at %d (deleted %v), or another schema", got.Seq, got.Deleted, want.Seq, want.Deleted)})
+		}
+	}
+	nss, err := js.KeyValue(ctx, streams.NamespacesBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	for ns, want := range reg.Namespaces {
+		e, err := nss.Get(ctx, ns)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			diffs = append(diffs, Diff{ID: "namespace " + ns, Reason: "in the log, missing from the namespaces bucket"})
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var got streams.NamespaceRecord
+		if err := streams.Unmarshal(e.Value(), &got); err != nil {
+			return nil, 0, err
+		}
+		if got.Seq != want.Seq || got.Settings != want.Settings {
+			diffs = append(diffs, Diff{ID: "namespace " + ns, Reason: fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)})
+		}
+	}
+	return diffs, len(reg.Types) + len(reg.Namespaces), nil
+}

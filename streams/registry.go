@@ -1,0 +1,112 @@
+package streams
+
+import (
+	"strings"
+	"time"
+)
+
+// The type registry and namespaces are event-sourced like jobs: their
+// events go to the event log on subjects of their own, and their state is
+// a projection in KV buckets.
+//
+//	jetflow.reg.type.<scope>.<category>.<name>   a type's registrations and deletion
+//	jetflow.reg.ns.<namespace>                   a namespace's settings
+const (
+	RegistryPrefix   = "jetflow.reg"
+	TypesBucket      = "jetflow_types"
+	NamespacesBucket = "jetflow_namespaces"
+)
+
+// Event types of the registry.
+const (
+	EvTypeRegistered = "type.registered" // a type registered, or reactivated
+	EvTypeDeleted    = "type.deleted"    // soft-deleted: no live worker, no job left
+	EvNamespaceSet   = "namespace.set"   // a namespace's settings
+)
+
+// TypeSubject is the subject of a type's events.
+func TypeSubject(scope, category, name string) string {
+	return RegistryPrefix + ".type." + Token(scope) + "." + Token(category) + "." + Token(name)
+}
+
+// NamespaceSubject is the subject of a namespace's events.
+func NamespaceSubject(ns string) string { return RegistryPrefix + ".ns." + Token(ns) }
+
+// IsJobSubject reports whether subj holds a job's events (not piece or
+// registry events).
+func IsJobSubject(subj string) bool { return strings.HasPrefix(subj, EventsPrefix+".") }
+
+// IsRegistrySubject reports whether subj holds registry events.
+func IsRegistrySubject(subj string) bool { return strings.HasPrefix(subj, RegistryPrefix+".") }
+
+// KVToken escapes a name into characters a KV key allows: every byte
+// outside [A-Za-z0-9_-] becomes =XX (hex).
+func KVToken(s string) string {
+	if isPlain(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; plainByte(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('=')
+			b.WriteByte("0123456789ABCDEF"[c>>4])
+			b.WriteByte("0123456789ABCDEF"[c&15])
+		}
+	}
+	return b.String()
+}
+
+// TypeKey is a type's key in TypesBucket.
+func TypeKey(scope, category, name string) string {
+	return KVToken(scope) + "." + KVToken(category) + "." + KVToken(name)
+}
+
+// TypeDefinition is what a type.registered event (or, naming the type, a
+// type.deleted one) carries.
+type TypeDefinition struct {
+	Scope       string `msgpack:"scope"`
+	Category    string `msgpack:"category"`
+	Name        string `msgpack:"name"`
+	Schema      []byte `msgpack:"schema,omitempty"` // JSON Schema (2020-12), compacted; empty: any payload
+	Description string `msgpack:"description,omitempty"`
+}
+
+// TypeRecord is a registered type: the fold of its events, in TypesBucket.
+type TypeRecord struct {
+	Scope        string    `msgpack:"scope"`
+	Category     string    `msgpack:"category"`
+	Name         string    `msgpack:"name"`
+	Schema       []byte    `msgpack:"schema,omitempty"`
+	Description  string    `msgpack:"description,omitempty"`
+	Deleted      bool      `msgpack:"deleted"`
+	RegisteredAt time.Time `msgpack:"registered_at"`
+	UpdatedAt    time.Time `msgpack:"updated_at"`
+	Seq          uint64    `msgpack:"seq"` // the last event folded
+}
+
+// FullName is scope:category:name.
+func (t *TypeRecord) FullName() string { return t.Scope + ":" + t.Category + ":" + t.Name }
+
+// NamespaceSettings are a namespace's settings.
+type NamespaceSettings struct {
+	// StrictTypes accepts only registered types (scope:category:name or
+	// category:name) in the namespace, no free-form ones.
+	StrictTypes bool `msgpack:"strict_types" json:"strict_types"`
+}
+
+// NamespaceChange is what a namespace.set event carries.
+type NamespaceChange struct {
+	Name     string            `msgpack:"name"`
+	Settings NamespaceSettings `msgpack:"settings"`
+}
+
+// NamespaceRecord is a namespace's settings: the fold of its events, in
+// NamespacesBucket.
+type NamespaceRecord struct {
+	Name      string            `msgpack:"name"`
+	Settings  NamespaceSettings `msgpack:"settings"`
+	UpdatedAt time.Time         `msgpack:"updated_at"`
+	Seq       uint64            `msgpack:"seq"`
+}
