@@ -357,3 +357,55 @@ func (c *Client) Replay(ctx context.Context) (map[State]int, uint64, error) {
 	}
 	return counts, last, nil
 }
+
+// TypeInfo is a registered job type: scope:category:name, its payload's
+// JSON Schema, and whether it is soft-deleted.
+type TypeInfo = projections.TypeView
+
+// RegisterType registers a job type by its full name (scope:category:name;
+// the scope a namespace, @global or @internal) with a JSON Schema of its
+// payload (nil: any) and a description. created is false when it existed:
+// registered again with the same schema (nothing changes), or reactivated
+// after a soft delete (its schema replaced); an active type with another
+// schema is refused (an error matching ErrConflict, problem type
+// schema-conflict).
+func (c *Client) RegisterType(ctx context.Context, fullName string, schema json.RawMessage, description string) (info *TypeInfo, created bool, err error) {
+	n, err := commands.ParseTypeName(fullName)
+	if err != nil {
+		return nil, false, err
+	}
+	t, created, err := c.store.Types.Register(ctx, commands.TypeDef{Name: n, Schema: schema, Description: description}, c.store.Actor)
+	if err != nil {
+		return nil, false, err
+	}
+	return projections.ViewType(t), created, nil
+}
+
+// Types lists the types visible from namespace ns (its own and @global;
+// every type when ns is empty), soft-deleted ones too with deleted.
+func (c *Client) Types(ctx context.Context, ns string, deleted bool) ([]*TypeInfo, error) {
+	if ns != "" {
+		if err := commands.CheckNamespace(ns); err != nil {
+			return nil, err
+		}
+	}
+	ts, err := c.store.Types.Types(ctx, ns, deleted)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*TypeInfo, len(ts))
+	for i, t := range ts {
+		out[i] = projections.ViewType(t)
+	}
+	return out, nil
+}
+
+// NamespaceSettings are a namespace's settings.
+type NamespaceSettings = streams.NamespaceSettings
+
+// SetNamespace sets a namespace's settings (StrictTypes: only registered
+// types are accepted in it).
+func (c *Client) SetNamespace(ctx context.Context, ns string, s NamespaceSettings) error {
+	_, err := c.store.Types.SetNamespace(ctx, ns, s, c.store.Actor)
+	return err
+}

@@ -53,7 +53,10 @@ type EngineConfig struct {
 	// ProjectorLag is how long the projector lets writers project their
 	// own events before it verifies them (default DefaultProjectorLag).
 	ProjectorLag time.Duration
-	Logger       *slog.Logger
+	// TypeGrace is how long a registered type may go without workers and
+	// without jobs before it is soft-deleted (default 10 minutes).
+	TypeGrace time.Duration
+	Logger    *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole next to any number of
@@ -68,7 +71,9 @@ type Engine struct {
 
 // NewEngine returns an engine that writes through client's connection.
 func NewEngine(client *Client, cfg EngineConfig) *Engine {
-	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag, Log: cfg.Logger})}
+	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
+		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
+		Log: cfg.Logger})}
 }
 
 // Add adds a component (an HTTP gateway) that starts after, and stops

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"sync"
 	"time"
 
+	"github.com/invopop/jsonschema"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -95,6 +98,9 @@ type WorkerConfig struct {
 	// Concurrency is how many handlers run at once on each queue not
 	// listed in Queues (default 10).
 	Concurrency int
+	// Namespace is the worker's namespace: its handlers of category:name
+	// types serve that namespace's types (default "default").
+	Namespace string
 	// Lease is how long a silent worker keeps the jobs of a queue not listed
 	// in Queues (default 30s): after it, they are requeued for another
 	// worker. The worker renews it by itself while it lives.
@@ -117,6 +123,7 @@ type Worker struct {
 	mu       sync.Mutex
 	mws      []Middleware
 	handlers map[string]map[string]Handler             // queue ("": every queue) -> type -> handler
+	schemas  map[string][]byte                         // registered type as given -> its payload's schema
 	batches  map[string]map[string]engine.BatchHandler // queue ("": every queue) -> batch type -> handler
 	runtimes map[string]*engine.Runtime                // by queue
 	started  bool
@@ -133,7 +140,7 @@ func NewWorker(client *Client, cfg WorkerConfig) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{client: client, cfg: cfg, handlers: map[string]map[string]Handler{},
+	return &Worker{client: client, cfg: cfg, handlers: map[string]map[string]Handler{}, schemas: map[string][]byte{},
 		batches: map[string]map[string]engine.BatchHandler{}}
 }
 
@@ -192,6 +199,28 @@ func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, 
 		}
 		return json.Marshal(res)
 	}), opts...)
+	if commands.Registered(jobType) {
+		w.mu.Lock()
+		w.schemas[jobType] = schemaOf[T]()
+		w.mu.Unlock()
+	}
+}
+
+// schemaOf is the JSON Schema of a handler's payload type T, generated from
+// its Go type (nil for any payload: an interface, json.RawMessage, []byte).
+// Fields are required unless omitempty; other properties are allowed, as
+// encoding/json ignores them.
+func schemaOf[T any]() []byte {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Interface || t == reflect.TypeFor[json.RawMessage]() || t == reflect.TypeFor[[]byte]() {
+		return nil
+	}
+	r := jsonschema.Reflector{AllowAdditionalProperties: true, DoNotReference: true}
+	b, err := json.Marshal(r.Reflect(new(T)))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // Start starts claiming jobs on every queue a handler is registered on;
@@ -208,6 +237,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if !streams.ValidWorkerID(w.cfg.ID) {
 		return fmt.Errorf("jetflow: worker id %q: want 1-128 of [A-Za-z0-9_.-]: %w", w.cfg.ID, ErrInvalidInput)
+	}
+	if err := w.registerTypesLocked(ctx); err != nil {
+		return err
 	}
 	queues := map[string]bool{}
 	for q := range w.handlers {
@@ -241,6 +273,39 @@ func (w *Worker) Start(ctx context.Context) error {
 		go w.watchQueues(wctx, w.watching)
 	}
 	w.started = true
+	return nil
+}
+
+// registerTypesLocked registers the worker's registered types (category:name
+// in its namespace, or full names) in the type registry, with the schemas
+// generated from their handlers' payload types, and keys their handlers by
+// full name: what the jobs carry. Free-form types are left as they are.
+func (w *Worker) registerTypesLocked(ctx context.Context) error {
+	ns := w.cfg.Namespace
+	if ns == "" {
+		ns = streams.DefaultNS
+	}
+	for _, hs := range []map[string]map[string]Handler{w.handlers} {
+		for q, byType := range hs {
+			renamed := make(map[string]Handler, len(byType))
+			for t, h := range byType {
+				if !commands.Registered(t) {
+					renamed[t] = h
+					continue
+				}
+				names, err := commands.Candidates(ns, t)
+				if err != nil {
+					return fmt.Errorf("jetflow: handler of %s: %w", t, err)
+				}
+				def := commands.TypeDef{Name: names[0], Schema: w.schemas[t]}
+				if _, _, err := w.client.store.Types.Register(ctx, def, w.cfg.ID); err != nil {
+					return fmt.Errorf("jetflow: register type %s: %w", def.Name, err)
+				}
+				renamed[def.Name.String()] = h
+			}
+			hs[q] = renamed
+		}
+	}
 	return nil
 }
 

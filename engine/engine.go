@@ -23,7 +23,12 @@ type EngineConfig struct {
 	// LeaseSweepInterval is how often the leader looks for held jobs whose
 	// worker stopped renewing the lease (default DefaultLeaseSweepInterval).
 	LeaseSweepInterval time.Duration
-	Log                *slog.Logger
+	// TypeGrace is how long a registered type may go without workers and
+	// jobs before it is soft-deleted (default DefaultTypeGrace), and
+	// TypeSweepInterval how often the leader looks (default
+	// DefaultTypeSweepInterval).
+	TypeGrace, TypeSweepInterval time.Duration
+	Log                          *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
@@ -38,7 +43,8 @@ type Engine struct {
 	FanIn      *FanIn
 	Reaper     *Reaper
 	Leases     *LeaseSweeper
-	Leader     *Leader // runs FanIn, Leases and Reaper on one engine at a time
+	Types      *TypeSweeper
+	Leader     *Leader // runs FanIn, Leases, Types and Reaper on one engine at a time
 	components []Component
 }
 
@@ -61,8 +67,9 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 		FanIn:     NewFanIn(store, log),
 		Reaper:    NewReaper(store, cfg.Reaper),
 		Leases:    NewLeaseSweeper(store, cfg.LeaseSweepInterval, log),
+		Types:     NewTypeSweeper(store, cfg.TypeGrace, cfg.TypeSweepInterval, log),
 	}
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Reaper)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Reaper)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

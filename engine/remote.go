@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +196,10 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 	for _, t := range types {
 		if !streams.ValidType(t) {
 			return Snapshot{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
+		}
+		if strings.HasPrefix(t, commands.ScopeInternal+":") {
+			return Snapshot{}, fmt.Errorf("type %s: @internal types are run by the engine itself, never by a remote worker: %w",
+				t, commands.ErrInternalType)
 		}
 	}
 	every := len(queues) == 0

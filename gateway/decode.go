@@ -227,19 +227,51 @@ func DecodeClaim(body []byte) (*ClaimRequest, error) {
 
 // RegisterRequest is the body of POST /workers.
 type RegisterRequest struct {
-	Name        string   `json:"name"`
-	Types       []string `json:"types"`
-	Queues      []string `json:"queues,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
+	Name string `json:"name"`
+	// Namespace is the worker's: its category:name types are registered
+	// there (default "default").
+	Namespace string `json:"namespace,omitempty"`
+	// Types are the job types it runs: free-form ones (demo.echo), full
+	// names (scope:category:name, in its namespace or @global) and
+	// category:name (in its namespace); after registration, full names.
+	Types []string `json:"types"`
+	// Schemas are the JSON Schemas that came with types, by the name given.
+	Schemas     map[string]json.RawMessage `json:"-"`
+	Queues      []string                   `json:"queues,omitempty"`
+	Concurrency int                        `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
+}
+
+// typeEntry is one of a registration's types: a name, or {"name",
+// "schema"}.
+type typeEntry struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+}
+
+// UnmarshalJSON reads a name or an object.
+func (t *typeEntry) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &t.Name)
+	}
+	type plain typeEntry
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf(`a type is a name or {"name", "schema"}: %w`, err)
+	}
+	*t = typeEntry(p)
+	return nil
 }
 
 // registerBody is RegisterRequest as it arrives: a concurrency that is not
 // given is the default, one that is given is taken or refused.
 type registerBody struct {
-	Name        string   `json:"name"`
-	Types       []string `json:"types"`
-	Queues      []string `json:"queues,omitempty"`
-	Concurrency *int     `json:"concurrency,omitempty"`
+	Name        string      `json:"name"`
+	Namespace   string      `json:"namespace,omitempty"`
+	Types       []typeEntry `json:"types"`
+	Queues      []string    `json:"queues,omitempty"`
+	Concurrency *int        `json:"concurrency,omitempty"`
 }
 
 // Bounds of a remote worker's concurrency.
@@ -254,19 +286,43 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	req := RegisterRequest{Name: b.Name, Types: b.Types, Queues: b.Queues, Concurrency: DefaultWorkerConcurrency}
+	req := RegisterRequest{Name: b.Name, Namespace: b.Namespace, Queues: b.Queues, Concurrency: DefaultWorkerConcurrency}
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(req.Name) > 128 {
 		return nil, in("name", "longer than 128 bytes")
 	}
-	if len(req.Types) == 0 {
+	if req.Namespace == "" {
+		req.Namespace = streams.DefaultNS
+	}
+	if err := commands.CheckNamespace(req.Namespace); err != nil {
+		return nil, err
+	}
+	if len(b.Types) == 0 {
 		return nil, in("types", "a worker needs at least one job type")
 	}
-	for _, t := range req.Types {
-		if !streams.ValidType(t) {
-			return nil, in("types", "%q is not a job type", t)
+	for _, t := range b.Types {
+		if !streams.ValidType(t.Name) {
+			return nil, in("types", "%q is not a job type", t.Name)
+		}
+		if commands.Registered(t.Name) {
+			if _, err := commands.Candidates(req.Namespace, t.Name); err != nil {
+				return nil, err
+			}
+			if strings.HasPrefix(t.Name, commands.ScopeInternal+":") {
+				return nil, fmt.Errorf("type %s: @internal types are run by the engine itself, never by a remote worker: %w",
+					t.Name, commands.ErrInternalType)
+			}
+		} else if len(t.Schema) > 0 {
+			return nil, in("types", "%q is free-form (no ':'): only registered types (category:name) have a schema", t.Name)
+		}
+		req.Types = append(req.Types, t.Name)
+		if len(t.Schema) > 0 {
+			if req.Schemas == nil {
+				req.Schemas = map[string]json.RawMessage{}
+			}
+			req.Schemas[t.Name] = t.Schema
 		}
 	}
 	if req.Queues != nil && len(req.Queues) == 0 {

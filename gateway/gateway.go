@@ -36,6 +36,9 @@ type Config struct {
 	// Store is the write path the gateway uses; nil: one of its own on
 	// Conn.
 	Store *engine.Store
+	// Categories, when not empty, are the only categories a type may be
+	// registered under (400 invalid-category).
+	Categories []string
 	// Conn is the NATS connection of a gateway without a Store (the CLI's
 	// serve); the gateway writes as Name.
 	Conn *nats.Conn
@@ -155,6 +158,9 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		st.Log = cfg.Log
 		cfg.Store = st
+	}
+	if len(cfg.Categories) > 0 {
+		cfg.Store.Types.Categories = cfg.Categories
 	}
 	g := &Gateway{cfg: cfg, store: cfg.Store, log: log,
 		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
@@ -328,6 +334,10 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/queues", methods{"GET": g.listQueues})
 	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.pauseQueue})
 	route(mux, v1+"/queues/{queue}/resume", methods{"POST": g.resumeQueue})
+	route(mux, v1+"/types", methods{"GET": g.listTypes})
+	route(mux, v1+"/types/{scope}/{category}/{name}", methods{"GET": g.getType, "PUT": g.putType})
+	route(mux, v1+"/namespaces", methods{"GET": g.listNamespaces})
+	route(mux, v1+"/namespaces/{ns}", methods{"PUT": g.putNamespace})
 	route(mux, v1+"/stats", methods{"GET": g.stats})
 	route(mux, v1+"/stream", methods{"GET": g.stream})
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {

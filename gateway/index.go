@@ -68,7 +68,7 @@ func before(aT time.Time, aID string, bT time.Time, bID string) bool {
 	return aID < bID
 }
 
-type pairKey struct{ queue, jobType string }
+type pairKey struct{ ns, queue, jobType string }
 
 // Index keeps a summary of every job in memory, fed by one watch of the jobs
 // bucket (every record at start, then every change), so that lists, counts
@@ -221,7 +221,7 @@ func (x *Index) replace(fresh map[string]*Summary) {
 }
 
 func addCount(counts map[pairKey]map[streams.State]int, s *Summary, n int) {
-	k := pairKey{s.Queue, s.Type}
+	k := pairKey{s.Namespace, s.Queue, s.Type}
 	m := counts[k]
 	if m == nil {
 		m = map[streams.State]int{}
@@ -317,6 +317,12 @@ func (x *Index) Len() int {
 // Counts returns the number of jobs in each state among those of queue
 // and jobType (empty: any).
 func (x *Index) Counts(queue, jobType string) map[streams.State]int {
+	return x.CountsIn("", queue, jobType)
+}
+
+// CountsIn counts the jobs of a namespace ("": every one) by state, for a
+// queue and a type ("": every one).
+func (x *Index) CountsIn(ns, queue, jobType string) map[streams.State]int {
 	out := make(map[streams.State]int, len(streams.States))
 	for _, s := range streams.States {
 		out[s] = 0
@@ -324,12 +330,30 @@ func (x *Index) Counts(queue, jobType string) map[streams.State]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for k, m := range x.counts {
-		if (queue == "" || k.queue == queue) && (jobType == "" || k.jobType == jobType) {
+		if (ns == "" || k.ns == ns) && (queue == "" || k.queue == queue) && (jobType == "" || k.jobType == jobType) {
 			for st, n := range m {
 				out[st] += n
 			}
 		}
 	}
+	return out
+}
+
+// Namespaces are the namespaces the index has jobs in.
+func (x *Index) Namespaces() []string {
+	seen := map[string]bool{}
+	x.mu.RLock()
+	for k, m := range x.counts {
+		if len(m) > 0 {
+			seen[k.ns] = true
+		}
+	}
+	x.mu.RUnlock()
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
 	return out
 }
 

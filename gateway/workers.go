@@ -122,6 +122,9 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := DecodeRegister(body)
+	if err == nil {
+		err = g.registerTypes(r.Context(), req)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -133,6 +136,28 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/workers/"+rec.ID)
 	writeJSON(w, http.StatusCreated, g.workers.View(rec))
+}
+
+// registerTypes registers the worker's registered types (with the
+// schemas that came with them; an active type's schema must match) and
+// turns their names into full names, which is what the worker serves.
+func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error {
+	for i, t := range req.Types {
+		if !commands.Registered(t) {
+			continue
+		}
+		names, err := commands.Candidates(req.Namespace, t)
+		if err != nil {
+			return err
+		}
+		def := commands.TypeDef{Name: names[0], Schema: req.Schemas[t]}
+		if _, _, err := g.store.Types.Register(ctx, def, "worker "+req.Name); err != nil {
+			return err
+		}
+		req.Types[i] = def.Name.String()
+	}
+	req.Types = dedupe(req.Types)
+	return nil
 }
 
 // GET /workers

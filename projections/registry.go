@@ -3,8 +3,10 @@ package projections
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -145,4 +147,28 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 		}
 	}
 	return diffs, len(reg.Types) + len(reg.Namespaces), nil
+}
+
+// TypeView is a registered type as clients see it.
+type TypeView struct {
+	FullName     string          `json:"full_name"`
+	Scope        string          `json:"scope"`
+	Category     string          `json:"category"`
+	Name         string          `json:"name"`
+	Schema       json.RawMessage `json:"schema"` // null: any payload
+	Description  string          `json:"description,omitempty"`
+	Deleted      bool            `json:"deleted"`
+	RegisteredAt time.Time       `json:"registered_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+// ViewType renders a type's record.
+func ViewType(t *streams.TypeRecord) *TypeView {
+	v := &TypeView{FullName: t.FullName(), Scope: t.Scope, Category: t.Category, Name: t.Name,
+		Schema: json.RawMessage("null"), Description: t.Description, Deleted: t.Deleted,
+		RegisteredAt: t.RegisteredAt, UpdatedAt: t.UpdatedAt}
+	if len(t.Schema) > 0 {
+		v.Schema = t.Schema
+	}
+	return v
 }

@@ -34,7 +34,7 @@ Engine and workers:
   jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
-                [--replicas N]
+                [--categories a,b,c] [--type-grace D] [--replicas N]
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
                 (every queue unless --queue names one)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]

@@ -36,7 +36,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	}
 	t.Cleanup(func() { eng.Stop(context.Background()) })
 	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
-	registerDemo(w, "default")
+	registerDemo(w, "default", false)
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,6 +33,8 @@ func cmdServe(c *cli, args []string) int {
 		maxBody                int64
 		maxStreams             int
 		httpLease              time.Duration
+		categories             string
+		typeGrace              time.Duration
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -46,9 +49,15 @@ func cmdServe(c *cli, args []string) int {
 	fs.Int64Var(&maxBody, "http-max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes (more: 413)")
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
 	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
+	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
+	fs.DurationVar(&typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
+	}
+	var cats []string
+	if categories != "" {
+		cats = strings.Split(categories, ",")
 	}
 	embeddedOnly := "only with the embedded server (not with --nats)"
 	httpOnly := "only with the HTTP API (not with --http off)"
@@ -74,6 +83,9 @@ func cmdServe(c *cli, args []string) int {
 		when("http-max-streams", noHTTP, httpOnly),
 		when("http-lease", httpLease < minLease, fmt.Sprintf("must be at least %s", minLease)),
 		when("http-lease", noHTTP, httpOnly),
+		when("categories", noHTTP, httpOnly),
+		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
+		when("type-grace", typeGrace <= 0, "must be more than 0"),
 	) {
 		return exitUsage
 	}
@@ -129,10 +141,10 @@ func cmdServe(c *cli, args []string) int {
 		return exitUsage
 	}
 	log.Info("streams provisioned", "replicas", client.Replicas())
-	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, Logger: log})
+	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
-			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease})
+			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats})
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage
@@ -147,7 +159,7 @@ func cmdServe(c *cli, args []string) int {
 	if demo {
 		w = jetflow.NewWorker(client, jetflow.WorkerConfig{Logger: log,
 			Concurrency: concurrency})
-		registerDemo(w, "")
+		registerDemo(w, "", true)
 		if err := w.Start(ctx); err != nil {
 			c.errorf("start demo worker: %v", err)
 			eng.Stop(context.Background())
@@ -255,7 +267,7 @@ func cmdWorker(c *cli, args []string) int {
 	defer cl.Close()
 	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
 		Concurrency: concurrency, Lease: lease})
-	registerDemo(w, queue)
+	registerDemo(w, queue, false)
 	if err := w.Start(ctx); err != nil {
 		c.errorf("%v", err)
 		return exitFailed
@@ -271,8 +283,35 @@ func cmdWorker(c *cli, args []string) int {
 	return exitOK
 }
 
-// registerDemo registers the demo handlers on queue ("": every queue).
-func registerDemo(w *jetflow.Worker, queue string) {
+// validCategories reports whether every name of an allow-list can be a
+// category.
+func validCategories(cats []string) bool {
+	for _, c := range cats {
+		if c == "" || len(c) > 64 || strings.ContainsAny(c, ":@") || !validTypeChars(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func validTypeChars(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return s[0] != '.' && s[len(s)-1] != '.'
+}
+
+// registerDemo registers the demo handlers on queue ("": every queue);
+// with internal, also @internal:demo:clock, a type the engine's process
+// runs itself (serve --demo).
+func registerDemo(w *jetflow.Worker, queue string, internal bool) {
+	if internal {
+		jetflow.Register(w, "@internal:demo:clock", func(context.Context, *jetflow.Job[any]) (map[string]string, error) {
+			return map[string]string{"engine_time": time.Now().UTC().Format(time.RFC3339Nano)}, nil
+		})
+	}
 	var on []jetflow.HandlerOption
 	if queue != "" {
 		on = append(on, jetflow.OnQueue(queue))

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Defaults of the TypeSweeper.
+const (
+	DefaultTypeGrace         = 10 * time.Minute
+	DefaultTypeSweepInterval = time.Minute
+)
+
+// TypeSweeper soft-deletes registered types nobody uses (type.deleted): no
+// worker registered for it (a worker's record lives until it has been
+// silent for the registry's expiry) and no job of it that is not terminal,
+// continuously for the grace period. The next registration reactivates
+// the type; its history stays. @internal types are never swept. The jobs
+// bucket is read only when a type has been without workers for the grace.
+//
+// One runs at a time, under the Leader; a new leader starts the grace
+// again.
+type TypeSweeper struct {
+	store    *Store
+	grace    time.Duration
+	interval time.Duration
+	log      *slog.Logger
+	life     lifecycle.Loop
+
+	mu      sync.Mutex
+	unused  map[string]time.Time // full name -> since when it has had no worker
+	deleted atomic.Int64
+}
+
+// NewTypeSweeper returns a sweeper with the grace (0: DefaultTypeGrace),
+// looking every interval (0: DefaultTypeSweepInterval).
+func NewTypeSweeper(store *Store, grace, interval time.Duration, log *slog.Logger) *TypeSweeper {
+	if grace <= 0 {
+		grace = DefaultTypeGrace
+	}
+	if interval <= 0 {
+		interval = DefaultTypeSweepInterval
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TypeSweeper{store: store, grace: grace, interval: interval, log: log.With("component", "types"),
+		unused: map[string]time.Time{}}
+}
+
+// Deleted is how many types this sweeper soft-deleted.
+func (s *TypeSweeper) Deleted() int64 { return s.deleted.Load() }
+
+// Start starts sweeping. Idempotent.
+func (s *TypeSweeper) Start(context.Context) error {
+	s.mu.Lock()
+	s.unused = map[string]time.Time{} // a new term starts the grace again
+	s.mu.Unlock()
+	s.life.Every(s.interval, func(ctx context.Context) {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("sweep", "err", err)
+		}
+	})
+	return nil
+}
+
+// Stop stops sweeping. Idempotent.
+func (s *TypeSweeper) Stop(ctx context.Context) { s.life.Stop(ctx) }
+
+// Sweep looks at every active type once and deletes those unused for the
+// grace; it returns how many it deleted.
+func (s *TypeSweeper) Sweep(ctx context.Context) (int, error) {
+	types, err := s.store.Types.Types(ctx, "", false)
+	if err != nil {
+		return 0, err
+	}
+	workers, err := s.store.Workers.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	served := map[string]bool{}
+	for _, w := range workers {
+		for _, t := range w.Types {
+			served[t] = true
+		}
+	}
+	now := time.Now()
+	var due []*streams.TypeRecord
+	s.mu.Lock()
+	for _, t := range types {
+		name := t.FullName()
+		if t.Scope == commands.ScopeInternal || served[name] {
+			delete(s.unused, name)
+			continue
+		}
+		since, ok := s.unused[name]
+		if !ok {
+			s.unused[name] = now
+			continue
+		}
+		if now.Sub(since) >= s.grace {
+			due = append(due, t)
+		}
+	}
+	s.mu.Unlock()
+	if len(due) == 0 {
+		return 0, nil
+	}
+	live, err := s.liveJobs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range due {
+		if live[t.FullName()] > 0 {
+			continue
+		}
+		name := commands.TypeName{Scope: t.Scope, Category: t.Category, Name: t.Name}
+		seq := t.Seq
+		_, err := s.store.Types.Delete(ctx, name, "no worker and no job for "+s.grace.String(), s.store.Actor,
+			func(cur *streams.TypeRecord) bool { return cur.Seq == seq })
+		if err != nil {
+			s.log.Info("type not deleted", "type", name, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		delete(s.unused, t.FullName())
+		s.mu.Unlock()
+		s.deleted.Add(1)
+		s.log.Info("type deleted", "type", name)
+		n++
+	}
+	return n, nil
+}
+
+// liveJobs counts the jobs that are not terminal, by type.
+func (s *TypeSweeper) liveJobs(ctx context.Context) (map[string]int, error) {
+	w, err := s.store.KV.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	live := map[string]int{}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		j, err := streams.DecodeJob(e.Value())
+		if err == nil && !j.State.Terminal() {
+			live[j.Spec.Type]++
+		}
+	}
+	return live, ctx.Err()
+}

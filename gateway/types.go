@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// TypeView is a registered type as the API shows it: the type, who serves
+// it and how many of its jobs wait and run.
+type TypeView struct {
+	*projections.TypeView
+	// LiveWorkers are the live workers that serve the type.
+	LiveWorkers []string `json:"live_workers"`
+	Queued      int      `json:"queued"`
+	Running     int      `json:"running"` // claimed or running
+}
+
+func (g *Gateway) typeView(t *streams.TypeRecord, workers []*WorkerRecord) *TypeView {
+	v := &TypeView{TypeView: projections.ViewType(t), LiveWorkers: []string{}}
+	for _, w := range workers {
+		if g.workers.View(w).Live && slices.Contains(w.Types, v.FullName) {
+			v.LiveWorkers = append(v.LiveWorkers, w.ID)
+		}
+	}
+	c := g.index.Counts("", v.FullName)
+	v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]
+	return v
+}
+
+// typeName reads {scope}/{category}/{name} from the path.
+func typeName(r *http.Request) (commands.TypeName, error) {
+	n := commands.TypeName{Scope: r.PathValue("scope"), Category: r.PathValue("category"), Name: r.PathValue("name")}
+	return n, n.Check(nil)
+}
+
+// typeBody is the body of PUT /types/{scope}/{category}/{name}.
+type typeBody struct {
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Description string          `json:"description,omitempty"`
+}
+
+// PUT /types/{scope}/{category}/{name}
+func (g *Gateway) putType(w http.ResponseWriter, r *http.Request) {
+	n, err := typeName(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var b typeBody
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err == nil {
+		err = decodeStrict(body, &b, true)
+	}
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	t, created, err := g.store.Types.Register(r.Context(), commands.TypeDef{Name: n, Schema: b.Schema, Description: b.Description}, g.store.Actor)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	workers, _ := g.cachedWorkers(r.Context())
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/api/v1/types/"+n.Scope+"/"+n.Category+"/"+n.Name)
+	}
+	writeJSON(w, status, g.typeView(t, workers))
+}
+
+// GET /types/{scope}/{category}/{name}
+func (g *Gateway) getType(w http.ResponseWriter, r *http.Request) {
+	n, err := typeName(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	t, err := g.store.Types.Type(r.Context(), n)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	workers, _ := g.cachedWorkers(r.Context())
+	writeJSON(w, http.StatusOK, g.typeView(t, workers))
+}
+
+// GET /types?namespace=NS&deleted=true
+func (g *Gateway) listTypes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ns := q.Get("namespace")
+	if ns != "" {
+		if err := commands.CheckNamespace(ns); err != nil {
+			fail(w, r, err, "")
+			return
+		}
+	}
+	deleted := false
+	switch q.Get("deleted") {
+	case "", "false":
+	case "true":
+		deleted = true
+	default:
+		fail(w, r, &commands.InputError{Field: "deleted", Value: q.Get("deleted"), Reason: "want true or false"}, "")
+		return
+	}
+	ts, err := g.store.Types.Types(r.Context(), ns, deleted)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	workers, _ := g.cachedWorkers(r.Context())
+	out := make([]*TypeView, len(ts))
+	for i, t := range ts {
+		out[i] = g.typeView(t, workers)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"types": out})
+}
+
+// NamespaceView is a namespace as the API shows it: its settings and its
+// jobs by state.
+type NamespaceView struct {
+	Name     string                    `json:"name"`
+	Settings streams.NamespaceSettings `json:"settings"`
+	Jobs     map[streams.State]int     `json:"jobs"`
+}
+
+// GET /namespaces: every namespace with jobs or settings.
+func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	if err := g.index.waitSynced(r.Context()); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	recs, err := g.store.Types.Namespaces(r.Context())
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	settings := map[string]streams.NamespaceSettings{}
+	names := g.index.Namespaces()
+	for _, rec := range recs {
+		settings[rec.Name] = rec.Settings
+		if !slices.Contains(names, rec.Name) {
+			names = append(names, rec.Name)
+		}
+	}
+	if !slices.Contains(names, streams.DefaultNS) {
+		names = append(names, streams.DefaultNS)
+	}
+	slices.Sort(names)
+	out := make([]*NamespaceView, len(names))
+	for i, ns := range names {
+		out[i] = &NamespaceView{Name: ns, Settings: settings[ns], Jobs: g.index.CountsIn(ns, "", "")}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespaces": out})
+}
+
+// PUT /namespaces/{ns}
+func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request) {
+	ns := r.PathValue("ns")
+	if err := commands.CheckNamespace(ns); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var b streams.NamespaceSettings
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err == nil {
+		err = decodeStrict(body, &b, false)
+	}
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	rec, err := g.store.Types.SetNamespace(r.Context(), ns, b, g.store.Actor)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	settings := b
+	if rec != nil {
+		settings = rec.Settings
+	}
+	writeJSON(w, http.StatusOK, &NamespaceView{Name: ns, Settings: settings, Jobs: g.index.CountsIn(ns, "", "")})
+}
