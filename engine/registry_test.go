@@ -1,0 +1,276 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func typeName(t *testing.T, full string) commands.TypeName {
+	t.Helper()
+	n, err := commands.ParseTypeName(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// typeEvents is the registry's history of one type, from the log.
+func (h *harness) typeEvents(n commands.TypeName) []string {
+	h.t.Helper()
+	var out []string
+	_, err := streams.ReadSubject(h.ctx, h.st.NC, streams.EventsStream, streams.TypeSubject(n.Scope, n.Category, n.Name), 1,
+		func(seq uint64, data []byte) error {
+			ev, err := streams.DecodeEvent(data)
+			if err != nil {
+				return err
+			}
+			out = append(out, ev.Type)
+			return nil
+		})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// Registrations of one name with different schemas at the same moment, from
+// several processes: exactly one wins, every other is told the schema
+// conflicts; the log has one registration.
+func TestRegistrationRace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	n := typeName(t, "acme:img:thumb")
+	const racers = 8
+	var wg sync.WaitGroup
+	results := make([]error, racers)
+	created := make([]bool, racers)
+	start := make(chan struct{})
+	for i := range racers {
+		st := testkit.Store(t, testkit.Conn(t, h.srv), fmt.Sprintf("r%d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			schema := fmt.Appendf(nil, `{"type":"object","properties":{"v%d":{"type":"integer"}}}`, i)
+			_, created[i], results[i] = st.Types.Register(h.ctx, commands.TypeDef{Name: n, Schema: schema}, "r")
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i, err := range results {
+		switch {
+		case err == nil && created[i]:
+			won++
+		case errors.Is(err, commands.ErrSchemaConflict) && engine.ProblemOf(err).Status == 409:
+		default:
+			t.Fatalf("racer %d: created %v, %v", i, created[i], err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d registrations won", won)
+	}
+	if evs := h.typeEvents(n); fmt.Sprint(evs) != "[type.registered]" {
+		t.Fatalf("log of the type: %v", evs)
+	}
+	h.verify()
+}
+
+// A payload that breaks its type's schema is refused with every violation
+// (a JSON pointer and a message) and writes nothing; a good one is
+// submitted under the type's full name.
+func TestSchemaViolationWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	schema := []byte(`{"type":"object","required":["width","src"],"properties":{"width":{"type":"integer","minimum":1},"src":{"type":"string"}}}`)
+	if _, created, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, "acme:img:thumb"), Schema: schema}, "t"); err != nil || !created {
+		t.Fatalf("register: %v %v", created, err)
+	}
+	// Registered again with the same schema (keys in another order): nothing changes.
+	same := []byte(`{"properties":{"src":{"type":"string"},"width":{"minimum":1,"type":"integer"}},"required":["width","src"],"type":"object"}`)
+	if _, created, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, "acme:img:thumb"), Schema: same}, "t"); err != nil || created {
+		t.Fatalf("register the same schema again: %v %v", created, err)
+	}
+	before := h.lastSeq()
+	_, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "img:thumb", Payload: commands.RawJSON(`{"width":0}`)})
+	var sv *engine.SchemaViolationError
+	if !errors.As(err, &sv) || !errors.Is(err, commands.ErrSchemaViolation) || !errors.Is(err, commands.ErrInvalidInput) {
+		t.Fatalf("bad payload: %v", err)
+	}
+	got := map[string]bool{}
+	for _, v := range sv.Violations {
+		got[v.Pointer] = true
+	}
+	if len(sv.Violations) != 2 || !got["/width"] || !got["/"] || sv.Type != "acme:img:thumb" {
+		t.Fatalf("violations %+v", sv.Violations)
+	}
+	if p := engine.ProblemOf(err); p.Type != "schema-violation" || p.Status != 422 || len(p.Violations) != 2 {
+		t.Fatalf("problem %+v", p)
+	}
+	if after := h.lastSeq(); after != before {
+		t.Fatalf("a refused submit wrote events %d..%d", before+1, after)
+	}
+	ok := h.submit(commands.SubmitRequest{Namespace: "acme", Type: "img:thumb", Payload: commands.RawJSON(`{"width":64,"src":"a.png"}`)})
+	if ok.Job.Spec.Type != "acme:img:thumb" || ok.Job.Spec.Namespace != "acme" {
+		t.Fatalf("submitted %+v", ok.Job.Spec)
+	}
+	h.verify()
+}
+
+// category:name resolves in the job's namespace first, then @global; a
+// name that resolves to nothing, another namespace's type, or a deleted
+// type is unknown; a strict namespace takes no free-form type.
+func TestResolveTypes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	reg := func(full string) {
+		t.Helper()
+		if _, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, full)}, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(ns, typ string) (string, error) {
+		res, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: ns, Type: typ})
+		if err != nil {
+			return "", err
+		}
+		return res.Job.Spec.Type, nil
+	}
+	reg("@global:img:resize")
+	reg("other:img:crop")
+	for _, c := range []struct{ ns, typ, want string }{
+		{"acme", "img:resize", "@global:img:resize"},
+		{"acme", "@global:img:resize", "@global:img:resize"},
+		{"acme", "img:crop", "unknown-type"},
+		{"acme", "other:img:crop", "unknown-type"},
+		{"other", "img:crop", "other:img:crop"},
+		{"acme", "demo.echo", "demo.echo"},
+		{"ac.me", "demo.echo", "invalid-namespace"},
+	} {
+		got, err := submit(c.ns, c.typ)
+		if err != nil {
+			got = engine.ProblemOf(err).Type
+		}
+		if got != c.want {
+			t.Errorf("submit %s in %s: %s, want %s", c.typ, c.ns, got, c.want)
+		}
+	}
+	reg("acme:img:resize") // the namespace's own comes first now
+	if got, err := submit("acme", "img:resize"); err != nil || got != "acme:img:resize" {
+		t.Fatalf("after the namespace's own: %s %v", got, err)
+	}
+	if _, err := h.st.Types.SetNamespace(h.ctx, "acme", streams.NamespaceSettings{StrictTypes: true}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	before := h.lastSeq()
+	if _, err := submit("acme", "demo.echo"); engine.ProblemOf(err).Type != "unknown-type" {
+		t.Fatalf("free-form type in a strict namespace: %v", err)
+	}
+	if h.lastSeq() != before {
+		t.Fatal("a refused submit wrote an event")
+	}
+	if got, err := submit("acme", "img:resize"); err != nil || got != "acme:img:resize" {
+		t.Fatalf("registered type in a strict namespace: %s %v", got, err)
+	}
+	h.verify()
+}
+
+// A type nobody serves and no job uses is soft-deleted after the grace;
+// one a worker serves, or with a job not terminal, is not. Submits to a
+// deleted type are refused; the next registration reactivates it, its
+// history kept.
+func TestTypeSoftDeleteAndReactivation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	reg := func(full string) {
+		t.Helper()
+		if _, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, full)}, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("acme:idle:x")
+	reg("acme:busy:x")
+	reg("acme:served:x")
+	reg("@internal:idle:x")
+	queued := h.submit(commands.SubmitRequest{Namespace: "acme", Type: "busy:x"})
+	if err := h.st.Workers.Put(h.ctx, &streams.WorkerRecord{ID: "w-1", Types: []string{"acme:served:x"}}); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := engine.NewTypeSweeper(testkit.Store(t, testkit.Conn(t, h.srv), "sweeper"), 500*time.Millisecond, time.Hour, testkit.Logger(t))
+	if n, err := sweeper.Sweep(h.ctx); err != nil || n != 0 {
+		t.Fatalf("first sweep (the grace starts): %d %v", n, err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if _, err := sweeper.Sweep(h.ctx); err != nil {
+			return err
+		}
+		if sweeper.Deleted() == 0 {
+			return fmt.Errorf("nothing deleted yet")
+		}
+		return nil
+	})
+	if sweeper.Deleted() != 1 {
+		t.Fatalf("%d types deleted", sweeper.Deleted())
+	}
+	for full, deleted := range map[string]bool{"acme:idle:x": true, "acme:busy:x": false, "acme:served:x": false, "@internal:idle:x": false} {
+		rec, err := h.st.Types.Type(h.ctx, typeName(t, full))
+		if err != nil || rec.Deleted != deleted {
+			t.Fatalf("%s: %v deleted %v", full, err, rec != nil && rec.Deleted)
+		}
+	}
+	if _, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "idle:x"}); engine.ProblemOf(err).Type != "unknown-type" {
+		t.Fatalf("submit to a deleted type: %v", err)
+	}
+	// The queued job keeps its type; once it is terminal the type goes too.
+	if _, err := h.st.Cancel(h.ctx, queued.Job.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if _, err := sweeper.Sweep(h.ctx); err != nil {
+			return err
+		}
+		if sweeper.Deleted() < 2 {
+			return fmt.Errorf("busy type not deleted yet")
+		}
+		return nil
+	})
+	rec, created, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, "acme:idle:x"), Schema: []byte(`{"type":"object"}`)}, "t")
+	if err != nil || created || rec.Deleted || string(rec.Schema) != `{"type":"object"}` {
+		t.Fatalf("reactivate: %v %v %+v", created, err, rec)
+	}
+	if evs := h.typeEvents(typeName(t, "acme:idle:x")); fmt.Sprint(evs) != "[type.registered type.deleted type.registered]" {
+		t.Fatalf("history of the type: %v", evs)
+	}
+	h.submit(commands.SubmitRequest{Namespace: "acme", Type: "idle:x", Payload: commands.RawJSON(`{}`)})
+	h.verify()
+}
+
+// A record behind the log (its writer died between the event and the
+// record) is rebuilt at the next read of it.
+func TestTypeRecordRepairedFromTheLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	n := typeName(t, "acme:img:thumb")
+	ev, err := commands.RegisterType(nil, commands.TypeDef{Name: n, Schema: []byte(`{"type":"object"}`)}, "t", time.Now().UTC(), commands.SchemaEqualBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.W.AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), ev, 0).Wait(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No record was written: the type is known all the same.
+	rec, err := h.st.Types.Type(context.Background(), n)
+	if err != nil || rec.Deleted || string(rec.Schema) != `{"type":"object"}` {
+		t.Fatalf("type %+v %v", rec, err)
+	}
+	h.verify()
+}
