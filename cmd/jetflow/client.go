@@ -20,7 +20,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // submitFlags maps the fields of a submit request to the flags that set
 // them, so that a refused value is reported as the flag.
 var submitFlags = map[string]string{"queue": "queue", "delay": "delay", "max_retries": "max-retries",
-	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag"}
+	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace"}
 
 func cmdSubmit(c *cli, args []string) int {
 	fs := c.clientFlags()
@@ -39,8 +39,9 @@ func cmdSubmit(c *cli, args []string) int {
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
+	ns := c.namespaceFlag("the job's namespace (default: default)")
 	pos, ok := c.parse(args, 1, 2)
-	if !ok {
+	if !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
 	if !c.checkFlags(when("queue", queue == "", "must not be empty"),
@@ -67,6 +68,9 @@ func cmdSubmit(c *cli, args []string) int {
 	set("timeout", jetflow.Timeout(tout))
 	set("key", jetflow.IdempotencyKey(key))
 	set("tag", jetflow.Tags(tags...))
+	if *ns != "" {
+		opts = append(opts, jetflow.Namespace(*ns))
+	}
 	req, err := jetflow.NewRequest(pos[0], payload, opts...)
 	if err != nil {
 		if c.flagInput(err, submitFlags) {
@@ -135,6 +139,7 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
 	row("id", j.ID)
 	row("type", j.Type)
+	row("namespace", j.Namespace)
 	row("queue", j.Queue)
 	row("state", j.State)
 	row("attempts", fmt.Sprintf("%d (retries used %d of %d)", j.Attempts, j.Retries, j.MaxRetries))
@@ -192,12 +197,13 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 
 func cmdGet(c *cli, args []string) int {
 	c.clientFlags()
+	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok {
+	if !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		job, err := cl.Get(ctx, pos[0])
+		job, err := c.jobIn(ctx, cl, pos[0], *ns)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -235,9 +241,11 @@ func cmdList(c *cli, args []string) int {
 	fs.StringVar(&f.Type, "type", "", "only jobs of this type")
 	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
-	if _, ok := c.parse(args, 0, 0); !ok {
+	ns := c.namespaceFlag("only jobs of this namespace")
+	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
+	f.Namespace = *ns
 	f.State = jetflow.State(state)
 	// An empty filter matches every job: given on purpose it would list
 	// everything instead of what was asked for.
@@ -266,9 +274,9 @@ func cmdList(c *cli, args []string) int {
 			return exitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
+		fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
 		for _, j := range jobs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
 		}
 		w.Flush()
 		return exitOK
@@ -305,11 +313,17 @@ func cmdEvents(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var follow bool
 	fs.BoolVar(&follow, "follow", false, "keep printing new events until the job is terminal")
+	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok {
+	if !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		if *ns != "" {
+			if _, err := c.jobIn(ctx, cl, pos[0], *ns); err != nil {
+				return c.fail(err)
+			}
+		}
 		print := func(e *jetflow.EventInfo) error {
 			if c.json {
 				b, _ := json.Marshal(e)

@@ -36,13 +36,15 @@ Engine and workers:
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
                 [--categories a,b,c] [--type-grace D] [--replicas N]
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
-                (every queue unless --queue names one)
+                [--namespace NS]      (every queue unless --queue names one; demo:greet in NS)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
-Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere):
+Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
+--namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
                  [--timeout D] [--key K] [--tag T] [--wait]
-  jetflow get ID
+                 TYPE: free-form (demo.echo), category:name (NS, then @global) or scope:category:name
+  jetflow get ID                        a job of another namespace than NS is not found
   jetflow wait ID [--timeout D]
   jetflow ls [--state S] [--queue Q] [--type T] [--parent ID] [--limit N]
   jetflow tree ID                       a fan-out parent and its children, with states
@@ -52,6 +54,11 @@ Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json every
   jetflow pause QUEUE | jetflow resume QUEUE
   jetflow workers                       workers and their heartbeats (SDK and HTTP)
   jetflow events ID [--follow]
+  jetflow types [--deleted]             registered types visible from NS (its own and @global;
+                                        every type without NS), with their live workers
+  jetflow type register FULLNAME [--schema FILE] [--description TEXT]
+                                        FULLNAME is scope:category:name (scope: a namespace,
+                                        @global or @internal); prints created, exists or reactivated
   jetflow replay [--verify]
 
 Exit codes: 0 ok (job succeeded); 1 job failed or cancelled, or the command failed;
@@ -75,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
+		"types": cmdTypes, "type": cmdType,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {
@@ -272,7 +280,7 @@ func (c *cli) errorf(format string, args ...any) {
 // fail reports err and returns its exit code: 2 for bad input and missing
 // jobs (the caller's mistake), 1 otherwise.
 func (c *cli) fail(err error) int {
-	c.errorf("%v", err)
+	c.problem(err)
 	if errors.Is(err, jetflow.ErrInvalidInput) || errors.Is(err, jetflow.ErrNotFound) {
 		return exitUsage
 	}

@@ -246,8 +246,9 @@ func cmdWorker(c *cli, args []string) int {
 	fs.DurationVar(&lease, "lease", jetflow.DefaultLease, "how long a silent worker keeps its jobs")
 	fs.DurationVar(&grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
+	ns := c.namespaceFlag("namespace of its registered types (demo:greet), default: default")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
-	if _, ok := c.parse(args, 0, 0); !ok {
+	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
 	if !c.checkFlags(
@@ -266,7 +267,7 @@ func cmdWorker(c *cli, args []string) int {
 	}
 	defer cl.Close()
 	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
-		Concurrency: concurrency, Lease: lease})
+		Concurrency: concurrency, Lease: lease, Namespace: *ns})
 	registerDemo(w, queue, false)
 	if err := w.Start(ctx); err != nil {
 		c.errorf("%v", err)
@@ -276,7 +277,11 @@ func cmdWorker(c *cli, args []string) int {
 	if queue != "" {
 		where = "queue " + queue
 	}
-	fmt.Fprintf(c.errw, "worker %s running demo handlers on %s\n", w.ID(), where)
+	space := *ns
+	if space == "" {
+		space = "default"
+	}
+	fmt.Fprintf(c.errw, "worker %s running demo handlers on %s, registered types in namespace %s\n", w.ID(), where, space)
 	<-ctx.Done()
 	fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
 	w.Stop(context.Background())
@@ -396,5 +401,14 @@ func registerDemo(w *jetflow.Worker, queue string, internal bool) {
 			return nil, jetflow.WithCode("DEMO_FAIL", fmt.Errorf("attempt %d of %d planned failures", job.Attempt, job.Payload.Times))
 		}
 		return map[string]int{"attempts": job.Attempt}, nil
+	}, on...)
+	// demo:greet is a registered type (category demo, name greet) of the
+	// worker's namespace, with the JSON Schema of its payload generated from
+	// the struct: a payload without a string "name" is refused at submit
+	// (schema-violation), before anything is written.
+	jetflow.Register(w, "demo:greet", func(_ context.Context, job *jetflow.Job[struct {
+		Name string `json:"name"`
+	}]) (string, error) {
+		return "hello " + job.Payload.Name, nil
 	}, on...)
 }
