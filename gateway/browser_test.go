@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -67,57 +70,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		},
 	})
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(e.ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
-	// Confirm dialogs (cancel asks first) are accepted.
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
-			go func() {
-				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-			}()
-		}
-	}); err != nil {
-		t.Fatalf("start Chromium (%s): %v", exe, err)
-	}
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			shot(t, ctx, "failed")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			shot(t, ctx, "failed")
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return s
-	}
-
+	b := openBrowser(t, e, exe)
+	ctx, run, text := b.ctx, b.run, b.text
 	run("open the dashboard", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`))
 	job := e.submit(`{"type":"ui.gated","payload":{"from":"browser test"}}`)
 	row := fmt.Sprintf(`#jobs tr[data-id="%s"]`, job.ID)
 	run("see the job appear", chromedp.WaitVisible(row))
 	run("see it run", chromedp.WaitVisible(row+`[data-state="running"]`))
 	// The counts come in an event of their own, after the job's.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('[data-count="running"]').textContent === "1"`,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		shot(t, ctx, "failed")
-		t.Fatalf("running count %q: %v", text(`[data-count="running"]`), err)
-	}
+	b.until("see it counted", `document.querySelector('[data-count="running"]').textContent === "1"`)
 	close(release)
 	run("see it succeed without a reload", chromedp.WaitVisible(row+`[data-state="succeeded"]`))
 	if cell := text(row + ` td.state`); cell != "succeeded" {
@@ -148,6 +109,183 @@ func TestDashboardInBrowser(t *testing.T) {
 	e.wantEvents(blocked.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
 	run("back to the list", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`))
 	shot(t, ctx, "dashboard")
+}
+
+// TestDashboardTypesAndNamespacesInBrowser: the Types page lists the
+// registered types with their live workers and queued and running counts
+// (kept current without a reload), schemas collapsed, deleted ones behind
+// a toggle; the namespace selector filters every page, hides another
+// namespace's jobs (the live ones too) and types, and is remembered.
+func TestDashboardTypesAndNamespacesInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	e.do("PUT", "/api/v1/types/default/billing/invoice",
+		`{"schema": {"type": "object", "required": ["amount"]}, "description": "an invoice"}`).want(t, http.StatusCreated)
+	for _, path := range []string{"@global/mail/send", "other/x/y", "default/old/gone"} {
+		e.do("PUT", "/api/v1/types/"+path, `{}`).want(t, http.StatusCreated)
+	}
+	if _, err := e.store.Types.Delete(e.ctx, commands.TypeName{Scope: "default", Category: "old", Name: "gone"}, "test", "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	e.sdkWorker("default", map[string]jetflow.HandlerFunc{
+		"billing:invoice": func(ctx context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+			select {
+			case <-release:
+				return json.RawMessage(`{"paid":true}`), nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		},
+	})
+	running := e.submit(`{"type": "billing:invoice", "payload": {"amount": 1}}`)
+	e.submit(`{"type": "billing:invoice", "payload": {"amount": 2}, "queue": "unserved"}`)
+	e.waitState(running.ID, streams.StateRunning)
+
+	b := openBrowser(t, e, exe)
+	invoice := `#types tr[data-type="default:billing:invoice"]`
+	b.run("open the types page", chromedp.Navigate(e.ts.URL+"/types"), chromedp.WaitVisible(invoice), chromedp.WaitVisible(`#live.on`))
+	for sel, want := range map[string]string{invoice + ` td.scope`: "default", invoice + ` td.category`: "billing",
+		invoice + ` td.name`: "invoice", invoice + ` td.desc`: "an invoice", invoice + ` td.status`: "active",
+		`#types tr[data-type="@global:mail:send"] td.schema`: "any payload"} {
+		if got := b.text(sel); got != want {
+			t.Fatalf("%s: %q, want %q", sel, got, want)
+		}
+	}
+	b.until("see its worker and jobs", `(() => { const r = document.querySelector('`+invoice+`');
+		return r.querySelector("td.live-workers").textContent === "1" && r.querySelector("td.queued").textContent === "1" &&
+			r.querySelector("td.running").textContent === "1"; })()`)
+	b.until("see the schema collapsed", `!document.querySelector('`+invoice+` details').open`)
+	b.run("open the schema", chromedp.Click(invoice+` details summary`), chromedp.WaitVisible(invoice+` details pre`))
+	if schema := b.text(invoice + ` details pre`); !strings.Contains(schema, `"required": [`) || !strings.Contains(schema, `"amount"`) {
+		t.Fatalf("schema %q", schema)
+	}
+	b.run("see another namespace's type, not a deleted one", chromedp.WaitVisible(`#types tr[data-type="other:x:y"]`),
+		chromedp.WaitNotPresent(`#types tr[data-type="default:old:gone"]`))
+	close(release)
+	b.until("see it run no more, without a reload", `document.querySelector('`+invoice+` td.running').textContent === "0"`)
+	b.until("see the schema still open", `document.querySelector('`+invoice+` details').open`)
+	shot(t, b.ctx, "types")
+	b.run("show deleted", chromedp.Click(`#show-deleted`),
+		chromedp.WaitVisible(`#types tr[data-type="default:old:gone"][data-deleted="true"]`))
+	if status := b.text(`#types tr[data-type="default:old:gone"] td.status`); status != "deleted" {
+		t.Fatalf("deleted type's status %q", status)
+	}
+
+	// Jobs of two namespaces; the selector shows one.
+	there := e.submit(`{"type": "ui.ns", "namespace": "billing"}`)
+	here := e.submit(`{"type": "ui.ns"}`)
+	rowOf := func(id string) string { return fmt.Sprintf(`#jobs tr[data-id="%s"]`, id) }
+	b.run("open the jobs of every namespace", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(rowOf(there.ID)),
+		chromedp.WaitVisible(rowOf(here.ID)), chromedp.WaitVisible(`#live.on`))
+	choose := func(ns string) {
+		t.Helper()
+		b.run("choose namespace "+ns, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("ns-select");
+			s.value = `+"`"+ns+"`"+`; s.dispatchEvent(new Event("change")); })()`),
+			chromedp.WaitVisible(`body[data-namespace="`+ns+`"] #live.on`))
+	}
+	choose("billing")
+	b.until("see the namespace in the address", `location.search === "?namespace=billing"`)
+	b.run("see billing's job only", chromedp.WaitVisible(rowOf(there.ID)+` td.ns`), chromedp.WaitNotPresent(rowOf(here.ID)),
+		chromedp.WaitVisible(`#live.on`))
+	if total := b.text(`[data-count="total"]`); total != "1" {
+		t.Fatalf("total %q in billing", total)
+	}
+	// Live: a job of another namespace does not come; one of this one does.
+	hidden := e.submit(`{"type": "ui.ns"}`)
+	shown := e.submit(`{"type": "ui.ns", "namespace": "billing"}`)
+	b.run("see the new billing job", chromedp.WaitVisible(rowOf(shown.ID)))
+	b.until("see it counted in billing", `document.querySelector('[data-count="total"]').textContent === "2"`)
+	b.run("not see the other", chromedp.WaitNotPresent(rowOf(hidden.ID)))
+	// Remembered: a page opened without ?namespace= shows billing.
+	b.run("open / again", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(rowOf(shown.ID)))
+	b.until("see billing remembered", `location.search === "?namespace=billing" && document.getElementById("ns-select").value === "billing"`)
+	b.run("still not see the other namespace's", chromedp.WaitNotPresent(rowOf(here.ID)))
+	b.run("go to the types", chromedp.Click(`header nav a[href^="/types"]`), chromedp.WaitVisible(`#types tr[data-type="@global:mail:send"]`))
+	b.until("see the namespace kept", `location.pathname === "/types" && location.search === "?namespace=billing"`)
+	b.run("see only the types visible from billing", chromedp.WaitNotPresent(invoice), chromedp.WaitNotPresent(`#types tr[data-type="other:x:y"]`))
+	shot(t, b.ctx, "types-billing")
+	choose("")
+	b.run("see every namespace's types again", chromedp.WaitVisible(invoice), chromedp.WaitVisible(`#types tr[data-type="other:x:y"]`))
+	b.run("open / with every namespace", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(rowOf(here.ID)), chromedp.WaitVisible(rowOf(shown.ID)))
+	if loc, err := chromedp.Run(b.ctx, chromedp.Location()); err != nil || loc != e.ts.URL+"/" {
+		t.Fatalf("location %q %v", loc, err)
+	}
+}
+
+// browser is a headless Chromium driven by a test, with the steps that
+// fail the test (and leave a screenshot) when they do not happen.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// openBrowser starts a Chromium for the test (stopped at its end) that
+// accepts confirm dialogs (cancel asks first).
+func openBrowser(t *testing.T, e *env, exe string) *browser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(e.ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			go func() {
+				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			}()
+		}
+	}); err != nil {
+		t.Fatalf("start Chromium (%s): %v", exe, err)
+	}
+	return &browser{t: t, ctx: ctx}
+}
+
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		shot(b.t, b.ctx, "failed")
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(sel))
+	if err != nil {
+		shot(b.t, b.ctx, "failed")
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// until waits for a JavaScript expression to be true, across the page's
+// navigations (a poll in a page that navigates away is polled again in the
+// next one).
+func (b *browser) until(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "navigated or closed") || time.Now().After(deadline) {
+			shot(b.t, b.ctx, "failed")
+			b.t.Fatalf("%s (%s): %v", what, expr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // shot saves a full-page screenshot as a test artifact and prints its path.

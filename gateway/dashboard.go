@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var pageNames = []string{"jobs", "job", "queues", "workers", "notfound"}
+var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound"}
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -72,18 +74,9 @@ func parseTemplates() map[string]*template.Template {
 			b, _ := json.Marshal(v)
 			return template.JS(b)
 		},
-		"query": func(kv ...string) string {
-			q := url.Values{}
-			for i := 0; i+1 < len(kv); i += 2 {
-				if kv[i+1] != "" {
-					q.Set(kv[i], kv[i+1])
-				}
-			}
-			if len(q) == 0 {
-				return "/"
-			}
-			return "/?" + q.Encode()
-		},
+		// in is a dashboard path in a namespace ("": every one), with the
+		// pairs of kv that have a value as its query.
+		"in":   func(path, ns string, kv ...string) string { return withQuery(path, append(kv, "namespace", ns)...) },
 		"join": strings.Join,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/rows.html"))
@@ -92,6 +85,21 @@ func parseTemplates() map[string]*template.Template {
 		out[name] = template.Must(template.Must(base.Clone()).ParseFS(webFS, "web/templates/"+name+".html"))
 	}
 	return out
+}
+
+// withQuery is path with the pairs of kv whose value is not empty as its
+// query.
+func withQuery(path string, kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
 
 func fmtSeconds(f float64) string {
@@ -113,7 +121,11 @@ type pageData struct {
 	Title   string
 	Nav     string
 	Version string // of the static assets, so that browsers fetch new ones after an upgrade
-	Data    any
+	// Namespace is the one the pages show ("": every namespace), from
+	// ?namespace=; Namespaces are those to choose from.
+	Namespace  string
+	Namespaces []string
+	Data       any
 }
 
 // assetVersion is a hash of the embedded static files.
@@ -129,9 +141,11 @@ var assetVersion = func() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }()
 
-func (g *Gateway) render(w http.ResponseWriter, status int, name, title string, data any) {
+func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b bytes.Buffer
-	if err := templates[name].ExecuteTemplate(&b, "layout.html", pageData{Title: title, Nav: name, Version: assetVersion, Data: data}); err != nil {
+	ns, _ := pageNamespace(r)
+	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: g.namespaceNames(r.Context(), ns), Data: data}
+	if err := templates[name].ExecuteTemplate(&b, "layout.html", d); err != nil {
 		g.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -155,14 +169,76 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	route(mux, "/{$}", methods{"GET": g.pageJobs})
 	route(mux, "/jobs/{id}", methods{"GET": g.pageJob})
 	route(mux, "/queues", methods{"GET": g.pageQueues})
+	route(mux, "/types", methods{"GET": g.pageTypes})
 	route(mux, "/workers", methods{"GET": g.pageWorkers})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.render(w, http.StatusNotFound, "notfound", "Not found", map[string]string{"Path": r.URL.Path})
+		g.render(w, r, http.StatusNotFound, "notfound", "Not found", map[string]string{"Path": r.URL.Path})
 	})
+}
+
+// pageNamespace is the namespace a page shows, from ?namespace= ("":
+// every namespace); one that cannot be a namespace is an error, and every
+// namespace is shown.
+func pageNamespace(r *http.Request) (string, error) {
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		return "", nil
+	}
+	if err := commands.CheckNamespace(ns); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// namespaceNames are the namespaces to choose from: those with jobs, with
+// settings or with registered types, the default one, and the one shown.
+func (g *Gateway) namespaceNames(ctx context.Context, shown string) []string {
+	seen := map[string]bool{streams.DefaultNS: true}
+	if shown != "" {
+		seen[shown] = true
+	}
+	for _, ns := range g.index.Namespaces() {
+		seen[ns] = true
+	}
+	if recs, err := g.store.Types.Namespaces(ctx); err == nil {
+		for _, rec := range recs {
+			seen[rec.Name] = true
+		}
+	}
+	if ts, err := g.store.Types.Types(ctx, "", true); err == nil {
+		for _, t := range ts {
+			if !strings.HasPrefix(t.Scope, "@") {
+				seen[t.Scope] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// visibleFrom reports whether a worker of these types serves jobs of
+// namespace ns ("": any): a free-form type serves every namespace, a
+// registered one its scope's (@global and @internal: every namespace).
+func visibleFrom(types []string, ns string) bool {
+	if ns == "" {
+		return true
+	}
+	for _, t := range types {
+		scope, _, registered := strings.Cut(t, ":")
+		if !registered || scope == ns || strings.HasPrefix(scope, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 type jobsPage struct {
 	State, Queue, Type string
+	Namespace          string
 	Cursor, Next       string
 	Stats              *Stats
 	States             []streams.State
@@ -177,7 +253,13 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
 		States: streams.States, PageSize: DefaultPageSize}
 	status := http.StatusOK
-	f, cur, _, err := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor}})
+	ns, err := pageNamespace(r)
+	d.Namespace = ns
+	f, cur, _, lerr := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor},
+		"namespace": {ns}})
+	if err == nil {
+		err = lerr
+	}
 	if qerr != nil {
 		err = qerr
 	}
@@ -190,6 +272,12 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 		f, cur = engine.Filter{}, nil
 	}
 	d.Stats = g.statsFor(f.Queue, f.Type)
+	if f.Namespace != "" {
+		d.Stats.States, d.Stats.Total = g.index.CountsIn(f.Namespace, f.Queue, f.Type), 0
+		for _, n := range d.Stats.States {
+			d.Stats.Total += n
+		}
+	}
 	var next *Cursor
 	d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
 	if next != nil {
@@ -199,7 +287,7 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	if d.State != "" {
 		title = strings.ToUpper(d.State[:1]) + d.State[1:] + " jobs"
 	}
-	g.render(w, status, "jobs", title, d)
+	g.render(w, r, status, "jobs", title, d)
 }
 
 type jobPage struct {
@@ -220,7 +308,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		p := problemOf(err)
-		g.render(w, p.Status, "notfound", "Not found", map[string]string{"Path": r.URL.Path, "Detail": p.Detail})
+		g.render(w, r, p.Status, "notfound", "Not found", map[string]string{"Path": r.URL.Path, "Detail": p.Detail})
 		return
 	}
 	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
@@ -243,7 +331,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		d.Children, next = g.index.List(engine.Filter{Parent: id}, nil, 200)
 		d.MoreKids = next != nil
 	}
-	g.render(w, http.StatusOK, "job", "Job "+id, d)
+	g.render(w, r, http.StatusOK, "job", "Job "+id, d)
 }
 
 // collapses reports whether a run of events of this type is one line of the
@@ -260,30 +348,101 @@ type timelineEntry struct {
 
 var errNotAJob = fmt.Errorf("not a job id: %w", commands.ErrNotFound)
 
-// GET /queues
+// GET /queues: with a namespace, each queue's jobs are that namespace's
+// (waiting, held and delayed are the queue's, every namespace's).
 func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := g.queues(r.Context())
-	d := map[string]any{"Queues": qs, "Error": ""}
+	ns, err := pageNamespace(r)
 	status := http.StatusOK
 	if err != nil {
-		d["Error"] = err.Error()
-		status = http.StatusServiceUnavailable
+		status = http.StatusBadRequest
 	}
-	g.render(w, status, "queues", "Queues", d)
+	qs, qerr := g.queues(r.Context())
+	if qerr != nil {
+		err, status = qerr, http.StatusServiceUnavailable
+	}
+	for _, q := range qs {
+		if ns != "" {
+			q.Jobs = g.index.CountsIn(ns, q.Name, "")
+			q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+		}
+	}
+	d := map[string]any{"Queues": qs, "Error": "", "Namespace": ns}
+	if err != nil {
+		d["Error"] = problemOf(err).Detail
+	}
+	g.render(w, r, status, "queues", "Queues", d)
 }
 
-// GET /workers
-func (g *Gateway) pageWorkers(w http.ResponseWriter, r *http.Request) {
-	recs, err := g.workers.List(r.Context())
-	views := make([]*WorkerView, 0, len(recs))
-	for _, rec := range recs {
-		views = append(views, g.workers.View(rec))
+type typesPage struct {
+	Namespace string
+	Deleted   bool
+	Types     []*TypeView
+	Error     string
+}
+
+// GET /types: the types visible from the namespace (its own and @global;
+// every type without one), soft-deleted ones with ?deleted=true; with a
+// namespace, a type's queued and running jobs are that namespace's.
+func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	d := &typesPage{Types: []*TypeView{}}
+	status := http.StatusOK
+	q, err := strictQuery(r)
+	if err == nil {
+		d.Namespace, err = pageNamespace(r)
 	}
-	d := map[string]any{"Workers": views, "Error": "", "Lease": g.cfg.Lease.Seconds()}
+	switch q.Get("deleted") {
+	case "", "false":
+	case "true":
+		d.Deleted = true
+	default:
+		if err == nil {
+			err = &commands.InputError{Field: "deleted", Value: fmt.Sprintf("%q", q.Get("deleted")), Reason: "want true or false"}
+		}
+	}
+	if err != nil {
+		status = problemOf(err).Status
+	}
+	ts, terr := g.store.Types.Types(ctx, d.Namespace, d.Deleted)
+	if terr != nil {
+		err, status = terr, problemOf(terr).Status
+	}
+	workers, _ := g.cachedWorkers(ctx)
+	for _, t := range ts {
+		v := g.typeView(t, workers)
+		if d.Namespace != "" {
+			c := g.index.CountsIn(d.Namespace, "", v.FullName)
+			v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]
+		}
+		d.Types = append(d.Types, v)
+	}
+	if err != nil {
+		d.Error = problemOf(err).Detail
+	}
+	g.render(w, r, status, "types", "Types", d)
+}
+
+// GET /workers: with a namespace, the workers that serve it (one of their
+// types is free-form, @global, @internal or of that namespace).
+func (g *Gateway) pageWorkers(w http.ResponseWriter, r *http.Request) {
+	ns, err := pageNamespace(r)
 	status := http.StatusOK
 	if err != nil {
-		d["Error"] = err.Error()
-		status = http.StatusServiceUnavailable
+		status = http.StatusBadRequest
 	}
-	g.render(w, status, "workers", "Workers", d)
+	recs, lerr := g.workers.List(r.Context())
+	if lerr != nil {
+		err, status = lerr, http.StatusServiceUnavailable
+	}
+	views := make([]*WorkerView, 0, len(recs))
+	for _, rec := range recs {
+		if visibleFrom(rec.Types, ns) {
+			views = append(views, g.workers.View(rec))
+		}
+	}
+	d := map[string]any{"Workers": views, "Error": "", "Lease": g.cfg.Lease.Seconds(), "Namespace": ns}
+	if err != nil {
+		d["Error"] = problemOf(err).Detail
+	}
+	g.render(w, r, status, "workers", "Workers", d)
 }

@@ -7,6 +7,43 @@
   var page = document.body.dataset.page;
   var live = document.getElementById("live");
 
+  // The namespace every page shows ("": all) is the page's ?namespace=,
+  // remembered in this browser: a page opened without one shows the last
+  // chosen (a job's page shows its job, whatever the namespace).
+  var NS_KEY = "jetflow.namespace";
+  var ns = document.body.dataset.namespace || "";
+  function remember(v) {
+    try { if (v) localStorage.setItem(NS_KEY, v); else localStorage.removeItem(NS_KEY); } catch (e) { /* storage off */ }
+  }
+  function remembered() {
+    try { return localStorage.getItem(NS_KEY) || ""; } catch (e) { return ""; }
+  }
+  var params = new URLSearchParams(location.search);
+  var listPage = page !== "job" && page !== "notfound";
+  if (params.has("namespace")) {
+    remember(ns); // as the server took it: one it refused is forgotten
+  } else if (listPage && remembered()) {
+    params.set("namespace", remembered());
+    location.replace(location.pathname + "?" + params.toString());
+    return;
+  }
+  var nsSelect = document.getElementById("ns-select");
+  if (nsSelect) {
+    nsSelect.addEventListener("change", function () {
+      remember(nsSelect.value);
+      var q = new URLSearchParams(listPage ? location.search : "");
+      q.delete("cursor"); // a page of another namespace's list
+      if (nsSelect.value) q.set("namespace", nsSelect.value); else q.delete("namespace");
+      var path = listPage ? location.pathname : "/";
+      location.href = path + (q.toString() ? "?" + q.toString() : "");
+    });
+  }
+  // streamURL is the live stream of this page's namespace, with query q.
+  function streamURL(q) {
+    if (ns) q.set("namespace", ns);
+    return "/api/v1/stream?" + q.toString();
+  }
+
   function esc(s) {
     return String(s == null ? "" : s).replace(/[&<>"']/g, function (c) {
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
@@ -52,6 +89,7 @@
     return '<td class="state">' + badge(s.state) + "</td>" +
       '<td class="id"><a href="/jobs/' + esc(s.id) + '">' + esc(s.id) + "</a></td>" +
       '<td class="type">' + esc(s.type) + "</td>" +
+      '<td class="ns">' + esc(s.namespace) + "</td>" +
       '<td class="queue">' + esc(s.queue) + "</td>" +
       '<td class="attempts num">' + esc(s.attempts) + "</td>" +
       '<td class="progress">' + progressCell(s.progress, s.state) + "</td>" +
@@ -81,6 +119,57 @@
       es.addEventListener(ev, function (m) { handlers[ev](JSON.parse(m.data), m, es); });
     });
     return es;
+  }
+  // refetch loads this page again and hands the document to fn, at most
+  // once a second (a call meanwhile is one more load after it): what a
+  // namespace shows of counts, queues and types is rendered by the server,
+  // the stream's own figures are every namespace's.
+  var refetching = {};
+  function refetch(key, fn) {
+    if (refetching[key]) { refetching[key] = 2; return; }
+    refetching[key] = 1;
+    fetch(location.pathname + location.search, { headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.text(); })
+      .then(function (html) { fn(new DOMParser().parseFromString(html, "text/html")); })
+      .catch(function () {})
+      .then(function () {
+        setTimeout(function () {
+          var again = refetching[key] === 2;
+          refetching[key] = 0;
+          if (again) refetch(key, fn);
+        }, 1000);
+      });
+  }
+  // mergeRows makes tbody's rows those of fresh (keyed by data-<key>),
+  // touching only rows that changed, and keeping open what was open.
+  function mergeRows(tbody, fresh, key) {
+    if (!fresh) return;
+    var seen = {};
+    Array.prototype.slice.call(fresh.rows).forEach(function (f, i) {
+      var k = f.dataset[key];
+      seen[k] = 1;
+      var tr = null;
+      Array.prototype.forEach.call(tbody.rows, function (r) { if (r.dataset[key] === k) tr = r; });
+      if (!tr) {
+        tr = document.importNode(f, true);
+        tbody.insertBefore(tr, tbody.rows[i] || null);
+        flash(tr);
+        return;
+      }
+      if (tr.innerHTML !== f.innerHTML) {
+        var open = {};
+        tr.querySelectorAll("details").forEach(function (d, j) { open[j] = d.open; });
+        tr.innerHTML = f.innerHTML;
+        Object.keys(f.dataset).forEach(function (a) { tr.dataset[a] = f.dataset[a]; });
+        tr.querySelectorAll("details").forEach(function (d, j) { if (open[j]) d.open = true; });
+        flash(tr);
+      }
+      if (tbody.rows[i] !== tr) tbody.insertBefore(tr, tbody.rows[i] || null);
+    });
+    Array.prototype.slice.call(tbody.rows).forEach(function (tr) { if (!seen[tr.dataset[key]]) tr.remove(); });
+    var empty = document.getElementById("empty");
+    if (empty && tbody.rows.length) empty.remove();
+    relTimes();
   }
   function api(method, url, body) {
     return fetch(url, {
@@ -154,14 +243,26 @@
     var q = new URLSearchParams();
     if (d.queue) q.set("queue", d.queue);
     if (d.type) q.set("type", d.type);
-    connect("/api/v1/stream?" + q.toString(), {
+    var showCounts = function (count) {
+      document.querySelectorAll("#counts [data-count]").forEach(function (b) {
+        var n = count(b.dataset.count);
+        if (n != null && b.textContent !== String(n)) { b.textContent = n; flash(b.parentNode); }
+      });
+    };
+    connect(streamURL(q), {
       job: onJob,
       counts: function (c) {
-        document.querySelectorAll("[data-count]").forEach(function (b) {
-          var k = b.dataset.count;
-          var n = k === "total" ? c.total : (c.states[k] || 0);
-          if (b.textContent !== String(n)) { b.textContent = n; flash(b.parentNode); }
-        });
+        if (ns) {
+          // The stream counts every namespace: this one's are the page's.
+          refetch("counts", function (doc) {
+            showCounts(function (k) {
+              var b = doc.querySelector('#counts [data-count="' + k + '"]');
+              return b ? b.textContent : null;
+            });
+          });
+          return;
+        }
+        showCounts(function (k) { return k === "total" ? c.total : (c.states[k] || 0); });
       },
       bulk: reloadPage,
       resync: function () { location.reload(); }
@@ -278,7 +379,7 @@
       var mini = "";
       STATES.forEach(function (s) {
         var n = q.jobs && q.jobs[s];
-        if (n) mini += '<a class="badge st-' + s + '" href="/?queue=' + encodeURIComponent(q.name) + "&state=" + s + '">' + s + " " + n + "</a> ";
+        if (n) mini += '<a class="badge st-' + s + '" href="/?queue=' + encodeURIComponent(q.name) + "&amp;state=" + s + '">' + s + " " + n + "</a> ";
       });
       return '<td class="name"><a href="/?queue=' + encodeURIComponent(q.name) + '">' + esc(q.name) + "</a></td>" +
         '<td class="status">' + (q.paused ? '<span class="badge st-paused">paused</span>' : '<span class="badge st-active">active</span>') + "</td>" +
@@ -286,8 +387,14 @@
         '</td><td class="num delayed">' + q.delayed + '</td><td class="mini">' + mini + "</td>" +
         '<td><button class="qtoggle" data-queue="' + esc(q.name) + '" data-paused="' + q.paused + '">' + (q.paused ? "Resume" : "Pause") + "</button></td>";
     }
-    connect("/api/v1/stream?with=queues", {
+    // With a namespace, the rows are the page's: the stream's queues count
+    // every namespace's jobs.
+    var refreshQueues = function () {
+      refetch("queues", function (doc) { mergeRows(qt, doc.querySelector("#queues tbody"), "queue"); });
+    };
+    connect(streamURL(new URLSearchParams("with=queues")), {
       queues: function (qs) {
+        if (ns) { refreshQueues(); return; }
         qs.forEach(function (q) {
           var tr = qt.querySelector('tr[data-queue="' + q.name + '"]');
           if (!tr) { tr = document.createElement("tr"); tr.dataset.queue = q.name; qt.appendChild(tr); }
@@ -302,8 +409,30 @@
       var pause = b.dataset.paused !== "true";
       b.disabled = true;
       api("POST", "/api/v1/queues/" + encodeURIComponent(b.dataset.queue) + (pause ? "/pause" : "/resume"))
-        .then(function (q) { b.closest("tr").innerHTML = qrow(q); })
+        .then(function (q) { if (ns) refreshQueues(); else b.closest("tr").innerHTML = qrow(q); })
         .catch(function (p) { alert(p.detail || "failed"); b.disabled = false; });
+    });
+  }
+
+  if (page === "types") {
+    var tt = document.getElementById("types").tBodies[0];
+    var deleted = document.getElementById("show-deleted");
+    deleted.addEventListener("change", function () { deleted.form.submit(); });
+    // Live workers and job counts change: the rows are the page's, as the
+    // server renders them for the namespace.
+    var refreshTypes = function () {
+      refetch("types", function (doc) { mergeRows(tt, doc.querySelector("#types tbody"), "type"); });
+    };
+    connect(streamURL(new URLSearchParams("with=workers")), { workers: refreshTypes, counts: refreshTypes });
+  }
+
+  // servesNamespace is dashboard.go's visibleFrom: a worker serves a
+  // namespace if one of its types is free-form, @global, @internal or of it.
+  function servesNamespace(types) {
+    if (!ns) return true;
+    return types.some(function (t) {
+      var i = t.indexOf(":");
+      return i < 0 || t.charAt(0) === "@" || t.slice(0, i) === ns;
     });
   }
 
@@ -312,11 +441,12 @@
     connect("/api/v1/stream?with=workers", {
       workers: function (ws) {
         var seen = {};
+        ws = ws.filter(function (w) { return servesNamespace(w.types); });
         ws.forEach(function (w) {
           seen[w.id] = 1;
           var tr = wt.querySelector('tr[data-worker="' + w.id + '"]');
           if (!tr) { tr = document.createElement("tr"); tr.dataset.worker = w.id; wt.appendChild(tr); }
-          tr.innerHTML = "<td>" + esc(w.name) + "</td><td><code>" + esc(w.id) + "</code></td><td>" +
+          tr.innerHTML = "<td>" + esc(w.name) + "</td><td><code>" + esc(w.id) + "</code></td><td>" + esc(w.kind) + "</td><td>" +
             (w.live ? '<span class="badge st-succeeded">live</span>' : '<span class="badge st-failed">silent</span>') + "</td><td>" +
             esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num">' + w.concurrency + "</td><td>" +
             w.claims.map(function (c) { return '<a href="/jobs/' + esc(c) + '"><code>' + esc(c) + "</code></a>"; }).join(" ") +
