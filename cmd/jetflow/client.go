@@ -445,7 +445,8 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			c.printJSON(rep)
 		} else {
-			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records: %d differ\n", rep.Jobs, rep.LastSeq, rep.Records, len(rep.Diffs))
+			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, and %d types and namespaces: %d differ\n",
+				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, len(rep.Diffs))
 			for _, d := range rep.Diffs {
 				fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)
 				if len(d.Fields) > 0 {

@@ -234,6 +234,11 @@ func TestCLITypes(t *testing.T) {
 	if g := rows[0]; g.FullName != "@global:mail:send" || g.LiveWorkers == nil || len(g.LiveWorkers) != 0 || string(g.Schema) != "null" {
 		t.Fatalf("mail: %+v", g)
 	}
+	// replay --verify rebuilds the registry from the log too.
+	out, errs, code := e.jetflow("replay", "--verify", "--settle", "0")
+	if code != exitOK || !strings.HasSuffix(out, " records, and 4 types and namespaces: 0 differ\n") {
+		t.Fatalf("replay --verify: exit %d %q %q", code, out, errs)
+	}
 }
 
 // --namespace (or $JETFLOW_NAMESPACE) on submit, ls, get and events: a job
