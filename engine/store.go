@@ -52,8 +52,8 @@ type Store struct {
 	Workers *Workers
 	// Types is the type registry and the namespaces' settings.
 	Types *Registry
-	Actor   string // who writes: recorded on the events of this process
-	Log     *slog.Logger
+	Actor string // who writes: recorded on the events of this process
+	Log   *slog.Logger
 
 	// Repairs counts job records this Store rebuilt from the log because
 	// they were missing or behind it.
