@@ -217,6 +217,26 @@ func (r *Registry) Register(ctx context.Context, def commands.TypeDef, actor str
 	}
 }
 
+// Check decides a registration as Register would, on the type as it is
+// now, and writes nothing: for a caller with several registrations that
+// must all be accepted before any is written (a worker's types).
+func (r *Registry) Check(ctx context.Context, def commands.TypeDef) error {
+	if err := def.Name.Check(r.Categories); err != nil {
+		return err
+	}
+	schema, err := CanonicalSchema(def.Schema)
+	if err != nil {
+		return err
+	}
+	def.Schema = schema
+	cur, _, err := r.load(ctx, def.Name)
+	if err != nil {
+		return err
+	}
+	_, err = commands.RegisterType(cur, def, "", time.Now().UTC(), bytes.Equal)
+	return err
+}
+
 // Delete soft-deletes a type (commands.DeleteType), decided on the type
 // as it is; check, if not nil, must still hold of it.
 func (r *Registry) Delete(ctx context.Context, n commands.TypeName, reason, actor string, check func(*streams.TypeRecord) bool) (*streams.TypeRecord, error) {

@@ -118,6 +118,15 @@ func TestWorkerRegistersTypes(t *testing.T) {
 	}
 	e.do("POST", "/api/v1/workers", `{"name":"x","namespace":"acme","types":[{"name":"img:thumb","schema":{"type":"string"}}]}`).
 		problem(t, 409, "schema-conflict")
+	// A refused type refuses the whole registration: the types before it
+	// are not registered either.
+	before := e.eventCount()
+	e.do("POST", "/api/v1/workers", `{"name":"x","types":[{"name":"img:new","schema":{"type":"object"}},{"name":"img:bad","schema":{"type":"nope"}}]}`).
+		problem(t, 422, "invalid-schema")
+	e.do("GET", "/api/v1/types/default/img/new", nil).problem(t, 404, "unknown-type")
+	if after := e.eventCount(); after != before {
+		t.Fatalf("a refused registration wrote %d events", after-before)
+	}
 	e.do("POST", "/api/v1/workers", `{"name":"x","types":["@internal:demo:clock"]}`).problem(t, 403, "internal-type")
 	e.do("POST", "/api/v1/workers", `{"name":"x","types":[{"name":"demo.echo","schema":{}}]}`).problem(t, 400, "invalid-input")
 	e.do("POST", "/api/v1/workers", `{"name":"x","namespace":"a@b","types":["t"]}`).problem(t, 400, "invalid-namespace")

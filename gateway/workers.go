@@ -141,7 +141,12 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 // registerTypes registers the worker's registered types (with the
 // schemas that came with them; an active type's schema must match) and
 // turns their names into full names, which is what the worker serves.
+//
+// Every registration is checked before any is written, so a refused one
+// leaves nothing behind (short of another registration of the same name
+// between the check and the write, which is then refused as a conflict).
 func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error {
+	defs := map[int]commands.TypeDef{}
 	for i, t := range req.Types {
 		if !commands.Registered(t) {
 			continue
@@ -151,6 +156,12 @@ func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error
 			return err
 		}
 		def := commands.TypeDef{Name: names[0], Schema: req.Schemas[t]}
+		if err := g.store.Types.Check(ctx, def); err != nil {
+			return err
+		}
+		defs[i] = def
+	}
+	for i, def := range defs {
 		if _, _, err := g.store.Types.Register(ctx, def, "worker "+req.Name); err != nil {
 			return err
 		}
