@@ -271,13 +271,7 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 		status = problemOf(err).Status
 		f, cur = engine.Filter{}, nil
 	}
-	d.Stats = g.statsFor(f.Queue, f.Type)
-	if f.Namespace != "" {
-		d.Stats.States, d.Stats.Total = g.index.CountsIn(f.Namespace, f.Queue, f.Type), 0
-		for _, n := range d.Stats.States {
-			d.Stats.Total += n
-		}
-	}
+	d.Stats = g.statsFor(f.Namespace, f.Queue, f.Type)
 	var next *Cursor
 	d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
 	if next != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -58,8 +59,8 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"status": word, "checks": checks})
 }
 
-// Stats is what GET /stats answers: job counts by state (for a queue and
-// a type, or all), and the queues and types seen.
+// Stats is what GET /stats answers: job counts by state (for a namespace,
+// a queue and a type, or all), and the queues and types seen.
 type Stats struct {
 	States map[streams.State]int `json:"states"`
 	Total  int                   `json:"total"`
@@ -67,8 +68,8 @@ type Stats struct {
 	Types  []string              `json:"types"`
 }
 
-func (g *Gateway) statsFor(queue, jobType string) *Stats {
-	s := &Stats{States: g.index.Counts(queue, jobType)}
+func (g *Gateway) statsFor(ns, queue, jobType string) *Stats {
+	s := &Stats{States: g.index.CountsIn(ns, queue, jobType)}
 	for _, n := range s.States {
 		s.Total += n
 	}
@@ -82,12 +83,17 @@ func (g *Gateway) statsFor(queue, jobType string) *Stats {
 	return s
 }
 
-// GET /stats?queue=&type=
+// GET /stats?namespace=&queue=&type=
 func (g *Gateway) stats(w http.ResponseWriter, r *http.Request) {
 	if err := g.index.waitSynced(r.Context()); err != nil {
 		fail(w, r, err, "")
 		return
 	}
 	q := r.URL.Query()
-	writeJSON(w, http.StatusOK, g.statsFor(q.Get("queue"), q.Get("type")))
+	f := engine.Filter{Namespace: q.Get("namespace"), Queue: q.Get("queue"), Type: q.Get("type")}
+	if err := f.Validate(); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, g.statsFor(f.Namespace, f.Queue, f.Type))
 }

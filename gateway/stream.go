@@ -24,7 +24,7 @@ const (
 // index (one watch of the jobs bucket shared by every client):
 //
 //	event: job      a job changed (a Summary; deleted: true when purged)
-//	event: counts   jobs by state for the stream's queue and type filter
+//	event: counts   jobs by state for the stream's namespace, queue and type filter
 //	event: queues   every queue (with=queues), every 2s
 //	event: workers  every registered worker (with=workers), every 2s
 //	event: bulk     more jobs changed at once than are sent one by one:
@@ -90,7 +90,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	if sse.send("counts", "", g.statsFor(queue, jobType)) != nil || sendSide() != nil {
+	if sse.send("counts", "", g.statsFor(ns, queue, jobType)) != nil || sendSide() != nil {
 		return
 	}
 	flush := time.NewTicker(streamFlush)
@@ -141,7 +141,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 				// More changes than a page shows: the client reloads its
 				// page rather than apply them one by one.
 				if sse.send("bulk", "", map[string]int{"changed": len(batch)}) != nil ||
-					sse.send("counts", "", g.statsFor(queue, jobType)) != nil {
+					sse.send("counts", "", g.statsFor(ns, queue, jobType)) != nil {
 					return
 				}
 				continue
@@ -154,7 +154,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			if sse.send("counts", "", g.statsFor(queue, jobType)) != nil {
+			if sse.send("counts", "", g.statsFor(ns, queue, jobType)) != nil {
 				return
 			}
 		case <-side.C:
