@@ -55,6 +55,7 @@ type report struct {
 	pieces     int // batch pieces planned
 	events     int
 	pieceEvs   int
+	otherEvs   int                              // the registry's
 	cancelFrom map[string]map[streams.State]int // cancel scenario -> the state it cancelled from
 	requeues   map[string]int                   // lease and shutdown requeues, by how they were justified
 	stuck      map[string][]int                 // fan-out parents not terminal -> pieces with no outcome in the log
@@ -89,7 +90,7 @@ func (r *report) bad(inv string, j *jobLog, format string, args ...any) {
 // processes.
 func check(l *eventLog, ld *load, s *system) *report {
 	r := newReport()
-	r.events, r.pieceEvs = l.events, l.pcs
+	r.events, r.pieceEvs, r.otherEvs = l.events, l.pcs, l.other
 	for _, b := range l.bad {
 		r.bad(invBadLog, nil, "%s", b)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"sync"
 	"time"
 
@@ -108,6 +109,7 @@ type eventLog struct {
 	pieces map[string][]ev // by parent, in log order
 	events int             // job events
 	pcs    int             // piece events
+	other  int             // the registry's events
 	last   uint64
 	hashes []uint32 // crc of event seq i+1
 	bad    []string // events that did not decode
@@ -118,7 +120,7 @@ func newEventLog() *eventLog {
 }
 
 // add folds the event at seq.
-func (l *eventLog) add(seq uint64, data []byte) {
+func (l *eventLog) add(seq uint64, subject string, data []byte) {
 	if seq != l.last+1 && l.last != 0 {
 		l.bad = append(l.bad, fmt.Sprintf("sequence %d follows %d", seq, l.last))
 	}
@@ -127,6 +129,10 @@ func (l *eventLog) add(seq uint64, data []byte) {
 		l.hashes = append(l.hashes, 0)
 	}
 	l.hashes = append(l.hashes, crc32.ChecksumIEEE(data))
+	if !streams.IsJobSubject(subject) && !streams.IsPieceSubject(subject) {
+		l.other++ // the type registry's and namespaces' events
+		return
+	}
 	e, err := streams.DecodeEvent(data)
 	if err != nil {
 		l.bad = append(l.bad, fmt.Sprintf("event %d: %v", seq, err))
@@ -135,7 +141,7 @@ func (l *eventLog) add(seq uint64, data []byte) {
 	r := ev{seq: seq, typ: e.Type, attempt: e.Attempt, actor: e.Actor, at: e.Time, from: e.From, to: e.To,
 		lease: e.Lease, piece: e.Piece, runAt: e.RunAt, result: e.Result, err: e.Error, counts: e.Counts,
 		plan: e.Plan, message: e.Message}
-	if isPieceEvent(e.Type) {
+	if streams.IsPieceSubject(subject) {
 		l.pcs++
 		l.pieces[e.JobID] = append(l.pieces[e.JobID], r)
 		return
@@ -155,21 +161,32 @@ func (l *eventLog) add(seq uint64, data []byte) {
 // readLog reads the event log from sequence from on into l, to its end as
 // the server answers it now.
 func readLog(ctx context.Context, nc *nats.Conn, l *eventLog) error {
-	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, "jetflow.>", l.last+1, func(seq uint64, data []byte) error {
-		l.add(seq, data)
+	return readEvents(ctx, nc, l.last+1, func(seq uint64, subject string, data []byte) error {
+		l.add(seq, subject, data)
 		return nil
 	})
-	return err
 }
 
-// isPieceEvent tells the events of jetflow.pc.<parent> (whose job id is
-// the parent's) from a job's own.
-func isPieceEvent(typ string) bool {
-	switch typ {
-	case streams.PcPlanned, streams.PcSucceeded, streams.PcFailed, streams.PcCancelled:
-		return true
+// readEvents calls fn with every message of the event log from sequence
+// from on, in order, with its subject: job events (jetflow.ev), piece
+// events (jetflow.pc) and the registry's (jetflow.reg).
+func readEvents(ctx context.Context, nc *nats.Conn, from uint64, fn func(seq uint64, subject string, data []byte) error) error {
+	for {
+		n := 0
+		req := map[string]any{"seq": from, "next_by_subj": "jetflow.>", "batch": 1000}
+		more, err := streams.DirectBatch(ctx, nc, streams.EventsStream, req, func(m *nats.Msg) error {
+			seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+			if err != nil {
+				return fmt.Errorf("event without a sequence: %w", err)
+			}
+			n++
+			from = seq + 1
+			return fn(seq, m.Header.Get("Nats-Subject"), m.Data)
+		})
+		if err != nil || n == 0 || more == 0 {
+			return err
+		}
 	}
-	return false
 }
 
 // tail follows the log while the soak runs: how many jobs finished (for
@@ -216,8 +233,7 @@ func (tl *tail) poll(ctx context.Context) error {
 	tl.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := streams.ReadSubject(rctx, tl.nc, streams.EventsStream, "jetflow.>", from, func(seq uint64, data []byte) error {
-		e, err := streams.DecodeEvent(data)
+	return readEvents(rctx, tl.nc, from, func(seq uint64, subject string, data []byte) error {
 		tl.mu.Lock()
 		defer tl.mu.Unlock()
 		if seq != tl.next {
@@ -225,7 +241,11 @@ func (tl *tail) poll(ctx context.Context) error {
 		}
 		tl.next = seq + 1
 		tl.hashes = append(tl.hashes, crc32.ChecksumIEEE(data))
-		if err != nil || isPieceEvent(e.Type) {
+		if !streams.IsJobSubject(subject) {
+			return nil
+		}
+		e, err := streams.DecodeEvent(data)
+		if err != nil {
 			return nil
 		}
 		if e.Type == streams.EvSubmitted && e.Spec != nil {
@@ -253,7 +273,6 @@ func (tl *tail) poll(ctx context.Context) error {
 		}
 		return nil
 	})
-	return err
 }
 
 // counts returns the jobs seen, finished, and finished top-level jobs.

@@ -255,8 +255,8 @@ func summary(s *system, ld *load, r *report, faultStart, faultEnd, drained time.
 	for _, k := range kinds {
 		total += r.kinds[k]
 	}
-	fmt.Fprintf(&b, "jobs: %d top-level + %d children = %d jobs, and %d batches; %d job events, %d piece events\n",
-		total, r.children, total+r.children, r.pieces, r.events, r.pieceEvs)
+	fmt.Fprintf(&b, "jobs: %d top-level + %d children = %d jobs, and %d batches; %d job events, %d piece events, %d registry events\n",
+		total, r.children, total+r.children, r.pieces, r.events, r.pieceEvs, r.otherEvs)
 	for _, k := range kinds {
 		fmt.Fprintf(&b, "  %-10s %6d  ended %v", k, r.kinds[k], r.finals[k])
 		if from := r.cancelFrom[k]; len(from) > 0 {
