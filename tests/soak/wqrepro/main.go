@@ -207,11 +207,10 @@ func main() {
 			if err != nil {
 				continue
 			}
-			d := string(m.Data)
 			switch {
-			case ackedSet[d]:
+			case ackedSet[string(m.Data)]:
 				wasAcked++
-			case delivered[d] > 0:
+			case delivered[string(m.Data)] > 0:
 				notAcked++
 			default:
 				neverDelivered++
