@@ -137,6 +137,14 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 			return snap, true
 		}
 		if !errors.Is(err, commands.ErrInvalidTransition) {
+			// The append may have landed though its answer was lost, or the
+			// record's write failed after it: the log says whether this
+			// worker holds the job now.
+			if cur, lerr := s.Load(ctx, d.item.Job.ID); lerr == nil && commands.Held(cur.Job) &&
+				cur.Job.Worker == worker && cur.Job.LeaseItem == item {
+				log.Info("claim answered with an error, but the log has it", "job", cur.Job.ID, "err", err)
+				return cur, true
+			}
 			log.Warn("claim failed; the item will be redelivered", "job", d.item.Job.ID, "err", err)
 			_ = d.msg.NakWithDelay(time.Second)
 			return snap, false
@@ -156,11 +164,18 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 			_ = d.msg.NakWithDelay(time.Second)
 			return snap, false
 		}
-		if !commands.LeaseExpired(j, beat, lease, time.Now()) {
+		// No worker could beat while this process's connection was away:
+		// a lease is not judged here until a lease has passed since it came
+		// back (the lease sweeper judges it meanwhile).
+		fresh := time.Since(s.ConnectedSince()) < lease+commands.LeaseGrace
+		if fresh || !commands.LeaseExpired(j, beat, lease, time.Now()) {
 			if j.LeaseItem == item {
 				// Its holder is alive: not a lost lease. Come back when the
 				// lease would run out if the holder stopped renewing now.
 				wait := commands.LeaseLeft(j, beat, lease, time.Now()) + commands.LeaseGrace
+				if fresh {
+					wait = max(wait, lease+commands.LeaseGrace-time.Since(s.ConnectedSince()))
+				}
 				_ = d.msg.NakWithDelay(max(wait, time.Second))
 			} else {
 				_ = d.msg.Ack()

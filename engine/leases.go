@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,16 @@ type LeaseSweeper struct {
 	log      *slog.Logger
 	life     lifecycle.Loop
 	expired  atomic.Int64
+	rescued  atomic.Int64
+
+	mu       sync.Mutex // one pass at a time; guards what follows
+	passes   int
+	since    time.Time       // when this term began: leases are not judged for a lease after it
+	suspects map[string]bool // items below their consumer's ack floor at the last look
 }
+
+// orphanEvery is how many passes go between two looks for orphaned items.
+const orphanEvery = 5
 
 // NewLeaseSweeper returns a LeaseSweeper looking every interval (0:
 // DefaultLeaseSweepInterval).
@@ -64,8 +74,16 @@ func NewLeaseSweeper(store *Store, interval time.Duration, log *slog.Logger) *Le
 // Expired is how many leases this sweeper wrote off.
 func (l *LeaseSweeper) Expired() int64 { return l.expired.Load() }
 
+// Rescued is how many orphaned work items this sweeper put back.
+func (l *LeaseSweeper) Rescued() int64 { return l.rescued.Load() }
+
 // Start starts sweeping. Idempotent.
 func (l *LeaseSweeper) Start(context.Context) error {
+	if !l.life.Running() {
+		l.mu.Lock()
+		l.since, l.passes, l.suspects = time.Now(), 0, nil
+		l.mu.Unlock()
+	}
 	l.life.Every(l.interval, func(ctx context.Context) {
 		if _, err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("sweep", "err", err)
@@ -87,6 +105,8 @@ type inFlight struct {
 // Sweep looks at every job in flight once and writes off the leases that
 // ran out. It returns how many it wrote off.
 func (l *LeaseSweeper) Sweep(ctx context.Context) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	items, err := l.inFlight(ctx)
 	if err != nil || len(items) == 0 {
 		return 0, err
@@ -109,7 +129,18 @@ func (l *LeaseSweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	n := 0
 	now := time.Now()
+	// No worker could beat while this engine, or its connection, was away:
+	// a lease is judged only once a lease (and the grace) has passed since
+	// it began to lead and since it last connected.
+	awake := now.Sub(l.store.ConnectedSince())
+	if l.since.IsZero() {
+		l.since = now.Add(-time.Hour) // Sweep called without Start: judged at once
+	}
+	awake = min(awake, now.Sub(l.since))
 	for _, it := range items {
+		if awake < it.lease+commands.LeaseGrace {
+			continue
+		}
 		m, ok := recs[streams.KVSubject(it.job)]
 		if !ok || m.Deleted {
 			continue
@@ -139,6 +170,9 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 		return nil, err
 	}
 	var out []inFlight
+	l.passes++
+	look := l.passes%orphanEvery == 0
+	next := map[string]bool{}
 	for _, q := range queues {
 		qs, err := l.store.JS.Stream(ctx, streams.QueueStream(q.Name))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -147,8 +181,19 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 		if err != nil {
 			return nil, err
 		}
+		var stored map[string]uint64
+		if look {
+			if stored, err = storedItems(ctx, qs, q.Name); err != nil {
+				return nil, err
+			}
+		}
 		lister := qs.ListConsumers(ctx)
 		for info := range lister.Info() {
+			if look && (strings.HasPrefix(info.Name, "run_") || strings.HasPrefix(info.Name, "batch_")) {
+				if err := l.orphans(ctx, qs, info, stored, l.suspects, next); err != nil {
+					l.log.Warn("orphaned items", "consumer", info.Name, "err", err)
+				}
+			}
 			if !strings.HasPrefix(info.Name, "run_") || info.NumAckPending == 0 {
 				continue
 			}
@@ -169,7 +214,26 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
 		}
 	}
+	if look {
+		l.suspects = next
+	}
 	return out, nil
+}
+
+// storedItems counts the run and batch items stored on each subject of a
+// queue.
+func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[string]uint64, error) {
+	stored := map[string]uint64{}
+	for _, filter := range []string{streams.RunFilter(queue), "jetflow.q." + queue + ".batch.>"} {
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return nil, fmt.Errorf("items of queue %s: %w", queue, err)
+		}
+		for subj, n := range info.State.Subjects {
+			stored[subj] = n
+		}
+	}
+	return stored, nil
 }
 
 // expire writes off the lease of the job held under it, if it is still

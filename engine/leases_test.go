@@ -2,10 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -283,4 +287,73 @@ func TestSweepersRacingWriteOffOnce(t *testing.T) {
 			t.Fatalf("job %s: %d lease expiries: %v", id, c, types(evs))
 		}
 	}
+}
+
+// A work item stored at or below its consumer's ack floor (a consumer that
+// counts it as acked: seen after unclean restarts of nats-server) is never
+// delivered again; the sweeper puts it back once it has seen it so twice.
+// Made here with a consumer that starts past the item.
+func TestOrphanedItemIsPutBack(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "orph", Queue: "oq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := st.JS.Stream(ctx, streams.QueueStream("oq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := qs.Info(ctx)
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("queue %+v %v", info, err)
+	}
+	item := info.State.LastSeq
+	cons, err := st.EnsureRunConsumer(ctx, "oq", "orph", time.Second, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The consumer moved past the item, as if it had been acked.
+	reply, err := st.NC.Request(fmt.Sprintf("$JS.API.CONSUMER.RESET.%s.%s", streams.QueueStream("oq"), engine.ConsumerName("orph")),
+		fmt.Appendf(nil, `{"seq":%d}`, item+1), 5*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), `"reset_seq"`) {
+		t.Fatalf("reset the consumer: %v %s", err, reply.Data)
+	}
+	if batch, err := cons.FetchNoWait(1); err != nil || len(collect(batch.Messages())) != 0 {
+		t.Fatalf("the orphan was delivered: %v", err)
+	}
+	sweeper := engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper"), 0, testkit.Logger(t))
+	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sweeper.Rescued() != 1 {
+		t.Fatalf("rescued %d", sweeper.Rescued())
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := collect(batch.Messages())
+	if len(msgs) != 1 {
+		t.Fatalf("fetched %d after the rescue", len(msgs))
+	}
+	wi, err := streams.DecodeWorkItem(msgs[0].Data())
+	if err != nil || wi.Job.ID != sub.Job.ID {
+		t.Fatalf("put back %v %v", wi, err)
+	}
+	if _, err := qs.GetMsg(ctx, item); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the orphan is still stored: %v", err)
+	}
+}
+
+func collect(ch <-chan jetstream.Msg) []jetstream.Msg {
+	var out []jetstream.Msg
+	for m := range ch {
+		out = append(out, m)
+	}
+	return out
 }

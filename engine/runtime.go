@@ -312,8 +312,16 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		_ = msg.Nak() // arrived as the runtime began to stop: another worker takes it at once
 		return
 	}
+	// Listed in this worker's heartbeats while it claims: a claim whose
+	// answer is slow (a cluster losing a node) is not taken for a lost lease.
+	r.held.Store(d.item.Job.ID, struct{}{})
 	snap, ok := r.store.claimItem(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
 	if !ok {
+		r.mu.Lock()
+		if r.inflight[d.item.Job.ID] == nil { // not a duplicate of a job this runtime runs
+			r.held.Delete(d.item.Job.ID)
+		}
+		r.mu.Unlock()
 		return
 	}
 	meta := d.meta

@@ -63,6 +63,26 @@ type Store struct {
 
 	presenceMu sync.Mutex
 	presences  map[string]*presence // by worker id: the SDK workers of this process
+
+	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
+}
+
+// ConnectedSince is when this Store's connection was opened, or last came
+// back after it was lost: before it, nothing this process saw of other
+// workers' heartbeats can be trusted to be recent.
+func (s *Store) ConnectedSince() time.Time { return time.Unix(0, s.connected.Load()) }
+
+// watchReconnects keeps ConnectedSince current, calling any reconnect
+// handler the connection had before.
+func (s *Store) watchReconnects() {
+	s.connected.Store(time.Now().UnixNano())
+	prev := s.NC.Opts.ReconnectedCB
+	s.NC.SetReconnectHandler(func(c *nats.Conn) {
+		s.connected.Store(time.Now().UnixNano())
+		if prev != nil {
+			prev(c)
+		}
+	})
 }
 
 // OpenStore connects a Store to JetStream, provisioning the topology.
@@ -97,6 +117,7 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if s.Types, err = openRegistry(ctx, s); err != nil {
 		return nil, err
 	}
+	s.watchReconnects()
 	return s, nil
 }
 
