@@ -139,9 +139,9 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 		if !errors.Is(err, commands.ErrInvalidTransition) {
 			// The append may have landed though its answer was lost, or the
 			// record's write failed after it: the log says whether this
-			// worker holds the job now.
-			if cur, lerr := s.Load(ctx, d.item.Job.ID); lerr == nil && commands.Held(cur.Job) &&
-				cur.Job.Worker == worker && cur.Job.LeaseItem == item {
+			// worker holds the job now, once it can be read (the server may
+			// be away for a while: a restart).
+			if cur, ok := s.heldAfterError(ctx, d.item.Job.ID, worker, item, lease); ok {
 				log.Info("claim answered with an error, but the log has it", "job", cur.Job.ID, "err", err)
 				return cur, true
 			}
@@ -199,6 +199,27 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 	}
 	_ = d.msg.NakWithDelay(time.Second)
 	return cur, false
+}
+
+// heldAfterError reads a job whose claim came back with an error until it
+// can (for up to a lease, so that a claim held is never left to expire),
+// and reports whether worker holds it under item.
+func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease time.Duration) (Snapshot, bool) {
+	deadline := time.Now().Add(lease)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		cur, err := s.Load(ctx, id)
+		if err == nil {
+			return cur, commands.Held(cur.Job) && cur.Job.Worker == worker && cur.Job.LeaseItem == item
+		}
+		if time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
+			return Snapshot{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return Snapshot{}, false
+		case <-time.After(pause):
+		}
+	}
 }
 
 // itemAlive reports whether the work item at seq of a queue's stream still
