@@ -84,10 +84,9 @@ func (l *LeaseSweeper) Start(context.Context) error {
 		l.since, l.passes, l.suspects = time.Now(), 0, nil
 		l.mu.Unlock()
 	}
-	l.life.Every(l.interval, func(ctx context.Context) {
-		if _, err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("sweep", "err", err)
-		}
+	l.life.EveryLogged(l.interval, l.log, func(ctx context.Context) error {
+		_, err := l.Sweep(ctx)
+		return err
 	})
 	return nil
 }

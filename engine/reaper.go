@@ -74,11 +74,7 @@ func (r *Reaper) Reaped() int64 { return r.reaped.Load() }
 
 // Start starts scanning. Idempotent.
 func (r *Reaper) Start(context.Context) error {
-	r.life.Every(r.cfg.Interval, func(ctx context.Context) {
-		if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("scan", "err", err)
-		}
-	})
+	r.life.EveryLogged(r.cfg.Interval, r.log, r.Scan)
 	return nil
 }
 

@@ -23,6 +23,14 @@ func typeName(t *testing.T, full string) commands.TypeName {
 	return n
 }
 
+// registerType registers a type with no schema.
+func (h *harness) registerType(full string) {
+	h.t.Helper()
+	if _, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(h.t, full)}, "t"); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // typeEvents is the registry's history of one type, from the log.
 func (h *harness) typeEvents(n commands.TypeName) []string {
 	h.t.Helper()
@@ -132,12 +140,7 @@ func TestSchemaViolationWritesNothing(t *testing.T) {
 func TestResolveTypes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	reg := func(full string) {
-		t.Helper()
-		if _, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, full)}, "t"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reg := h.registerType
 	submit := func(ns, typ string) (string, error) {
 		res, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: ns, Type: typ})
 		if err != nil {
@@ -191,12 +194,7 @@ func TestResolveTypes(t *testing.T) {
 func TestTypeSoftDeleteAndReactivation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	reg := func(full string) {
-		t.Helper()
-		if _, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, full)}, "t"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reg := h.registerType
 	reg("acme:idle:x")
 	reg("acme:busy:x")
 	reg("acme:served:x")

@@ -65,10 +65,9 @@ func (s *TypeSweeper) Start(context.Context) error {
 	s.mu.Lock()
 	s.unused = map[string]time.Time{} // a new term starts the grace again
 	s.mu.Unlock()
-	s.life.Every(s.interval, func(ctx context.Context) {
-		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("sweep", "err", err)
-		}
+	s.life.EveryLogged(s.interval, s.log, func(ctx context.Context) error {
+		_, err := s.Sweep(ctx)
+		return err
 	})
 	return nil
 }

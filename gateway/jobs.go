@@ -60,8 +60,14 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := g.store.Submit(r.Context(), req)
+	g.created(w, r, res, err, "")
+}
+
+// created answers a submit (or a retry): 201 and the new job, 200 and the
+// existing job an idempotency key named.
+func (g *Gateway) created(w http.ResponseWriter, r *http.Request, res engine.Submitted, err error, id string) {
 	if err != nil {
-		fail(w, r, err, "")
+		fail(w, r, err, id)
 		return
 	}
 	g.index.Put(res.Job, res.Rev)
@@ -235,17 +241,7 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := g.store.Retry(r.Context(), id, req.IdempotencyKey)
-	if err != nil {
-		fail(w, r, err, id)
-		return
-	}
-	g.index.Put(res.Job, res.Rev)
-	w.Header().Set("Location", jobURL(res.Job.ID))
-	status := http.StatusCreated
-	if !res.Created {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, g.view(r.Context(), res.Job))
+	g.created(w, r, res, err, id)
 }
 
 // JobList is a page of jobs, newest first.

@@ -259,33 +259,28 @@ func cmdWorker(c *cli, args []string) int {
 	) {
 		return exitUsage
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	cl, ok := c.connect(ctx)
-	if !ok {
-		return exitUsage
-	}
-	defer cl.Close()
-	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
-		Concurrency: concurrency, Lease: lease, Namespace: *ns})
-	registerDemo(w, queue, false)
-	if err := w.Start(ctx); err != nil {
-		c.errorf("%v", err)
-		return exitFailed
-	}
-	where := "every queue"
-	if queue != "" {
-		where = "queue " + queue
-	}
-	space := *ns
-	if space == "" {
-		space = "default"
-	}
-	fmt.Fprintf(c.errw, "worker %s running demo handlers on %s, registered types in namespace %s\n", w.ID(), where, space)
-	<-ctx.Done()
-	fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
-	w.Stop(context.Background())
-	return exitOK
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
+			Concurrency: concurrency, Lease: lease, Namespace: *ns})
+		registerDemo(w, queue, false)
+		if err := w.Start(ctx); err != nil {
+			c.errorf("%v", err)
+			return exitFailed
+		}
+		where := "every queue"
+		if queue != "" {
+			where = "queue " + queue
+		}
+		space := *ns
+		if space == "" {
+			space = "default"
+		}
+		fmt.Fprintf(c.errw, "worker %s running demo handlers on %s, registered types in namespace %s\n", w.ID(), where, space)
+		<-ctx.Done()
+		fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
+		w.Stop(context.Background())
+		return exitOK
+	})
 }
 
 // validCategories reports whether every name of an allow-list can be a

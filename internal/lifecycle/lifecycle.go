@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -54,6 +55,16 @@ func (l *Loop) Every(interval time.Duration, pass func(ctx context.Context)) {
 				}
 			}
 		}, nil
+	})
+}
+
+// EveryLogged is Every for a pass that can fail: its error is logged as a
+// warning (one from a Stop is not), and the next pass comes as usual.
+func (l *Loop) EveryLogged(interval time.Duration, log *slog.Logger, pass func(ctx context.Context) error) {
+	l.Every(interval, func(ctx context.Context) {
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("pass failed", "err", err)
+		}
 	})
 }
 
