@@ -376,3 +376,13 @@ func dedupe(names []string) []string {
 	}
 	return out
 }
+
+// readJSON reads a request body within the gateway's size limit and
+// decodes it strictly into v; optional allows an empty body.
+func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v, optional)
+}

@@ -200,11 +200,7 @@ func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	}
 	var req cancelRequest
 	if r.Method == http.MethodPost {
-		body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-		if err == nil {
-			err = decodeStrict(body, &req, true)
-		}
-		if err != nil {
+		if err := g.readJSON(w, r, &req, true); err != nil {
 			fail(w, r, err, id)
 			return
 		}
@@ -232,11 +228,7 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req retryRequest
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-	if err == nil {
-		err = decodeStrict(body, &req, true)
-	}
-	if err != nil {
+	if err := g.readJSON(w, r, &req, true); err != nil {
 		fail(w, r, err, id)
 		return
 	}

@@ -52,11 +52,7 @@ func (g *Gateway) putType(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b typeBody
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-	if err == nil {
-		err = decodeStrict(body, &b, true)
-	}
-	if err != nil {
+	if err := g.readJSON(w, r, &b, true); err != nil {
 		fail(w, r, err, "")
 		return
 	}
@@ -168,11 +164,7 @@ func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b streams.NamespaceSettings
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-	if err == nil {
-		err = decodeStrict(body, &b, false)
-	}
-	if err != nil {
+	if err := g.readJSON(w, r, &b, false); err != nil {
 		fail(w, r, err, "")
 		return
 	}

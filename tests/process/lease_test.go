@@ -41,10 +41,7 @@ func TestKilledWorkerJobIsRequeued(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(5)
 	s.waitRunning(job.ID, "A")
 	a.Kill(t)
 	s.worker("B", nil)
@@ -62,10 +59,7 @@ func TestKilledWorkerJobIsRequeued(t *testing.T) {
 func TestMaxLeaseRequeuesFailsTheJob(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 600}, jetflow.MaxLeaseRequeues(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(600, jetflow.MaxLeaseRequeues(1))
 	a := s.worker("A", nil)
 	s.waitRunning(job.ID, "A")
 	a.Kill(t)
@@ -74,9 +68,7 @@ func TestMaxLeaseRequeuesFailsTheJob(t *testing.T) {
 	b.Kill(t)
 	s.worker("C", nil)
 	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
-	if done.State != jetflow.Failed || done.Error == nil || done.Error.Code != "LEASE_EXPIRED" || done.LeaseRequeues != 1 {
-		t.Fatalf("job %s, error %+v, lease requeues %d", done.State, done.Error, done.LeaseRequeues)
-	}
+	wantLeaseExpired(t, done)
 	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvLeaseExpired)
 	s.waitDrained("default")
 	s.verify()
@@ -89,10 +81,7 @@ func TestFrozenWorkerIsAZombie(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(5)
 	s.waitRunning(job.ID, "A")
 	a.Signal(t, syscall.SIGSTOP)
 	s.worker("B", nil)
@@ -114,10 +103,7 @@ func TestSigtermRequeuesRunningJobs(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil, "--grace", "200ms", "--lease", "30s")
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(5)
 	s.waitRunning(job.ID, "A")
 	a.Signal(t, syscall.SIGTERM)
 	if code, sig := a.WaitExit(t, 20*time.Second); code != 0 {

@@ -128,6 +128,25 @@ func (s *system) wantEvents(id string, want ...string) []*jetflow.EventInfo {
 	return evs
 }
 
+// sleep submits a demo.sleep job of that many seconds.
+func (s *system) sleep(seconds float64, opts ...jetflow.SubmitOption) *jetflow.JobInfo {
+	s.t.Helper()
+	job, err := s.client.Submit(testkit.Ctx(s.t), "demo.sleep", map[string]float64{"seconds": seconds}, opts...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return job
+}
+
+// wantLeaseExpired fails unless the job failed with LEASE_EXPIRED after
+// one lease requeue.
+func wantLeaseExpired(t *testing.T, done *jetflow.JobInfo) {
+	t.Helper()
+	if done.State != jetflow.Failed || done.Error == nil || done.Error.Code != "LEASE_EXPIRED" || done.LeaseRequeues != 1 {
+		t.Fatalf("job %s, error %+v, lease requeues %d", done.State, done.Error, done.LeaseRequeues)
+	}
+}
+
 // waitRunning waits until the job is running under worker.
 func (s *system) waitRunning(id, worker string) {
 	s.t.Helper()

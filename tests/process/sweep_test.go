@@ -48,10 +48,7 @@ func TestOnlyWorkerKilledJobIsRequeued(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
 	a := s.worker("A", nil)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 30})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(30)
 	s.waitRunning(job.ID, "A")
 	a.Kill(t)
 	s.waitQueuedAfter(job.ID, time.Now())
@@ -76,10 +73,7 @@ func TestOnlyWorkerKilledJobIsRequeued(t *testing.T) {
 func TestLeaseBudgetSpentWithNoWorkerLeft(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t)
-	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": 600}, jetflow.MaxLeaseRequeues(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := s.sleep(600, jetflow.MaxLeaseRequeues(1))
 	a := s.worker("A", nil)
 	s.waitRunning(job.ID, "A")
 	a.Kill(t)
@@ -92,9 +86,7 @@ func TestLeaseBudgetSpentWithNoWorkerLeft(t *testing.T) {
 	if took := time.Since(killed); took > requeueBound {
 		t.Errorf("failed %s after the last worker died", took.Round(time.Millisecond))
 	}
-	if done.State != jetflow.Failed || done.Error == nil || done.Error.Code != "LEASE_EXPIRED" || done.LeaseRequeues != 1 {
-		t.Fatalf("job %s, error %+v, lease requeues %d", done.State, done.Error, done.LeaseRequeues)
-	}
+	wantLeaseExpired(t, done)
 	evs := s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvLeaseExpired)
 	if got := actors(evs); got[2] != "engine" || got[4] != "engine" {
 		t.Fatalf("actors %v: the leases were written off by the engine", got)
