@@ -124,6 +124,7 @@ type Worker struct {
 	mws      []Middleware
 	handlers map[string]map[string]Handler             // queue ("": every queue) -> type -> handler
 	schemas  map[string][]byte                         // registered type as given -> its payload's schema
+	setupErr error                                     // a handler that cannot be registered: Start returns it
 	batches  map[string]map[string]engine.BatchHandler // queue ("": every queue) -> batch type -> handler
 	runtimes map[string]*engine.Runtime                // by queue
 	started  bool
@@ -200,8 +201,12 @@ func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, 
 		return json.Marshal(res)
 	}), opts...)
 	if commands.Registered(jobType) {
+		schema, err := schemaOf[T]()
 		w.mu.Lock()
-		w.schemas[jobType] = schemaOf[T]()
+		w.schemas[jobType] = schema
+		if err != nil {
+			w.setupErr = errors.Join(w.setupErr, fmt.Errorf("jetflow: schema of %s's payload: %w", jobType, err))
+		}
 		w.mu.Unlock()
 	}
 }
@@ -210,17 +215,13 @@ func Register[T, R any](w *Worker, jobType string, fn func(ctx context.Context, 
 // its Go type (nil for any payload: an interface, json.RawMessage, []byte).
 // Fields are required unless omitempty; other properties are allowed, as
 // encoding/json ignores them.
-func schemaOf[T any]() []byte {
+func schemaOf[T any]() ([]byte, error) {
 	t := reflect.TypeFor[T]()
 	if t.Kind() == reflect.Interface || t == reflect.TypeFor[json.RawMessage]() || t == reflect.TypeFor[[]byte]() {
-		return nil
+		return nil, nil
 	}
 	r := jsonschema.Reflector{AllowAdditionalProperties: true, DoNotReference: true}
-	b, err := json.Marshal(r.Reflect(new(T)))
-	if err != nil {
-		return nil
-	}
-	return b
+	return json.Marshal(r.Reflect(new(T)))
 }
 
 // Start starts claiming jobs on every queue a handler is registered on;
@@ -234,6 +235,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if len(w.handlers) == 0 && len(w.batches) == 0 {
 		return errors.New("jetflow: worker has no handlers")
+	}
+	if w.setupErr != nil {
+		return w.setupErr
 	}
 	if !streams.ValidWorkerID(w.cfg.ID) {
 		return fmt.Errorf("jetflow: worker id %q: want 1-128 of [A-Za-z0-9_.-]: %w", w.cfg.ID, ErrInvalidInput)
@@ -285,26 +289,39 @@ func (w *Worker) registerTypesLocked(ctx context.Context) error {
 	if ns == "" {
 		ns = streams.DefaultNS
 	}
-	for _, hs := range []map[string]map[string]Handler{w.handlers} {
-		for q, byType := range hs {
-			renamed := make(map[string]Handler, len(byType))
-			for t, h := range byType {
-				if !commands.Registered(t) {
-					renamed[t] = h
-					continue
-				}
-				names, err := commands.Candidates(ns, t)
-				if err != nil {
-					return fmt.Errorf("jetflow: handler of %s: %w", t, err)
-				}
-				def := commands.TypeDef{Name: names[0], Schema: w.schemas[t]}
-				if _, _, err := w.client.store.Types.Register(ctx, def, w.cfg.ID); err != nil {
-					return fmt.Errorf("jetflow: register type %s: %w", def.Name, err)
-				}
-				renamed[def.Name.String()] = h
+	// Every type is checked before any is written: a refused one leaves
+	// nothing registered and the handlers as they were.
+	defs := map[string]commands.TypeDef{} // by the type as given
+	for _, byType := range w.handlers {
+		for t := range byType {
+			if !commands.Registered(t) {
+				continue
 			}
-			hs[q] = renamed
+			names, err := commands.Candidates(ns, t)
+			if err != nil {
+				return fmt.Errorf("jetflow: handler of %s: %w", t, err)
+			}
+			def := commands.TypeDef{Name: names[0], Schema: w.schemas[t]}
+			if err := w.client.store.Types.Check(ctx, def); err != nil {
+				return fmt.Errorf("jetflow: register type %s: %w", def.Name, err)
+			}
+			defs[t] = def
 		}
+	}
+	for _, def := range defs {
+		if _, _, err := w.client.store.Types.Register(ctx, def, w.cfg.ID); err != nil {
+			return fmt.Errorf("jetflow: register type %s: %w", def.Name, err)
+		}
+	}
+	for q, byType := range w.handlers {
+		renamed := make(map[string]Handler, len(byType))
+		for t, h := range byType {
+			if def, ok := defs[t]; ok {
+				t = def.Name.String()
+			}
+			renamed[t] = h
+		}
+		w.handlers[q] = renamed
 	}
 	return nil
 }

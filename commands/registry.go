@@ -23,6 +23,15 @@ var (
 	ErrSchemaConflict   = &registryError{slug: "schema-conflict", base: ErrConflict}
 	ErrUnknownType      = &registryError{slug: "unknown-type", base: ErrNotFound}
 	ErrInternalType     = &registryError{slug: "internal-type", base: ErrInvalidInput}
+	ErrTypeLimit        = &registryError{slug: "type-limit", base: ErrConflict}
+)
+
+// Limits of the registry: a schema's size, and how many types (active or
+// deleted) one scope holds.
+const (
+	MaxSchemaBytes    = 64 << 10
+	MaxTypesPerScope  = 1000
+	MaxDescriptionLen = 1024
 )
 
 // registryError is a sentinel of the registry with its problem slug.
@@ -153,8 +162,8 @@ type TypeDef struct {
 // writes nothing (nil event, no error); with a different schema it is
 // refused (ErrSchemaConflict). schemaEqual compares two schemas.
 func RegisterType(cur *streams.TypeRecord, def TypeDef, actor string, now time.Time, schemaEqual func(a, b []byte) bool) (*streams.Event, error) {
-	if len(def.Description) > 1024 {
-		return nil, inputErr("description", "%d bytes: at most 1024", len(def.Description))
+	if len(def.Description) > MaxDescriptionLen {
+		return nil, inputErr("description", "%d bytes: at most %d", len(def.Description), MaxDescriptionLen)
 	}
 	if cur != nil && !cur.Deleted {
 		if len(def.Schema) == 0 || schemaEqual(cur.Schema, def.Schema) {
@@ -209,12 +218,6 @@ func SchemaEqualBytes(a, b []byte) bool { return bytes.Equal(a, b) }
 // RegistrySlug is the problem type of a registry error, "" for others.
 func RegistrySlug(err error) string {
 	var re *registryError
-	for _, s := range []*registryError{ErrInvalidNamespace, ErrInvalidCategory, ErrInvalidTypeName, ErrInvalidSchema,
-		ErrSchemaViolation, ErrSchemaConflict, ErrUnknownType, ErrInternalType} {
-		if errors.Is(err, s) {
-			return s.slug
-		}
-	}
 	if errors.As(err, &re) {
 		return re.slug
 	}

@@ -75,6 +75,7 @@ var titles = map[string]string{
 	"schema-conflict":   "Type registered with another schema",
 	"unknown-type":      "Unknown type",
 	"internal-type":     "Internal type",
+	"type-limit":        "Too many types in the scope",
 }
 
 // registryStatus is the HTTP status of each problem type of the registry.
@@ -87,6 +88,7 @@ var registryStatus = map[string]int{
 	"schema-conflict":   http.StatusConflict,
 	"unknown-type":      http.StatusNotFound,
 	"internal-type":     http.StatusForbidden,
+	"type-limit":        http.StatusConflict,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the

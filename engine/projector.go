@@ -145,10 +145,17 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	jobs := map[string]*seen{}
 	var order []string
+	registry := map[string]*streams.Event{} // by subject, its last event here
 	for _, m := range msgs {
 		meta, err := m.Metadata()
+		if err == nil && streams.IsRegistrySubject(m.Subject()) {
+			if ev, err := streams.DecodeEvent(m.Data()); err == nil {
+				registry[m.Subject()] = ev
+			}
+			continue
+		}
 		if err != nil || !streams.IsJobSubject(m.Subject()) {
-			continue // piece events are the fan-in counter's, registry events the registry's
+			continue // piece events are the fan-in counter's
 		}
 		ev, err := streams.DecodeEvent(m.Data())
 		if err != nil {
@@ -166,6 +173,15 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		if ev.Seq > s.last {
 			s.last, s.event = ev.Seq, ev
+		}
+	}
+	for _, ev := range registry {
+		// Rare: a type registered or deleted, a namespace's settings set.
+		if err := p.store.Types.Repair(ctx, ev); err != nil {
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			p.log.Error("repair registry record", "event", ev.Type, "of", ev.JobID, "err", err)
 		}
 	}
 	subjects := make([]string, len(order))

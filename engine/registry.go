@@ -34,6 +34,9 @@ type Registry struct {
 	// Categories, when not empty, are the only categories a type may be
 	// registered under.
 	Categories []string
+	// MaxTypes is how many types one scope may hold; 0:
+	// commands.MaxTypesPerScope.
+	MaxTypes int
 
 	once    sync.Once
 	ready   chan struct{}
@@ -144,9 +147,19 @@ func CanonicalSchema(b []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null" {
 		return nil, nil
 	}
+	if len(b) > commands.MaxSchemaBytes {
+		return nil, fmt.Errorf("schema is %d bytes, at most %d: %w", len(b), commands.MaxSchemaBytes, commands.ErrInvalidSchema)
+	}
+	// json.Number keeps every number as written: a float64 would round
+	// 12345678901234567891 and change what the schema says.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("schema is not JSON: %v: %w", err, commands.ErrInvalidSchema)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("schema is not one JSON value: %w", commands.ErrInvalidSchema)
 	}
 	canon, err := json.Marshal(v)
 	if err != nil {
@@ -158,6 +171,13 @@ func CanonicalSchema(b []byte) ([]byte, error) {
 	return canon, nil
 }
 
+// refuseLoader loads no URL: schemas are self-contained.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref %q: a schema may refer only to itself", url)
+}
+
 func compile(schema []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
@@ -165,6 +185,9 @@ func compile(schema []byte) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	// A $ref may point only inside the schema: the default loader would
+	// read file:// URLs from the engine's disk for whoever registers a type.
+	c.UseLoader(refuseLoader{})
 	const url = "mem:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, fmt.Errorf("schema: %v: %w", err, commands.ErrInvalidSchema)
@@ -191,6 +214,9 @@ func (r *Registry) Register(ctx context.Context, def commands.TypeDef, actor str
 	for try := 0; ; try++ {
 		cur, rev, err := r.load(ctx, n)
 		if err != nil {
+			return nil, false, err
+		}
+		if err := r.roomFor(ctx, cur, n); err != nil {
 			return nil, false, err
 		}
 		ev, err := commands.RegisterType(cur, def, actor, time.Now().UTC(), bytes.Equal)
@@ -233,8 +259,40 @@ func (r *Registry) Check(ctx context.Context, def commands.TypeDef) error {
 	if err != nil {
 		return err
 	}
+	if err := r.roomFor(ctx, cur, def.Name); err != nil {
+		return err
+	}
 	_, err = commands.RegisterType(cur, def, "", time.Now().UTC(), bytes.Equal)
 	return err
+}
+
+// roomFor refuses a new type in a scope that holds MaxTypesPerScope types
+// already (deleted ones count: they can come back). It counts what this
+// engine's cache holds: engines registering at the same moment may pass
+// the limit by a few.
+func (r *Registry) roomFor(ctx context.Context, cur *streams.TypeRecord, n commands.TypeName) error {
+	if cur != nil {
+		return nil
+	}
+	if err := r.watch(ctx); err != nil {
+		return err
+	}
+	r.mu.RLock()
+	count := 0
+	for _, t := range r.byName {
+		if t.Scope == n.Scope {
+			count++
+		}
+	}
+	r.mu.RUnlock()
+	limit := r.MaxTypes
+	if limit <= 0 {
+		limit = commands.MaxTypesPerScope
+	}
+	if count >= limit {
+		return fmt.Errorf("%s holds %d types, at most %d: %w", n.Scope, count, limit, commands.ErrTypeLimit)
+	}
+	return nil
 }
 
 // Delete soft-deletes a type (commands.DeleteType), decided on the type
@@ -297,6 +355,18 @@ func (r *Registry) project(ctx context.Context, cur *streams.TypeRecord, rev uin
 // folding in the events the record is missing (a writer that crashed
 // between its append and its record) and writing them back.
 func (r *Registry) load(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, uint64, error) {
+	for try := 0; ; try++ {
+		cur, rev, err := r.loadOnce(ctx, n)
+		if !errors.Is(err, errRepairRaced) || try >= maxDecisions {
+			return cur, rev, err
+		}
+	}
+}
+
+// errRepairRaced: a record's write-back lost to another writer; read again.
+var errRepairRaced = errors.New("record written by another meanwhile")
+
+func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, uint64, error) {
 	key := streams.TypeKey(n.Scope, n.Category, n.Name)
 	var cur *streams.TypeRecord
 	var rev uint64
@@ -345,10 +415,32 @@ func (r *Registry) load(ctx context.Context, n commands.TypeName) (*streams.Type
 	}
 	if err != nil {
 		// Repaired by someone else meanwhile: read what they wrote.
-		return r.load(ctx, n)
+		return nil, 0, fmt.Errorf("type %s: %w (%v)", n, errRepairRaced, err)
 	}
 	r.store.Repairs.Add(1)
+	r.remember(folded)
 	return folded, rev, nil
+}
+
+// Repair brings the record an event of the registry is about up to the
+// log, when its writer died between the append and the record: the
+// Projector calls it for every registry event it verifies.
+func (r *Registry) Repair(ctx context.Context, ev *streams.Event) error {
+	switch {
+	case ev.TypeDef != nil:
+		t, _, err := r.load(ctx, commands.TypeName{Scope: ev.TypeDef.Scope, Category: ev.TypeDef.Category, Name: ev.TypeDef.Name})
+		if err == nil && t != nil {
+			r.remember(t)
+		}
+		return err
+	case ev.Namespace != nil:
+		n, _, _, err := r.loadNamespace(ctx, ev.Namespace.Name)
+		if err == nil && n != nil {
+			r.rememberNamespace(n)
+		}
+		return err
+	}
+	return nil
 }
 
 // Type returns a type's record (ErrUnknownType if never registered).
@@ -560,39 +652,9 @@ func (r *Registry) SetNamespace(ctx context.Context, ns string, s streams.Namesp
 	}
 	subject := streams.NamespaceSubject(ns)
 	for try := 0; ; try++ {
-		var cur *streams.NamespaceRecord
-		var rev uint64
-		e, err := r.nss.Get(ctx, ns)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			var n streams.NamespaceRecord
-			if err := streams.Unmarshal(e.Value(), &n); err != nil {
-				return nil, err
-			}
-			cur, rev = &n, e.Revision()
-		}
-		last, err := r.store.lastSeq(ctx, subject)
+		cur, rev, last, err := r.loadNamespace(ctx, ns)
 		if err != nil {
 			return nil, err
-		}
-		if cur == nil && last > 0 || cur != nil && cur.Seq < last {
-			// The log is ahead of the record: fold its last event (a
-			// namespace's record is its last settings).
-			m, err := r.store.Events.GetMsg(ctx, last)
-			if err != nil {
-				return nil, err
-			}
-			ev, err := streams.DecodeEvent(m.Data)
-			if err != nil {
-				return nil, err
-			}
-			ev.Seq = last
-			if cur, err = projections.FoldNamespace(cur, ev); err != nil {
-				return nil, err
-			}
 		}
 		ev, err := commands.SetNamespace(cur, ns, s, actor, time.Now().UTC())
 		if err != nil {
@@ -623,10 +685,70 @@ func (r *Registry) SetNamespace(ctx context.Context, ns string, s streams.Namesp
 			_, err = r.nss.Update(ctx, ns, b, rev)
 		}
 		if err != nil {
-			// Another writer's record: the next read folds the log again.
+			// Another writer's record came first; the Projector brings the
+			// record up to the log when it verifies this event.
 			r.store.Log.Warn("namespace record", "namespace", ns, "err", err)
 		}
 		r.rememberNamespace(next)
 		return next, nil
+	}
+}
+
+// loadNamespace reads a namespace's record, its revision and the sequence
+// of its last event; a record behind the log (its writer crashed between
+// the append and the record) is brought up to it and written back.
+func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.NamespaceRecord, uint64, uint64, error) {
+	for try := 0; ; try++ {
+		var cur *streams.NamespaceRecord
+		var rev uint64
+		e, err := r.nss.Get(ctx, ns)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, 0, 0, err
+		default:
+			var n streams.NamespaceRecord
+			if err := streams.Unmarshal(e.Value(), &n); err != nil {
+				return nil, 0, 0, err
+			}
+			cur, rev = &n, e.Revision()
+		}
+		last, err := r.store.lastSeq(ctx, streams.NamespaceSubject(ns))
+		if err != nil || last == 0 || cur != nil && cur.Seq >= last {
+			return cur, rev, last, err
+		}
+		// The log is ahead of the record: fold its last event (a
+		// namespace's record is its last settings) and write it back.
+		m, err := r.store.Events.GetMsg(ctx, last)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		ev, err := streams.DecodeEvent(m.Data)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		ev.Seq = last
+		next, err := projections.FoldNamespace(cur, ev)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		b, err := streams.Marshal(next)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if rev == 0 {
+			rev, err = r.nss.Create(ctx, ns, b)
+		} else {
+			rev, err = r.nss.Update(ctx, ns, b, rev)
+		}
+		if err != nil && try < maxDecisions {
+			continue // repaired by another meanwhile: read theirs
+		}
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("namespace %s record: %w", ns, err)
+		}
+		r.store.Repairs.Add(1)
+		r.rememberNamespace(next)
+		return next, rev, last, nil
 	}
 }

@@ -272,3 +272,103 @@ func TestTypeRecordRepairedFromTheLog(t *testing.T) {
 	}
 	h.verify()
 }
+
+// A scope holds at most MaxTypes types (deleted ones count); the limit of
+// one scope leaves the others alone, and a type there may still be
+// registered again.
+func TestTypeLimitPerScope(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.st.Types.MaxTypes = 3
+	for _, n := range []string{"acme:a:one", "acme:a:two", "acme:a:three"} {
+		h.registerType(n)
+	}
+	if _, err := h.st.Types.Delete(h.ctx, typeName(t, "acme:a:three"), "gone", "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := h.lastSeq()
+	_, _, err := h.st.Types.Register(h.ctx, commands.TypeDef{Name: typeName(t, "acme:a:four")}, "t")
+	if !errors.Is(err, commands.ErrTypeLimit) || !errors.Is(err, commands.ErrConflict) || engine.ProblemOf(err).Status != 409 {
+		t.Fatalf("fourth type: %v", err)
+	}
+	if err := h.st.Types.Check(h.ctx, commands.TypeDef{Name: typeName(t, "acme:a:four")}); !errors.Is(err, commands.ErrTypeLimit) {
+		t.Fatalf("check of a fourth type: %v", err)
+	}
+	if after := h.lastSeq(); after != before {
+		t.Fatalf("a refused registration wrote events %d..%d", before+1, after)
+	}
+	h.registerType("acme:a:one")   // registered already: no new type
+	h.registerType("acme:a:three") // reactivated
+	h.registerType("other:a:four") // another scope
+}
+
+// A writer that dies between its registry event and the record: the
+// Projector brings the record up to the log, and every engine's cache with
+// it, without anyone reading that name again.
+func TestProjectorRepairsRegistryRecords(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	n := typeName(t, "acme:img:thumb")
+	h.registerType(n.String())
+	cur, err := h.st.Types.Type(h.ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	del, err := commands.DeleteType(cur, "crash after this", "t", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := commands.SetNamespace(nil, "acme", streams.NamespaceSettings{StrictTypes: true}, "t", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.W.AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), del, cur.Seq).Wait(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.W.AppendAsync(streams.NamespaceSubject("acme"), set, 0).Wait(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		types, err := h.st.Types.Types(h.ctx, "acme", false)
+		if err != nil {
+			return err
+		}
+		ns, err := h.st.Types.Namespace(h.ctx, "acme")
+		if err != nil {
+			return err
+		}
+		if len(types) != 0 || ns == nil || !ns.Settings.StrictTypes {
+			return testkit.Errorf("%d active types, namespace %+v", len(types), ns)
+		}
+		return nil
+	})
+	_, err = h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "img:thumb"})
+	if !errors.Is(err, commands.ErrUnknownType) {
+		t.Fatalf("submit of the deleted type: %v", err)
+	}
+	h.verify()
+}
+
+// CanonicalSchema takes any bytes without a panic; what it accepts is
+// canonical already (a second pass changes nothing) and refers to nothing
+// outside itself.
+func FuzzCanonicalSchema(f *testing.F) {
+	for _, s := range []string{`{"type":"object","required":["a"]}`, `{"const":12345678901234567891}`, `{"$ref":"file:///etc/passwd"}`,
+		`{"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/a"}`, `true`, `{"type":"nope"}`, `[]`, `{} {}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := engine.CanonicalSchema(b)
+		if err != nil {
+			if !errors.Is(err, commands.ErrInvalidSchema) {
+				t.Fatalf("error %v is not invalid-schema", err)
+			}
+			return
+		}
+		again, err := engine.CanonicalSchema(c)
+		if err != nil || string(again) != string(c) {
+			t.Fatalf("canonical %s: again %s, %v", c, again, err)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -302,9 +303,12 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if len(b.Types) == 0 {
 		return nil, in("types", "a worker needs at least one job type")
 	}
-	for _, t := range b.Types {
+	for i, t := range b.Types {
 		if !streams.ValidType(t.Name) {
 			return nil, in("types", "%q is not a job type", t.Name)
+		}
+		if slices.ContainsFunc(b.Types[:i], func(o typeEntry) bool { return o.Name == t.Name && !sameSchema(o.Schema, t.Schema) }) {
+			return nil, in("types", "%q is listed twice with two schemas", t.Name)
 		}
 		if commands.Registered(t.Name) {
 			if _, err := commands.Candidates(req.Namespace, t.Name); err != nil {
@@ -385,4 +389,13 @@ func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request, v any, option
 		return err
 	}
 	return decodeStrict(body, v, optional)
+}
+
+// sameSchema reports whether two schemas a worker sent for one type agree:
+// the same once canonical, or one of them left out (no opinion). An invalid
+// one is refused later, where schemas are checked.
+func sameSchema(a, b json.RawMessage) bool {
+	ca, errA := engine.CanonicalSchema(a)
+	cb, errB := engine.CanonicalSchema(b)
+	return errA != nil || errB != nil || len(ca) == 0 || len(cb) == 0 || bytes.Equal(ca, cb)
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 
@@ -49,6 +50,12 @@ func (g *Gateway) putType(w http.ResponseWriter, r *http.Request) {
 	n, err := typeName(r)
 	if err != nil {
 		fail(w, r, err, "")
+		return
+	}
+	if n.Internal() {
+		// The engine registers its own types in its process; over the API
+		// an @internal type could be given a schema that refuses every job.
+		fail(w, r, fmt.Errorf("type %s: registered by the engine only: %w", n, commands.ErrInternalType), "")
 		return
 	}
 	var b typeBody

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +38,24 @@ func TestTypesOverHTTP(t *testing.T) {
 	}
 	e.do("PUT", "/api/v1/types/acme/img/bad", `{"schema":{"type":"nope"}}`).problem(t, 422, "invalid-schema")
 	e.do("PUT", "/api/v1/types/acme/img/bad", `{"schema":{"type":"object"},"extra":1}`).problem(t, 400, ProblemMalformedRequest)
+	// A schema refers only to itself: no file or URL is read for it.
+	secret := filepath.Join(t.TempDir(), "secret.json")
+	if err := os.WriteFile(secret, []byte(`{"const":"s3cr3t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"file://" + secret, "http://127.0.0.1:1/x.json", "other.json"} {
+		p := e.do("PUT", "/api/v1/types/acme/img/ref", `{"schema":{"$ref":"`+ref+`"}}`).problem(t, 422, "invalid-schema")
+		if strings.Contains(p.Detail, "s3cr3t") {
+			t.Fatalf("detail shows the file: %s", p.Detail)
+		}
+	}
+	e.do("PUT", "/api/v1/types/acme/img/big", `{"schema":{"description":"`+strings.Repeat("x", 64<<10)+`"}}`).problem(t, 422, "invalid-schema")
+	e.do("PUT", "/api/v1/types/@internal/demo/clock", `{"schema":{"not":{}}}`).problem(t, 403, "internal-type")
+	// Numbers stay as written: a float64 would round these.
+	e.do("PUT", "/api/v1/types/acme/img/exact", `{"schema":{"const":12345678901234567891,"multipleOf":0.1000000000000000000001}}`).want(t, 201).json(t, &tv)
+	if string(tv.Schema) != `{"const":12345678901234567891,"multipleOf":0.1000000000000000000001}` {
+		t.Fatalf("schema stored as %s", tv.Schema)
+	}
 
 	var list struct{ Types []TypeView }
 	e.do("GET", "/api/v1/types?namespace=acme", nil).want(t, 200).json(t, &list)
@@ -43,7 +63,7 @@ func TestTypesOverHTTP(t *testing.T) {
 	for _, v := range list.Types {
 		names = append(names, v.FullName)
 	}
-	if strings.Join(names, ",") != "@global:img:resize,acme:img:thumb" {
+	if strings.Join(names, ",") != "@global:img:resize,acme:img:exact,acme:img:thumb" {
 		t.Fatalf("types visible from acme: %v", names)
 	}
 	e.do("GET", "/api/v1/types/acme/img/thumb", nil).want(t, 200).json(t, &tv)
@@ -123,6 +143,11 @@ func TestWorkerRegistersTypes(t *testing.T) {
 	before := e.eventCount()
 	e.do("POST", "/api/v1/workers", `{"name":"x","types":[{"name":"img:new","schema":{"type":"object"}},{"name":"img:bad","schema":{"type":"nope"}}]}`).
 		problem(t, 422, "invalid-schema")
+	// One type twice, under one spelling or two, with two schemas.
+	e.do("POST", "/api/v1/workers", `{"name":"x","types":[{"name":"img:new","schema":{"type":"object"}},{"name":"img:new","schema":{"type":"array"}}]}`).
+		problem(t, 400, "invalid-input")
+	e.do("POST", "/api/v1/workers", `{"name":"x","types":[{"name":"img:new","schema":{"type":"object"}},{"name":"default:img:new","schema":{"type":"array"}}]}`).
+		problem(t, 409, "schema-conflict")
 	e.do("GET", "/api/v1/types/default/img/new", nil).problem(t, 404, "unknown-type")
 	if after := e.eventCount(); after != before {
 		t.Fatalf("a refused registration wrote %d events", after-before)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,7 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 // between the check and the write, which is then refused as a conflict).
 func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error {
 	defs := map[int]commands.TypeDef{}
+	schemas := map[string][]byte{} // by full name, canonical
 	for i, t := range req.Types {
 		if !commands.Registered(t) {
 			continue
@@ -158,6 +160,16 @@ func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error
 		def := commands.TypeDef{Name: names[0], Schema: req.Schemas[t]}
 		if err := g.store.Types.Check(ctx, def); err != nil {
 			return err
+		}
+		// Two spellings of one type (billing:invoice, acme:billing:invoice)
+		// must not bring two schemas.
+		canon, _ := engine.CanonicalSchema(def.Schema) // checked above
+		full := def.Name.String()
+		if prev, ok := schemas[full]; ok && len(prev) > 0 && len(canon) > 0 && !bytes.Equal(prev, canon) {
+			return fmt.Errorf("type %s is listed twice with two schemas: %w", full, commands.ErrSchemaConflict)
+		}
+		if len(canon) > 0 {
+			schemas[full] = canon
 		}
 		defs[i] = def
 	}

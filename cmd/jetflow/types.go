@@ -63,7 +63,7 @@ func (c *cli) jobIn(ctx context.Context, cl *jetflow.Client, id, ns string) (*je
 // registrySlugs are the problem types of the type registry: the CLI names
 // them, as they say more than the broader error they match.
 var registrySlugs = []string{"invalid-namespace", "invalid-category", "invalid-type-name", "invalid-schema",
-	"schema-violation", "schema-conflict", "unknown-type", "internal-type"}
+	"schema-violation", "schema-conflict", "unknown-type", "internal-type", "type-limit"}
 
 // problem reports an error, with its problem type when it is one of the
 // registry's, and a payload's schema violations one a line.
