@@ -169,17 +169,16 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 		// back (the lease sweeper judges it meanwhile).
 		fresh := time.Since(s.ConnectedSince()) < lease+commands.LeaseGrace
 		if fresh || !commands.LeaseExpired(j, beat, lease, time.Now()) {
-			if j.LeaseItem == item {
-				// Its holder is alive: not a lost lease. Come back when the
-				// lease would run out if the holder stopped renewing now.
-				wait := commands.LeaseLeft(j, beat, lease, time.Now()) + commands.LeaseGrace
-				if fresh {
-					wait = max(wait, lease+commands.LeaseGrace-time.Since(s.ConnectedSince()))
-				}
-				_ = d.msg.NakWithDelay(max(wait, time.Second))
-			} else {
-				_ = d.msg.Ack()
+			// Its holder is alive: not a lost lease. Come back when the
+			// lease would run out if the holder stopped renewing now. (An
+			// item other than the holder's is kept too: the holder's is
+			// gone, and this one is what brings the job back if the holder
+			// dies.)
+			wait := commands.LeaseLeft(j, beat, lease, time.Now()) + commands.LeaseGrace
+			if fresh {
+				wait = max(wait, lease+commands.LeaseGrace-time.Since(s.ConnectedSince()))
 			}
+			_ = d.msg.NakWithDelay(max(wait, time.Second))
 			return snap, false
 		}
 		held := j.LeaseItem

@@ -42,7 +42,7 @@ type RuntimeConfig struct {
 	WorkerID      string
 	Log           *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
-	// (the job's new record and the event), before its work item is acked.
+	// (the job's new record and the event), once its work item was settled.
 	OnOutcome func(j *streams.Job, ev *streams.Event)
 	// ProgressInterval is the least time between two progress events of one
 	// job (default 250ms): a handler may report progress as often as it
@@ -147,6 +147,9 @@ type run struct {
 	since   time.Time
 	done    chan struct{} // closed when process() returns
 	settled bool          // Stop wrote the outcome itself; process() must not (guarded by Runtime.mu)
+	// finishing: the handler returned and process() records its outcome;
+	// Stop waits for it rather than requeue over it (guarded by Runtime.mu).
+	finishing bool
 
 	// The attempt's own writes (progress, events, the outcome) go one at a
 	// time, each on the snapshot the previous one left.
@@ -332,15 +335,26 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, number: snap.Job.Attempt,
 		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
 	r.mu.Lock()
+	if old := r.inflight[snap.Job.ID]; old != nil {
+		// This runtime ran the job before under an item whose lease lapsed
+		// (cut off from NATS, it missed the notice): that run lost the job.
+		old.cancel(ErrLeaseLost)
+	}
 	r.inflight[snap.Job.ID] = rn
 	r.held.Store(snap.Job.ID, struct{}{})
+	stopped := r.stopped
 	r.mu.Unlock()
 
 	var result []byte
 	var herr error
-	if r.parentGone(ctx, rn) {
+	switch {
+	case stopped:
+		// Claimed as Stop began: given back at once, not started.
+		cancel(ErrShutdown)
+		herr = ErrShutdown
+	case r.parentGone(ctx, rn):
 		herr = errParentGone
-	} else {
+	default:
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
 	}
 	cause := context.Cause(hctx)
@@ -349,15 +363,22 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	rn.stopProgress()
 
 	r.mu.Lock()
-	delete(r.inflight, snap.Job.ID)
-	r.held.Delete(snap.Job.ID)
 	settled := rn.settled
+	rn.finishing = !settled
 	r.mu.Unlock()
 	defer close(rn.done)
-	if settled {
-		return // Stop requeued it after the grace period; our result is void
+	// The job stays held (heartbeats list it, renewals extend its item)
+	// until its outcome is recorded: making a coordinator's pieces can take
+	// longer than a lease.
+	if !settled { // else Stop requeued it after the grace period; our result is void
+		r.complete(ctx, rn, result, herr, cause)
 	}
-	r.complete(ctx, rn, result, herr, cause)
+	r.mu.Lock()
+	if r.inflight[rn.id] == rn { // else a newer run of the job holds it
+		delete(r.inflight, rn.id)
+		r.held.Delete(rn.id)
+	}
+	r.mu.Unlock()
 }
 
 // complete records how an attempt ended (ClassifyOutcome, then Store.record)
@@ -565,11 +586,20 @@ func (r *Runtime) Stop(ctx context.Context) {
 			continue
 		case <-wctx.Done():
 		}
+		r.mu.Lock()
+		finishing := rn.finishing
+		rn.settled = !finishing
+		r.mu.Unlock()
+		if finishing {
+			// Its outcome is being recorded: let it be.
+			select {
+			case <-rn.done:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		// The handler ignores its context: requeue the job over its head.
 		// Whatever it reports later is refused (it no longer holds the job).
-		r.mu.Lock()
-		rn.settled = true
-		r.mu.Unlock()
 		r.requeue(context.Background(), rn)
 	}
 	select {
