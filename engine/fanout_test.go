@@ -582,7 +582,7 @@ func TestQueuePosition(t *testing.T) {
 	// A worker takes two; the others move up.
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 30*time.Second, testkit.Logger(t))
 	for i := 0; i < 2; i++ {
-		if s, err := rm.Claim(h.ctx, "w", []string{"pos"}, []string{"line"}, time.Second); err != nil || s.Job == nil {
+		if s, err := rm.Claim(h.ctx, "w", []string{"pos"}, []string{"line"}, time.Second, ""); err != nil || s.Job == nil {
 			t.Fatalf("claim: %v", err)
 		}
 	}

@@ -112,7 +112,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sub.Job.ID
-	if c, err := rm.Claim(ctx, "alive", nil, []string{"held"}, 5*time.Second); err != nil || c.Job == nil || c.Job.ID != id {
+	if c, err := rm.Claim(ctx, "alive", nil, []string{"held"}, 5*time.Second, ""); err != nil || c.Job == nil || c.Job.ID != id {
 		t.Fatalf("claim: %v %+v", err, c.Job)
 	}
 	if _, err := rm.Start(ctx, id, "alive"); err != nil {
@@ -143,7 +143,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 3; i++ {
-		if c, err := rm.Claim(ctx, "other", nil, []string{"held"}, 2*time.Second); err != nil || c.Job != nil {
+		if c, err := rm.Claim(ctx, "other", nil, []string{"held"}, 2*time.Second, ""); err != nil || c.Job != nil {
 			close(stop)
 			t.Fatalf("claim %d while the holder beats: %v %+v", i, err, c.Job)
 		}
@@ -159,7 +159,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 	var c engine.Snapshot
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		var err error
-		c, err = rm.Claim(ctx, "other", nil, []string{"held"}, time.Second)
+		c, err = rm.Claim(ctx, "other", nil, []string{"held"}, time.Second, "")
 		if err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sub.Job.ID
-	if c, err := rm.Claim(ctx, "quiet", nil, []string{"prog"}, 5*time.Second); err != nil || c.Job == nil {
+	if c, err := rm.Claim(ctx, "quiet", nil, []string{"prog"}, 5*time.Second, ""); err != nil || c.Job == nil {
 		t.Fatalf("claim: %v", err)
 	}
 	if _, err := rm.Start(ctx, id, "quiet"); err != nil {
@@ -240,7 +240,7 @@ func TestSweepersRacingWriteOffOnce(t *testing.T) {
 		ids[sub.Job.ID] = true
 	}
 	for i := 0; i < n; i++ {
-		c, err := rm.Claim(ctx, fmt.Sprintf("gone-%d", i), nil, []string{"race"}, 5*time.Second)
+		c, err := rm.Claim(ctx, fmt.Sprintf("gone-%d", i), nil, []string{"race"}, 5*time.Second, "")
 		if err != nil || c.Job == nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}

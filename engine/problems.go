@@ -68,6 +68,9 @@ var titles = map[string]string{
 	ProblemCrossOrigin:          "Cross-origin request refused",
 
 	"invalid-namespace": "Invalid namespace",
+	"unauthenticated":   "No valid token",
+	"forbidden":         "Not allowed",
+	"unknown-token":     "Unknown token",
 	"invalid-category":  "Invalid category",
 	"invalid-type-name": "Invalid type name",
 	"invalid-schema":    "Invalid schema",
@@ -89,6 +92,9 @@ var registryStatus = map[string]int{
 	"unknown-type":      http.StatusNotFound,
 	"internal-type":     http.StatusForbidden,
 	"type-limit":        http.StatusConflict,
+	"unauthenticated":   http.StatusUnauthorized,
+	"forbidden":         http.StatusForbidden,
+	"unknown-token":     http.StatusNotFound,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the

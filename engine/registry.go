@@ -80,13 +80,13 @@ func (r *Registry) watch(ctx context.Context) error {
 func (r *Registry) follow() {
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go r.followBucket(r.types, &wg, func(e jetstream.KeyValueEntry) {
+	go followBucket(r.store, r.types, &wg, func(e jetstream.KeyValueEntry) {
 		var t streams.TypeRecord
 		if streams.Unmarshal(e.Value(), &t) == nil {
 			r.remember(&t)
 		}
 	})
-	go r.followBucket(r.nss, &wg, func(e jetstream.KeyValueEntry) {
+	go followBucket(r.store, r.nss, &wg, func(e jetstream.KeyValueEntry) {
 		var n streams.NamespaceRecord
 		if streams.Unmarshal(e.Value(), &n) == nil {
 			r.rememberNamespace(&n)
@@ -99,9 +99,9 @@ func (r *Registry) follow() {
 // followBucket feeds fn every record of a bucket and its changes, for as
 // long as the process lives; wg is told when the records there are now
 // were read.
-func (r *Registry) followBucket(kv jetstream.KeyValue, wg *sync.WaitGroup, fn func(jetstream.KeyValueEntry)) {
+func followBucket(s *Store, kv jetstream.KeyValue, wg *sync.WaitGroup, fn func(jetstream.KeyValueEntry)) {
 	synced := false
-	for !r.store.NC.IsClosed() {
+	for !s.NC.IsClosed() {
 		w, err := kv.WatchAll(context.Background(), jetstream.IgnoreDeletes())
 		if err != nil {
 			time.Sleep(time.Second) // NATS is away: watch again when it is back
@@ -438,6 +438,9 @@ func (r *Registry) Repair(ctx context.Context, ev *streams.Event) error {
 		if err == nil && n != nil {
 			r.rememberNamespace(n)
 		}
+		return err
+	case ev.Token != nil:
+		_, _, err := r.store.Tokens.load(ctx, ev.Token.ID)
 		return err
 	}
 	return nil

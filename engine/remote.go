@@ -178,7 +178,7 @@ func consumerGone(err error) bool {
 // item of each consumer that has items); when claimers race, the one that
 // loses an item takes the next, and the revision-checked claim decides who
 // holds a job.
-func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration) (Snapshot, error) {
+func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration, only string) (Snapshot, error) {
 	if worker == "" {
 		return Snapshot{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
 	}
@@ -218,7 +218,7 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 			return Snapshot{}, err
 		}
 		for _, c := range order {
-			snap, ok, err := r.tryClaim(ctx, c, worker)
+			snap, ok, err := r.tryClaim(ctx, c, worker, only)
 			if err != nil {
 				return Snapshot{}, err
 			}
@@ -374,12 +374,36 @@ func (r *Remote) dropOrphan(ctx context.Context, snap Snapshot, worker string) {
 	}
 }
 
-func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (Snapshot, bool, error) {
+func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker, only string) (Snapshot, bool, error) {
+	// Items of another namespace than only's go back for their own
+	// workers; a few are passed over before this consumer is given up
+	// until the next look.
+	for skipped := 0; ; skipped++ {
+		snap, ok, skip, err := r.tryClaimOne(ctx, c, worker, only)
+		if !skip || skipped >= maxForeignSkips {
+			return snap, ok, err
+		}
+	}
+}
+
+// maxForeignSkips bounds the items of other namespaces one claim passes
+// over in one consumer.
+const maxForeignSkips = 16
+
+func (r *Remote) tryClaimOne(ctx context.Context, c *runConsumer, worker, only string) (_ Snapshot, ok, skipped bool, _ error) {
 	batch, err := c.cons.FetchNoWait(1)
 	if err == nil {
 		for msg := range batch.Messages() {
 			d := decodeDelivery(msg, r.log)
 			if d == nil {
+				continue
+			}
+			if only != "" && d.item.Job.Spec.Namespace != only {
+				// Not this worker's namespace: back to the queue at once for
+				// a worker that may run it (a short delay, so that this
+				// claim's next fetch gets the item after it).
+				_ = msg.NakWithDelay(foreignDelay)
+				skipped = true
 				continue
 			}
 			snap, ok := r.store.claimItem(ctx, c.qs, d, worker, true, r.lease, r.log)
@@ -388,23 +412,27 @@ func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker string) (S
 				// was cancelled before it is never handed out.
 				r.dropOrphan(ctx, snap, worker)
 				_ = msg.Ack()
-				return Snapshot{}, false, nil
+				return Snapshot{}, false, false, nil
 			}
 			if ok {
-				return snap, true, nil
+				return snap, true, false, nil
 			}
 		}
 		err = batch.Error()
 	}
 	if consumerGone(err) {
 		// Created again for the next look; nothing to claim from it now.
-		return Snapshot{}, false, r.renew(ctx, c)
+		return Snapshot{}, false, false, r.renew(ctx, c)
 	}
 	if err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return Snapshot{}, false, fmt.Errorf("fetch %s/%s: %w", c.queue, c.jobType, err)
+		return Snapshot{}, false, false, fmt.Errorf("fetch %s/%s: %w", c.queue, c.jobType, err)
 	}
-	return Snapshot{}, false, nil
+	return Snapshot{}, false, skipped, nil
 }
+
+// foreignDelay is how long an item passed over for its namespace waits
+// before it is delivered again.
+const foreignDelay = 200 * time.Millisecond
 
 // Renewal is what a heartbeat's renewal found of a worker's claims.
 type Renewal struct {

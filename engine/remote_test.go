@@ -21,14 +21,14 @@ func TestRemoteClaimReportSucceed(t *testing.T) {
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), time.Second, testkit.Logger(t))
 	// Nothing to claim: a zero snapshot after the wait.
 	t0 := time.Now()
-	none, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.job"}, 300*time.Millisecond)
+	none, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.job"}, 300*time.Millisecond, "")
 	if err != nil || none.Job != nil || time.Since(t0) < 300*time.Millisecond {
 		t.Fatalf("empty claim: %v %+v after %s", err, none.Job, time.Since(t0))
 	}
 	// A job submitted while a claim waits wakes it at once.
 	got := make(chan engine.Snapshot, 1)
 	go func() {
-		s, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.job"}, 10*time.Second)
+		s, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.job"}, 10*time.Second, "")
 		if err != nil {
 			t.Error(err)
 		}
@@ -100,7 +100,7 @@ func TestRemoteTenClaimersOneJob(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			s, err := rm.Claim(h.ctx, fmt.Sprintf("w%d", i), nil, []string{"contested"}, time.Second)
+			s, err := rm.Claim(h.ctx, fmt.Sprintf("w%d", i), nil, []string{"contested"}, time.Second, "")
 			if err != nil {
 				t.Error(err)
 				return
@@ -123,7 +123,7 @@ func TestRemoteLostHeartbeatsRequeue(t *testing.T) {
 	h := newHarness(t)
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), time.Second, testkit.Logger(t))
 	sub := h.submit(commands.SubmitRequest{Type: "remote.job"})
-	first, err := rm.Claim(h.ctx, "silent", nil, []string{"remote.job"}, 5*time.Second)
+	first, err := rm.Claim(h.ctx, "silent", nil, []string{"remote.job"}, 5*time.Second, "")
 	if err != nil || first.Job == nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestRemoteLostHeartbeatsRequeue(t *testing.T) {
 	}
 	// "silent" stops heartbeating; after the lease the item is redelivered
 	// and the next claimer gets the job back.
-	second, err := rm.Claim(h.ctx, "other", nil, []string{"remote.job"}, 10*time.Second)
+	second, err := rm.Claim(h.ctx, "other", nil, []string{"remote.job"}, 10*time.Second, "")
 	if err != nil || second.Job == nil || second.Job.ID != sub.Job.ID || second.Job.Worker != "other" {
 		t.Fatalf("second claim: %v %+v", err, second.Job)
 	}
@@ -161,7 +161,7 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	if err := h.st.Queues.Ensure(h.ctx, "pq"); err != nil {
 		t.Fatal(err)
 	}
-	if none, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 0); err != nil || none.Job != nil {
+	if none, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 0, ""); err != nil || none.Job != nil {
 		t.Fatalf("first claim: %v %+v", err, none.Job)
 	}
 	rec, err := h.st.SetQueuePaused(h.ctx, "pq", true)
@@ -169,7 +169,7 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 		t.Fatalf("pause: %v", err)
 	}
 	paused := h.submit(commands.SubmitRequest{Type: "p", Queue: "pq"})
-	if s, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 500*time.Millisecond); err != nil || s.Job != nil {
+	if s, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 500*time.Millisecond, ""); err != nil || s.Job != nil {
 		t.Fatalf("claim from a paused queue: %v %+v", err, s.Job)
 	}
 	if j := h.get(paused.Job.ID); j.State != streams.StateQueued {
@@ -178,7 +178,7 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	if _, err := h.st.SetQueuePaused(h.ctx, "pq", false); err != nil {
 		t.Fatal(err)
 	}
-	s, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 5*time.Second)
+	s, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 5*time.Second, "")
 	if err != nil || s.Job == nil {
 		t.Fatalf("claim after resume: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestRemoteClaimsOldestFirst(t *testing.T) {
 	}
 	var got []string
 	for range want {
-		s, err := rm.Claim(h.ctx, "w", []string{"q2", "default"}, []string{"tc", "ta", "tb"}, 2*time.Second)
+		s, err := rm.Claim(h.ctx, "w", []string{"q2", "default"}, []string{"tc", "ta", "tb"}, 2*time.Second, "")
 		if err != nil || s.Job == nil {
 			t.Fatalf("claim %d: %v", len(got), err)
 		}
@@ -216,7 +216,7 @@ func TestRemoteClaimsOldestFirst(t *testing.T) {
 func TestRemoteClaimCreatesNoQueue(t *testing.T) {
 	h := newHarness(t)
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
-	if s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 0); err != nil || s.Job != nil {
+	if s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 0, ""); err != nil || s.Job != nil {
 		t.Fatalf("claim on a missing queue: %v %+v", err, s.Job)
 	}
 	if _, err := h.st.JS.Stream(h.ctx, streams.QueueStream("nowhere")); !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -227,7 +227,7 @@ func TestRemoteClaimCreatesNoQueue(t *testing.T) {
 	}
 	got := make(chan engine.Snapshot, 1)
 	go func() {
-		s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 10*time.Second)
+		s, err := rm.Claim(h.ctx, "w", []string{"nowhere"}, []string{"x"}, 10*time.Second, "")
 		if err != nil {
 			t.Error(err)
 		}
@@ -248,7 +248,7 @@ func TestRemoteClaimCreatesNoQueue(t *testing.T) {
 	for i := range types {
 		types[i] = fmt.Sprintf("t%d", i)
 	}
-	if _, err := rm.Claim(h.ctx, "w", nil, types, 0); !errors.Is(err, commands.ErrInvalidInput) {
+	if _, err := rm.Claim(h.ctx, "w", nil, types, 0, ""); !errors.Is(err, commands.ErrInvalidInput) {
 		t.Fatalf("claim of %d types: %v", len(types), err)
 	}
 }
@@ -259,7 +259,7 @@ func TestRemoteRecreatesDeletedConsumer(t *testing.T) {
 	h := newHarness(t)
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
 	first := h.submit(commands.SubmitRequest{Type: "gone"}).Job.ID
-	if s, err := rm.Claim(h.ctx, "w", nil, []string{"gone"}, time.Second); err != nil || s.Job == nil || s.Job.ID != first {
+	if s, err := rm.Claim(h.ctx, "w", nil, []string{"gone"}, time.Second, ""); err != nil || s.Job == nil || s.Job.ID != first {
 		t.Fatalf("first claim: %v", err)
 	}
 	if _, err := rm.Fail(h.ctx, first, "w", streams.JobError{Message: "done"}, false); err != nil {
@@ -273,7 +273,7 @@ func TestRemoteRecreatesDeletedConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := h.submit(commands.SubmitRequest{Type: "gone"}).Job.ID
-		s, err := rm.Claim(h.ctx, "w", nil, types, 3*time.Second)
+		s, err := rm.Claim(h.ctx, "w", nil, types, 3*time.Second, "")
 		if err != nil || s.Job == nil || s.Job.ID != id {
 			t.Fatalf("claim %v after the consumer was deleted: %v, got %+v, want %s", types, err, s.Job, id)
 		}
@@ -290,7 +290,7 @@ func TestRemoteRenewKeepsClaimsOnTransientErrors(t *testing.T) {
 	h := newHarness(t)
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, h.srv), "gw"), 5*time.Second, testkit.Logger(t))
 	id := h.submit(commands.SubmitRequest{Type: "beat"}).Job.ID
-	if s, err := rm.Claim(h.ctx, "w", nil, []string{"beat"}, time.Second); err != nil || s.Job == nil {
+	if s, err := rm.Claim(h.ctx, "w", nil, []string{"beat"}, time.Second, ""); err != nil || s.Job == nil {
 		t.Fatalf("claim: %v", err)
 	}
 	unknown := "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -321,7 +321,7 @@ func TestRemoteClaimSkipsChildOfEndedParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := h.submit(commands.SubmitRequest{Type: "remote.kid", Parent: parent.Job.ID})
-	got, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.kid"}, 300*time.Millisecond)
+	got, err := rm.Claim(h.ctx, "w1", nil, []string{"remote.kid"}, 300*time.Millisecond, "")
 	if err != nil || got.Job != nil {
 		t.Fatalf("claim handed out %+v (%v)", got.Job, err)
 	}
@@ -345,7 +345,7 @@ func TestRemoteWithNoQueuesServesEveryQueue(t *testing.T) {
 	}
 	var got []string
 	for range 3 {
-		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, time.Second)
+		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, time.Second, "")
 		if err != nil || c.Job == nil {
 			t.Fatalf("claim: %v", err)
 		}
@@ -355,12 +355,12 @@ func TestRemoteWithNoQueuesServesEveryQueue(t *testing.T) {
 		t.Fatalf("claimed %v, want oldest first %v", got, want[:3])
 	}
 	// Nothing of type ev is left (type "other" is not the worker's).
-	if c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 300*time.Millisecond); err != nil || c.Job != nil {
+	if c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 300*time.Millisecond, ""); err != nil || c.Job != nil {
 		t.Fatalf("claim with nothing left: %v %+v", err, c.Job)
 	}
 	got2 := make(chan engine.Snapshot, 1)
 	go func() {
-		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 10*time.Second)
+		c, err := rm.Claim(h.ctx, "w", nil, []string{"ev"}, 10*time.Second, "")
 		if err != nil {
 			t.Error(err)
 		}

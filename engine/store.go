@@ -52,8 +52,10 @@ type Store struct {
 	Workers *Workers
 	// Types is the type registry and the namespaces' settings.
 	Types *Registry
-	Actor string // who writes: recorded on the events of this process
-	Log   *slog.Logger
+	// Tokens are the access tokens.
+	Tokens *Tokens
+	Actor  string // who writes: recorded on the events of this process
+	Log    *slog.Logger
 
 	// Repairs counts job records this Store rebuilt from the log because
 	// they were missing or behind it.
@@ -115,6 +117,9 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	s := &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs, Workers: workers,
 		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}
 	if s.Types, err = openRegistry(ctx, s); err != nil {
+		return nil, err
+	}
+	if s.Tokens, err = openTokens(ctx, s); err != nil {
 		return nil, err
 	}
 	s.watchReconnects()
@@ -359,6 +364,10 @@ func (s *Store) Submit(ctx context.Context, req *commands.SubmitRequest) (Submit
 func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest) []Submitted {
 	out := make([]Submitted, len(reqs))
 	now := time.Now().UTC()
+	var actor string // the request's principal, if any (events of a process's own submits name none)
+	if p := PrincipalOf(ctx); p != nil {
+		actor = p.Actor()
+	}
 	evs := make([]*streams.Event, len(reqs))
 	futs := make([]streams.Future, len(reqs))
 	for i, req := range reqs {
@@ -382,6 +391,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			out[i].Err = err
 			continue
 		}
+		ev.Actor = actor
 		if err := s.Queues.Ensure(ctx, spec.Queue); err != nil {
 			out[i].Err = err
 			continue
@@ -471,7 +481,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error)
 		return cur, err
 	}
 	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *streams.Job) (*streams.Event, error) {
-		return commands.Cancel(j, reason, s.Actor, time.Now().UTC())
+		return commands.Cancel(j, reason, s.ActorOf(ctx), time.Now().UTC())
 	})
 	if err != nil {
 		return snap, err

@@ -29,7 +29,7 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound"}
+var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound", "login"}
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -126,6 +126,9 @@ type pageData struct {
 	Namespace  string
 	Namespaces []string
 	Data       any
+	// Auth: the page was asked for with a token (access control on): it
+	// shows a sign-out button.
+	Auth bool
 }
 
 // assetVersion is a hash of the embedded static files.
@@ -144,7 +147,12 @@ var assetVersion = func() string {
 func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b bytes.Buffer
 	ns, _ := pageNamespace(r)
-	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: g.namespaceNames(r.Context(), ns), Data: data}
+	names := []string{ns}
+	if p := principal(r); p == nil || p.Namespace == commands.AllNamespaces {
+		names = g.namespaceNames(r.Context(), ns)
+	}
+	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: names, Data: data,
+		Auth: principal(r) != nil}
 	if err := templates[name].ExecuteTemplate(&b, "layout.html", d); err != nil {
 		g.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
@@ -166,11 +174,14 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 		w.Header().Set("Cache-Control", "public, max-age=86400") // URLs carry ?v=<assetVersion>
 		files.ServeHTTP(w, r)
 	}))
-	route(mux, "/{$}", methods{"GET": g.pageJobs})
-	route(mux, "/jobs/{id}", methods{"GET": g.pageJob})
-	route(mux, "/queues", methods{"GET": g.pageQueues})
-	route(mux, "/types", methods{"GET": g.pageTypes})
-	route(mux, "/workers", methods{"GET": g.pageWorkers})
+	read := commands.ActRead
+	route(mux, "/{$}", methods{"GET": g.act(read, g.pageJobs)})
+	route(mux, "/jobs/{id}", methods{"GET": g.jobAct(read, g.pageJob)})
+	route(mux, "/queues", methods{"GET": g.act(read, g.pageQueues)})
+	route(mux, "/types", methods{"GET": g.act(read, g.pageTypes)})
+	route(mux, "/workers", methods{"GET": g.act(read, g.pageWorkers)})
+	route(mux, "/login", methods{"GET": g.pageLogin, "POST": g.login})
+	route(mux, "/logout", methods{"POST": g.logout})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.render(w, r, http.StatusNotFound, "notfound", "Not found", map[string]string{"Path": r.URL.Path})
 	})
@@ -360,6 +371,7 @@ func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
 			q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
 		}
 	}
+	g.scopeQueues(r, qs...)
 	d := map[string]any{"Queues": qs, "Error": "", "Namespace": ns}
 	if err != nil {
 		d["Error"] = problemOf(err).Detail
@@ -430,7 +442,7 @@ func (g *Gateway) pageWorkers(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]*WorkerView, 0, len(recs))
 	for _, rec := range recs {
-		if visibleFrom(rec.Types, ns) {
+		if visibleFrom(rec.Types, ns) && seesWorker(r, rec) == nil {
 			views = append(views, g.workers.View(rec))
 		}
 	}

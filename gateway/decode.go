@@ -232,6 +232,9 @@ type RegisterRequest struct {
 	// Namespace is the worker's: its category:name types are registered
 	// there (default "default").
 	Namespace string `json:"namespace,omitempty"`
+	// NamespaceGiven: the body named the namespace (else it is the default,
+	// or, with access control, the token's).
+	NamespaceGiven bool `json:"-"`
 	// Types are the job types it runs: free-form ones (demo.echo), full
 	// names (scope:category:name, in its namespace or @global) and
 	// category:name (in its namespace); after registration, full names.
@@ -287,7 +290,8 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	req := RegisterRequest{Name: b.Name, Namespace: b.Namespace, Queues: b.Queues, Concurrency: DefaultWorkerConcurrency}
+	req := RegisterRequest{Name: b.Name, Namespace: b.Namespace, NamespaceGiven: b.Namespace != "", Queues: b.Queues,
+		Concurrency: DefaultWorkerConcurrency}
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -67,6 +68,14 @@ type Config struct {
 	// Requests from non-browser clients (no Origin, no Sec-Fetch-Site) are
 	// not affected.
 	TrustedOrigins []string
+	// Auth turns access control on: every request but /healthz, the login
+	// page and static files needs a token (Authorization: Bearer, or the
+	// dashboard's cookie), its role must allow what the route does, and
+	// what it reads and writes is its namespace's (gateway/auth.go).
+	Auth bool
+	// OpenOps, with Auth, serves /metrics and /readyz without a token
+	// (otherwise /metrics needs a token good in every namespace).
+	OpenOps bool
 	// Registry receives the gateway's metrics and is what /metrics serves;
 	// nil: a registry of its own, with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -321,31 +330,36 @@ func route(mux *http.ServeMux, pattern string, m methods) {
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	const v1 = "/api/v1"
-	route(mux, v1+"/jobs", methods{"GET": g.listJobs, "POST": g.submitJob})
-	route(mux, v1+"/jobs/{id}", methods{"GET": g.getJob, "DELETE": g.cancelJob, "PATCH": g.patchJob})
-	route(mux, v1+"/jobs/{id}/cancel", methods{"POST": g.cancelJob})
-	route(mux, v1+"/jobs/{id}/retry", methods{"POST": g.retryJob})
-	route(mux, v1+"/jobs/{id}/children", methods{"GET": g.listChildren})
-	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobEvents})
-	route(mux, v1+"/workers", methods{"GET": g.listWorkers, "POST": g.registerWorker})
-	route(mux, v1+"/workers/{id}", methods{"GET": g.getWorker, "DELETE": g.unregisterWorker})
-	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.heartbeat})
-	route(mux, v1+"/tasks/claim", methods{"POST": g.claim})
-	route(mux, v1+"/queues", methods{"GET": g.listQueues})
-	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.pauseQueue})
-	route(mux, v1+"/queues/{queue}/resume", methods{"POST": g.resumeQueue})
-	route(mux, v1+"/types", methods{"GET": g.listTypes})
-	route(mux, v1+"/types/{scope}/{category}/{name}", methods{"GET": g.getType, "PUT": g.putType})
-	route(mux, v1+"/namespaces", methods{"GET": g.listNamespaces})
-	route(mux, v1+"/namespaces/{ns}", methods{"PUT": g.putNamespace})
-	route(mux, v1+"/stats", methods{"GET": g.stats})
-	route(mux, v1+"/stream", methods{"GET": g.stream})
+	read, work := commands.ActRead, commands.ActWork
+	route(mux, v1+"/jobs", methods{"GET": g.act(read, g.listJobs), "POST": g.act(commands.ActSubmit, g.submitJob)})
+	route(mux, v1+"/jobs/{id}", methods{"GET": g.jobAct(read, g.getJob), "DELETE": g.jobAct(commands.ActCancel, g.cancelJob),
+		"PATCH": g.jobAct(work, g.patchJob)})
+	route(mux, v1+"/jobs/{id}/cancel", methods{"POST": g.jobAct(commands.ActCancel, g.cancelJob)})
+	route(mux, v1+"/jobs/{id}/retry", methods{"POST": g.jobAct(commands.ActRetry, g.retryJob)})
+	route(mux, v1+"/jobs/{id}/children", methods{"GET": g.jobAct(read, g.listChildren)})
+	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobAct(read, g.jobEvents)})
+	route(mux, v1+"/workers", methods{"GET": g.act(read, g.listWorkers), "POST": g.act(work, g.registerWorker)})
+	route(mux, v1+"/workers/{id}", methods{"GET": g.act(read, g.getWorker), "DELETE": g.act(work, g.unregisterWorker)})
+	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.act(work, g.heartbeat)})
+	route(mux, v1+"/tasks/claim", methods{"POST": g.act(work, g.claim)})
+	route(mux, v1+"/queues", methods{"GET": g.act(read, g.listQueues)})
+	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.act(commands.ActAdmin, g.pauseQueue)})
+	route(mux, v1+"/queues/{queue}/resume", methods{"POST": g.act(commands.ActAdmin, g.resumeQueue)})
+	route(mux, v1+"/types", methods{"GET": g.act(read, g.listTypes)})
+	route(mux, v1+"/types/{scope}/{category}/{name}", methods{"GET": g.act(read, g.getType),
+		"PUT": g.act(commands.ActRegisterType, g.putType)})
+	route(mux, v1+"/namespaces", methods{"GET": g.act(read, g.listNamespaces)})
+	route(mux, v1+"/namespaces/{ns}", methods{"PUT": g.act(commands.ActAdmin, g.putNamespace)})
+	route(mux, v1+"/tokens", methods{"GET": g.act(commands.ActAdmin, g.listTokens), "POST": g.act(commands.ActAdmin, g.createToken)})
+	route(mux, v1+"/tokens/{id}", methods{"DELETE": g.act(commands.ActAdmin, g.revokeToken)})
+	route(mux, v1+"/stats", methods{"GET": g.act(read, g.stats)})
+	route(mux, v1+"/stream", methods{"GET": g.act(read, g.stream)})
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path))
 	})
 	route(mux, "/healthz", methods{"GET": g.healthz})
-	route(mux, "/readyz", methods{"GET": g.readyz})
-	route(mux, "/metrics", methods{"GET": g.metrics.ServeHTTP})
+	route(mux, "/readyz", methods{"GET": g.ops(g.readyz, false)})
+	route(mux, "/metrics", methods{"GET": g.ops(g.metrics.ServeHTTP, true)})
 	g.dashboardRoutes(mux)
 	return mux
 }
@@ -380,7 +394,11 @@ func (g *Gateway) middleware(next http.Handler) http.Handler {
 				r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), err)))
 			return
 		}
-		next.ServeHTTP(rec, r)
+		ar, ok := g.authenticate(rec, r)
+		if !ok {
+			return
+		}
+		next.ServeHTTP(rec, ar)
 	})
 }
 

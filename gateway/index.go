@@ -357,12 +357,13 @@ func (x *Index) Namespaces() []string {
 	return out
 }
 
-// Names returns the queues and job types the index has seen, sorted.
-func (x *Index) Names() (queues, types []string) {
+// Names returns the queues and job types the index has seen in a
+// namespace ("": every one), sorted.
+func (x *Index) Names(ns string) (queues, types []string) {
 	qs, ts := map[string]bool{}, map[string]bool{}
 	x.mu.RLock()
 	for k, m := range x.counts {
-		if len(m) > 0 {
+		if len(m) > 0 && (ns == "" || k.ns == ns) {
 			qs[k.queue], ts[k.jobType] = true, true
 		}
 	}

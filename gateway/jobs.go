@@ -55,6 +55,9 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := DecodeSubmit(body)
+	if err == nil {
+		req.Namespace, err = scopeNamespace(r, commands.ActSubmit, req.Namespace)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return

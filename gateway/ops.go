@@ -73,7 +73,7 @@ func (g *Gateway) statsFor(ns, queue, jobType string) *Stats {
 	for _, n := range s.States {
 		s.Total += n
 	}
-	s.Queues, s.Types = g.index.Names()
+	s.Queues, s.Types = g.index.Names(ns)
 	if s.Queues == nil {
 		s.Queues = []string{}
 	}

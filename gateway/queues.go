@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -36,6 +37,22 @@ func (g *Gateway) withCounts(q *QueueInfo) {
 	}
 }
 
+// scopeQueues shows a namespaced principal its namespace's figures only:
+// every count of a queue comes from its namespace's jobs, none from the
+// queue's stream, which holds every namespace's work items.
+func (g *Gateway) scopeQueues(r *http.Request, qs ...*QueueInfo) {
+	p := principal(r)
+	if p == nil || p.Namespace == commands.AllNamespaces {
+		return
+	}
+	for _, q := range qs {
+		q.Jobs = g.index.CountsIn(p.Namespace, q.Name, "")
+		q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+		q.Depth, q.Held = uint64(q.Jobs[streams.StateQueued]), q.Running
+		q.Delayed = uint64(q.Jobs[streams.StateScheduled])
+	}
+}
+
 // GET /queues
 func (g *Gateway) listQueues(w http.ResponseWriter, r *http.Request) {
 	qs, err := g.queues(r.Context())
@@ -43,6 +60,7 @@ func (g *Gateway) listQueues(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	g.scopeQueues(r, qs...)
 	writeJSON(w, http.StatusOK, map[string]any{"queues": qs})
 }
 
@@ -73,5 +91,6 @@ func (g *Gateway) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
 		CreatedAt: rec.CreatedAt}
 	g.withCounts(q)
+	g.scopeQueues(r, q)
 	writeJSON(w, http.StatusOK, q)
 }

@@ -63,7 +63,11 @@ func (g *Gateway) putType(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	t, created, err := g.store.Types.Register(r.Context(), commands.TypeDef{Name: n, Schema: b.Schema, Description: b.Description}, g.store.Actor)
+	if err := g.mayRegister(r, commands.TypeDef{Name: n, Schema: b.Schema}, false); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	t, created, err := g.store.Types.Register(r.Context(), commands.TypeDef{Name: n, Schema: b.Schema, Description: b.Description}, g.store.ActorOf(r.Context()))
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -82,6 +86,10 @@ func (g *Gateway) getType(w http.ResponseWriter, r *http.Request) {
 	n, err := typeName(r)
 	if err != nil {
 		fail(w, r, err, "")
+		return
+	}
+	if !seesType(r, n.Scope) {
+		fail(w, r, fmt.Errorf("type %s: %w", n, commands.ErrUnknownType), "")
 		return
 	}
 	t, err := g.store.Types.Type(r.Context(), n)
@@ -157,8 +165,11 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(names)
 	out := make([]*NamespaceView, len(names))
-	for i, ns := range names {
-		out[i] = &NamespaceView{Name: ns, Settings: settings[ns], Jobs: g.index.CountsIn(ns, "", "")}
+	out = out[:0]
+	for _, ns := range names {
+		if p := principal(r); p == nil || p.Sees(ns) {
+			out = append(out, &NamespaceView{Name: ns, Settings: settings[ns], Jobs: g.index.CountsIn(ns, "", "")})
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"namespaces": out})
 }
@@ -175,7 +186,7 @@ func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	rec, err := g.store.Types.SetNamespace(r.Context(), ns, b, g.store.Actor)
+	rec, err := g.store.Types.SetNamespace(r.Context(), ns, b, g.store.ActorOf(r.Context()))
 	if err != nil {
 		fail(w, r, err, "")
 		return

@@ -209,7 +209,7 @@ func TestInternalAndGeneratedSchema(t *testing.T) {
 		t.Fatalf("@internal job run by %q", done.Worker)
 	}
 	// A claim of an @internal type is refused, whoever asks.
-	_, err = e.g.remote.Claim(e.ctx, "wk-01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, []string{"@internal:demo:clock"}, 0)
+	_, err = e.g.remote.Claim(e.ctx, "wk-01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, []string{"@internal:demo:clock"}, 0, "")
 	if p := problemOf(err); p.Type != "internal-type" || p.Status != 403 {
 		t.Fatalf("claim of an @internal type: %v", err)
 	}

@@ -55,7 +55,12 @@ func errNoWorker(id string) error {
 func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerRecord, error) {
 	now := time.Now().UTC()
 	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Kind: streams.WorkerHTTP, Types: req.Types,
-		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{}}
+		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{},
+		Namespace: req.Namespace}
+	if p := engine.PrincipalOf(ctx); p != nil {
+		rec.TokenID = p.TokenID
+		rec.OnlyNamespace = p.Namespace != commands.AllNamespaces
+	}
 	if rec.Queues == nil {
 		rec.Queues = []string{}
 	}
@@ -124,7 +129,17 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := DecodeRegister(body)
 	if err == nil {
-		err = g.registerTypes(r.Context(), req)
+		asked := req.Namespace
+		if !req.NamespaceGiven {
+			asked = ""
+		}
+		var ns string
+		if ns, err = scopeNamespace(r, commands.ActWork, asked); err == nil && ns != "" {
+			req.Namespace = ns
+		}
+	}
+	if err == nil {
+		err = g.registerTypes(r, req)
 	}
 	if err != nil {
 		fail(w, r, err, "")
@@ -146,7 +161,8 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 // Every registration is checked before any is written, so a refused one
 // leaves nothing behind (short of another registration of the same name
 // between the check and the write, which is then refused as a conflict).
-func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error {
+func (g *Gateway) registerTypes(r *http.Request, req *RegisterRequest) error {
+	ctx := r.Context()
 	defs := map[int]commands.TypeDef{}
 	schemas := map[string][]byte{} // by full name, canonical
 	for i, t := range req.Types {
@@ -158,6 +174,9 @@ func (g *Gateway) registerTypes(ctx context.Context, req *RegisterRequest) error
 			return err
 		}
 		def := commands.TypeDef{Name: names[0], Schema: req.Schemas[t]}
+		if err := g.mayRegister(r, def, true); err != nil {
+			return err
+		}
 		if err := g.store.Types.Check(ctx, def); err != nil {
 			return err
 		}
@@ -192,9 +211,11 @@ func (g *Gateway) listWorkers(w http.ResponseWriter, r *http.Request) {
 	}
 	out := struct {
 		Workers []*WorkerView `json:"workers"`
-	}{Workers: make([]*WorkerView, len(recs))}
-	for i, rec := range recs {
-		out.Workers[i] = g.workers.View(rec)
+	}{Workers: make([]*WorkerView, 0, len(recs))}
+	for _, rec := range recs {
+		if seesWorker(r, rec) == nil {
+			out.Workers = append(out.Workers, g.workers.View(rec))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -202,6 +223,9 @@ func (g *Gateway) listWorkers(w http.ResponseWriter, r *http.Request) {
 // GET /workers/{id}
 func (g *Gateway) getWorker(w http.ResponseWriter, r *http.Request) {
 	rec, _, err := g.workers.Get(r.Context(), r.PathValue("id"))
+	if err == nil {
+		err = seesWorker(r, rec)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -234,6 +258,9 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, _, err := g.workers.Get(ctx, id)
+	if err == nil {
+		err = ownsWorker(r, rec)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -269,6 +296,9 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx := r.Context()
 	rec, _, err := g.workers.Get(ctx, id)
+	if err == nil {
+		err = ownsWorker(r, rec)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -310,6 +340,9 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	rec, _, err := g.workers.Get(ctx, req.WorkerID)
+	if err == nil {
+		err = ownsWorker(r, rec)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -337,7 +370,11 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
-	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait)
+	only := ""
+	if rec.OnlyNamespace {
+		only = rec.Namespace
+	}
+	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait, only)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			writeJSON(w, http.StatusOK, ClaimResponse{}) // the gateway is stopping
@@ -461,6 +498,16 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if principal(r) != nil {
+		rec, _, err := g.workers.Get(ctx, p.WorkerID)
+		if err == nil {
+			err = ownsWorker(r, rec)
+		}
+		if err != nil {
+			fail(w, r, err, id)
+			return
+		}
+	}
 	rep := commands.Report{State: p.State, Result: p.Result, Error: p.Error, Retryable: p.Retryable, Reason: p.Reason}
 	progress := p.Progress
 	if p.State == "" {

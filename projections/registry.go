@@ -63,11 +63,13 @@ func FoldNamespace(r *streams.NamespaceRecord, ev *streams.Event) (*streams.Name
 type Registry struct {
 	Types      map[string]*streams.TypeRecord
 	Namespaces map[string]*streams.NamespaceRecord
+	Tokens     map[string]*streams.TokenRecord
 }
 
 // RebuildRegistry folds every registry event of the log.
 func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
-	reg := &Registry{Types: map[string]*streams.TypeRecord{}, Namespaces: map[string]*streams.NamespaceRecord{}}
+	reg := &Registry{Types: map[string]*streams.TypeRecord{}, Namespaces: map[string]*streams.NamespaceRecord{},
+		Tokens: map[string]*streams.TokenRecord{}}
 	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
 		if err != nil {
@@ -88,6 +90,12 @@ func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, er
 				return err
 			}
 			reg.Namespaces[ev.Namespace.Name] = r
+		case ev.Token != nil:
+			t, err := FoldToken(reg.Tokens[ev.Token.ID], ev)
+			if err != nil {
+				return err
+			}
+			reg.Tokens[ev.Token.ID] = t
 		}
 		return nil
 	})
@@ -146,7 +154,28 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 			diffs = append(diffs, Diff{ID: "namespace " + ns, Reason: fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)})
 		}
 	}
-	return diffs, len(reg.Types) + len(reg.Namespaces), nil
+	toks, err := js.KeyValue(ctx, streams.TokensBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	for id, want := range reg.Tokens {
+		e, err := toks.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			diffs = append(diffs, Diff{ID: "token " + id, Reason: "in the log, missing from the tokens bucket"})
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var got streams.TokenRecord
+		if err := streams.Unmarshal(e.Value(), &got); err != nil {
+			return nil, 0, err
+		}
+		if got.Seq != want.Seq || got.Revoked != want.Revoked || got.Hash != want.Hash || got.Role != want.Role || got.Namespace != want.Namespace {
+			diffs = append(diffs, Diff{ID: "token " + id, Reason: fmt.Sprintf("record at event %d (revoked %v), log at %d (revoked %v)", got.Seq, got.Revoked, want.Seq, want.Revoked)})
+		}
+	}
+	return diffs, len(reg.Types) + len(reg.Namespaces) + len(reg.Tokens), nil
 }
 
 // TypeView is a registered type as clients see it.

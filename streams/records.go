@@ -240,6 +240,7 @@ type Event struct {
 
 	TypeDef   *TypeDefinition  `msgpack:"typedef,omitempty"` // type.registered, type.deleted
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set
+	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read

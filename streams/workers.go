@@ -35,6 +35,13 @@ type WorkerRecord struct {
 	// the attempts it runs; for an HTTP worker, the jobs it claimed and has
 	// not reported the end of.
 	Claims []string `msgpack:"claims" json:"claims"`
+	// Namespace is the namespace it registered in; TokenID the token it
+	// registered with (access control on), which alone may act for it. A
+	// worker registered with a token of one namespace is handed only that
+	// namespace's jobs (OnlyNamespace).
+	Namespace     string `msgpack:"namespace,omitempty" json:"namespace,omitempty"`
+	TokenID       string `msgpack:"token,omitempty" json:"-"`
+	OnlyNamespace bool   `msgpack:"only_ns,omitempty" json:"-"`
 }
 
 // ValidWorkerID reports whether id can name a worker: 1-128 of

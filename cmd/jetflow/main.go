@@ -35,6 +35,7 @@ Engine and workers:
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
                 [--categories a,b,c] [--type-grace D] [--replicas N]
+                [--auth] [--open-ops] [--admin-token-file F]   tokens for the HTTP API (required beyond loopback)
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
                 [--namespace NS]      (every queue unless --queue names one; demo:greet in NS)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
@@ -60,6 +61,9 @@ Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json every
                                         FULLNAME is scope:category:name (scope: a namespace,
                                         @global or @internal); prints created, exists or reactivated
   jetflow replay [--verify]
+  jetflow token create --namespace NS --role admin|producer|worker|reader [--ttl D] [--name N]
+                                        prints the token once (NS "*": every namespace)
+  jetflow token ls | jetflow token revoke ID
 
 Exit codes: 0 ok (job succeeded); 1 job failed or cancelled, or the command failed;
 2 usage or connection error; 3 wait timed out.
@@ -82,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
-		"types": cmdTypes, "type": cmdType,
+		"types": cmdTypes, "type": cmdType, "token": cmdToken,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ func cmdServe(c *cli, args []string) int {
 		httpLease              time.Duration
 		categories             string
 		typeGrace              time.Duration
+		auth, openOps          bool
+		adminTokenFile         string
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -51,6 +54,9 @@ func cmdServe(c *cli, args []string) int {
 	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
 	fs.DurationVar(&typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
+	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
+	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
+	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -86,8 +92,20 @@ func cmdServe(c *cli, args []string) int {
 		when("categories", noHTTP, httpOnly),
 		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
 		when("type-grace", typeGrace <= 0, "must be more than 0"),
+		when("auth", noHTTP, httpOnly),
+		when("open-ops", !auth, "only with --auth"),
+		when("admin-token-file", !auth, "only with --auth"),
+		when("admin-token-file", adminTokenFile == "", "must not be empty"),
 	) {
 		return exitUsage
+	}
+	if !noHTTP && !auth && !isLoopback(httpAddr) {
+		c.errorf("--http %s: the HTTP API would be reachable from other machines, where anyone could read, submit and cancel "+
+			"every job: add --auth (tokens; the first admin token is written to the data directory), or listen on 127.0.0.1", httpAddr)
+		return exitUsage
+	}
+	if auth && adminTokenFile == "" && url == "" {
+		adminTokenFile = filepath.Join(dir, "admin-token")
 	}
 	for _, o := range origins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
@@ -141,10 +159,17 @@ func cmdServe(c *cli, args []string) int {
 		return exitUsage
 	}
 	log.Info("streams provisioned", "replicas", client.Replicas())
+	if auth {
+		if err := bootstrapAdmin(ctx, c, client, adminTokenFile); err != nil {
+			c.errorf("access control: %v", err)
+			return exitFailed
+		}
+	}
 	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
-			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats})
+			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,
+			Auth: auth, OpenOps: openOps})
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage

@@ -1,0 +1,253 @@
+package commands
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Access control: who may do what. A token belongs to one namespace (or,
+// AllNamespaces, to every one) and has one role; a role allows a set of
+// actions. The HTTP API and the command protocol ask RoleAllows before they
+// act, and scope every read and write to the token's namespace.
+
+// Role is what a token may do.
+type Role string
+
+// Roles.
+const (
+	// RoleAdmin may do everything, in every namespace: @global types,
+	// tokens, queues, namespace settings.
+	RoleAdmin Role = "admin"
+	// RoleProducer submits, reads, cancels, retries and follows events.
+	RoleProducer Role = "producer"
+	// RoleWorker registers, beats, claims and reports the jobs it holds,
+	// and registers its namespace's types.
+	RoleWorker Role = "worker"
+	// RoleReader reads.
+	RoleReader Role = "reader"
+)
+
+// Roles lists the roles.
+var Roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleReader}
+
+// AllNamespaces is the namespace of a token good in every namespace.
+const AllNamespaces = "*"
+
+// Action is something a request does, that a role allows or not.
+type Action string
+
+// Actions.
+const (
+	ActRead         Action = "read"          // jobs, events, types, queues, workers, stats, metrics
+	ActSubmit       Action = "submit"        // submit a job
+	ActCancel       Action = "cancel"        // cancel a job
+	ActRetry        Action = "retry"         // retry a terminal job
+	ActWork         Action = "work"          // register as a worker, beat, claim, report held jobs
+	ActRegisterType Action = "register-type" // register a type of the token's namespace
+	ActAdmin        Action = "admin"         // queues, namespace settings, @global types, tokens
+)
+
+var roleActions = map[Role][]Action{
+	RoleAdmin:    {ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin},
+	RoleProducer: {ActRead, ActSubmit, ActCancel, ActRetry},
+	RoleWorker:   {ActWork, ActRegisterType},
+	RoleReader:   {ActRead},
+}
+
+// RoleAllows reports whether role may do act.
+func RoleAllows(role Role, act Action) bool {
+	for _, a := range roleActions[role] {
+		if a == act {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors of access control; each matches ErrDenied too.
+var (
+	ErrDenied = errors.New("access denied")
+	// ErrUnauthenticated: no token, or one that is malformed, unknown,
+	// revoked or expired (HTTP 401). The reason is not told apart to the
+	// caller beyond "missing" and "not valid".
+	ErrUnauthenticated = &registryError{slug: "unauthenticated", base: ErrDenied}
+	// ErrForbidden: a valid token whose role may not do this (HTTP 403).
+	ErrForbidden = &registryError{slug: "forbidden", base: ErrDenied}
+	// ErrUnknownToken: no token has the id (revoke).
+	ErrUnknownToken = &registryError{slug: "unknown-token", base: ErrNotFound}
+)
+
+// ForbiddenError is a request the token's role or namespace does not allow.
+type ForbiddenError struct {
+	Role   Role
+	Action Action
+	// Namespace, if set: the namespace the request named that the token is
+	// not good in.
+	Namespace string
+}
+
+func (e *ForbiddenError) Error() string {
+	if e.Namespace != "" {
+		return fmt.Sprintf("this token may not %s in namespace %q", e.Action, e.Namespace)
+	}
+	return fmt.Sprintf("a %s token may not %s", e.Role, e.Action)
+}
+
+// Unwrap makes errors.Is(err, ErrForbidden) hold.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
+
+// Token format: "jft_" + id + "_" + secret, where id is the token's
+// record key (a 26-character job-style id) and secret 32 random bytes in
+// unpadded base64url (43 characters).
+const (
+	TokenPrefix      = "jft_"
+	tokenIDLen       = 26
+	tokenSecretLen   = 43
+	TokenLen         = len(TokenPrefix) + tokenIDLen + 1 + tokenSecretLen
+	MaxTokenNameLen  = 128
+	MaxTokenTTL      = 10 * 365 * 24 * time.Hour
+	minTokenTTL      = time.Second
+	tokenSecretBytes = 32
+)
+
+// NewToken returns a new token's id, the token to hand out (once), and
+// the hash of its secret (what is stored).
+func NewToken() (id, token, hash string, err error) {
+	var b [tokenSecretBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", "", err
+	}
+	id = streams.NewID()
+	secret := base64.RawURLEncoding.EncodeToString(b[:])
+	return id, TokenPrefix + id + "_" + secret, HashSecret(secret), nil
+}
+
+// HashSecret is the stored form of a token's secret.
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// ParseToken splits a token into its id and secret, refusing anything
+// that is not in the format NewToken hands out (ErrUnauthenticated).
+func ParseToken(tok string) (id, secret string, err error) {
+	bad := fmt.Errorf("the token is not a jetflow token: %w", ErrUnauthenticated)
+	if len(tok) != TokenLen || !strings.HasPrefix(tok, TokenPrefix) {
+		return "", "", bad
+	}
+	rest := tok[len(TokenPrefix):]
+	id, secret = rest[:tokenIDLen], rest[tokenIDLen+1:]
+	if rest[tokenIDLen] != '_' || !streams.ValidID(id) {
+		return "", "", bad
+	}
+	for i := 0; i < len(secret); i++ {
+		c := secret[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "", "", bad
+		}
+	}
+	return id, secret, nil
+}
+
+// CheckToken judges a presented secret against the token's record at
+// now: nil if it is the token's and the token is neither revoked nor
+// expired; otherwise ErrUnauthenticated (the hash is compared in constant
+// time).
+func CheckToken(rec *streams.TokenRecord, secret string, now time.Time) error {
+	if rec == nil {
+		return fmt.Errorf("unknown token: %w", ErrUnauthenticated)
+	}
+	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(HashSecret(secret))) != 1 {
+		return fmt.Errorf("the token's secret does not match: %w", ErrUnauthenticated)
+	}
+	if rec.Revoked {
+		return fmt.Errorf("the token was revoked: %w", ErrUnauthenticated)
+	}
+	if !rec.ExpiresAt.IsZero() && !now.Before(rec.ExpiresAt) {
+		return fmt.Errorf("the token expired: %w", ErrUnauthenticated)
+	}
+	return nil
+}
+
+// TokenSpec is what a token is created with.
+type TokenSpec struct {
+	Name      string        `json:"name"`
+	Namespace string        `json:"namespace"` // AllNamespaces for every one; required
+	Role      Role          `json:"role"`
+	TTL       time.Duration `json:"ttl,omitempty"` // 0: never expires
+}
+
+// ParseRole refuses a role that is not one of Roles.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", &InputError{Field: "role", Value: fmt.Sprintf("%q", s), Reason: "want admin, producer, worker or reader"}
+}
+
+// Check refuses a spec out of range: a role that does not exist, a
+// namespace that is not valid (or an admin bound to one namespace), a name
+// that is empty, too long or has control characters, a TTL below a second
+// or above ten years.
+func (s TokenSpec) Check() error {
+	if _, err := ParseRole(string(s.Role)); err != nil {
+		return err
+	}
+	if s.Namespace != AllNamespaces {
+		if err := CheckNamespace(s.Namespace); err != nil {
+			return err
+		}
+		if s.Role == RoleAdmin {
+			return &InputError{Field: "namespace", Value: fmt.Sprintf("%q", s.Namespace),
+				Reason: "an admin token is good in every namespace: give \"*\""}
+		}
+	}
+	if s.Name == "" || len(s.Name) > MaxTokenNameLen || !utf8.ValidString(s.Name) ||
+		strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
+		return &InputError{Field: "name", Value: fmt.Sprintf("%q", s.Name),
+			Reason: fmt.Sprintf("want 1-%d bytes of UTF-8 without control characters", MaxTokenNameLen)}
+	}
+	if s.TTL != 0 && (s.TTL < minTokenTTL || s.TTL > MaxTokenTTL) {
+		return &InputError{Field: "ttl", Value: s.TTL.String(), Reason: "want 0 (never expires) or 1s to 87600h"}
+	}
+	return nil
+}
+
+// CreateToken decides a token's creation.
+func CreateToken(id, hash string, s TokenSpec, actor string, now time.Time) (*streams.Event, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	ch := &streams.TokenChange{ID: id, Name: s.Name, Namespace: s.Namespace, Role: string(s.Role), Hash: hash}
+	if s.TTL > 0 {
+		ch.ExpiresAt = now.Add(s.TTL)
+	}
+	return &streams.Event{Type: streams.EvTokenCreated, JobID: id, Time: now, Actor: actor, Level: streams.LevelInfo,
+		Message: fmt.Sprintf("token %q (%s, namespace %s) created", s.Name, s.Role, s.Namespace), Token: ch}, nil
+}
+
+// RevokeToken decides a token's revocation: ErrUnknownToken if there is
+// none, nil and no event if it is revoked already.
+func RevokeToken(cur *streams.TokenRecord, id, actor string, now time.Time) (*streams.Event, error) {
+	if cur == nil {
+		return nil, fmt.Errorf("token %s: %w", id, ErrUnknownToken)
+	}
+	if cur.Revoked {
+		return nil, nil
+	}
+	return &streams.Event{Type: streams.EvTokenRevoked, JobID: id, Time: now, Actor: actor, Level: streams.LevelInfo,
+		Message: fmt.Sprintf("token %q revoked", cur.Name), Token: &streams.TokenChange{ID: id}}, nil
+}
