@@ -247,7 +247,9 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		t.Errorf("prodA's job went to namespace %q", v.Namespace)
 	}
 	e.as("prodA", "POST", "/api/v1/jobs/"+v.ID+"/cancel", map[string]any{"reason": "audit"}).want(t, 200)
-	var evs struct{ Events []struct{ Type, Actor string } }
+	var evs struct {
+		Events []struct{ Type, Actor string }
+	}
 	e.as("admin", "GET", "/api/v1/jobs/"+v.ID+"/events", nil).want(t, 200).json(t, &evs)
 	want := "token:prod-a/" + e.ids["prodA"]
 	if len(evs.Events) != 2 || evs.Events[0].Actor != want || evs.Events[1].Actor != want {
