@@ -56,7 +56,10 @@ type EngineConfig struct {
 	// TypeGrace is how long a registered type may go without workers and
 	// without jobs before it is soft-deleted (default 10 minutes).
 	TypeGrace time.Duration
-	Logger    *slog.Logger
+	// Auth makes the NATS command service check tokens, as the HTTP API
+	// does with gateway.Config.Auth (docs/security.md).
+	Auth   bool
+	Logger *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole next to any number of
@@ -73,7 +76,7 @@ type Engine struct {
 func NewEngine(client *Client, cfg EngineConfig) *Engine {
 	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
 		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
-		Log: cfg.Logger})}
+		Auth: cfg.Auth, Log: cfg.Logger})}
 }
 
 // Add adds a component (an HTTP gateway) that starts after, and stops

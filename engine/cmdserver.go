@@ -55,6 +55,10 @@ var commandVerbs = []string{"submit", "get", "cancel", "list", "events"}
 // in a queue group of its own, which ignores the verbs the endpoints
 // answer, so every command is answered once.
 type CommandServer struct {
+	// Auth makes every command carry a token (AuthHeader) whose role allows
+	// its verb; what it reads and writes is the token's namespace's, as on
+	// the HTTP API.
+	Auth  bool
 	store *Store
 	log   *slog.Logger
 
@@ -81,6 +85,12 @@ func NewCommandServer(store *Store, log *slog.Logger) *CommandServer {
 		log = slog.Default()
 	}
 	return &CommandServer{store: store, log: log.With("component", "commands")}
+}
+
+func newCommandServer(store *Store, log *slog.Logger, auth bool) *CommandServer {
+	c := NewCommandServer(store, log)
+	c.Auth = auth
+	return c
 }
 
 // Start adds the service and its endpoints and returns once the NATS
@@ -131,7 +141,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 	}
 	for _, verb := range commandVerbs {
 		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) {
-			c.accept(run, verb, req.Reply(), req.Headers().Get("Content-Type"), req.Data())
+			c.accept(run, verb, req.Reply(), nats.Header(req.Headers()), req.Data())
 		}), micro.WithEndpointSubject(streams.CommandPrefix+"."+verb))
 		if err != nil {
 			return fail(fmt.Errorf("command endpoint %s: %w", verb, err))
@@ -142,7 +152,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		if run.stats[verb] != nil {
 			return // answered by its endpoint
 		}
-		c.accept(run, verb, m.Reply, m.Header.Get("Content-Type"), m.Data)
+		c.accept(run, verb, m.Reply, m.Header, m.Data)
 	})
 	if err != nil {
 		return fail(fmt.Errorf("command subscription: %w", err))
@@ -213,7 +223,7 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 // accept starts a command in its own goroutine, unless run is stopped. It
 // is called from a subscription's callback, which must not wait: a
 // subscription delivers one message at a time.
-func (c *CommandServer) accept(run *cmdRun, verb, reply, contentType string, body []byte) {
+func (c *CommandServer) accept(run *cmdRun, verb, reply string, h nats.Header, body []byte) {
 	run.mu.RLock()
 	if run.closed {
 		run.mu.RUnlock()
@@ -223,13 +233,13 @@ func (c *CommandServer) accept(run *cmdRun, verb, reply, contentType string, bod
 	run.mu.RUnlock()
 	go func() {
 		defer run.inflight.Done()
-		c.serve(run, verb, reply, strings.HasPrefix(contentType, "application/json"), body)
+		c.serve(run, verb, reply, strings.HasPrefix(h.Get("Content-Type"), "application/json"), h.Get(AuthHeader), body)
 	}()
 }
 
 // serve answers one command on reply (nothing when it is empty); a panic
 // is answered with an internal error.
-func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, body []byte) {
+func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, token string, body []byte) {
 	start := time.Now()
 	var out []byte
 	var failed *CommandError
@@ -243,7 +253,10 @@ func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, body
 		}()
 		ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
 		defer cancel()
-		r := c.answer(ctx, verb, asJSON, body)
+		r := c.authenticate(&ctx, token)
+		if r == nil {
+			r = c.answer(ctx, verb, asJSON, body)
+		}
 		b, err := encodeReply(r, asJSON)
 		if err != nil {
 			r = &cmdReply{Error: problem(err, "")}
@@ -459,12 +472,23 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		return nil
 	}
+	p := PrincipalOf(ctx)
+	if p != nil {
+		if err := p.Can(verbActions[verb]); err != nil && verbActions[verb] != "" {
+			return failed(err, "")
+		}
+	}
 	switch verb {
 	case "submit":
 		var req commands.SubmitRequest
 		if r := decode(&req); r != nil {
 			return r
 		}
+		ns, err := p.Scope(commands.ActSubmit, req.Namespace)
+		if err != nil {
+			return failed(err, "")
+		}
+		req.Namespace = ns
 		res, err := c.store.Submit(ctx, &req)
 		if err != nil {
 			return failed(err, "")
@@ -477,6 +501,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return r
 		}
 		if err := req.check(verb); err != nil {
+			return failed(err, req.ID)
+		}
+		if err := c.sees(ctx, p, req.ID); err != nil {
 			return failed(err, req.ID)
 		}
 		var snap Snapshot
@@ -497,6 +524,11 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		if r := decode(&f); r != nil {
 			return r
 		}
+		ns, err := p.Scope(commands.ActRead, f.Namespace)
+		if err != nil {
+			return failed(err, "")
+		}
+		f.Namespace = ns
 		jobs, err := c.store.List(ctx, f)
 		if err != nil {
 			return failed(err, "")
@@ -512,6 +544,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return r
 		}
 		if err := req.check(verb); err != nil {
+			return failed(err, req.ID)
+		}
+		if err := c.sees(ctx, p, req.ID); err != nil {
 			return failed(err, req.ID)
 		}
 		out := &cmdReply{Events: []*projections.EventView{}}
@@ -582,4 +617,52 @@ func numbersToValues(v any) any {
 		return f
 	}
 	return v
+}
+
+// AuthHeader is the header of a command that carries its token
+// ("Bearer <token>" or the token alone) when the command server checks
+// them (CommandServer.Auth).
+const AuthHeader = "Authorization"
+
+// verbActions is the action of each verb, for a token's role.
+var verbActions = map[string]commands.Action{"submit": commands.ActSubmit, "get": commands.ActRead,
+	"cancel": commands.ActCancel, "list": commands.ActRead, "events": commands.ActRead}
+
+// authenticate puts the principal of a command's token into *ctx, or
+// returns the reply that refuses it; with Auth off it does nothing.
+func (c *CommandServer) authenticate(ctx *context.Context, token string) *cmdReply {
+	if !c.Auth {
+		return nil
+	}
+	if scheme, tok, ok := strings.Cut(token, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(tok)
+	}
+	if token == "" {
+		return &cmdReply{Error: problem(fmt.Errorf("this command needs a token (header %s): %w", AuthHeader, commands.ErrUnauthenticated), "")}
+	}
+	p, err := c.store.Tokens.Verify(*ctx, token)
+	if err != nil {
+		if errors.Is(err, commands.ErrUnauthenticated) {
+			err = fmt.Errorf("the token is not valid (malformed, unknown, revoked or expired): %w", commands.ErrUnauthenticated)
+		}
+		return &cmdReply{Error: problem(err, "")}
+	}
+	*ctx = WithPrincipal(*ctx, p)
+	return nil
+}
+
+// sees refuses a job the principal may not see with the error of a job
+// that does not exist.
+func (c *CommandServer) sees(ctx context.Context, p *Principal, id string) error {
+	if p == nil || p.Namespace == commands.AllNamespaces {
+		return nil
+	}
+	snap, err := c.store.Lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !p.Sees(snap.Job.Spec.Namespace) {
+		return fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	return nil
 }

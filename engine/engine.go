@@ -28,7 +28,9 @@ type EngineConfig struct {
 	// TypeSweepInterval how often the leader looks (default
 	// DefaultTypeSweepInterval).
 	TypeGrace, TypeSweepInterval time.Duration
-	Log                          *slog.Logger
+	// Auth makes the command server check tokens (CommandServer.Auth).
+	Auth bool
+	Log  *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
@@ -63,7 +65,7 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 	e := &Engine{Store: store,
 		Projector: NewProjector(store, ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
 		Promoter:  NewPromoter(store, log),
-		Commands:  NewCommandServer(store, log),
+		Commands:  newCommandServer(store, log, cfg.Auth),
 		FanIn:     NewFanIn(store, log),
 		Reaper:    NewReaper(store, cfg.Reaper),
 		Leases:    NewLeaseSweeper(store, cfg.LeaseSweepInterval, log),

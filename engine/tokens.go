@@ -85,6 +85,20 @@ func (p *Principal) Sees(ns string) bool {
 	return p.Namespace == commands.AllNamespaces || p.Namespace == ns
 }
 
+// Scope is the namespace a request of the principal acts in: the one it
+// names (asked), else the principal's own. A namespaced principal naming
+// another is refused (403, whether that namespace exists or not). A nil
+// principal (access control off) acts where it asks.
+func (p *Principal) Scope(act commands.Action, asked string) (string, error) {
+	if p == nil || p.Namespace == commands.AllNamespaces {
+		return asked, nil
+	}
+	if asked != "" && asked != p.Namespace {
+		return "", &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: asked}
+	}
+	return p.Namespace, nil
+}
+
 // Can refuses an action the principal's role does not allow
 // (*commands.ForbiddenError).
 func (p *Principal) Can(act commands.Action) error {

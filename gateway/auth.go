@@ -113,11 +113,12 @@ func (g *Gateway) act(act commands.Action, h http.HandlerFunc) http.HandlerFunc 
 		}
 		if p.Namespace != commands.AllNamespaces {
 			q := r.URL.Query()
-			if asked := q.Get("namespace"); asked != "" && asked != p.Namespace {
-				fail(w, r, &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: asked}, "")
+			ns, err := p.Scope(act, q.Get("namespace"))
+			if err != nil {
+				fail(w, r, err, "")
 				return
 			}
-			q.Set("namespace", p.Namespace)
+			q.Set("namespace", ns)
 			r.URL.RawQuery = q.Encode()
 		}
 		h(w, r)
@@ -169,14 +170,7 @@ func (g *Gateway) visible(ctx context.Context, p *engine.Principal, id string) e
 // it names, else its principal's. A namespaced principal naming another
 // is refused (403).
 func scopeNamespace(r *http.Request, act commands.Action, asked string) (string, error) {
-	p := principal(r)
-	if p == nil || p.Namespace == commands.AllNamespaces {
-		return asked, nil
-	}
-	if asked != "" && asked != p.Namespace {
-		return "", &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: asked}
-	}
-	return p.Namespace, nil
+	return principal(r).Scope(act, asked)
 }
 
 // ownsWorker refuses a request about an HTTP worker that another token

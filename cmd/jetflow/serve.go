@@ -92,7 +92,6 @@ func cmdServe(c *cli, args []string) int {
 		when("categories", noHTTP, httpOnly),
 		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
 		when("type-grace", typeGrace <= 0, "must be more than 0"),
-		when("auth", noHTTP, httpOnly),
 		when("open-ops", !auth, "only with --auth"),
 		when("admin-token-file", !auth, "only with --auth"),
 		when("admin-token-file", adminTokenFile == "", "must not be empty"),
@@ -165,7 +164,7 @@ func cmdServe(c *cli, args []string) int {
 			return exitFailed
 		}
 	}
-	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Logger: log})
+	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Auth: auth, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,

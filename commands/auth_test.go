@@ -1,0 +1,120 @@
+package commands
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+func TestRoles(t *testing.T) {
+	want := map[Role][]Action{
+		RoleAdmin:    {ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin},
+		RoleProducer: {ActRead, ActSubmit, ActCancel, ActRetry},
+		RoleWorker:   {ActWork, ActRegisterType},
+		RoleReader:   {ActRead},
+	}
+	all := []Action{ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin}
+	for _, r := range Roles {
+		for _, a := range all {
+			allowed := false
+			for _, w := range want[r] {
+				allowed = allowed || w == a
+			}
+			if RoleAllows(r, a) != allowed {
+				t.Errorf("%s may %s: %v, want %v", r, a, !allowed, allowed)
+			}
+		}
+	}
+	if RoleAllows("root", ActRead) {
+		t.Error("a role that does not exist allows something")
+	}
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	id, tok, hash, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) != TokenLen || strings.Contains(hash, tok[len(tok)-43:]) {
+		t.Fatalf("token %q (len %d), hash %q", tok, len(tok), hash)
+	}
+	gotID, secret, err := ParseToken(tok)
+	if err != nil || gotID != id {
+		t.Fatalf("parse: %q %v", gotID, err)
+	}
+	now := time.Now()
+	rec := &streams.TokenRecord{ID: id, Hash: hash}
+	if err := CheckToken(rec, secret, now); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		rec    *streams.TokenRecord
+		secret string
+	}{
+		"unknown":  {nil, secret},
+		"wrong":    {rec, strings.Repeat("A", 43)},
+		"revoked":  {&streams.TokenRecord{ID: id, Hash: hash, Revoked: true}, secret},
+		"expired":  {&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now}, secret},
+		"past due": {&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(-time.Hour)}, secret},
+	} {
+		if err := CheckToken(c.rec, c.secret, now); !errors.Is(err, ErrUnauthenticated) || !errors.Is(err, ErrDenied) {
+			t.Errorf("%s: %v, want ErrUnauthenticated", name, err)
+		}
+	}
+	if err := CheckToken(&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(time.Second)}, secret, now); err != nil {
+		t.Errorf("a token before its expiry: %v", err)
+	}
+}
+
+func TestTokenSpecCheck(t *testing.T) {
+	ok := TokenSpec{Name: "ci", Namespace: "acme", Role: RoleProducer}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for field, s := range map[string]TokenSpec{
+		"role":      {Name: "ci", Namespace: "acme", Role: "root"},
+		"namespace": {Name: "ci", Namespace: "a:b", Role: RoleProducer},
+		"name":      {Name: "", Namespace: "acme", Role: RoleProducer},
+		"ttl":       {Name: "ci", Namespace: "acme", Role: RoleProducer, TTL: time.Millisecond},
+	} {
+		var in *InputError
+		if err := s.Check(); !errors.As(err, &in) || in.Field != field {
+			t.Errorf("%+v: %v, want an input error of %s", s, err, field)
+		}
+	}
+	admin := TokenSpec{Name: "a", Namespace: "acme", Role: RoleAdmin}
+	var in *InputError
+	if err := admin.Check(); !errors.As(err, &in) || in.Field != "namespace" {
+		t.Errorf("an admin of one namespace: %v", err)
+	}
+	if err := (TokenSpec{Name: "ctl\x07", Namespace: "*", Role: RoleReader}).Check(); err == nil {
+		t.Error("a name with a control character was accepted")
+	}
+}
+
+// FuzzParseToken: no input crashes the parse, and whatever it accepts is
+// of the token's exact shape.
+func FuzzParseToken(f *testing.F) {
+	_, tok, _, _ := NewToken()
+	for _, s := range []string{tok, "", "jft_", tok[:30], tok + "x", "jft_01ARZ3NDEKTSV4RRFFQ69G5FAV_" + strings.Repeat("é", 22)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, secret, err := ParseToken(s)
+		if err != nil {
+			if !errors.Is(err, ErrUnauthenticated) {
+				t.Fatalf("%q: %v is not ErrUnauthenticated", s, err)
+			}
+			return
+		}
+		if s != TokenPrefix+id+"_"+secret || !streams.ValidID(id) || len(secret) != 43 {
+			t.Fatalf("%q accepted as %q %q", s, id, secret)
+		}
+		if CheckToken(&streams.TokenRecord{ID: id, Hash: HashSecret(secret + "x")}, secret, time.Now()) == nil {
+			t.Fatal("a wrong hash matched")
+		}
+	})
+}

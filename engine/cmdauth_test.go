@@ -1,0 +1,132 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+type cmdAnswer struct {
+	Job *struct {
+		ID, Namespace string
+		State         streams.State
+	} `json:"job"`
+	Jobs   []struct{ ID, Namespace string } `json:"jobs"`
+	Events []struct{ Type, Actor string }   `json:"events"`
+	Error  *engine.Problem                  `json:"error"`
+}
+
+// TestCommandsCheckTokens: with Auth on, the NATS command service refuses
+// a command without a token or with a bad or revoked one (401), one whose
+// role does not allow its verb (403), hides another namespace's jobs (404,
+// as an unknown id), lists and submits in the token's namespace, and names
+// the token as the actor of what it writes.
+func TestCommandsCheckTokens(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
+	cs := engine.NewCommandServer(st, testkit.Logger(t))
+	cs.Auth = true
+	if err := cs.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Stop(ctx) })
+	nc := testkit.Conn(t, srv)
+	tok := map[string]string{}
+	ids := map[string]string{}
+	for who, spec := range map[string]commands.TokenSpec{
+		"prodA":   {Name: "prod-a", Namespace: "acme", Role: commands.RoleProducer},
+		"readA":   {Name: "read-a", Namespace: "acme", Role: commands.RoleReader},
+		"workA":   {Name: "work-a", Namespace: "acme", Role: commands.RoleWorker},
+		"prodB":   {Name: "prod-b", Namespace: "other", Role: commands.RoleProducer},
+		"admin":   {Name: "root", Namespace: "*", Role: commands.RoleAdmin},
+		"revoked": {Name: "gone", Namespace: "acme", Role: commands.RoleProducer},
+	} {
+		rec, tk, err := st.Tokens.Create(ctx, spec, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok[who], ids[who] = tk, rec.ID
+	}
+	if _, err := st.Tokens.Revoke(ctx, ids["revoked"], "test"); err != nil {
+		t.Fatal(err)
+	}
+	send := func(who, verb string, body any) cmdAnswer {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		m := nats.NewMsg(streams.CommandPrefix + "." + verb)
+		m.Data = b
+		m.Header.Set("Content-Type", "application/json")
+		if tok[who] != "" {
+			m.Header.Set(engine.AuthHeader, "Bearer "+tok[who])
+		}
+		res, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a cmdAnswer
+		if err := json.Unmarshal(res.Data, &a); err != nil {
+			t.Fatalf("%s: %v", res.Data, err)
+		}
+		return a
+	}
+	status := func(a cmdAnswer) int {
+		if a.Error == nil {
+			return 200
+		}
+		return a.Error.Status
+	}
+	sub := map[string]any{"type": "t.x", "payload": map[string]any{}}
+	a := send("prodA", "submit", sub)
+	if status(a) != 200 || a.Job.Namespace != "acme" {
+		t.Fatalf("prodA submit: %+v %+v", a.Job, a.Error)
+	}
+	jobA := a.Job.ID
+	b := send("prodB", "submit", sub)
+	if status(b) != 200 || b.Job.Namespace != "other" {
+		t.Fatalf("prodB submit: %+v %+v", b.Job, b.Error)
+	}
+	for _, c := range []struct {
+		who, verb string
+		body      any
+		want      int
+	}{
+		{"none", "get", map[string]any{"id": jobA}, 401},
+		{"revoked", "get", map[string]any{"id": jobA}, 401},
+		{"prodA", "get", map[string]any{"id": jobA}, 200},
+		{"readA", "get", map[string]any{"id": jobA}, 200},
+		{"workA", "get", map[string]any{"id": jobA}, 403},
+		{"prodB", "get", map[string]any{"id": jobA}, 404},
+		{"admin", "get", map[string]any{"id": jobA}, 200},
+		{"readA", "submit", sub, 403},
+		{"prodB", "submit", map[string]any{"type": "t.x", "namespace": "acme"}, 403},
+		{"prodB", "list", map[string]any{"namespace": "acme"}, 403},
+		{"readA", "cancel", map[string]any{"id": jobA}, 403},
+		{"prodB", "cancel", map[string]any{"id": jobA}, 404},
+		{"prodB", "events", map[string]any{"id": jobA}, 404},
+		{"readA", "events", map[string]any{"id": jobA}, 200},
+	} {
+		if got := send(c.who, c.verb, c.body); status(got) != c.want {
+			t.Errorf("%s %s as %s: %d %+v, want %d", c.verb, c.body, c.who, status(got), got.Error, c.want)
+		}
+	}
+	l := send("readA", "list", map[string]any{})
+	if status(l) != 200 || len(l.Jobs) != 1 || l.Jobs[0].ID != jobA {
+		t.Fatalf("readA lists %+v %+v, want only %s", l.Jobs, l.Error, jobA)
+	}
+	if c := send("prodA", "cancel", map[string]any{"id": jobA, "reason": "audit"}); status(c) != 200 || c.Job.State != streams.StateCancelled {
+		t.Fatalf("prodA cancel: %+v", c)
+	}
+	ev := send("prodA", "events", map[string]any{"id": jobA})
+	want := "token:prod-a/" + ids["prodA"]
+	if len(ev.Events) != 2 || ev.Events[0].Actor != want || ev.Events[1].Actor != want {
+		t.Fatalf("events %+v, want submitted and cancelled by %s", ev.Events, want)
+	}
+}
