@@ -24,7 +24,7 @@ var tokenFlags = map[string]string{"name": "name", "namespace": "namespace", "ro
 func cmdToken(c *cli, args []string) int {
 	sub := ""
 	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
+		if slices.Contains([]string{"create", "ls", "list", "revoke"}, a) {
 			sub = a
 			break
 		}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestCLITokens: token create refuses what it cannot create (exit 2
+// naming the flag, nothing written), prints a new token once on stdout;
+// token ls lists it without its secret; token revoke revokes it, an
+// unknown id is exit 1.
+func TestCLITokens(t *testing.T) {
+	e := newCLIEnv(t)
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"token", "create", "--role", "reader"}, "--namespace"},
+		{[]string{"token", "create", "--namespace", "acme"}, "--role"},
+		{[]string{"token", "create", "--namespace", "acme", "--role", "root"}, "--role"},
+		{[]string{"token", "create", "--namespace", "a:b", "--role", "reader"}, "--namespace"},
+		{[]string{"token", "create", "--namespace", "acme", "--role", "admin"}, "--namespace"},
+		{[]string{"token", "create", "--namespace", "acme", "--role", "reader", "--ttl", "0s"}, "--ttl"},
+		{[]string{"token", "create", "--namespace", "acme", "--role", "reader", "--ttl", "-1h"}, "--ttl"},
+		{[]string{"token", "create", "--namespace", "acme", "--role", "reader", "--name", ""}, "--name"},
+	} {
+		_, errs, code := e.jetflow(c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.flag) {
+			t.Errorf("%v: exit %d %q, want 2 naming %s", c.args, code, errs, c.flag)
+		}
+	}
+	if ts, err := e.cl.Tokens(t.Context()); err != nil || len(ts) != 0 {
+		t.Fatalf("refused creates wrote %d tokens (%v)", len(ts), err)
+	}
+	out, errs, code := e.jetflow("token", "create", "--namespace", "acme", "--role", "producer", "--ttl", "720h")
+	tok := strings.TrimSpace(out)
+	if code != exitOK || !strings.HasPrefix(tok, "jft_") || !strings.Contains(errs, "shown this once") {
+		t.Fatalf("create: exit %d out %q err %q", code, out, errs)
+	}
+	out, _, code = e.jetflow("token", "ls", "--json")
+	var ls struct {
+		Tokens []struct {
+			ID, Name, Role, Namespace, Token string
+			Revoked                          bool
+		}
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Tokens) != 1 {
+		t.Fatalf("ls: exit %d %s", code, out)
+	}
+	got := ls.Tokens[0]
+	if got.Name != "producer@acme" || got.Role != "producer" || got.Namespace != "acme" || got.Token != "" || got.Revoked {
+		t.Fatalf("ls: %+v", got)
+	}
+	if strings.Contains(out, tok[len(tok)-43:]) {
+		t.Fatal("ls shows the secret")
+	}
+	out, _, code = e.jetflow("token", "revoke", got.ID)
+	if code != exitOK || !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke: exit %d %s", code, out)
+	}
+	out, _, _ = e.jetflow("token", "ls")
+	if !strings.Contains(out, "revoked") {
+		t.Fatalf("ls after revoke: %s", out)
+	}
+	if _, errs, code := e.jetflow("token", "revoke", "01ARZ3NDEKTSV4RRFFQ69G5FAV"); code != exitFailed || !strings.Contains(errs, "no such token") {
+		t.Fatalf("revoke unknown: exit %d %s", code, errs)
+	}
+}
+
+// TestServeRefusesPublicHTTPWithoutAuth: an HTTP API reachable from other
+// machines without access control is refused before anything starts.
+func TestServeRefusesPublicHTTPWithoutAuth(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:18080", ":18080", "192.0.2.1:18080", "[::]:18080"} {
+		var out, errb bytes.Buffer
+		code := run([]string{"serve", "--data", t.TempDir(), "--http", addr}, &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), "--http "+addr) || !strings.Contains(errb.String(), "--auth") {
+			t.Errorf("serve --http %s: exit %d %q", addr, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--data", t.TempDir(), "--open-ops"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "--open-ops") {
+		t.Errorf("--open-ops without --auth: exit %d %q", code, errb.String())
+	}
+	for _, addr := range []string{"127.0.0.1:1", "localhost:1", "[::1]:1"} {
+		if !isLoopback(addr) {
+			t.Errorf("%s is loopback", addr)
+		}
+	}
+}
