@@ -302,3 +302,31 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s", path)
 	fmt.Printf("dashboard screenshot: %s\n", path)
 }
+
+// TestDashboardSignInInBrowser: with access control on, the dashboard sends
+// a browser without a token to the sign-in page; a reader token of
+// namespace acme signs in (kept in a cookie scripts cannot read), and the
+// jobs page, with its live updates, shows acme's jobs and not another
+// namespace's; signing out goes back to the sign-in page.
+func TestDashboardSignInInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newAuthEnv(t)
+	var mine, theirs struct{ ID string }
+	e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "ui.mine"}).want(t, 201).json(t, &mine)
+	e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "ui.theirs"}).want(t, 201).json(t, &theirs)
+	b := openBrowser(t, e.env, exe)
+	b.run("open the dashboard", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#token`))
+	b.run("sign in with a wrong token", chromedp.SendKeys(`#token`, "jft_wrong"), chromedp.Click(`#login-submit`),
+		chromedp.WaitVisible(`#login-error`))
+	b.run("sign in", chromedp.SendKeys(`#token`, e.tok["readA"]), chromedp.Click(`#login-submit`),
+		chromedp.WaitVisible(`#live.on`), chromedp.WaitVisible(fmt.Sprintf(`#jobs tr[data-id="%s"]`, mine.ID)))
+	b.until("no other namespace's job", fmt.Sprintf(`document.querySelector('#jobs tr[data-id="%s"]') === null`, theirs.ID))
+	b.until("the cookie is out of scripts' reach", `document.cookie.indexOf("jetflow_token") < 0`)
+	// A job submitted now appears live: the stream took the cookie.
+	var later struct{ ID string }
+	e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "ui.later"}).want(t, 201).json(t, &later)
+	b.run("see a new job live", chromedp.WaitVisible(fmt.Sprintf(`#jobs tr[data-id="%s"]`, later.ID)))
+	b.run("sign out", chromedp.Click(`#logout`), chromedp.WaitVisible(`#token`))
+	b.run("a page after signing out", chromedp.Navigate(e.ts.URL+"/queues"), chromedp.WaitVisible(`#token`))
+}
