@@ -334,6 +334,18 @@ func TestDashboardLogin(t *testing.T) {
 // system, and a right id with a wrong secret are 401.
 func TestBadTokensNeverCrash(t *testing.T) {
 	e := newAuthEnv(t)
+	// A token that expires: taken until its expiry, refused after it.
+	_, short, err := e.store.Tokens.Create(e.ctx, commands.TokenSpec{Name: "short", Namespace: "acme", Role: commands.RoleReader, TTL: time.Second}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.doNoRedirect("GET", "/api/v1/jobs", nil, "Authorization", "Bearer "+short).want(t, http.StatusOK)
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if r := e.doNoRedirect("GET", "/api/v1/jobs", nil, "Authorization", "Bearer "+short); r.status != http.StatusUnauthorized {
+			return fmt.Errorf("an expired token answered %d", r.status)
+		}
+		return nil
+	})
 	good := e.tok["prodA"]
 	id, _, err := commands.ParseToken(good)
 	if err != nil {

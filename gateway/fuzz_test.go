@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/testkit"
 )
 
 // checkDecodeError fails unless err is nil or a client error: a problem of
@@ -103,6 +104,52 @@ func FuzzCursorAndPrefer(f *testing.F) {
 		}
 		if d, ok := preferWait(prefer, DefaultMaxWait); ok && (d < 0 || d > DefaultMaxWait) {
 			t.Fatalf("Prefer %q: wait %s", prefer, d)
+		}
+	})
+}
+
+// FuzzVerifyToken: whatever a request presents as its token, Verify
+// answers with the one principal of the one token it was given, or
+// unauthenticated; nothing else, never a crash.
+func FuzzVerifyToken(f *testing.F) {
+	srv := testkit.Server(f)
+	st := testkit.Store(f, testkit.Conn(f, srv), "fuzz")
+	ctx := testkit.Ctx(f)
+	rec, tok, err := st.Tokens.Create(ctx, commands.TokenSpec{Name: "n", Namespace: "acme", Role: commands.RoleReader}, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := st.Tokens.Verify(ctx, tok); err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{tok, tok[:len(tok)-1], tok + "=", "", "jft_", "Bearer " + tok, tok[:30] + "_" + tok[31:]} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := st.Tokens.Verify(ctx, s)
+		if s == tok {
+			if err != nil || p.TokenID != rec.ID {
+				t.Fatalf("the token: %+v %v", p, err)
+			}
+			return
+		}
+		if err == nil || !errors.Is(err, commands.ErrUnauthenticated) {
+			t.Fatalf("%q: %+v %v", s, p, err)
+		}
+	})
+}
+
+// FuzzTokenSpec: the body of POST /tokens is taken as given or refused
+// with an input error.
+func FuzzTokenSpec(f *testing.F) {
+	f.Add("ci", "acme", "producer", "720h")
+	f.Add("", "*", "admin", "")
+	f.Add("x", "a:b", "root", "-1s")
+	f.Fuzz(func(t *testing.T, name, ns, role, ttl string) {
+		spec, err := TokenSpecOf(name, ns, role, ttl)
+		checkDecodeError(t, err)
+		if err == nil && (spec.Name != name || spec.Namespace != ns || string(spec.Role) != role) {
+			t.Fatalf("accepted and changed: %+v", spec)
 		}
 	})
 }
