@@ -349,7 +349,7 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	}
 	rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
 		Queue: queue, Handlers: hs, Batches: bs, Concurrency: qc.Concurrency, Lease: qc.Lease,
-		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
+		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Namespace: w.cfg.Namespace, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
 	})
 	if err == nil {
 		err = rt.Start(ctx)

@@ -40,7 +40,11 @@ func (s *Store) joinPresence(ctx context.Context, rt *Runtime) error {
 	if p == nil {
 		p = &presence{workers: s.Workers, runtimes: map[*Runtime]bool{},
 			log: rt.cfg.Log.With("component", "presence", "worker", id),
-			rec: streams.WorkerRecord{ID: id, Name: id, Kind: streams.WorkerSDK, RegisteredAt: time.Now().UTC()}}
+			rec: streams.WorkerRecord{ID: id, Name: id, Kind: streams.WorkerSDK, RegisteredAt: time.Now().UTC(),
+				Namespace: rt.cfg.Namespace}}
+		if p.rec.Namespace == "" {
+			p.rec.Namespace = streams.DefaultNS
+		}
 	}
 	p.mu.Lock()
 	p.runtimes[rt] = true

@@ -40,6 +40,9 @@ type RuntimeConfig struct {
 	ShutdownGrace time.Duration           // how long Stop lets running handlers finish
 	MaxAckPending int                     // jobs of one type in flight across all workers of the queue
 	WorkerID      string
+	// Namespace is the worker's namespace, shown on its record in the
+	// worker registry (its category:name handlers are of it); "": default.
+	Namespace string
 	Log           *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
 	// (the job's new record and the event), once its work item was settled.

@@ -163,6 +163,9 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	if !slices.Contains(names, streams.DefaultNS) {
 		names = append(names, streams.DefaultNS)
 	}
+	if p := principal(r); p != nil && p.Namespace != commands.AllNamespaces && !slices.Contains(names, p.Namespace) {
+		names = append(names, p.Namespace) // its own, with no job and no settings yet
+	}
 	slices.Sort(names)
 	out := make([]*NamespaceView, len(names))
 	out = out[:0]
