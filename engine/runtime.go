@@ -43,7 +43,7 @@ type RuntimeConfig struct {
 	// Namespace is the worker's namespace, shown on its record in the
 	// worker registry (its category:name handlers are of it); "": default.
 	Namespace string
-	Log           *slog.Logger
+	Log       *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
 	// (the job's new record and the event), once its work item was settled.
 	OnOutcome func(j *streams.Job, ev *streams.Event)
