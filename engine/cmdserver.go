@@ -489,6 +489,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return failed(err, "")
 		}
 		req.Namespace = ns
+		if err := c.store.CheckRefs(ctx, p, &req); err != nil {
+			return failed(err, "")
+		}
 		res, err := c.store.Submit(ctx, &req)
 		if err != nil {
 			return failed(err, "")

@@ -300,3 +300,25 @@ func (s *Store) ActorOf(ctx context.Context) string {
 	}
 	return s.Actor
 }
+
+// CheckRefs refuses a submit of a namespaced principal whose parent or
+// retry_of names a job it may not see (or none): the link would tie its
+// job to another namespace's (its page, its cascade, whether it runs).
+func (s *Store) CheckRefs(ctx context.Context, p *Principal, req *commands.SubmitRequest) error {
+	if p == nil || p.Namespace == commands.AllNamespaces {
+		return nil
+	}
+	for _, ref := range []struct{ field, id string }{{"parent", req.Parent}, {"retry_of", req.RetryOf}} {
+		if ref.id == "" {
+			continue
+		}
+		snap, err := s.Lookup(ctx, ref.id)
+		if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidInput) {
+			return err
+		}
+		if err != nil || !p.Sees(snap.Job.Spec.Namespace) {
+			return &commands.InputError{Field: ref.field, Value: fmt.Sprintf("%q", ref.id), Reason: "no job of this namespace has the id"}
+		}
+	}
+	return nil
+}

@@ -360,9 +360,54 @@ func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
 // safeNext keeps a redirect after sign-in on this site: a path, not
 // another host ("//evil", "/\evil") or a scheme.
 func safeNext(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') ||
+		strings.IndexFunc(next, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next
+}
+
+// ownNamespace is the namespace of a namespaced token's request, "" for
+// one of every namespace or without access control.
+func ownNamespace(r *http.Request) string {
+	if p := principal(r); p != nil && p.Namespace != commands.AllNamespaces {
+		return p.Namespace
+	}
+	return ""
+}
+
+// tokenRecheck is how often a request that stays open (a stream, a long
+// poll) checks that its token is still valid.
+const tokenRecheck = 250 * time.Millisecond
+
+// revocable is the request's context, ended as well when its token stops
+// being valid (revoked or expired), so that a stream or a long poll does
+// not outlive its token by more than tokenRecheck (a check is a lookup in
+// the watched cache).
+func (g *Gateway) revocable(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if principal(r) == nil {
+		return ctx, cancel
+	}
+	tok := presented(r)
+	go func() {
+		t := time.NewTicker(tokenRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := g.store.Tokens.Verify(ctx, tok); errors.Is(err, commands.ErrUnauthenticated) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }

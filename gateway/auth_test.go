@@ -369,3 +369,81 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestNamespacedViewsLeakNothing: what a review found leaking from a
+// namespaced token's views, each checked: the jobs page with a bad
+// filter, the live stream's queues and workers, a type's counts and
+// workers, queues another namespace alone uses, a parent of another
+// namespace; and a revoked token's open stream ends.
+func TestNamespacedViewsLeakNothing(t *testing.T) {
+	e := newAuthEnv(t)
+	var theirs projections.JobView
+	e.as("admin", "PUT", "/api/v1/types/@global/cat/shared", map[string]any{}).want(t, 201)
+	e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "t.q", "queue": "qsecret"}).want(t, 201)
+	for range 3 {
+		e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "@global:cat:shared"}).want(t, 201).json(t, &theirs)
+	}
+	e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "@global:cat:shared"}).want(t, 201)
+	var wk WorkerView
+	e.as("workB", "POST", "/api/v1/workers", map[string]any{"name": "secret-worker-of-other", "types": []string{"@global:cat:shared"}}).
+		want(t, 201).json(t, &wk)
+
+	page := e.as("readA", "GET", "/?state=bogus", nil)
+	if page.status != 400 || strings.Contains(string(page.body), theirs.ID) {
+		t.Errorf("jobs page with a bad filter: %d, shows other's job: %v", page.status, strings.Contains(string(page.body), theirs.ID))
+	}
+	var tv TypeView
+	e.as("readA", "GET", "/api/v1/types/@global/cat/shared", nil).want(t, 200).json(t, &tv)
+	if tv.Queued != 1 || len(tv.LiveWorkers) != 0 {
+		t.Errorf("readA sees @global:cat:shared with %d queued and workers %v, want its own 1 and none", tv.Queued, tv.LiveWorkers)
+	}
+	var qs struct{ Queues []QueueInfo }
+	e.as("readA", "GET", "/api/v1/queues", nil).want(t, 200).json(t, &qs)
+	for _, q := range qs.Queues {
+		if q.Name == "qsecret" {
+			t.Error("readA sees queue qsecret, used by other only")
+		}
+	}
+	ch, _ := e.openSSE("/api/v1/stream?with=queues,workers", "Authorization", "Bearer "+e.tok["readA"])
+	for _, typ := range []string{"queues", "workers"} {
+		ev := next(t, ch, typ)
+		if strings.Contains(ev.data, "qsecret") || strings.Contains(ev.data, wk.ID) || strings.Contains(ev.data, "secret-worker") {
+			t.Errorf("readA's stream %s event: %s", typ, ev.data)
+		}
+	}
+	r := e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "t.child", "parent": theirs.ID})
+	if r.status != 400 || !strings.Contains(string(r.body), `"field":"parent"`) {
+		t.Errorf("a child of another namespace's job: %d %s", r.status, r.body)
+	}
+	// A stream outlives its token by at most the recheck.
+	_, tok, err := e.store.Tokens.Create(e.ctx, commands.TokenSpec{Name: "brief", Namespace: "acme", Role: commands.RoleReader}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.store.Tokens.List(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief, _ := e.openSSE("/api/v1/stream", "Authorization", "Bearer "+tok)
+	next(t, brief, "counts")
+	if _, err := e.store.Tokens.Revoke(e.ctx, rec[0].ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ended := time.After(2 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-brief:
+		case <-ended:
+			t.Fatal("a revoked token's stream is still open 2 s after the revoke")
+		}
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{"/queues?x=1": "/queues?x=1", "": "/", "//evil": "/", "/\\evil": "/",
+		"/\t/evil.example": "/", "https://evil": "/", "/ok/../x": "/ok/../x", "/\x7f": "/", "evil": "/", "/%0a": "/%0a"} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -280,7 +280,7 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.Error = problemOf(err).Detail
 		status = problemOf(err).Status
-		f, cur = engine.Filter{}, nil
+		f, cur = engine.Filter{Namespace: ownNamespace(r)}, nil // a namespaced token's, even so
 	}
 	d.Stats = g.statsFor(f.Namespace, f.Queue, f.Type)
 	var next *Cursor
@@ -333,7 +333,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	})
 	if g.index.waitSynced(r.Context()) == nil {
 		var next *Cursor
-		d.Children, next = g.index.List(engine.Filter{Parent: id}, nil, 200)
+		d.Children, next = g.index.List(engine.Filter{Parent: id, Namespace: ownNamespace(r)}, nil, 200)
 		d.MoreKids = next != nil
 	}
 	g.render(w, r, http.StatusOK, "job", "Job "+id, d)
@@ -371,7 +371,7 @@ func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
 			q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
 		}
 	}
-	g.scopeQueues(r, qs...)
+	qs = g.scopedQueues(r, qs)
 	d := map[string]any{"Queues": qs, "Error": "", "Namespace": ns}
 	if err != nil {
 		d["Error"] = problemOf(err).Detail
@@ -415,7 +415,7 @@ func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
 	}
 	workers, _ := g.cachedWorkers(ctx)
 	for _, t := range ts {
-		v := g.typeView(t, workers)
+		v := g.typeView(r, t, workers)
 		if d.Namespace != "" {
 			c := g.index.CountsIn(d.Namespace, "", v.FullName)
 			v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]

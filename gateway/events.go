@@ -115,7 +115,7 @@ func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string
 		sse.send("end", "", map[string]any{"state": snap.Job.State})
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := g.revocable(r)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()

@@ -58,6 +58,9 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		req.Namespace, err = scopeNamespace(r, commands.ActSubmit, req.Namespace)
 	}
+	if err == nil {
+		err = g.store.CheckRefs(r.Context(), principal(r), req)
+	}
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -106,7 +109,9 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 		w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
-		job, err := g.waitTerminal(ctx, id, d)
+		wctx, cancel := g.revocable(r)
+		defer cancel()
+		job, err := g.waitTerminal(wctx, id, d)
 		if err != nil {
 			fail(w, r, err, id)
 			return

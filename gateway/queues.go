@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -37,20 +36,33 @@ func (g *Gateway) withCounts(q *QueueInfo) {
 	}
 }
 
-// scopeQueues shows a namespaced principal its namespace's figures only:
-// every count of a queue comes from its namespace's jobs, none from the
-// queue's stream, which holds every namespace's work items.
-func (g *Gateway) scopeQueues(r *http.Request, qs ...*QueueInfo) {
-	p := principal(r)
-	if p == nil || p.Namespace == commands.AllNamespaces {
-		return
+// scopedQueues is qs as the request's principal may see them: for a
+// namespaced token, copies whose every count comes from its namespace's
+// jobs (none from the queue's stream, which holds every namespace's work
+// items), of the queues it has jobs in and the default one. qs itself (a
+// shared cache's) is not changed.
+func (g *Gateway) scopedQueues(r *http.Request, qs []*QueueInfo) []*QueueInfo {
+	ns := ownNamespace(r)
+	if ns == "" {
+		return qs
 	}
+	out := make([]*QueueInfo, 0, len(qs))
 	for _, q := range qs {
-		q.Jobs = g.index.CountsIn(p.Namespace, q.Name, "")
-		q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
-		q.Depth, q.Held = uint64(q.Jobs[streams.StateQueued]), q.Running
-		q.Delayed = uint64(q.Jobs[streams.StateScheduled])
+		c := *q
+		c.Jobs = g.index.CountsIn(ns, q.Name, "")
+		total := 0
+		for _, n := range c.Jobs {
+			total += n
+		}
+		if total == 0 && q.Name != streams.DefaultQueue {
+			continue
+		}
+		c.Running = c.Jobs[streams.StateRunning] + c.Jobs[streams.StateClaimed]
+		c.Depth, c.Held = uint64(c.Jobs[streams.StateQueued]), c.Running
+		c.Delayed = uint64(c.Jobs[streams.StateScheduled])
+		out = append(out, &c)
 	}
+	return out
 }
 
 // GET /queues
@@ -60,7 +72,7 @@ func (g *Gateway) listQueues(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	g.scopeQueues(r, qs...)
+	qs = g.scopedQueues(r, qs)
 	writeJSON(w, http.StatusOK, map[string]any{"queues": qs})
 }
 
@@ -91,6 +103,5 @@ func (g *Gateway) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
 		CreatedAt: rec.CreatedAt}
 	g.withCounts(q)
-	g.scopeQueues(r, q)
-	writeJSON(w, http.StatusOK, q)
+	writeJSON(w, http.StatusOK, g.scopedQueues(r, []*QueueInfo{q})[0])
 }

@@ -64,7 +64,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := g.revocable(r)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
@@ -72,16 +72,18 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	sendSide := func() error {
 		if wantQueues {
 			if qs, err := g.cachedQueues(ctx); err == nil {
-				if err := sse.send("queues", "", qs); err != nil {
+				if err := sse.send("queues", "", g.scopedQueues(r, qs)); err != nil {
 					return err
 				}
 			}
 		}
 		if wantWorkers {
 			if recs, err := g.cachedWorkers(ctx); err == nil {
-				views := make([]*WorkerView, len(recs))
-				for i, rec := range recs {
-					views[i] = g.workers.View(rec)
+				views := make([]*WorkerView, 0, len(recs))
+				for _, rec := range recs {
+					if seesWorker(r, rec) == nil {
+						views = append(views, g.workers.View(rec))
+					}
 				}
 				if err := sse.send("workers", "", views); err != nil {
 					return err

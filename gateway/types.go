@@ -21,14 +21,16 @@ type TypeView struct {
 	Running     int      `json:"running"` // claimed or running
 }
 
-func (g *Gateway) typeView(t *streams.TypeRecord, workers []*WorkerRecord) *TypeView {
+// typeView renders a type with its live workers and job counts, those a
+// namespaced token may see: its namespace's.
+func (g *Gateway) typeView(r *http.Request, t *streams.TypeRecord, workers []*WorkerRecord) *TypeView {
 	v := &TypeView{TypeView: projections.ViewType(t), LiveWorkers: []string{}}
 	for _, w := range workers {
-		if g.workers.View(w).Live && slices.Contains(w.Types, v.FullName) {
+		if g.workers.View(w).Live && slices.Contains(w.Types, v.FullName) && seesWorker(r, w) == nil {
 			v.LiveWorkers = append(v.LiveWorkers, w.ID)
 		}
 	}
-	c := g.index.Counts("", v.FullName)
+	c := g.index.CountsIn(ownNamespace(r), "", v.FullName)
 	v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]
 	return v
 }
@@ -78,7 +80,7 @@ func (g *Gateway) putType(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/types/"+n.Scope+"/"+n.Category+"/"+n.Name)
 	}
-	writeJSON(w, status, g.typeView(t, workers))
+	writeJSON(w, status, g.typeView(r, t, workers))
 }
 
 // GET /types/{scope}/{category}/{name}
@@ -98,7 +100,7 @@ func (g *Gateway) getType(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	workers, _ := g.cachedWorkers(r.Context())
-	writeJSON(w, http.StatusOK, g.typeView(t, workers))
+	writeJSON(w, http.StatusOK, g.typeView(r, t, workers))
 }
 
 // GET /types?namespace=NS&deleted=true
@@ -128,7 +130,7 @@ func (g *Gateway) listTypes(w http.ResponseWriter, r *http.Request) {
 	workers, _ := g.cachedWorkers(r.Context())
 	out := make([]*TypeView, len(ts))
 	for i, t := range ts {
-		out[i] = g.typeView(t, workers)
+		out[i] = g.typeView(r, t, workers)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"types": out})
 }

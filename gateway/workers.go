@@ -366,7 +366,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := g.revocable(r)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()

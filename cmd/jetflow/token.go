@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -146,11 +147,21 @@ func isLoopback(hostPort string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// A name: loopback only if every address it has is (localhost can be
+	// mapped elsewhere).
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // bootstrapAdmin makes sure that serve --auth can be used: when no active
@@ -177,24 +188,34 @@ func bootstrapAdmin(ctx context.Context, c *cli, cl *jetflow.Client, path string
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("admin token file: %w", err)
-	}
-	if err := f.Chmod(0o600); err != nil { // it may have existed with wider modes
-		f.Close()
-		return err
-	}
-	if _, err := fmt.Fprintln(f, t.Token); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
+	if err := writeSecret(path, t.Token); err != nil {
+		// Nobody would hold it: take it back.
+		if _, rerr := cl.RevokeToken(context.WithoutCancel(ctx), t.ID); rerr != nil {
+			log.Warn("revoke the admin token no file holds", "token_id", t.ID, "err", rerr)
+		}
+		return fmt.Errorf("admin token file %s: %w", path, err)
 	}
 	log.Info("no admin token existed: created one; it is in the file (mode 0600)", "path", path, "token_id", t.ID)
 	return nil
+}
+
+// writeSecret writes a secret to a new file of mode 0600 at path: an
+// existing file (a token of before) is removed first, and a symlink there
+// is not followed.
+func writeSecret(path, secret string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, secret); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
