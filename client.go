@@ -20,9 +20,10 @@ import (
 
 // Client submits jobs and follows them. It is safe for concurrent use.
 type Client struct {
-	store *engine.Store
+	store *engine.Store // nil for a token client
 	nc    *nats.Conn
 	owned bool
+	token string // a token client's (tokenclient.go)
 }
 
 // ClientOptions configure a Client. The zero value means defaults.
@@ -34,6 +35,11 @@ type ClientOptions struct {
 	// Name identifies this process in the events it writes (the actor).
 	Name   string
 	Logger *slog.Logger
+	// Token, if set, makes a token client: it speaks the engine's command
+	// service with this access token (serve --auth) instead of writing to
+	// JetStream itself, and needs no more NATS permissions than that
+	// (tokenclient.go).
+	Token string
 }
 
 // Connect dials NATS at url (comma-separated for a cluster) and returns a
@@ -59,6 +65,9 @@ func Connect(ctx context.Context, url string, o ClientOptions) (*Client, error) 
 // NewClient returns a Client on an existing connection, provisioning
 // jetflow's streams and buckets if they do not exist.
 func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, error) {
+	if o.Token != "" {
+		return &Client{nc: nc, token: o.Token}, nil
+	}
 	name := o.Name
 	if name == "" {
 		name = defaultName()
@@ -89,7 +98,12 @@ func (c *Client) Close() {
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
 // Replicas is how many replicas the system's streams and buckets have.
-func (c *Client) Replicas() int { return c.store.Topo.Replicas }
+func (c *Client) Replicas() int {
+	if c.store == nil {
+		return 0
+	}
+	return c.store.Topo.Replicas
+}
 
 // SubmitRequest is a job to submit, with every option; see Submit for the
 // short form.
@@ -129,6 +143,9 @@ func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitReque
 // by hand). created is false when the request's idempotency key named an
 // existing job, which is returned as it is.
 func (c *Client) Send(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
+	if c.store == nil {
+		return c.sendByCommand(ctx, req)
+	}
 	res, err := c.store.Submit(ctx, req)
 	if err != nil {
 		return nil, false, err
@@ -139,6 +156,13 @@ func (c *Client) Send(ctx context.Context, req *SubmitRequest) (info *JobInfo, c
 // SubmitMany submits jobs with their writes pipelined. The i-th result and
 // error belong to the i-th request.
 func (c *Client) SubmitMany(ctx context.Context, reqs []*SubmitRequest) ([]*JobInfo, []error) {
+	if c.store == nil {
+		infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
+		for i, r := range reqs {
+			infos[i], _, errs[i] = c.sendByCommand(ctx, r)
+		}
+		return infos, errs
+	}
 	res := c.store.SubmitBatch(ctx, reqs)
 	infos, errs := make([]*JobInfo, len(res)), make([]error, len(res))
 	for i, r := range res {
@@ -169,6 +193,9 @@ func marshalPayload(p any) (json.RawMessage, error) {
 
 // Get returns a job.
 func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
+	if c.store == nil {
+		return c.jobByCommand(ctx, "get", map[string]string{"id": id})
+	}
 	snap, err := c.store.Lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -178,6 +205,9 @@ func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
 
 // Children returns the children of a fan-out parent, in piece order.
 func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("children")
+	}
 	snap, err := c.store.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -204,6 +234,9 @@ func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
 // running job's handler sees its context cancelled. Cancelling a terminal
 // job changes nothing and returns it as it is.
 func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error) {
+	if c.store == nil {
+		return c.jobByCommand(ctx, "cancel", map[string]string{"id": id, "reason": reason})
+	}
 	snap, err := c.store.Cancel(ctx, id, reason)
 	if errors.Is(err, ErrTerminal) {
 		return projections.View(snap.Job), nil
@@ -219,6 +252,9 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error
 // ErrInvalidTransition). With an idempotency key, a repeated retry returns
 // the same new job.
 func (c *Client) Retry(ctx context.Context, id, idempotencyKey string) (*JobInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("retry")
+	}
 	res, err := c.store.Retry(ctx, id, idempotencyKey)
 	if err != nil {
 		return nil, err
@@ -229,6 +265,9 @@ func (c *Client) Retry(ctx context.Context, id, idempotencyKey string) (*JobInfo
 // Wait blocks until the job is terminal (or ctx is done) and returns it. It
 // watches the job's record: no polling.
 func (c *Client) Wait(ctx context.Context, id string) (*JobInfo, error) {
+	if c.store == nil {
+		return c.waitByCommand(ctx, id)
+	}
 	if _, err := c.Get(ctx, id); err != nil {
 		return nil, err
 	}
@@ -266,6 +305,9 @@ type ListFilter = engine.Filter
 // bucket (one ordered consumer), which is fine for thousands of jobs; the
 // HTTP API keeps an index for more.
 func (c *Client) List(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
+	if c.store == nil {
+		return c.listByCommand(ctx, f)
+	}
 	jobs, err := c.store.List(ctx, f)
 	if err != nil {
 		return nil, err
@@ -279,6 +321,9 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
 
 // Events returns a job's history, oldest first.
 func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
+	if c.store == nil {
+		return c.eventsByCommand(ctx, id)
+	}
 	var out []*EventInfo
 	err := c.store.History(ctx, id, 0, false, func(e *streams.Event) error {
 		out = append(out, projections.ViewEvent(e))
@@ -291,6 +336,9 @@ func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
 // appended, until the job's terminal event was delivered, fn returns an
 // error, or ctx is done.
 func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) error) error {
+	if c.store == nil {
+		return c.followByCommand(ctx, id, fn)
+	}
 	return c.store.History(ctx, id, 0, true, func(e *streams.Event) error { return fn(projections.ViewEvent(e)) })
 }
 
@@ -298,17 +346,28 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) erro
 type QueueInfo = engine.QueueInfo
 
 // Queues lists the queues, by name, with their depth.
-func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) { return c.store.QueueInfos(ctx) }
+func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("queues")
+	}
+	return c.store.QueueInfos(ctx)
+}
 
 // PauseQueue pauses a queue: it accepts jobs but dispatches none, to every
 // worker at once, until ResumeQueue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	if c.store == nil {
+		return c.needsEngine("pause")
+	}
 	_, err := c.store.SetQueuePaused(ctx, queue, true)
 	return err
 }
 
 // ResumeQueue resumes a paused queue.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	if c.store == nil {
+		return c.needsEngine("resume")
+	}
 	_, err := c.store.SetQueuePaused(ctx, queue, false)
 	return err
 }
@@ -319,6 +378,9 @@ type WorkerInfo = engine.WorkerView
 // Workers lists the registered workers by registration time; live says
 // whether each beat within DefaultLease.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("workers")
+	}
 	ws, err := c.store.Workers.List(ctx)
 	if err != nil {
 		return nil, err
@@ -341,12 +403,18 @@ type VerifyReport = projections.Report
 // live projection; a record behind the log may catch up within settle
 // before it counts as a difference.
 func (c *Client) Verify(ctx context.Context, settle time.Duration) (*VerifyReport, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("verify")
+	}
 	return projections.Verify(ctx, c.store.JS, settle)
 }
 
 // Replay rebuilds every job from the event log (the live projection is not
 // read) and returns how many are in each state, and the last event folded.
 func (c *Client) Replay(ctx context.Context) (map[State]int, uint64, error) {
+	if c.store == nil {
+		return nil, 0, c.needsEngine("replay")
+	}
 	jobs, last, err := projections.Rebuild(ctx, c.store.JS, 0)
 	if err != nil {
 		return nil, 0, err
@@ -374,6 +442,9 @@ func (c *Client) RegisterType(ctx context.Context, fullName string, schema json.
 	if err != nil {
 		return nil, false, err
 	}
+	if c.store == nil {
+		return nil, false, c.needsEngine("register a type")
+	}
 	t, created, err := c.store.Types.Register(ctx, commands.TypeDef{Name: n, Schema: schema, Description: description}, c.store.Actor)
 	if err != nil {
 		return nil, false, err
@@ -388,6 +459,9 @@ func (c *Client) Types(ctx context.Context, ns string, deleted bool) ([]*TypeInf
 		if err := commands.CheckNamespace(ns); err != nil {
 			return nil, err
 		}
+	}
+	if c.store == nil {
+		return nil, c.needsEngine("types")
 	}
 	ts, err := c.store.Types.Types(ctx, ns, deleted)
 	if err != nil {
@@ -406,6 +480,9 @@ type NamespaceSettings = streams.NamespaceSettings
 // SetNamespace sets a namespace's settings (StrictTypes: only registered
 // types are accepted in it).
 func (c *Client) SetNamespace(ctx context.Context, ns string, s NamespaceSettings) error {
+	if c.store == nil {
+		return c.needsEngine("namespace settings")
+	}
 	_, err := c.store.Types.SetNamespace(ctx, ns, s, c.store.Actor)
 	return err
 }

@@ -55,7 +55,10 @@ const (
 
 // Errors returned by the Client and Worker; match them with errors.Is.
 var (
-	ErrNotFound          = commands.ErrNotFound
+	ErrNotFound = commands.ErrNotFound
+	// ErrDenied: a token client's token is not valid (unauthenticated),
+	// or its role or namespace does not allow the call (forbidden).
+	ErrDenied            = commands.ErrDenied
 	ErrInvalidInput      = commands.ErrInvalidInput
 	ErrInvalidTransition = commands.ErrInvalidTransition
 	ErrTerminal          = commands.ErrTerminal

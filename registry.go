@@ -29,6 +29,9 @@ func (c *Client) Type(ctx context.Context, fullName string) (*TypeInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.store == nil {
+		return nil, c.needsEngine("type")
+	}
 	t, err := c.store.Types.Type(ctx, n)
 	if err != nil {
 		return nil, err

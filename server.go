@@ -73,7 +73,12 @@ type Engine struct {
 }
 
 // NewEngine returns an engine that writes through client's connection.
+// A token client (ClientOptions.Token) cannot run an engine: NewEngine
+// panics with one.
 func NewEngine(client *Client, cfg EngineConfig) *Engine {
+	if client.store == nil {
+		panic("jetflow.NewEngine: " + ErrNeedsEngine.Error() + ": not a token client")
+	}
 	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
 		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
 		Auth: cfg.Auth, Log: cfg.Logger})}

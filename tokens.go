@@ -37,6 +37,9 @@ const (
 // Token: the only time it is shown. A spec out of range is an error
 // matching ErrInvalidInput that names the field.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*TokenInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("create a token")
+	}
 	rec, tok, err := c.store.Tokens.Create(ctx, spec, c.store.ActorOf(ctx))
 	if err != nil {
 		return nil, err
@@ -48,6 +51,9 @@ func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*TokenInfo, e
 
 // Tokens lists every token, newest first, revoked ones included.
 func (c *Client) Tokens(ctx context.Context) ([]*TokenInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("tokens")
+	}
 	recs, err := c.store.Tokens.List(ctx)
 	if err != nil {
 		return nil, err
@@ -64,6 +70,9 @@ func (c *Client) Tokens(ctx context.Context) ([]*TokenInfo, error) {
 // An unknown id is an error matching ErrNotFound; revoking twice is not
 // an error.
 func (c *Client) RevokeToken(ctx context.Context, id string) (*TokenInfo, error) {
+	if c.store == nil {
+		return nil, c.needsEngine("revoke a token")
+	}
 	rec, err := c.store.Tokens.Revoke(ctx, id, c.store.ActorOf(ctx))
 	if err != nil {
 		return nil, err

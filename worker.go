@@ -228,6 +228,9 @@ func schemaOf[T any]() ([]byte, error) {
 // handlers registered without OnQueue serve every queue, including those
 // created later (the worker watches the queue registry for them).
 func (w *Worker) Start(ctx context.Context) error {
+	if w.client.store == nil {
+		return fmt.Errorf("worker: %w (a token client cannot run handlers)", ErrNeedsEngine)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {

@@ -119,6 +119,38 @@ type Problem struct {
 
 func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
 
+// Is makes a problem that came over the wire (a command's reply, an HTTP
+// answer) match the sentinel errors its type stands for, as the error it
+// was made from did: errors.Is(p, commands.ErrNotFound) for not-found,
+// unknown-type and unknown-token; ErrInvalidInput for invalid-input and
+// the registry's input problems; commands.ErrUnknownType for unknown-type;
+// and so on.
+func (p *Problem) Is(target error) bool {
+	if slug := commands.RegistrySlug(target); slug != "" {
+		return slug == p.Type
+	}
+	switch target {
+	case commands.ErrNotFound:
+		return p.Type == ProblemNotFound || p.Type == "unknown-type" || p.Type == "unknown-token"
+	case commands.ErrInvalidInput:
+		return p.Type == ProblemInvalidInput || registryStatus[p.Type] == http.StatusBadRequest ||
+			p.Type == "invalid-schema" || p.Type == "schema-violation" || p.Type == "internal-type"
+	case commands.ErrInvalidTransition:
+		return p.Type == ProblemInvalidTransition
+	case commands.ErrTerminal:
+		return p.Type == ProblemInvalidTransition && streams.State(p.State).Terminal()
+	case commands.ErrNotClaimant:
+		return p.Type == ProblemNotClaimant
+	case commands.ErrConflict:
+		return p.Type == ProblemConflict || p.Type == "schema-conflict" || p.Type == "type-limit"
+	case commands.ErrDenied:
+		return p.Type == "unauthenticated" || p.Type == "forbidden"
+	case context.DeadlineExceeded:
+		return p.Type == ProblemTimeout
+	}
+	return false
+}
+
 // NewProblem returns a problem of a slug, with its title.
 func NewProblem(slug string, status int, detail string) *Problem {
 	title := titles[slug]

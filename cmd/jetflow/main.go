@@ -41,7 +41,9 @@ Engine and workers:
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
---namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types):
+--namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types;
+--token T, default $JETFLOW_TOKEN: speak the engine's command service with an access token,
+for submit, get, wait, ls, cancel and events, in the token's namespace):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
                  [--timeout D] [--key K] [--tag T] [--wait]
                  TYPE: free-form (demo.echo), category:name (NS, then @global) or scope:category:name
@@ -104,6 +106,7 @@ type cli struct {
 	errw  io.Writer
 	fs    *flag.FlagSet
 	url   string
+	token string
 	json  bool
 	debug bool
 }
@@ -122,6 +125,7 @@ func (c *cli) clientFlags() *flag.FlagSet {
 		def = "nats://127.0.0.1:4222"
 	}
 	fs.StringVar(&c.url, "nats", def, "NATS URL of the jetflow system (env JETFLOW_NATS)")
+	fs.StringVar(&c.token, "token", os.Getenv("JETFLOW_TOKEN"), "access token (serve --auth): speak the engine's command service with it instead of writing to JetStream; submit, get, wait, ls, cancel and events (env JETFLOW_TOKEN)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	return fs
 }
@@ -244,7 +248,14 @@ func argCount(lo, hi int) string {
 func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger()})
+	if strings.HasPrefix(c.name, "token") {
+		if c.given("token") {
+			c.errorf("--token: jetflow token commands write through NATS with the engine's permissions, not with a token")
+			return nil, false
+		}
+		c.token = "" // $JETFLOW_TOKEN is for the job commands
+	}
+	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), Token: c.token})
 	if err != nil {
 		c.errorf("%v", err)
 		return nil, false

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
 )
 
 // TestCLITokens: token create refuses what it cannot create (exit 2
@@ -87,5 +93,58 @@ func TestServeRefusesPublicHTTPWithoutAuth(t *testing.T) {
 		if !isLoopback(addr) {
 			t.Errorf("%s is loopback", addr)
 		}
+	}
+}
+
+// TestCLIWithToken: client commands with --token (or $JETFLOW_TOKEN) speak
+// the engine's command service: a submit goes to the token's namespace
+// and waits for its end, ls lists that namespace only, a command the
+// service does not offer says so (exit 1), and a token command refuses
+// --token (exit 2).
+func TestCLIWithToken(t *testing.T) {
+	srv := testkit.Server(t, "127.0.0.1:-1")
+	ctx := testkit.Ctx(t)
+	cl, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.NewEngine(testkit.StoreOf(t, cl), engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Auth: true, Log: testkit.Logger(t)})
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
+	registerDemo(w, "", false)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	tok, err := cl.CreateToken(ctx, jetflow.TokenSpec{Name: "cli", Namespace: "acme", Role: jetflow.RoleProducer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Submit(ctx, "demo.echo", "theirs", jetflow.Namespace("other")); err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{t: t, url: srv.ClientURL(), cl: cl}
+	out, errs, code := e.jetflow("submit", "demo.echo", `{"a":1}`, "--wait", "--json", "--token", tok.Token)
+	var job struct{ Namespace, State string }
+	if code != exitOK || json.Unmarshal([]byte(out), &job) != nil || job.Namespace != "acme" || job.State != "succeeded" {
+		t.Fatalf("submit --token: exit %d %s %s", code, out, errs)
+	}
+	t.Setenv("JETFLOW_TOKEN", tok.Token)
+	out, _, code = e.jetflow("ls", "--json")
+	var ls []struct{ Namespace string }
+	if code != exitOK || json.Unmarshal([]byte(out), &ls) != nil || len(ls) != 1 || ls[0].Namespace != "acme" {
+		t.Fatalf("ls with $JETFLOW_TOKEN: exit %d %s", code, out)
+	}
+	if _, errs, code := e.jetflow("queues"); code != exitFailed || !strings.Contains(errs, "engine's NATS permissions") {
+		t.Fatalf("queues with a token: exit %d %s", code, errs)
+	}
+	if _, errs, code := e.jetflow("token", "ls", "--token", tok.Token); code != exitUsage || !strings.Contains(errs, "--token") {
+		t.Fatalf("token ls --token: exit %d %s", code, errs)
+	}
+	if out, _, code := e.jetflow("token", "ls"); code != exitOK || !strings.Contains(out, "cli") {
+		t.Fatalf("token ls with $JETFLOW_TOKEN set: exit %d %s", code, out)
 	}
 }
