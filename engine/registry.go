@@ -382,27 +382,10 @@ func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*streams.
 		}
 		cur, rev = &t, e.Revision()
 	}
-	subject := streams.TypeSubject(n.Scope, n.Category, n.Name)
-	last, err := r.store.lastSeq(ctx, subject)
-	if err != nil || last == 0 || (cur != nil && cur.Seq >= last) {
+	folded, behind, err := catchUp(ctx, r.store, streams.TypeSubject(n.Scope, n.Category, n.Name), cur,
+		func(t *streams.TypeRecord) uint64 { return t.Seq }, projections.FoldType)
+	if err != nil || !behind {
 		return cur, rev, err
-	}
-	from := uint64(1)
-	if cur != nil {
-		from = cur.Seq + 1
-	}
-	folded := cur
-	_, err = streams.ReadSubject(ctx, r.store.NC, streams.EventsStream, subject, from, func(seq uint64, data []byte) error {
-		ev, err := streams.DecodeEvent(data)
-		if err != nil {
-			return err
-		}
-		ev.Seq = seq
-		folded, err = projections.FoldType(folded, ev)
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("type %s: read its events: %w", n, err)
 	}
 	b, err := streams.Marshal(folded)
 	if err != nil {
@@ -754,4 +737,34 @@ func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.Names
 		r.rememberNamespace(next)
 		return next, rev, last, nil
 	}
+}
+
+// catchUp folds into a record (cur; nil: none yet) the events of its
+// subject it is missing, when its writer crashed between the append and
+// the record: behind is false, and cur returned as it is, when the record
+// is up to the subject's last event.
+func catchUp[T any](ctx context.Context, s *Store, subject string, cur *T, seqOf func(*T) uint64,
+	fold func(*T, *streams.Event) (*T, error)) (_ *T, behind bool, _ error) {
+	last, err := s.lastSeq(ctx, subject)
+	if err != nil || last == 0 || (cur != nil && seqOf(cur) >= last) {
+		return cur, false, err
+	}
+	from := uint64(1)
+	if cur != nil {
+		from = seqOf(cur) + 1
+	}
+	folded := cur
+	_, err = streams.ReadSubject(ctx, s.NC, streams.EventsStream, subject, from, func(seq uint64, data []byte) error {
+		ev, err := streams.DecodeEvent(data)
+		if err != nil {
+			return err
+		}
+		ev.Seq = seq
+		folded, err = fold(folded, ev)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read the events of %s: %w", subject, err)
+	}
+	return folded, true, nil
 }

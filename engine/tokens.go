@@ -242,27 +242,10 @@ func (t *Tokens) load(ctx context.Context, id string) (*streams.TokenRecord, uin
 			}
 			cur, rev = &r, e.Revision()
 		}
-		subject := streams.TokenSubject(id)
-		last, err := t.store.lastSeq(ctx, subject)
-		if err != nil || last == 0 || (cur != nil && cur.Seq >= last) {
+		folded, behind, err := catchUp(ctx, t.store, streams.TokenSubject(id), cur,
+			func(r *streams.TokenRecord) uint64 { return r.Seq }, projections.FoldToken)
+		if err != nil || !behind {
 			return cur, rev, err
-		}
-		from := uint64(1)
-		if cur != nil {
-			from = cur.Seq + 1
-		}
-		folded := cur
-		_, err = streams.ReadSubject(ctx, t.store.NC, streams.EventsStream, subject, from, func(seq uint64, data []byte) error {
-			ev, err := streams.DecodeEvent(data)
-			if err != nil {
-				return err
-			}
-			ev.Seq = seq
-			folded, err = projections.FoldToken(folded, ev)
-			return err
-		})
-		if err != nil {
-			return nil, 0, fmt.Errorf("token %s: read its events: %w", id, err)
 		}
 		rev, err = t.put(ctx, folded, rev)
 		if err != nil {
