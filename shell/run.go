@@ -23,6 +23,22 @@ const (
 	drainWait = time.Second
 )
 
+// supervisor is the group's leader: it runs the command ($1) with bash -c
+// and exits with its status (128+n for signal n). Its watchdog waits for
+// fd 3 to reach its end, which happens when the worker dies, and then kills
+// the whole group: no job runs on without its worker, even one killed with
+// SIGKILL. When the command ends, the watchdog is stopped.
+const supervisor = `( read -r _ <&3; kill -KILL 0 ) >/dev/null 2>&1 &
+watchdog=$!
+exec 3<&-
+bash -c "$1" &
+command=$!
+wait "$command"
+status=$?
+kill -KILL "$watchdog" 2>/dev/null
+wait "$watchdog" 2>/dev/null
+exit "$status"`
+
 // run runs the command in a's directory until its process group is gone,
 // and tells how it went: a Result, or the error of the attempt.
 func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *slog.Logger) (*Result, error) {
@@ -49,15 +65,26 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 	defer errR.Close()
 	base := dirBytes(a.Dir) // the payload and the input files
 
-	cmd := exec.Command("bash", "-c", r.cfg.Command)
+	// lifeR is the group's end of a pipe whose other end only this process
+	// holds: when it dies, even by SIGKILL, the watchdog kills the group.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		errW.Close()
+		return nil, jetflow.WithCode(CodeStartFailed, err)
+	}
+	defer lifeW.Close() // once the group is gone; and keeps lifeW from the collector until then
+	cmd := exec.Command("bash", "-c", supervisor, "jetflow-job", r.cfg.Command)
 	cmd.Dir = a.Dir
 	cmd.Env = r.env(job, a)
 	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{lifeR} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	lifeR.Close()
 	if err != nil {
 		return nil, jetflow.WithCode(CodeStartFailed, fmt.Errorf("start bash: %w", err))
 	}
