@@ -41,5 +41,14 @@
 // shutdown) and when the command exits leaving processes behind, the whole
 // process group gets SIGTERM, then SIGKILL after Config.KillGrace. Work
 // returns only once the group is empty: no process of a job outlives its
-// attempt, except one that left the group on purpose (setsid).
+// attempt, except one that left the group on purpose (setsid). The group's
+// leader is a small bash that runs the command and holds a watchdog: when
+// the worker dies, even by SIGKILL, the watchdog kills the group. On Linux,
+// New makes the worker a child subreaper (PR_SET_CHILD_SUBREAPER), so that
+// the processes a command leaves behind become the worker's children: it
+// reaps them, where PID 1 of a container might not.
+//
+// The files of the job plug in with Config.Prepare (inputs, before the run)
+// and Config.Collect (outputs and logs, after it, whatever the outcome);
+// the names above are taken.
 package shell
