@@ -28,15 +28,17 @@ const (
 // fd 3 to reach its end, which happens when the worker dies, and then kills
 // the whole group: no job runs on without its worker, even one killed with
 // SIGKILL. When the command ends, the watchdog is stopped.
+// (The watchdog is disowned so that bash does not report its end on the
+// job's stderr.)
 const supervisor = `( read -r _ <&3; kill -KILL 0 ) >/dev/null 2>&1 &
 watchdog=$!
+disown "$watchdog"
 exec 3<&-
 bash -c "$1" &
 command=$!
 wait "$command"
 status=$?
 kill -KILL "$watchdog" 2>/dev/null
-wait "$watchdog" 2>/dev/null
 exit "$status"`
 
 // run runs the command in a's directory until its process group is gone,
