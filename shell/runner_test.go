@@ -455,3 +455,18 @@ rm -r "$JETFLOW_OUTPUT"; ln -s "$PWD/elsewhere" "$JETFLOW_OUTPUT"`, cfg)
 		t.Fatalf("outputs %+v", c.outputs[0])
 	}
 }
+
+// A payload over MaxEnvPayload is only in payload.json, not in
+// JETFLOW_PAYLOAD.
+func TestLargePayloadIsOnlyInTheFile(t *testing.T) {
+	t.Parallel()
+	env, _ := setup(t, "sh.large", `test -z "${JETFLOW_PAYLOAD+set}" || { echo "JETFLOW_PAYLOAD is set" >&2; exit 1; }
+wc -c < payload.json`, shell.Config{})
+	payload := strings.Repeat("x", shell.MaxEnvPayload)
+	done := wait(t, env, submit(t, env, "sh.large", payload, jetflow.MaxRetries(0)).ID)
+	var res shell.Result
+	if err := json.Unmarshal(done.Result, &res); err != nil || done.State != jetflow.Succeeded ||
+		strings.TrimSpace(res.StdoutTail) != strconv.Itoa(len(payload)+2) {
+		t.Fatalf("job %s %+v, result %s", done.State, done.Error, done.Result)
+	}
+}
