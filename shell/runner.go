@@ -181,9 +181,6 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, groups: map[*group]struct{}{}}, nil
 }
 
-// Command is the command the Runner runs.
-func (r *Runner) Command() string { return r.cfg.Command }
-
 var errClosed = errors.New("shell: runner closed")
 
 // Work runs one attempt of job: it implements jetflow.Handler.

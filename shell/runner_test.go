@@ -170,7 +170,8 @@ test -z "${JETFLOW_NATS:-}"
 echo "::event step.done wrote two files"
 echo "warned" >&2
 sleep 1000 &
-echo "::event pgid $(ps -o pgid= -p $$ | tr -d ' ') $!"
+read -r -a st < /proc/$$/stat
+echo "::event pgid ${st[4]} $!"
 echo "::progress 2/2 done"
 echo "$JETFLOW_JOB_ID $JETFLOW_ATTEMPT $JETFLOW_TYPE $JETFLOW_NAMESPACE $JETFLOW_QUEUE"
 `, cfg)
@@ -316,7 +317,8 @@ sleep 1000 &
 child=$!
 bash -c 'sleep 1000 & wait' &
 grand=$!
-echo "::event pids $(ps -o pgid= -p $$ | tr -d ' ') $child $grand"
+read -r -a st < /proc/$$/stat
+echo "::event pids ${st[4]} $child $grand"
 wait
 `
 
