@@ -272,6 +272,8 @@ func cmdWorker(c *cli, args []string) int {
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
 	ns := c.namespaceFlag("namespace of its registered types (demo:greet), default: default")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
+	var ex execFlags // --exec: shell jobs (exec.go)
+	ex.add(fs)
 	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
 	}
@@ -280,13 +282,20 @@ func cmdWorker(c *cli, args []string) int {
 		when("lease", lease < minLease, fmt.Sprintf("must be at least %s", minLease)),
 		when("grace", grace <= 0, "must be more than 0"),
 		when("id", id == "", "must not be empty (leave --id out for host-pid)"),
-	) {
+	) || !ex.check(c) {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
 			Concurrency: concurrency, Lease: lease, Namespace: *ns})
-		registerDemo(w, queue, false)
+		runners, err := ex.register(w, queue, c.logger())
+		if err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		if runners == nil {
+			registerDemo(w, queue, false)
+		}
 		if err := w.Start(ctx); err != nil {
 			c.errorf("%v", err)
 			return exitFailed
@@ -299,10 +308,11 @@ func cmdWorker(c *cli, args []string) int {
 		if space == "" {
 			space = "default"
 		}
-		fmt.Fprintf(c.errw, "worker %s running demo handlers on %s, registered types in namespace %s\n", w.ID(), where, space)
+		fmt.Fprintf(c.errw, "worker %s running %s on %s, registered types in namespace %s\n", w.ID(), ex.what(), where, space)
 		<-ctx.Done()
 		fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
 		w.Stop(context.Background())
+		ex.close(runners)
 		return exitOK
 	})
 }
