@@ -35,11 +35,14 @@ Engine and workers:
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
                 [--categories a,b,c] [--type-grace D] [--replicas N]
+                [--nats-auth]         the embedded NATS server requires users per role (docs/security.md)
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
                 [--namespace NS]      (every queue unless --queue names one; demo:greet in NS)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
+NATS credentials, also on worker and serve --nats: --nats-creds FILE, --nats-user U with
+--nats-password P, or --nats-token T, default $JETFLOW_NATS_CREDS, _USER, _PASSWORD, _TOKEN;
 --namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
                  [--timeout D] [--key K] [--tag T] [--wait]
@@ -102,6 +105,7 @@ type cli struct {
 	url   string
 	json  bool
 	debug bool
+	nats  natsCreds // --nats-creds, --nats-user, --nats-password, --nats-token
 }
 
 func (c *cli) flags() *flag.FlagSet {
@@ -119,6 +123,7 @@ func (c *cli) clientFlags() *flag.FlagSet {
 	}
 	fs.StringVar(&c.url, "nats", def, "NATS URL of the jetflow system (env JETFLOW_NATS)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
+	c.natsFlags(fs)
 	return fs
 }
 
@@ -240,7 +245,11 @@ func argCount(lo, hi int) string {
 func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger()})
+	opts, ok := c.natsOptions()
+	if !ok {
+		return nil, false
+	}
+	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), NATSOptions: opts})
 	if err != nil {
 		c.errorf("%v", err)
 		return nil, false

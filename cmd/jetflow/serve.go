@@ -35,6 +35,7 @@ func cmdServe(c *cli, args []string) int {
 		httpLease              time.Duration
 		categories             string
 		typeGrace              time.Duration
+		natsAuth               bool
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -51,6 +52,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
 	fs.DurationVar(&typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
+	fs.BoolVar(&natsAuth, "nats-auth", false, "the embedded server requires credentials: users engine, worker and client, each limited to its role, passwords in <data>/"+jetflow.NATSUsersFile)
+	c.natsFlags(fs)
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -60,6 +63,7 @@ func cmdServe(c *cli, args []string) int {
 		cats = strings.Split(categories, ",")
 	}
 	embeddedOnly := "only with the embedded server (not with --nats)"
+	externalOnly := "only with --nats URL (the embedded server's own users: --nats-auth)"
 	httpOnly := "only with the HTTP API (not with --http off)"
 	noHTTP := httpAddr == "" || httpAddr == "off"
 	if !c.checkFlags(
@@ -86,7 +90,8 @@ func cmdServe(c *cli, args []string) int {
 		when("categories", noHTTP, httpOnly),
 		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
 		when("type-grace", typeGrace <= 0, "must be more than 0"),
-	) {
+		when("nats-auth", url != "", embeddedOnly),
+	) || !c.natsCredsOnlyWith(url != "", externalOnly) {
 		return exitUsage
 	}
 	for _, o := range origins {
@@ -113,25 +118,38 @@ func cmdServe(c *cli, args []string) int {
 			}
 			cfg.SyncInterval = d
 		}
+		var auth []nats.Option
+		if natsAuth {
+			var ok bool
+			if cfg.Users, auth, ok = c.embeddedUsers(dir, log); !ok {
+				return exitUsage
+			}
+		} else if !isLoopbackNATS(listen) {
+			log.Warn("the embedded NATS server listens beyond this machine without --nats-auth: whoever reaches it may do anything", "listen", listen)
+		}
 		var err error
 		if srv, err = jetflow.StartServer(cfg); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve"); err != nil {
+		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve", auth...); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		log.Info("embedded NATS server", "listen", "nats://"+listen, "data", dir, "sync", sync)
 	} else {
-		var err error
-		nc, err = nats.Connect(url, nats.Name("jetflow-serve"), nats.MaxReconnects(-1))
-		if err != nil {
-			c.errorf("connect to NATS at %s: %v", url, err)
+		auth, ok := c.natsOptions()
+		if !ok {
 			return exitUsage
 		}
-		log.Info("external NATS", "url", url, "cluster", nc.ConnectedClusterName())
+		var err error
+		nc, err = nats.Connect(url, append([]nats.Option{nats.Name("jetflow-serve"), nats.MaxReconnects(-1)}, auth...)...)
+		if err != nil {
+			c.errorf("connect to NATS at %s: %v", redact(url), err)
+			return exitUsage
+		}
+		log.Info("external NATS", "url", redact(url), "cluster", nc.ConnectedClusterName())
 	}
 	defer nc.Close()
 
