@@ -24,6 +24,12 @@ const (
 	NATSRoleClient = engine.NATSRoleClient // the command protocol and reading the event log
 )
 
+// NATSInboxPrefix is the inbox prefix a user of a role connects with
+// (nats.CustomInboxPrefix): "_INBOX_worker" and "_INBOX_client"; the
+// engine keeps the default "_INBOX". A user may subscribe to its role's
+// inboxes only.
+func NATSInboxPrefix(role string) string { return engine.NATSInboxPrefix(role) }
+
 // NATSUsersFile is the file in the data directory of `jetflow serve
 // --nats-auth` that holds its NATS users and their passwords.
 const NATSUsersFile = engine.NATSUsersFile

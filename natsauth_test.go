@@ -64,7 +64,7 @@ func (s *authSystem) connect(t *testing.T, role string, v *violations) *jetflow.
 	if !ok {
 		t.Fatalf("no user of role %s", role)
 	}
-	opts := []nats.Option{nats.UserInfo(u.User, u.Password)}
+	opts := []nats.Option{nats.UserInfo(u.User, u.Password), nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(role))}
 	if v != nil {
 		opts = append(opts, nats.ErrorHandler(v.record))
 	}
@@ -80,7 +80,8 @@ func (s *authSystem) connect(t *testing.T, role string, v *violations) *jetflow.
 func (s *authSystem) dial(t *testing.T, role string, v *violations) *nats.Conn {
 	t.Helper()
 	u, _ := s.users.Role(role)
-	nc, err := nats.Connect(s.url, nats.UserInfo(u.User, u.Password), nats.ErrorHandler(v.record))
+	nc, err := nats.Connect(s.url, nats.UserInfo(u.User, u.Password), nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(role)),
+		nats.ErrorHandler(v.record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +209,14 @@ func TestNATSClientRole(t *testing.T) {
 		}
 		v.wait(t, fmt.Sprintf("Publish to %q", subj))
 	}
-	// Nor may it read the buckets (every namespace's records).
-	if _, err := nc.SubscribeSync("$KV." + streams.JobsBucket + ".>"); err != nil {
-		t.Fatal(err)
+	// Nor may it read the buckets (every namespace's records), or the
+	// replies to others: the engine's reads of them.
+	for _, subj := range []string{"$KV." + streams.JobsBucket + ".>", "_INBOX.>", "_INBOX_worker.>"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		v.wait(t, fmt.Sprintf("Subscription to %q", subj))
 	}
-	v.wait(t, fmt.Sprintf("Subscription to %q", "$KV."+streams.JobsBucket+".>"))
 
 	ctx := testkit.Ctx(t)
 	events, err := sys.js.Stream(ctx, streams.EventsStream)

@@ -31,6 +31,18 @@ const (
 // NATSRoles are the roles, in the order nats-users.json lists them.
 var NATSRoles = []string{NATSRoleEngine, NATSRoleWorker, NATSRoleClient}
 
+// NATSInboxPrefix is the inbox prefix a user of role must connect with
+// (nats.CustomInboxPrefix): replies come only there, and a user may
+// subscribe to its role's inboxes only, so it cannot read the replies the
+// engine gets (every job's record) or another role's. The engine keeps
+// nats.go's default, "_INBOX".
+func NATSInboxPrefix(role string) string {
+	if role == NATSRoleEngine || role == "" {
+		return "_INBOX"
+	}
+	return "_INBOX_" + role
+}
+
 // kvSubjects is everything under a bucket's keys.
 func kvSubjects(bucket string) string { return "$KV." + bucket + ".>" }
 
@@ -47,8 +59,8 @@ func NATSPermissions(role string) *server.Permissions {
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: workerPublish()},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				"_INBOX.>",            // JetStream API replies, KV watches, pulled messages
-				streams.CancelSubject, // cancels of the jobs it runs
+				NATSInboxPrefix(NATSRoleWorker) + ".>", // JetStream API replies, KV watches, pulled messages
+				streams.CancelSubject,                  // cancels of the jobs it runs
 			}},
 		}
 	case NATSRoleClient:
@@ -61,7 +73,7 @@ func NATSPermissions(role string) *server.Permissions {
 				"$JS.API.DIRECT.GET." + streams.EventsStream + ".>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				"_INBOX.>", // replies
+				NATSInboxPrefix(NATSRoleClient) + ".>", // replies
 				streams.EventsPrefix + ".>",
 				streams.PiecesPrefix + ".>",
 				streams.RegistryPrefix + ".>",

@@ -72,6 +72,10 @@ func (c *cli) natsOptions() (opts []nats.Option, ok bool) {
 	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		log.Warn("NATS error", "err", err)
 	}))
+	if c.name == "worker" {
+		// The worker role's inboxes (an engine user may use any).
+		opts = append(opts, nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(jetflow.NATSRoleWorker)))
+	}
 	value := func(name string, v *string) string {
 		if !c.given(name) {
 			*v = os.Getenv(natsCredsEnv[name])
