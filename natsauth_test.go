@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -466,5 +468,40 @@ func TestNATSWorkerRole(t *testing.T) {
 	}
 	if _, err := nss.Get(ctx, "forged"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("forged namespace: %v", err)
+	}
+}
+
+// The configuration in docs/security.md is the permissions the embedded
+// server gives, as nats-server reads it.
+func TestSecurityDocMatchesPermissions(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```conf\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("no ```conf block in docs/security.md")
+	}
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Users) != 3 {
+		t.Fatalf("%d users", len(opts.Users))
+	}
+	for _, u := range opts.Users {
+		want := jetflow.NATSPermissions(u.Username)
+		if want == nil {
+			t.Fatalf("user %s: no such role", u.Username)
+		}
+		if d := cmp.Diff(want, u.Permissions); d != "" {
+			t.Errorf("user %s (-code +doc):\n%s", u.Username, d)
+		}
 	}
 }
