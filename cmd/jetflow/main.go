@@ -41,7 +41,7 @@ Engine and workers:
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
-NATS credentials, also on worker and serve --nats: --nats-creds FILE, --nats-user U with
+NATS credentials, also on worker, serve --nats and bench --nats: --nats-creds FILE, --nats-user U with
 --nats-password P, or --nats-token T, default $JETFLOW_NATS_CREDS, _USER, _PASSWORD, _TOKEN;
 --namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]

@@ -42,13 +42,15 @@ func TestNATSCredentialFlags(t *testing.T) {
 		{nil, []string{"serve", "--nats-token", secret}, "jetflow serve: --nats-token: only with --nats URL"},
 		{nil, []string{"serve", "--nats-user", "u", "--nats-password", secret, "--data", dir}, "jetflow serve: --nats-user: only with --nats URL"},
 		{nil, []string{"serve", "--nats-auth", "--nats", url}, "jetflow serve: --nats-auth true: only with the embedded server (not with --nats)"},
+		{nil, []string{"bench", "--nats-token", secret}, "jetflow bench: --nats-token: only with --nats URL"},
+		{nil, []string{"bench", "--nats", url, "--nats-user", "u"}, "jetflow bench: --nats-user: needs a password"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
 			args := tc.args
-			if args[0] != "serve" {
+			if args[0] != "serve" && args[0] != "bench" {
 				args = append(args, "--nats", url)
 			}
 			var out, errb bytes.Buffer
