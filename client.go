@@ -40,6 +40,9 @@ type ClientOptions struct {
 	// JetStream itself, and needs no more NATS permissions than that
 	// (tokenclient.go).
 	Token string
+	// NATSOptions are added to Connect's own: credentials
+	// (nats.UserCredentials, nats.UserInfo, nats.Token), TLS.
+	NATSOptions []nats.Option
 }
 
 // Connect dials NATS at url (comma-separated for a cluster) and returns a
@@ -49,9 +52,10 @@ func Connect(ctx context.Context, url string, o ClientOptions) (*Client, error) 
 	if name == "" {
 		name = defaultName()
 	}
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, o.NATSOptions...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
 	}
 	c, err := NewClient(ctx, nc, o)
 	if err != nil {

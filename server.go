@@ -36,9 +36,10 @@ const (
 // accepts connections. Shut it down with Shutdown and WaitForShutdown.
 func StartServer(cfg ServerConfig) (*server.Server, error) { return engine.StartServer(cfg) }
 
-// ConnectInProcess connects to an embedded server without a socket.
-func ConnectInProcess(s *server.Server, name string) (*nats.Conn, error) {
-	return engine.ConnectInProcess(s, name)
+// ConnectInProcess connects to an embedded server without a socket, with
+// opts (credentials: nats.UserInfo) after its own.
+func ConnectInProcess(s *server.Server, name string, opts ...nats.Option) (*nats.Conn, error) {
+	return engine.ConnectInProcess(s, name, opts...)
 }
 
 // Component is the life every background component shares: the engine,

@@ -22,6 +22,9 @@ type ServerConfig struct {
 	SyncInterval time.Duration
 	Name         string
 	Debug        bool
+	// Users, if any, are the only ones who may connect, each limited to
+	// its role's subjects (NATSPermissions); none: anyone may.
+	Users NATSUsers
 }
 
 // DefaultSyncInterval bounds what a power loss can take from the embedded
@@ -49,6 +52,13 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		NoSigs:       true,
 		NoLog:        !cfg.Debug,
 		MaxPayload:   8 << 20,
+	}
+	if len(cfg.Users) > 0 {
+		users, err := cfg.Users.server()
+		if err != nil {
+			return nil, fmt.Errorf("embedded server: %w", err)
+		}
+		opts.Users = users
 	}
 	if cfg.Listen == "" {
 		opts.DontListen = true
@@ -78,7 +88,8 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	return s, nil
 }
 
-// ConnectInProcess connects to an embedded server without a socket.
-func ConnectInProcess(s *server.Server, name string) (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
+// ConnectInProcess connects to an embedded server without a socket, with
+// opts (credentials: nats.UserInfo) after its own.
+func ConnectInProcess(s *server.Server, name string, opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect("", append([]nats.Option{nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
 }

@@ -204,9 +204,15 @@ func (q *Queues) Ensure(ctx context.Context, queue string) error {
 	if err != nil {
 		return fmt.Errorf("queues bucket: %w", err)
 	}
-	rec, _ := Marshal(&QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
-	if _, err := kv.Create(ctx, queue, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("register queue %s: %w", queue, err)
+	// Read before creating: a process that may not write the bucket (an
+	// SDK worker's NATS user) serves a queue that exists.
+	if _, err := kv.Get(ctx, queue); errors.Is(err, jetstream.ErrKeyNotFound) {
+		rec, _ := Marshal(&QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
+		if _, err := kv.Create(ctx, queue, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("register queue %s: %w", queue, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("queue %s: %w", queue, err)
 	}
 	q.mu.Lock()
 	q.known[queue] = true

@@ -57,6 +57,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.StringVar(&syncMode, "sync", "1s", "embedded server fsync: interval or \"always\"")
 	fs.StringVar(&url, "nats", "", "benchmark against this NATS system instead of an embedded server in a temp dir")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
+	c.natsFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
 	if _, ok := c.parse(args, 0, 0); !ok {
@@ -78,13 +79,22 @@ func cmdBench(c *cli, args []string) int {
 		when("sync", !validSync(syncMode), `want "always" or a duration over 0`),
 		when("sync", url != "", embeddedOnly),
 		when("cpuprofile", *cpuprofile == "", "must not be empty"),
-	) {
+	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
+	}
+	var auth []nats.Option
+	if url != "" {
+		var ok bool
+		if auth, ok = c.natsOptions(); !ok {
+			return exitUsage
+		}
 	}
 	ctx, stop := signalContext()
 	defer stop()
 
-	connect := func(name string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(name)) }
+	connect := func(name string) (*nats.Conn, error) {
+		return nats.Connect(url, append([]nats.Option{nats.Name(name)}, auth...)...)
+	}
 	storage := "external"
 	if url == "" {
 		dir, err := os.MkdirTemp("", "jetflow-bench-")

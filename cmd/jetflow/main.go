@@ -36,11 +36,14 @@ Engine and workers:
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
                 [--categories a,b,c] [--type-grace D] [--replicas N]
                 [--auth] [--open-ops] [--admin-token-file F]   tokens for the HTTP API (required beyond loopback)
+                [--nats-auth]         the embedded NATS server requires users per role (docs/security.md)
   jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
                 [--namespace NS]      (every queue unless --queue names one; demo:greet in NS)
   jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
 
 Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
+NATS credentials, also on worker, serve --nats and bench --nats: --nats-creds FILE, --nats-user U with
+--nats-password P, or --nats-token T, default $JETFLOW_NATS_CREDS, _USER, _PASSWORD, _TOKEN;
 --namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types;
 --token T, default $JETFLOW_TOKEN: speak the engine's command service with an access token,
 for submit, get, wait, ls, cancel and events, in the token's namespace):
@@ -109,6 +112,7 @@ type cli struct {
 	token string
 	json  bool
 	debug bool
+	nats  natsCreds // --nats-creds, --nats-user, --nats-password, --nats-token
 }
 
 func (c *cli) flags() *flag.FlagSet {
@@ -127,6 +131,7 @@ func (c *cli) clientFlags() *flag.FlagSet {
 	fs.StringVar(&c.url, "nats", def, "NATS URL of the jetflow system (env JETFLOW_NATS)")
 	fs.StringVar(&c.token, "token", os.Getenv("JETFLOW_TOKEN"), "access token (serve --auth): speak the engine's command service with it instead of writing to JetStream; submit, get, wait, ls, cancel and events (env JETFLOW_TOKEN)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
+	c.natsFlags(fs)
 	return fs
 }
 
@@ -255,7 +260,11 @@ func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 		}
 		c.token = "" // $JETFLOW_TOKEN is for the job commands
 	}
-	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), Token: c.token})
+	opts, ok := c.natsOptions()
+	if !ok {
+		return nil, false
+	}
+	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), NATSOptions: opts, Token: c.token})
 	if err != nil {
 		c.errorf("%v", err)
 		return nil, false

@@ -38,6 +38,7 @@ func cmdServe(c *cli, args []string) int {
 		typeGrace              time.Duration
 		auth, openOps          bool
 		adminTokenFile         string
+		natsAuth               bool
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -57,6 +58,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
+	fs.BoolVar(&natsAuth, "nats-auth", false, "the embedded server requires credentials: users engine, worker and client, each limited to its role, passwords in <data>/"+jetflow.NATSUsersFile)
+	c.natsFlags(fs)
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -66,6 +69,7 @@ func cmdServe(c *cli, args []string) int {
 		cats = strings.Split(categories, ",")
 	}
 	embeddedOnly := "only with the embedded server (not with --nats)"
+	externalOnly := "only with --nats URL (the embedded server's own users: --nats-auth)"
 	httpOnly := "only with the HTTP API (not with --http off)"
 	noHTTP := httpAddr == "" || httpAddr == "off"
 	if !c.checkFlags(
@@ -95,7 +99,8 @@ func cmdServe(c *cli, args []string) int {
 		when("open-ops", !auth, "only with --auth"),
 		when("admin-token-file", !auth, "only with --auth"),
 		when("admin-token-file", adminTokenFile == "", "must not be empty"),
-	) {
+		when("nats-auth", url != "", embeddedOnly),
+	) || !c.natsCredsOnlyWith(url != "", externalOnly) {
 		return exitUsage
 	}
 	if !noHTTP && !auth && !isLoopback(httpAddr) {
@@ -130,25 +135,38 @@ func cmdServe(c *cli, args []string) int {
 			}
 			cfg.SyncInterval = d
 		}
+		var auth []nats.Option
+		if natsAuth {
+			var ok bool
+			if cfg.Users, auth, ok = c.embeddedUsers(dir, log); !ok {
+				return exitUsage
+			}
+		} else if !isLoopbackNATS(listen) {
+			log.Warn("the embedded NATS server listens beyond this machine without --nats-auth: whoever reaches it may do anything", "listen", listen)
+		}
 		var err error
 		if srv, err = jetflow.StartServer(cfg); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve"); err != nil {
+		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve", auth...); err != nil {
 			c.errorf("%v", err)
 			return exitUsage
 		}
 		log.Info("embedded NATS server", "listen", "nats://"+listen, "data", dir, "sync", sync)
 	} else {
-		var err error
-		nc, err = nats.Connect(url, nats.Name("jetflow-serve"), nats.MaxReconnects(-1))
-		if err != nil {
-			c.errorf("connect to NATS at %s: %v", url, err)
+		auth, ok := c.natsOptions()
+		if !ok {
 			return exitUsage
 		}
-		log.Info("external NATS", "url", url, "cluster", nc.ConnectedClusterName())
+		var err error
+		nc, err = nats.Connect(url, append([]nats.Option{nats.Name("jetflow-serve"), nats.MaxReconnects(-1)}, auth...)...)
+		if err != nil {
+			c.errorf("connect to NATS at %s: %v", redact(url), err)
+			return exitUsage
+		}
+		log.Info("external NATS", "url", redact(url), "cluster", nc.ConnectedClusterName())
 	}
 	defer nc.Close()
 

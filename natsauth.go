@@ -1,0 +1,67 @@
+package jetflow
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/jetflow/jetflow/engine"
+)
+
+// NATS users of an embedded server that requires credentials
+// (ServerConfig.Users): one per role, each limited to its role's subjects.
+// See docs/security.md.
+type (
+	NATSUser  = engine.NATSUser
+	NATSUsers = engine.NATSUsers
+)
+
+// NATS roles.
+const (
+	NATSRoleEngine = engine.NATSRoleEngine // everything: serve, and the Go Client and CLI, which write to JetStream
+	NATSRoleWorker = engine.NATSRoleWorker // an SDK worker: claim, settle and record its jobs, heartbeats
+	NATSRoleClient = engine.NATSRoleClient // the command protocol and reading the event log
+)
+
+// NATSInboxPrefix is the inbox prefix a user of a role connects with
+// (nats.CustomInboxPrefix): "_INBOX_worker" and "_INBOX_client"; the
+// engine keeps the default "_INBOX". A user may subscribe to its role's
+// inboxes only.
+func NATSInboxPrefix(role string) string { return engine.NATSInboxPrefix(role) }
+
+// NATSUsersFile is the file in the data directory of `jetflow serve
+// --nats-auth` that holds its NATS users and their passwords.
+const NATSUsersFile = engine.NATSUsersFile
+
+// LoadOrCreateNATSUsers reads the users of path, or creates one user per
+// role with a random password and writes them there (mode 0600).
+func LoadOrCreateNATSUsers(path string) (users NATSUsers, created bool, err error) {
+	return engine.LoadOrCreateNATSUsers(path)
+}
+
+// NATSPermissions are the subject permissions of a NATS role (nil for an
+// unknown one), as the embedded server gives them.
+func NATSPermissions(role string) *server.Permissions { return engine.NATSPermissions(role) }
+
+// RedactURL is a NATS URL (or comma-separated URLs) fit for a log or an
+// error: a password or token in it is replaced by "xxxxx".
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			if strings.Contains(p, "@") { // unparsable, and may hold a secret
+				parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+			}
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx") // a token
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
