@@ -362,16 +362,16 @@ func TestClusterNodeLoss(t *testing.T) {
 	c.kill(leader)
 	t.Logf("killed %s, the leader of %s", leader, streams.EventsStream)
 
-	testkit.WaitFor(t, 2*time.Minute, func() error {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		k, err := succeeded()
-		if err != nil {
-			return err
+		if err == nil && k == n {
+			break
 		}
-		if k < n {
-			return testkit.Errorf("%d of %d succeeded", k, n)
+		if time.Now().After(deadline) {
+			t.Fatalf("after 2m0s: %d of %d succeeded (%v); not: %s", k, n, err, notSucceeded(ctx, client, jobs))
 		}
-		return nil
-	})
+		time.Sleep(50 * time.Millisecond)
+	}
 	for i, j := range jobs {
 		evs, err := client.Events(ctx, j.ID)
 		if err != nil {
@@ -408,4 +408,27 @@ func replayVerify(t *testing.T, urls string) (int, string) {
 	p := testkit.StartProc(t, "replay", nil, binary, "replay", "--verify", "--nats", urls)
 	code, _ := p.WaitExit(t, 2*time.Minute)
 	return code, p.Output()
+}
+
+// notSucceeded describes the jobs that have not succeeded: state, worker
+// and events, for a failure's message.
+func notSucceeded(ctx context.Context, client *jetflow.Client, jobs []*jetflow.JobInfo) string {
+	var b strings.Builder
+	for _, j := range jobs {
+		got, err := client.Get(ctx, j.ID)
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", j.ID, err)
+			continue
+		}
+		if got.State == jetflow.Succeeded {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s %s: %s (worker %s, attempts %d, lease requeues %d)", j.ID, j.Type, got.State, got.Worker,
+			got.Attempts, got.LeaseRequeues)
+		evs, _ := client.Events(ctx, j.ID)
+		for _, e := range evs {
+			fmt.Fprintf(&b, "\n    %d %s %s a=%d by %s %s", e.Seq, e.Time.Format("15:04:05.000"), e.Type, e.Attempt, e.Actor, e.Message)
+		}
+	}
+	return b.String()
 }
