@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// BenchmarkGetJobAuth is what access control costs a request: GET of one
+// job without it, and with a namespaced token (its check: a parse, a
+// SHA-256, a cache lookup; and the job's namespace from the index).
+//
+//	go test -run '^$' -bench GetJobAuth -benchtime 20000x ./gateway/
+func BenchmarkGetJobAuth(b *testing.B) {
+	for _, auth := range []bool{false, true} {
+		name := "off"
+		if auth {
+			name = "token"
+		}
+		b.Run(name, func(b *testing.B) {
+			srv := testkit.Server(b)
+			ctx := testkit.Ctx(b)
+			st := testkit.Store(b, testkit.Conn(b, srv), "gateway")
+			g, err := New(Config{Store: st, Auth: auth, Log: testkit.Logger(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { g.Stop(context.Background()) })
+			res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "b.get", Namespace: "acme", Payload: commands.RawJSON(`{}`)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, tok, err := st.Tokens.Create(ctx, commands.TokenSpec{Name: "b", Namespace: "acme", Role: commands.RoleReader}, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-g.index.Synced()
+			g.index.Put(res.Job, res.Rev)
+			path := "/api/v1/jobs/" + res.Job.ID
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := httptest.NewRequest(http.MethodGet, path, nil)
+					if auth {
+						req.Header.Set("Authorization", "Bearer "+tok)
+					}
+					rec := httptest.NewRecorder()
+					g.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("%d %s", rec.Code, rec.Body)
+					}
+				}
+			})
+		})
+	}
+}
