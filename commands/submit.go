@@ -215,6 +215,12 @@ type SubmitRequest struct {
 	// their ids are derived from the parent's (engine.ChildID).
 	ID    string `json:"-" msgpack:"-"`
 	Piece int    `json:"-" msgpack:"-"`
+
+	// Files are the input files stored under ID before the submit (by the
+	// gateway or a Go client from Uploads), recorded in the job's spec.
+	Files []streams.FileRef `json:"-" msgpack:"-"`
+	// Uploads are input files a Go client stores before it submits.
+	Uploads []FileUpload `json:"-" msgpack:"-"`
 }
 
 // Validate checks a request as Spec does, without resolving it.
@@ -339,6 +345,12 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 	}
 	s.RetryOn = append([]string(nil), r.RetryOn...)
 	s.NoRetryOn = append([]string(nil), r.NoRetryOn...)
+	if len(r.Files) > 0 {
+		if err := checkFiles(r.Files); err != nil {
+			return s, err
+		}
+		s.Files = append([]streams.FileRef(nil), r.Files...)
+	}
 	return s, nil
 }
 

@@ -28,6 +28,11 @@ type EngineConfig struct {
 	// TypeSweepInterval how often the leader looks (default
 	// DefaultTypeSweepInterval).
 	TypeGrace, TypeSweepInterval time.Duration
+	// FileGrace is how long the files of a job that does not exist are
+	// kept (a submit with files that crashed before the submit; default
+	// DefaultFileGrace), FileSweepInterval how often the leader looks
+	// (default DefaultFileSweepInterval).
+	FileGrace, FileSweepInterval time.Duration
 	// Auth makes the command server check tokens (CommandServer.Auth).
 	Auth bool
 	Log  *slog.Logger
@@ -46,7 +51,8 @@ type Engine struct {
 	Reaper     *Reaper
 	Leases     *LeaseSweeper
 	Types      *TypeSweeper
-	Leader     *Leader // runs FanIn, Leases, Types and Reaper on one engine at a time
+	Files      *FileSweeper
+	Leader     *Leader // runs FanIn, Leases, Types, Files and Reaper on one engine at a time
 	components []Component
 }
 
@@ -70,8 +76,9 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 		Reaper:    NewReaper(store, cfg.Reaper),
 		Leases:    NewLeaseSweeper(store, cfg.LeaseSweepInterval, log),
 		Types:     NewTypeSweeper(store, cfg.TypeGrace, cfg.TypeSweepInterval, log),
+		Files:     NewFileSweeper(store, cfg.FileGrace, cfg.FileSweepInterval, log),
 	}
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Reaper)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

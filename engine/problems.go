@@ -42,6 +42,9 @@ const (
 	// ProblemCrossOrigin: an unsafe request a browser sent from a page of
 	// another origin (CSRF protection).
 	ProblemCrossOrigin = "cross-origin"
+	// ProblemNoArchive: a job that ended without a result archive
+	// (GET /jobs/{id}/download).
+	ProblemNoArchive = "no-archive"
 )
 
 // titles are the titles of the problem types, by slug: one table for the
@@ -66,6 +69,7 @@ var titles = map[string]string{
 	ProblemConcurrencyLimit:     "Concurrency limit reached",
 	ProblemOverloaded:           "Too many open streams",
 	ProblemCrossOrigin:          "Cross-origin request refused",
+	ProblemNoArchive:            "No result archive",
 
 	"invalid-namespace": "Invalid namespace",
 	"unauthenticated":   "No valid token",
@@ -79,6 +83,7 @@ var titles = map[string]string{
 	"unknown-type":      "Unknown type",
 	"internal-type":     "Internal type",
 	"type-limit":        "Too many types in the scope",
+	"invalid-file-name": "Invalid file name",
 }
 
 // registryStatus is the HTTP status of each problem type of the registry.
@@ -95,6 +100,7 @@ var registryStatus = map[string]int{
 	"unauthenticated":   http.StatusUnauthorized,
 	"forbidden":         http.StatusForbidden,
 	"unknown-token":     http.StatusNotFound,
+	"invalid-file-name": http.StatusBadRequest,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the

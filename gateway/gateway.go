@@ -52,6 +52,11 @@ type Config struct {
 	Lease time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB): more is 413.
 	MaxBodyBytes int64
+	// MaxUpload bounds the files of one multipart submit together
+	// (default DefaultMaxUpload): more is 413. MaxFiles bounds how many
+	// (default and at most commands.MaxFiles): more is 400.
+	MaxUpload int64
+	MaxFiles  int
 	// MaxWait caps Prefer: wait=N and a claim's wait (default 60s).
 	MaxWait time.Duration
 	// ProgressInterval bounds progress events from a remote worker to one
@@ -93,6 +98,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.MaxUpload <= 0 {
+		c.MaxUpload = DefaultMaxUpload
+	}
+	if c.MaxFiles <= 0 || c.MaxFiles > commands.MaxFiles {
+		c.MaxFiles = DefaultMaxFiles
+	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait
 	}
@@ -132,6 +143,7 @@ type Gateway struct {
 	handler  http.Handler
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
+	fstore   fileStore
 
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]
@@ -338,6 +350,8 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/jobs/{id}/retry", methods{"POST": g.jobAct(commands.ActRetry, g.retryJob)})
 	route(mux, v1+"/jobs/{id}/children", methods{"GET": g.jobAct(read, g.listChildren)})
 	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobAct(read, g.jobEvents)})
+	route(mux, v1+"/jobs/{id}/files", methods{"GET": g.jobAct(read, g.listFiles)})
+	route(mux, v1+"/jobs/{id}/download", methods{"GET": g.jobAct(read, g.download)})
 	route(mux, v1+"/workers", methods{"GET": g.act(read, g.listWorkers), "POST": g.act(work, g.registerWorker)})
 	route(mux, v1+"/workers/{id}", methods{"GET": g.act(read, g.getWorker), "DELETE": g.act(work, g.unregisterWorker)})
 	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.act(work, g.heartbeat)})

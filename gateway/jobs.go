@@ -49,6 +49,10 @@ func jobURL(id string) string { return "/api/v1/jobs/" + id }
 
 // POST /jobs
 func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
+	if isMultipart(r) {
+		g.submitWithFiles(w, r)
+		return
+	}
 	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
 	if err != nil {
 		fail(w, r, err, "")

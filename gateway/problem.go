@@ -19,6 +19,7 @@ const (
 	ProblemConcurrencyLimit     = engine.ProblemConcurrencyLimit
 	ProblemOverloaded           = engine.ProblemOverloaded
 	ProblemCrossOrigin          = engine.ProblemCrossOrigin
+	ProblemNoArchive            = engine.ProblemNoArchive
 )
 
 // Problem is an RFC 9457 problem detail: the body of every error response

@@ -27,6 +27,7 @@ type JobView struct {
 	TimeoutSeconds   float64           `json:"timeout_seconds"`
 	BackoffSeconds   float64           `json:"backoff_seconds"`
 	Tags             []string          `json:"tags"`
+	Files            []streams.FileRef `json:"files,omitempty"` // input files (GET /jobs/{id}/files adds the outputs)
 	IdempotencyKey   string            `json:"idempotency_key,omitempty"`
 	ParentID         string            `json:"parent_id,omitempty"`
 	RetryOf          string            `json:"retry_of,omitempty"`
@@ -77,7 +78,7 @@ func View(j *streams.Job) *JobView {
 		Attempts: j.Attempt, MaxRetries: j.Spec.MaxRetries, Retries: j.Retries,
 		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
 		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
-		Tags: j.Spec.Tags, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
+		Tags: j.Spec.Tags, Files: j.Spec.Files, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
 		Priority: j.Spec.Priority, Worker: j.Worker,
 		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),

@@ -161,6 +161,7 @@ type Spec struct {
 	RunAt            time.Time     `msgpack:"run_at,omitempty"`
 	Piece            int           `msgpack:"piece,omitempty"` // a child's number among its parent's pieces (1-based)
 	QueueTimeout     time.Duration `msgpack:"queue_timeout,omitempty"`
+	Files            []FileRef     `msgpack:"files,omitempty"` // input files, stored before the job was submitted
 }
 
 // JobError is why an attempt or a job failed.

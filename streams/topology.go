@@ -118,7 +118,7 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 			return err
 		}
 	}
-	return nil
+	return EnsureObjectStore(ctx, js, t.FilesConfig())
 }
 
 // EnsureStream creates a stream, or updates it if the settings jetflow

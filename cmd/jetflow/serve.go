@@ -39,6 +39,8 @@ func cmdServe(c *cli, args []string) int {
 		auth, openOps          bool
 		adminTokenFile         string
 		natsAuth               bool
+		maxUpload              = byteSize(gateway.DefaultMaxUpload)
+		maxFiles               int
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -51,6 +53,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
 	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
 	fs.Int64Var(&maxBody, "http-max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes (more: 413)")
+	fs.Var(&maxUpload, "max-upload", "most `bytes` of files one submit may upload (multipart POST /api/v1/jobs; suffixes KiB, MiB, GiB; more: 413)")
+	fs.IntVar(&maxFiles, "max-files", gateway.DefaultMaxFiles, fmt.Sprintf("most files one submit may upload (1-%d; more: 400)", gateway.DefaultMaxFiles))
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
 	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
@@ -89,6 +93,10 @@ func cmdServe(c *cli, args []string) int {
 		when("http-origin", noHTTP, httpOnly),
 		when("http-max-body", maxBody < 1, "must be 1 or more"),
 		when("http-max-body", noHTTP, httpOnly),
+		when("max-upload", maxUpload < 1, "must be 1 or more"),
+		when("max-upload", noHTTP, httpOnly),
+		when("max-files", maxFiles < 1 || maxFiles > gateway.DefaultMaxFiles, fmt.Sprintf("must be 1 to %d", gateway.DefaultMaxFiles)),
+		when("max-files", noHTTP, httpOnly),
 		when("http-max-streams", maxStreams < 1, "must be 1 or more"),
 		when("http-max-streams", noHTTP, httpOnly),
 		when("http-lease", httpLease < minLease, fmt.Sprintf("must be at least %s", minLease)),
@@ -186,7 +194,7 @@ func cmdServe(c *cli, args []string) int {
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,
-			Auth: auth, OpenOps: openOps})
+			Auth: auth, OpenOps: openOps, MaxUpload: int64(maxUpload), MaxFiles: maxFiles})
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage
