@@ -147,6 +147,9 @@ func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitReque
 // by hand). created is false when the request's idempotency key named an
 // existing job, which is returned as it is.
 func (c *Client) Send(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
+	if len(req.Uploads) > 0 {
+		return c.sendWithFiles(ctx, req)
+	}
 	if c.store == nil {
 		return c.sendByCommand(ctx, req)
 	}

@@ -66,8 +66,9 @@ func (e *execFlags) check(c *cli) bool {
 }
 
 // register registers a shell.Runner for each --exec on w (on queue only, if
-// not ""); none without --exec.
-func (e *execFlags) register(w *jetflow.Worker, queue string, log *slog.Logger) ([]*shell.Runner, error) {
+// not ""); none without --exec. The runners place the jobs' input files
+// and store their result archives through cl (execfiles.go).
+func (e *execFlags) register(w *jetflow.Worker, cl *jetflow.Client, queue string, log *slog.Logger) ([]*shell.Runner, error) {
 	var on []jetflow.HandlerOption
 	if queue != "" {
 		on = append(on, jetflow.OnQueue(queue))
@@ -76,7 +77,8 @@ func (e *execFlags) register(w *jetflow.Worker, queue string, log *slog.Logger) 
 	for _, v := range e.execs {
 		typ, command, _ := strings.Cut(v, "=")
 		r, err := shell.New(shell.Config{Command: command, WorkDir: e.workDir, MaxOutput: int64(e.maxOutput),
-			KillGrace: e.killGrace, Logger: log.With("type", typ)})
+			KillGrace: e.killGrace, Logger: log.With("type", typ),
+			Prepare: fileHooks{cl}.prepare, Collect: fileHooks{cl}.collect})
 		if err != nil {
 			return nil, fmt.Errorf("--exec %s: %w", v, err)
 		}

@@ -314,7 +314,7 @@ func cmdWorker(c *cli, args []string) int {
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
 			Concurrency: concurrency, Lease: lease, Namespace: *ns})
-		runners, err := ex.register(w, queue, c.logger())
+		runners, err := ex.register(w, cl, queue, c.logger())
 		if err != nil {
 			c.errorf("%v", err)
 			return exitUsage

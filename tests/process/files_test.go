@@ -1,0 +1,168 @@
+package process
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// runSh reads an input file, writes two output files (one in a
+// subdirectory), and says something on stdout and stderr; with FAIL in
+// the payload it exits 3 after writing one output.
+const runSh = `set -e
+tr a-z A-Z < data/in.txt > "$JETFLOW_OUTPUT/upper.txt"
+if [ -n "$(echo "$JETFLOW_PAYLOAD" | grep FAIL)" ]; then echo "failing" >&2; exit 3; fi
+mkdir -p "$JETFLOW_OUTPUT/sub"
+wc -c < data/in.txt | tr -d ' ' > "$JETFLOW_OUTPUT/sub/count.txt"
+echo "done"
+echo "a warning" >&2
+`
+
+// postFiles submits a job with files over HTTP (multipart) and returns the
+// job's id.
+func (s *system) postFiles(job string, fs map[string]string) string {
+	s.t.Helper()
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	jp, _ := mw.CreateFormField("job")
+	io.WriteString(jp, job)
+	names := make([]string, 0, len(fs))
+	for n := range fs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": n}))
+		p, _ := mw.CreatePart(h)
+		io.WriteString(p, fs[n])
+	}
+	mw.Close()
+	res, err := http.Post("http://"+s.http+"/api/v1/jobs", mw.FormDataContentType(), &b)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusCreated {
+		s.t.Fatalf("submit: %d %s", res.StatusCode, body)
+	}
+	var v struct{ ID string }
+	if err := json.Unmarshal(body, &v); err != nil {
+		s.t.Fatal(err)
+	}
+	return v.ID
+}
+
+// download waits for GET /jobs/{id}/download to answer 200 (202 until the
+// job ended) and extracts the archive into a new directory.
+func (s *system) download(id string) (dir string, names []string) {
+	s.t.Helper()
+	var zb []byte
+	testkit.WaitFor(s.t, 30*time.Second, func() error {
+		res, err := http.Get("http://" + s.http + "/api/v1/jobs/" + id + "/download")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		switch res.StatusCode {
+		case http.StatusOK:
+			if ct, cd := res.Header.Get("Content-Type"), res.Header.Get("Content-Disposition"); ct != "application/zip" ||
+				cd != `attachment; filename=`+id+`.zip` && cd != `attachment; filename="`+id+`.zip"` {
+				s.t.Fatalf("headers %q %q", ct, cd)
+			}
+			zb = b
+			return nil
+		case http.StatusAccepted:
+			return testkit.Errorf("202: %s", b)
+		}
+		s.t.Fatalf("download: %d %s", res.StatusCode, b)
+		return nil
+	})
+	zr, err := zip.NewReader(bytes.NewReader(zb), int64(len(zb)))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	slices.Sort(names)
+	dir = s.t.TempDir()
+	if err := files.Extract(zr, dir, 1<<20); err != nil {
+		s.t.Fatal(err)
+	}
+	return dir, names
+}
+
+func wantFile(t *testing.T, dir, name, want string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || string(b) != want {
+		t.Errorf("%s: %q, %v; want %q", name, b, err, want)
+	}
+}
+
+// A shell job with files end to end: submitted over HTTP (multipart) with
+// run.sh and an input, run by a `jetflow worker --exec` process, its
+// archive downloaded and unzipped: the two outputs, stdout and stderr. A
+// job that fails still leaves its archive.
+func TestShellJobWithFiles(t *testing.T) {
+	t.Parallel()
+	s := startSystemHTTP(t, true)
+	s.worker("F", nil, "--exec", "shell.files=", "--work-dir", t.TempDir())
+
+	id := s.postFiles(`{"type":"shell.files","payload":{}}`, map[string]string{"run.sh": runSh, "data/in.txt": "hello files\n"})
+	dir, names := s.download(id)
+	if want := []string{"out/sub/count.txt", "out/upper.txt", "stderr.txt", "stdout.txt"}; !slices.Equal(names, want) {
+		t.Fatalf("archive holds %q, want %q", names, want)
+	}
+	wantFile(t, dir, "out/upper.txt", "HELLO FILES\n")
+	wantFile(t, dir, "out/sub/count.txt", "12\n")
+	wantFile(t, dir, "stdout.txt", "done\n")
+	wantFile(t, dir, "stderr.txt", "a warning\n")
+	job := testkit.WaitTerminal(t, s.client, id, 10*time.Second)
+	if job.State != streams.StateSucceeded || len(job.Files) != 2 {
+		t.Errorf("job %s with files %+v", job.State, job.Files)
+	}
+
+	// GET /files lists the inputs and the archive.
+	res, err := http.Get("http://" + s.http + "/api/v1/jobs/" + id + "/files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Inputs, Outputs []streams.FileRef }
+	json.NewDecoder(res.Body).Decode(&list)
+	res.Body.Close()
+	if len(list.Inputs) != 2 || list.Inputs[0].Name != "data/in.txt" || list.Inputs[1].Name != "run.sh" ||
+		len(list.Outputs) != 1 || list.Outputs[0].Name != files.ResultName {
+		t.Errorf("files %+v", list)
+	}
+
+	// Exit 3, not retried: failed, and its archive has what it wrote.
+	id = s.postFiles(`{"type":"shell.files","payload":"FAIL","no_retry_on":["EXIT_3"]}`,
+		map[string]string{"run.sh": runSh, "data/in.txt": "x"})
+	dir, names = s.download(id)
+	if want := []string{"out/upper.txt", "stderr.txt", "stdout.txt"}; !slices.Equal(names, want) {
+		t.Fatalf("failed job's archive holds %q, want %q", names, want)
+	}
+	wantFile(t, dir, "out/upper.txt", "X")
+	wantFile(t, dir, "stderr.txt", "failing\n")
+	if job := testkit.WaitTerminal(t, s.client, id, 10*time.Second); job.State != streams.StateFailed || job.Error.Code != "EXIT_3" {
+		t.Errorf("job %s %+v", job.State, job.Error)
+	}
+}
