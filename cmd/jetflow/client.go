@@ -30,6 +30,7 @@ func cmdSubmit(c *cli, args []string) int {
 		maxRetries           int
 		wait                 bool
 		tags                 stringList
+		paths                stringList
 	)
 	fs.StringVar(&queue, "queue", "default", "queue")
 	fs.DurationVar(&delay, "delay", 0, "run after this delay")
@@ -39,6 +40,7 @@ func cmdSubmit(c *cli, args []string) int {
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
+	fs.Var(&paths, "file", "an input file to store with the job, named by its base name; a directory: its tree, named by their paths in it (repeatable; docs/files.md)")
 	ns := c.namespaceFlag("the job's namespace (default: default)")
 	pos, ok := c.parse(args, 1, 2)
 	if !ok || !c.checkNamespace(*ns) {
@@ -70,6 +72,15 @@ func cmdSubmit(c *cli, args []string) int {
 	set("tag", jetflow.Tags(tags...))
 	if *ns != "" {
 		opts = append(opts, jetflow.Namespace(*ns))
+	}
+	if len(paths) > 0 {
+		files, closeFiles, err := inputFiles(paths)
+		if err != nil {
+			c.errorf("%v", err)
+			return exitUsage
+		}
+		defer closeFiles()
+		opts = append(opts, jetflow.Files(files))
 	}
 	req, err := jetflow.NewRequest(pos[0], payload, opts...)
 	if err != nil {

@@ -34,6 +34,7 @@ Engine and workers:
   jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
                 [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
                 [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
+                [--max-upload BYTES] [--max-files N]   files of a multipart submit (default 100MiB, 1000)
                 [--categories a,b,c] [--type-grace D] [--replicas N]
                 [--auth] [--open-ops] [--admin-token-file F]   tokens for the HTTP API (required beyond loopback)
                 [--nats-auth]         the embedded NATS server requires users per role (docs/security.md)
@@ -48,7 +49,8 @@ NATS credentials, also on worker, serve --nats and bench --nats: --nats-creds FI
 --token T, default $JETFLOW_TOKEN: speak the engine's command service with an access token,
 for submit, get, wait, ls, cancel and events, in the token's namespace):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
-                 [--timeout D] [--key K] [--tag T] [--wait]
+                 [--timeout D] [--key K] [--tag T] [--wait] [--file PATH]...
+                 --file: input files (a directory: its tree), stored with the job (docs/files.md)
                  TYPE: free-form (demo.echo), category:name (NS, then @global) or scope:category:name
   jetflow get ID                        a job of another namespace than NS is not found
   jetflow wait ID [--timeout D]
@@ -60,6 +62,7 @@ for submit, get, wait, ls, cancel and events, in the token's namespace):
   jetflow pause QUEUE | jetflow resume QUEUE
   jetflow workers                       workers and their heartbeats (SDK and HTTP)
   jetflow events ID [--follow]
+  jetflow download ID [-o FILE] [--wait]  the job's result archive (a zip; default ID.zip)
   jetflow types [--deleted]             registered types visible from NS (its own and @global;
                                         every type without NS), with their live workers
   jetflow type register FULLNAME [--schema FILE] [--description TEXT]
@@ -91,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
-		"types": cmdTypes, "type": cmdType, "token": cmdToken,
+		"types": cmdTypes, "type": cmdType, "token": cmdToken, "download": cmdDownload,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {

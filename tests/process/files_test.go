@@ -166,3 +166,52 @@ func TestShellJobWithFiles(t *testing.T) {
 		t.Errorf("job %s %+v", job.State, job.Error)
 	}
 }
+
+// The CLI: `jetflow submit --file DIR` uploads the directory's tree,
+// `jetflow download --wait -o FILE` writes the archive.
+func TestShellJobWithFilesCLI(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	s.worker("C", nil, "--exec", "shell.cli=", "--work-dir", t.TempDir())
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "data"), 0o700)
+	os.WriteFile(filepath.Join(src, "run.sh"), []byte(runSh), 0o600)
+	os.WriteFile(filepath.Join(src, "data", "in.txt"), []byte("from the cli"), 0o600)
+	os.Symlink("/etc/passwd", filepath.Join(src, "data", "link")) // left out
+
+	code, _, out := s.cli(nil, "submit", "shell.cli", "{}", "--file", src, "--json")
+	if code != 0 {
+		t.Fatalf("submit exited %d: %s", code, out)
+	}
+	var v struct {
+		ID    string
+		Files []streams.FileRef
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Files) != 2 {
+		t.Fatalf("submit printed %s (%v)", out, err)
+	}
+	zipPath := filepath.Join(t.TempDir(), "r.zip")
+	if code, _, out := s.cli(nil, "download", v.ID, "-o", zipPath, "--wait"); code != 0 {
+		t.Fatalf("download exited %d: %s", code, out)
+	}
+	zr, err := zip.OpenReader(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	dir := t.TempDir()
+	if err := files.Extract(&zr.Reader, dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, dir, "out/upper.txt", "FROM THE CLI")
+	wantFile(t, dir, "out/sub/count.txt", "12\n")
+	wantFile(t, dir, "stdout.txt", "done\n")
+
+	if code, _, out := s.cli(nil, "download", streams.NewID()); code != 2 {
+		t.Errorf("download of an unknown job exited %d: %s", code, out)
+	}
+	code, _, out = s.cli(nil, "submit", "shell.cli", "--file", filepath.Join(src, "run.sh"), "--file", filepath.Join(src, "run.sh"))
+	if code != 2 {
+		t.Errorf("two files of one name: exit %d: %s", code, out)
+	}
+}

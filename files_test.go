@@ -1,0 +1,89 @@
+package jetflow_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// TestClientFiles: a Go client submits input files with the job, a handler
+// reads them and stores a result, Download writes it once the job ended; a
+// bad name stores nothing; a token client cannot.
+func TestClientFiles(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	cl, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
+	w.Handle("files.cat", jetflow.HandlerFunc(func(ctx context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+		var all bytes.Buffer
+		for _, f := range job.Record().Files {
+			r, err := cl.OpenInput(ctx, job.ID, f)
+			if err != nil {
+				return nil, err
+			}
+			io.Copy(&all, r)
+			r.Close()
+		}
+		<-release
+		if _, err := cl.PutResult(ctx, job.ID, &all); err != nil {
+			return nil, err
+		}
+		return []byte(`"ok"`), nil
+	}))
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+
+	job, err := cl.Submit(ctx, "files.cat", nil, jetflow.Files(map[string]io.Reader{
+		"b/2.txt": strings.NewReader("two"), "a.txt": strings.NewReader("one,")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(job.Files) != 2 || job.Files[0].Name != "a.txt" || job.Files[1].Size != 3 {
+		t.Fatalf("files %+v", job.Files)
+	}
+	if _, err := cl.Download(ctx, job.ID, io.Discard); !errors.Is(err, jetflow.ErrNotEnded) {
+		t.Errorf("download before the end: %v", err)
+	}
+	close(release)
+	if done, err := cl.Wait(ctx, job.ID); err != nil || done.State != jetflow.Succeeded {
+		t.Fatalf("%+v %v", done, err)
+	}
+	var got bytes.Buffer
+	if _, err := cl.Download(ctx, job.ID, &got); err != nil || got.String() != "one,two" {
+		t.Errorf("downloaded %q, %v", got.String(), err)
+	}
+
+	if _, err := cl.Submit(ctx, "files.cat", nil, jetflow.Files(map[string]io.Reader{
+		"ok": strings.NewReader("x"), "../x": strings.NewReader("x")})); !errors.Is(err, commands.ErrInvalidFileName) {
+		t.Errorf("a bad name: %v", err)
+	}
+	if _, err := cl.Download(ctx, streams.NewID(), io.Discard); !errors.Is(err, jetflow.ErrNotFound) {
+		t.Errorf("download of no job: %v", err)
+	}
+	tc, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: "jft_x_y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Submit(ctx, "files.cat", nil, jetflow.Files(map[string]io.Reader{"a": strings.NewReader("")})); !errors.Is(err, jetflow.ErrNeedsEngine) {
+		t.Errorf("token client: %v", err)
+	}
+	if _, err := tc.Download(ctx, job.ID, io.Discard); !errors.Is(err, jetflow.ErrNeedsEngine) {
+		t.Errorf("token client download: %v", err)
+	}
+}
