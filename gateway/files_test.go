@@ -13,8 +13,12 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -394,6 +398,106 @@ func TestSubmitFilesEveryRole(t *testing.T) {
 			if after := len(e.objects()); r.status >= 400 && after != before || r.status == 201 && after != before+1 {
 				t.Errorf("%s as %s: %d, objects %d -> %d", c.job, who, r.status, before, after)
 			}
+		}
+	}
+}
+
+func zipBytes(t *testing.T, names ...string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, n := range names {
+		w, err := zw.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, "content of "+n)
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+// TestHTTPWorkerFiles: the worker holding a job downloads its inputs and
+// uploads its archive; another worker may not; a bad archive is refused.
+func TestHTTPWorkerFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxUpload = 4000 })
+	v := e.submitFiles(`{"type":"hw.files"}`, upFile{"run.sh", "echo"}, upFile{"d/in.txt", "input"}).want(t, http.StatusCreated).job(t)
+	wk := e.register(`{"name":"py","types":["hw.files"]}`)
+	other := e.register(`{"name":"other","types":["hw.none"]}`)
+	base := "/api/v1/jobs/" + v.ID
+	// Not claimed yet: nobody holds it.
+	e.do("GET", base+"/inputs/d/in.txt?worker_id="+wk, nil).problem(t, http.StatusConflict, "not-claimant")
+	c := e.claim(wk, 10)
+	if c.Job == nil || c.Job.ID != v.ID || len(c.Job.Files) != 2 {
+		t.Fatalf("claimed %+v", c.Job)
+	}
+	r := e.do("GET", base+"/inputs/d/in.txt?worker_id="+wk, nil).want(t, http.StatusOK)
+	if string(r.body) != "input" || r.header.Get("Digest") != digest("input") {
+		t.Errorf("input %q %q", r.body, r.header.Get("Digest"))
+	}
+	e.do("GET", base+"/inputs/d/in.txt?worker_id="+other, nil).problem(t, http.StatusConflict, "not-claimant")
+	e.do("GET", base+"/inputs/d/in.txt", nil).problem(t, http.StatusBadRequest, "invalid-input")
+	e.do("GET", base+"/inputs/nope.txt?worker_id="+wk, nil).problem(t, http.StatusNotFound, "not-found")
+	e.do("GET", base+"/inputs/../run.sh?worker_id="+wk, nil) // cleaned by the mux: never outside the job
+
+	e.do("PUT", base+"/result?worker_id="+wk, "not a zip").problem(t, http.StatusBadRequest, "invalid-input")
+	e.do("PUT", base+"/result?worker_id="+wk, zipBytes(t, "ok.txt", "../escape.txt")).problem(t, http.StatusBadRequest, "invalid-input")
+	e.do("PUT", base+"/result?worker_id="+wk, zipBytes(t, "/abs.txt")).problem(t, http.StatusBadRequest, "invalid-input")
+	e.do("PUT", base+"/result?worker_id="+wk, bytes.Repeat([]byte("x"), 5000)).problem(t, http.StatusRequestEntityTooLarge, "payload-too-large")
+	good := zipBytes(t, "out/a.txt", "stdout.txt")
+	e.do("PUT", base+"/result?worker_id="+other, good).problem(t, http.StatusConflict, "not-claimant")
+	if objs := e.objects(); len(objs) != 2 {
+		t.Fatalf("objects after refused archives: %q", objs)
+	}
+	e.do("PUT", base+"/result?worker_id="+wk, good).want(t, http.StatusOK)
+	e.patch(v.ID, map[string]any{"worker_id": wk, "state": "running"}).want(t, http.StatusOK)
+	e.patch(v.ID, map[string]any{"worker_id": wk, "state": "succeeded"}).want(t, http.StatusOK)
+	r = e.do("GET", base+"/download", nil).want(t, http.StatusOK)
+	if !bytes.Equal(r.body, good) {
+		t.Error("downloaded archive is not the one uploaded")
+	}
+	// Ended: nobody holds it any more.
+	e.do("PUT", base+"/result?worker_id="+wk, good).problem(t, http.StatusConflict, "invalid-transition")
+}
+
+// TestPythonWorkerFiles runs examples/python-worker/worker.py on a job
+// with files: it downloads the inputs and uploads an archive of them
+// upper-cased, which the download serves.
+func TestPythonWorkerFiles(t *testing.T) {
+	t.Parallel()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the Python worker example is not run")
+	}
+	e := newEnv(t)
+	v := e.submitFiles(`{"type":"py.upper"}`, upFile{"a.txt", "abc"}, upFile{"d/b.txt", "xyz"}).want(t, http.StatusCreated).job(t)
+	script, err := filepath.Abs("../examples/python-worker/worker.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, script, "--url", e.ts.URL, "--types", "py.upper", "--max-jobs", "1", "--wait", "5")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("worker.py: %v\n%s", err, out)
+	}
+	if done := e.get(v.ID); done.State != streams.StateSucceeded || string(done.Result) != `{"files":2}` {
+		t.Fatalf("job %+v\n%s", done, out)
+	}
+	r := e.do("GET", "/api/v1/jobs/"+v.ID+"/download", nil).want(t, http.StatusOK)
+	zr, err := zip.NewReader(bytes.NewReader(r.body), int64(len(r.body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := files.Extract(zr, dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"out/a.txt": "ABC", "out/d/b.txt": "XYZ"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v", name, b, err)
 		}
 	}
 }

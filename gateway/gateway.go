@@ -352,6 +352,8 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobAct(read, g.jobEvents)})
 	route(mux, v1+"/jobs/{id}/files", methods{"GET": g.jobAct(read, g.listFiles)})
 	route(mux, v1+"/jobs/{id}/download", methods{"GET": g.jobAct(read, g.download)})
+	route(mux, v1+"/jobs/{id}/inputs/{name...}", methods{"GET": g.jobAct(work, g.workerInput)})
+	route(mux, v1+"/jobs/{id}/result", methods{"PUT": g.jobAct(work, g.workerResult)})
 	route(mux, v1+"/workers", methods{"GET": g.act(read, g.listWorkers), "POST": g.act(work, g.registerWorker)})
 	route(mux, v1+"/workers/{id}", methods{"GET": g.act(read, g.getWorker), "DELETE": g.act(work, g.unregisterWorker)})
 	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.act(work, g.heartbeat)})

@@ -10,7 +10,13 @@ unregister on exit, which hands unfinished jobs back at once.
 Handlers are plain functions: handler(job, report) -> result. report(current,
 total, message) sends progress; raising JobError(code, message, retryable)
 fails the attempt with a code; any other exception fails it retryably.
+
+Jobs with files (docs/files.md): the job's input files are downloaded first,
+as job["inputs"] (name -> bytes); what a handler puts in job["outputs"] (name
+-> bytes) is zipped and uploaded as the job's result archive before the
+outcome is reported, whether it succeeded or failed.
 """
+import io
 import argparse
 import json
 import signal
@@ -18,7 +24,9 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import zipfile
 
 
 class ProblemError(Exception):
@@ -48,13 +56,16 @@ class Client:
     def __init__(self, url):
         self.url = url.rstrip("/") + "/api/v1"
 
-    def call(self, method, path, body=None, timeout=90):
-        data = None if body is None else json.dumps(body).encode()
+    def call(self, method, path, body=None, timeout=90, raw=None, content_type="application/json"):
+        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as res:
-                return json.loads(res.read() or b"null")
+                out = res.read()
+                if res.headers.get_content_type() != "application/json":
+                    return out
+                return json.loads(out or b"null")
         except urllib.error.HTTPError as e:
             raw = e.read()
             try:
@@ -109,8 +120,24 @@ class Worker:
             self.report(jid, {"progress": {"current": current, "total": total, "message": message}})
 
         self.report(jid, {"state": "running"})
+        q = "?worker_id=" + urllib.parse.quote(self.id)
+        job["inputs"] = {f["name"]: self.client.call("GET", "/jobs/%s/inputs/%s%s" % (jid, urllib.parse.quote(f["name"]), q))
+                         for f in job.get("files") or []}
+        job["outputs"] = {}
+
+        def upload():
+            if job["outputs"]:
+                buf = io.BytesIO()
+                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+                    for name, data in sorted(job["outputs"].items()):
+                        z.writestr(name, data)
+                self.client.call("PUT", "/jobs/%s/result%s" % (jid, q), raw=buf.getvalue(), content_type="application/zip")
+
         try:
-            result = handler(job, progress)
+            try:
+                result = handler(job, progress)
+            finally:
+                upload()
         except Lost:
             self.log("job %s: lost (cancelled or lease expired); dropped" % jid)
             return
@@ -185,7 +212,13 @@ def slow(job, progress):
     return {"slept": seconds}
 
 
-HANDLERS = {"py.reverse": reverse, "py.fail": fail, "py.slow": slow}
+def upper(job, progress):
+    for name, data in job["inputs"].items():
+        job["outputs"]["out/" + name] = data.upper()
+    return {"files": len(job["inputs"])}
+
+
+HANDLERS = {"py.reverse": reverse, "py.fail": fail, "py.slow": slow, "py.upper": upper}
 
 
 def main():
