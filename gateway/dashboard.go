@@ -301,6 +301,7 @@ type jobPage struct {
 	Children []*Summary
 	MoreKids bool
 	LastSeq  uint64
+	Files    *FileList // nil if the files bucket could not be read
 }
 
 // GET /jobs/{id}
@@ -335,6 +336,9 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		var next *Cursor
 		d.Children, next = g.index.List(engine.Filter{Parent: id, Namespace: ownNamespace(r)}, nil, 200)
 		d.MoreKids = next != nil
+	}
+	if fl, err := g.fileList(r.Context(), id); err == nil {
+		d.Files = fl
 	}
 	g.render(w, r, http.StatusOK, "job", "Job "+id, d)
 }

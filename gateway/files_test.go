@@ -501,3 +501,25 @@ func TestPythonWorkerFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardJobFiles: the job's page lists its files and links the
+// download once there is an archive.
+func TestDashboardJobFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	v := e.submitFiles(`{"type":"t"}`, upFile{"dir/in put.txt", "abc"}).want(t, http.StatusCreated).job(t)
+	page := string(e.do("GET", "/jobs/"+v.ID, nil).want(t, http.StatusOK).body)
+	if !strings.Contains(page, `id="files"`) || !strings.Contains(page, "dir/in put.txt") || !strings.Contains(page, digest("abc")) ||
+		strings.Contains(page, `id="download"`) {
+		t.Fatalf("page without its files, or with a download:\n%s", page)
+	}
+	fs, err := files.Open(e.ctx, e.store.JS, e.store.Topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.PutResult(e.ctx, v.ID, bytes.NewReader(zipBytes(t, "out/x")))
+	page = string(e.do("GET", "/jobs/"+v.ID, nil).want(t, http.StatusOK).body)
+	if !strings.Contains(page, `href="/api/v1/jobs/`+v.ID+`/download"`) || !strings.Contains(page, files.ResultName) {
+		t.Fatalf("page without the download link:\n%s", page)
+	}
+}
