@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -213,5 +215,61 @@ func TestShellJobWithFilesCLI(t *testing.T) {
 	code, _, out = s.cli(nil, "submit", "shell.cli", "--file", filepath.Join(src, "run.sh"), "--file", filepath.Join(src, "run.sh"))
 	if code != 2 {
 		t.Errorf("two files of one name: exit %d: %s", code, out)
+	}
+}
+
+// A shell job with files whose worker is killed mid-script (SIGKILL): the
+// job is requeued, the next worker places the files again and runs it, and
+// in the end there is one archive, the second attempt's.
+func TestShellJobWithFilesKilledWorker(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	script := `cp in.txt "$JETFLOW_OUTPUT/got.txt"
+echo "attempt $JETFLOW_ATTEMPT" > "$JETFLOW_OUTPUT/attempt.txt"
+if [ "$JETFLOW_ATTEMPT" = 1 ]; then sleep 1000; fi`
+	args := []string{"--exec", "shell.k=" + script, "--work-dir", t.TempDir(), "--kill-grace", "300ms"}
+	a := s.worker("A", nil, args...)
+	ctx := testkit.Ctx(t)
+	job, err := s.client.Submit(ctx, "shell.k", nil, jetflow.MaxRetries(0),
+		jetflow.Files(map[string]io.Reader{"in.txt": strings.NewReader("the input")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Kill(t)
+	s.worker("B", nil, args...)
+	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
+	if done.State != jetflow.Succeeded || done.Worker != "B" || done.Attempts != 2 {
+		t.Fatalf("job %s under %s, attempts %d, error %+v", done.State, done.Worker, done.Attempts, done.Error)
+	}
+	var zb bytes.Buffer
+	if _, err := s.client.Download(ctx, job.ID, &zb); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(zb.Bytes()), int64(zb.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := files.Extract(zr, dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, dir, "out/got.txt", "the input")
+	wantFile(t, dir, "out/attempt.txt", "attempt 2\n")
+	obs, err := testkit.StoreOf(t, s.client).JS.ObjectStore(ctx, streams.FilesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := obs.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range list {
+		names = append(names, o.Name)
+	}
+	slices.Sort(names)
+	if want := []string{files.InputKey(job.ID, "in.txt"), files.ResultKey(job.ID)}; !slices.Equal(names, want) {
+		t.Errorf("objects %q, want %q", names, want)
 	}
 }
