@@ -270,7 +270,7 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if p := problemOf(err); p.Status == http.StatusRequestEntityTooLarge {
-		drainBody(w, body, drainLimit(lim.body()))
+		drainBody(w, r.Body, drainLimit(lim.body()))
 		w.Header().Set("Connection", "close")
 	}
 	fail(w, r, err, "")
