@@ -112,6 +112,19 @@ func workerPublish() []string {
 			"$JS.API.CONSUMER.DELETE."+kvStream(b)+".*",
 			"$JS.FC."+kvStream(b)+".>")
 	}
+	// Jobs' files (docs/files.md): reading an input (a direct get of its
+	// meta, an ordered consumer of its chunks, their flow control and
+	// end) and storing a result archive (its chunks, its meta, and the
+	// purge of the archive it replaces).
+	obj := "OBJ_" + streams.FilesBucket
+	out = append(out,
+		"$JS.API.CONSUMER.CREATE."+obj+".*.$O."+streams.FilesBucket+".C.*",
+		"$JS.API.CONSUMER.DELETE."+obj+".*",
+		"$JS.FC."+obj+".>",
+		"$O."+streams.FilesBucket+".C.*",
+		"$O."+streams.FilesBucket+".M.*",
+		"$JS.API.STREAM.PURGE."+obj,
+	)
 	return append(out,
 		// Its jobs' writes: events and piece events, records, work items,
 		// schedules and batches (retries, fan-outs), type registrations,
