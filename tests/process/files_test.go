@@ -273,3 +273,63 @@ if [ "$JETFLOW_ATTEMPT" = 1 ]; then sleep 1000; fi`
 		t.Errorf("objects %q, want %q", names, want)
 	}
 }
+
+// With `serve --nats-auth`, a `jetflow worker --exec` connected as the
+// worker user places a job's files and stores its archive without a
+// permission violation.
+func TestShellJobWithFilesNATSAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Parallel()
+	addr, data := testkit.FreeAddr(t), t.TempDir()
+	s := &system{t: t, url: "nats://" + addr}
+	serve := testkit.StartProc(t, "serve", nil, binary, "serve", "--data", data, "--nats-listen", addr, "--http", "off",
+		"--nats-auth", "--projector-lag", "300ms")
+	serve.WaitOutput(t, 30*time.Second, "jetflow is running")
+	b, err := os.ReadFile(filepath.Join(data, jetflow.NATSUsersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ Users jetflow.NATSUsers }
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	eng, _ := file.Users.Role(jetflow.NATSRoleEngine)
+	wrk, _ := file.Users.Role(jetflow.NATSRoleWorker)
+	asEngine := []string{"JETFLOW_NATS_USER=" + eng.User, "JETFLOW_NATS_PASSWORD=" + eng.Password}
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "data"), 0o700)
+	os.WriteFile(filepath.Join(src, "run.sh"), []byte(runSh), 0o600)
+	os.WriteFile(filepath.Join(src, "data", "in.txt"), []byte("with auth"), 0o600)
+	code, _, out := s.cli(asEngine, "submit", "shell.auth", "{}", "--file", src, "--json")
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, out)
+	}
+	var v struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	// The worker user may not create the queue: it starts once a submit made it.
+	w := testkit.StartProc(t, "worker", []string{"JETFLOW_NATS_USER=" + wrk.User, "JETFLOW_NATS_PASSWORD=" + wrk.Password},
+		binary, "worker", "--nats", s.url, "--id", "wa", "--exec", "shell.auth=", "--work-dir", t.TempDir())
+	w.WaitOutput(t, 30*time.Second, "worker wa running")
+
+	zipPath := filepath.Join(t.TempDir(), "r.zip")
+	if code, _, out := s.cli(asEngine, "download", v.ID, "-o", zipPath, "--wait"); code != 0 {
+		t.Fatalf("download: %d %s\nworker:\n%s", code, out, w.Output())
+	}
+	zr, err := zip.OpenReader(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	dir := t.TempDir()
+	if err := files.Extract(&zr.Reader, dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, dir, "out/upper.txt", "WITH AUTH")
+	if strings.Contains(w.Output(), "iolation") {
+		t.Fatalf("the worker met a permission violation:\n%s", w.Output())
+	}
+}
