@@ -166,9 +166,18 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*SubmitRequest) ([]*JobI
 	if c.store == nil {
 		infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
 		for i, r := range reqs {
-			infos[i], _, errs[i] = c.sendByCommand(ctx, r)
+			infos[i], _, errs[i] = c.Send(ctx, r) // sendByCommand, or ErrNeedsEngine for files
 		}
 		return infos, errs
+	}
+	for _, r := range reqs {
+		if len(r.Uploads) > 0 { // files are stored before each submit: one at a time
+			infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
+			for i, r := range reqs {
+				infos[i], _, errs[i] = c.Send(ctx, r)
+			}
+			return infos, errs
+		}
 	}
 	res := c.store.SubmitBatch(ctx, reqs)
 	infos, errs := make([]*JobInfo, len(res)), make([]error, len(res))

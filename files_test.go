@@ -87,3 +87,34 @@ func TestClientFiles(t *testing.T) {
 		t.Errorf("token client download: %v", err)
 	}
 }
+
+// SubmitMany with files stores each request's files before its submit.
+func TestSubmitManyFiles(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	cl, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*jetflow.SubmitRequest
+	for _, n := range []string{"a", "b"} {
+		r, err := jetflow.NewRequest("files.many", nil, jetflow.Files(map[string]io.Reader{n + ".txt": strings.NewReader(n)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, r)
+	}
+	plain, _ := jetflow.NewRequest("files.many", nil)
+	reqs = append(reqs, plain)
+	infos, errs := cl.SubmitMany(ctx, reqs)
+	for i, want := range []int{1, 1, 0} {
+		if errs[i] != nil || len(infos[i].Files) != want {
+			t.Errorf("request %d: %+v %v", i, infos[i], errs[i])
+		}
+	}
+	tc, _ := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: "jft_x_y"})
+	if _, errs := tc.SubmitMany(ctx, reqs[:1]); !errors.Is(errs[0], jetflow.ErrNeedsEngine) {
+		t.Errorf("token client: %v", errs[0])
+	}
+}
