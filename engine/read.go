@@ -143,6 +143,9 @@ func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted
 	if err != nil {
 		return Submitted{}, err
 	}
+	if len(orig.Job.Spec.Files) > 0 {
+		return s.retryWithFiles(ctx, orig.Job, req)
+	}
 	return s.Submit(ctx, req)
 }
 

@@ -523,3 +523,35 @@ func TestDashboardJobFiles(t *testing.T) {
 		t.Fatalf("page without the download link:\n%s", page)
 	}
 }
+
+// TestRetryWithFiles: a retry of a job with files is a new job with a copy
+// of them under its own id.
+func TestRetryWithFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	v := e.submitFiles(`{"type":"t"}`, upFile{"run.sh", "echo"}, upFile{"d/in.txt", "in"}).want(t, http.StatusCreated).job(t)
+	e.do("DELETE", "/api/v1/jobs/"+v.ID, nil).want(t, http.StatusOK)
+	again := e.do("POST", "/api/v1/jobs/"+v.ID+"/retry", map[string]any{"idempotency_key": "r1"}).want(t, http.StatusCreated).job(t)
+	if again.RetryOf != v.ID || fmt.Sprint(again.Files) != fmt.Sprint(v.Files) {
+		t.Fatalf("retry %+v, files %+v; want %+v", again, again.Files, v.Files)
+	}
+	fs, err := files.Open(e.ctx, e.store.JS, e.store.Topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range again.Files {
+		res, err := fs.Input(e.ctx, again.ID, f)
+		if err != nil {
+			t.Fatalf("%s of the retry: %v", f.Name, err)
+		}
+		res.Close()
+	}
+	// The same key again: the same retry, no more copies.
+	same := e.do("POST", "/api/v1/jobs/"+v.ID+"/retry", map[string]any{"idempotency_key": "r1"}).want(t, http.StatusOK).job(t)
+	if same.ID != again.ID {
+		t.Errorf("second retry %s, want %s", same.ID, again.ID)
+	}
+	if objs := e.objects(); len(objs) != 4 {
+		t.Errorf("objects %q, want the original's 2 and the retry's 2", objs)
+	}
+}
