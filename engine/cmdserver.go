@@ -478,6 +478,20 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return failed(err, "")
 		}
 	}
+	// idOf decodes and checks a command about one job the principal may see.
+	idOf := func() (*idCommand, *cmdReply) {
+		var req idCommand
+		if r := decode(&req); r != nil {
+			return nil, r
+		}
+		if err := req.check(verb); err != nil {
+			return nil, failed(err, req.ID)
+		}
+		if err := c.sees(ctx, p, req.ID); err != nil {
+			return nil, failed(err, req.ID)
+		}
+		return &req, nil
+	}
 	switch verb {
 	case "submit":
 		var req commands.SubmitRequest
@@ -499,15 +513,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		created := res.Created
 		return &cmdReply{Job: projections.View(res.Job), Created: &created}
 	case "get", "cancel":
-		var req idCommand
-		if r := decode(&req); r != nil {
+		req, r := idOf()
+		if r != nil {
 			return r
-		}
-		if err := req.check(verb); err != nil {
-			return failed(err, req.ID)
-		}
-		if err := c.sees(ctx, p, req.ID); err != nil {
-			return failed(err, req.ID)
 		}
 		var snap Snapshot
 		var err error
@@ -542,15 +550,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		return out
 	case "events":
-		var req idCommand
-		if r := decode(&req); r != nil {
+		req, r := idOf()
+		if r != nil {
 			return r
-		}
-		if err := req.check(verb); err != nil {
-			return failed(err, req.ID)
-		}
-		if err := c.sees(ctx, p, req.ID); err != nil {
-			return failed(err, req.ID)
 		}
 		out := &cmdReply{Events: []*projections.EventView{}}
 		err := c.store.History(ctx, req.ID, 0, false, func(e *streams.Event) error {
