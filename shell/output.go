@@ -27,8 +27,9 @@ const maxEvents = 1000
 // are written, its files as the last look at its directory found them.
 type budget struct {
 	limit int64
-	logs  atomic.Int64 // bytes of stdout and stderr
-	files atomic.Int64 // bytes of the directory's files, less those before the run and the logs
+	logs    atomic.Int64 // bytes of stdout and stderr
+	written atomic.Int64 // of those, the bytes written to stdout.txt and stderr.txt
+	files   atomic.Int64 // bytes of the directory's files, less those before the run, and what the logs hold beyond written
 	over  chan struct{}
 	once  sync.Once
 }
@@ -54,30 +55,40 @@ func (b *budget) watchDir(dir string, base int64, interval time.Duration, stop <
 			return
 		case <-t.C:
 		}
-		b.files.Store(dirBytes(dir) - base)
+		b.look(dir, base)
 		if !b.check() {
 			return
 		}
 	}
 }
 
-// dirBytes is the size of the regular files under dir, less the logs at
-// its top, links not followed.
-func dirBytes(dir string) int64 {
-	var n int64
+// look counts what the directory holds now: its files but those before the
+// run, and the bytes in stdout.txt and stderr.txt that did not come through
+// the pipes (the command wrote to the files itself).
+func (b *budget) look(dir string, base int64) {
+	other, logs := dirBytes(dir)
+	b.files.Store(other - base + max(0, logs-b.written.Load()))
+}
+
+// dirBytes is the size of the regular files under dir but the logs at its
+// top (other), and of the logs, links not followed.
+func dirBytes(dir string) (other, logs int64) {
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
-		if filepath.Dir(path) == dir && (d.Name() == StdoutFile || d.Name() == StderrFile) {
+		info, err := d.Info()
+		if err != nil {
 			return nil
 		}
-		if info, err := d.Info(); err == nil {
-			n += info.Size()
+		if filepath.Dir(path) == dir && (d.Name() == StdoutFile || d.Name() == StderrFile) {
+			logs += info.Size()
+		} else {
+			other += info.Size()
 		}
 		return nil
 	})
-	return n
+	return other, logs
 }
 
 // logFile is stdout.txt or stderr.txt: written while the budget lasts, with
@@ -98,7 +109,9 @@ func (l *logFile) Write(p []byte) (int, error) {
 	if l.err != nil || !l.budget.check() {
 		return len(p), nil // the process group is being killed: drained, not kept
 	}
-	_, l.err = l.f.Write(p)
+	var n int
+	n, l.err = l.f.Write(p)
+	l.budget.written.Add(int64(n))
 	return len(p), nil
 }
 

@@ -65,7 +65,7 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 	}
 	defer outR.Close()
 	defer errR.Close()
-	base := dirBytes(a.Dir) // the payload and the input files
+	base, _ := dirBytes(a.Dir) // the payload and the input files
 
 	// lifeR is the group's end of a pipe whose other end only this process
 	// holds: when it dies, even by SIGKILL, the watchdog kills the group.
@@ -124,7 +124,7 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 	a.Duration = time.Since(start)
 	close(stopWatch)
 	<-watched
-	b.files.Store(dirBytes(a.Dir) - base) // a last look: the command may have ended between two
+	b.look(a.Dir, base) // a last look: the command may have ended between two
 	b.check()
 	_ = outR.SetReadDeadline(time.Now().Add(drainWait))
 	_ = errR.SetReadDeadline(time.Now().Add(drainWait))
@@ -133,12 +133,20 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 		log.Warn("write the logs", "err", err)
 	}
 	a.Outputs = listOutputs(a.OutputDir)
-	if killed == nil {
-		select {
-		case <-b.over: // the command ended as its output passed the limit
+	select {
+	case <-b.over:
+		if killed == nil { // the command ended as its output passed the limit
 			killed = r.tooLarge()
-		default:
 		}
+		// What it left is not kept (Collect would archive a bomb): no
+		// outputs, and logs of at most MaxOutput each.
+		a.Outputs = nil
+		for _, p := range []string{a.Stdout, a.Stderr} {
+			if fi, err := os.Stat(p); err == nil && fi.Size() > r.cfg.MaxOutput {
+				_ = os.Truncate(p, r.cfg.MaxOutput)
+			}
+		}
+	default:
 	}
 	log.Debug("ended", "exit", a.ExitCode, "killed", killed, "duration", a.Duration)
 	return r.outcome(a, killed, so, stderr)

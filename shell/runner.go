@@ -139,7 +139,7 @@ type Attempt struct {
 	// Set when the process group is gone:
 	ExitCode int // the command's exit code (128+n for signal n); -1 if it was killed
 	Duration time.Duration
-	Outputs  []File // the regular files under OutputDir; symbolic links are left out
+	Outputs  []File // the regular files under OutputDir, symbolic links left out; none when the command wrote more than MaxOutput
 	Err      error  // what the attempt returns; nil when it succeeded
 }
 

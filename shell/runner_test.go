@@ -416,6 +416,8 @@ func TestOutputOverTheCapFails(t *testing.T) {
 		{"file", `head -c 5000000 /dev/zero > "$JETFLOW_OUTPUT/big"; trap '' TERM; sleep 1000`},
 		{"stdout", `trap '' TERM; yes`},
 		{"file then exit", `head -c 3000000 /dev/zero > big; exit 0`},
+		{"into stdout.txt", `head -c 20000000 /dev/zero >> stdout.txt; echo ok`},
+		{"sparse output", `truncate -s 2G "$JETFLOW_OUTPUT/big"; exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -432,6 +434,10 @@ func TestOutputOverTheCapFails(t *testing.T) {
 			defer c.mu.Unlock()
 			if len(c.stdout[0]) > limit {
 				t.Fatalf("stdout.txt has %d bytes", len(c.stdout[0]))
+			}
+			// Nothing of what went over is handed to Collect to archive.
+			if len(c.outputs[0]) != 0 {
+				t.Fatalf("outputs of an attempt over the cap: %+v", c.outputs[0])
 			}
 		})
 	}
