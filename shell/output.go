@@ -26,12 +26,12 @@ const maxEvents = 1000
 // budget is what the command may still write: its logs are counted as they
 // are written, its files as the last look at its directory found them.
 type budget struct {
-	limit int64
+	limit   int64
 	logs    atomic.Int64 // bytes of stdout and stderr
 	written atomic.Int64 // of those, the bytes written to stdout.txt and stderr.txt
 	files   atomic.Int64 // bytes of the directory's files, less those before the run, and what the logs hold beyond written
-	over  chan struct{}
-	once  sync.Once
+	over    chan struct{}
+	once    sync.Once
 }
 
 func newBudget(limit int64) *budget { return &budget{limit: limit, over: make(chan struct{})} }
