@@ -2,6 +2,9 @@ package shell
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -17,8 +20,9 @@ const (
 	pollEvery = 10 * time.Millisecond
 )
 
-// group is a command's process group: its leader is the bash we started,
-// and its id the leader's pid.
+// group is a command's session and process group: their leader is the bash
+// we started, and their ids the leader's pid. Signals go to the group and
+// to every process of the session that left it (Linux: found in /proc).
 type group struct {
 	pgid   int
 	leader chan int      // the leader's exit code (128+n for signal n), once
@@ -57,7 +61,14 @@ func (g *group) reap() {
 			g.exited(pid, ws)
 			continue
 		}
-		if errors.Is(syscall.Kill(-g.pgid, 0), syscall.ESRCH) {
+		strays, ended := sessionStrays(g.pgid)
+		for _, pid := range ended {
+			// Orphans of the session are our children (a subreaper's):
+			// reap those that ended.
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		}
+		if len(strays) == 0 && errors.Is(syscall.Kill(-g.pgid, 0), syscall.ESRCH) {
 			return
 		}
 		time.Sleep(pollEvery)
@@ -78,8 +89,15 @@ func (g *group) exited(pid int, ws syscall.WaitStatus) {
 // signal sends sig to every process of the group.
 func (g *group) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-g.pgid, sig)
+	strays, _ := sessionStrays(g.pgid)
+	for _, pid := range strays {
+		_ = syscall.Kill(pid, sig)
+	}
 	if sig == sigTerm {
 		_ = syscall.Kill(-g.pgid, syscall.SIGCONT) // a stopped process acts on SIGTERM only once it runs
+		for _, pid := range strays {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
 	}
 }
 
@@ -119,4 +137,47 @@ func (g *group) stop(grace time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// sessionStrays are the processes of session sid that are not in its
+// leader's process group (they moved to one of their own), from /proc; none
+// where there is no /proc: live the running ones, ended the zombies (gone
+// but for their reaping).
+func sessionStrays(sid int) (live, ended []int) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...: comm may hold spaces
+		// and parentheses, so the fields are read after its last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 4 {
+			continue
+		}
+		pgrp, err1 := strconv.Atoi(f[2])
+		sess, err2 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil || sess != sid || pgrp == sid {
+			continue
+		}
+		if f[0] == "Z" {
+			ended = append(ended, pid)
+		} else {
+			live = append(live, pid)
+		}
+	}
+	return live, ended
 }

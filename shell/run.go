@@ -81,7 +81,10 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 	cmd.Env = r.env(job, a)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{lifeR} // fd 3
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session (and so its own process group): a process that
+	// moves to a group of its own (GNU timeout does) stays in the session,
+	// where stop finds it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	start := time.Now()
 	err = cmd.Start()
 	outW.Close()
