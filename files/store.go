@@ -166,6 +166,11 @@ func (s *Store) Sweep(ctx context.Context, grace time.Duration, exists func(ctx 
 			continue
 		}
 		for _, n := range names {
+			// Stored again since the listing (a resubmit with the same
+			// idempotency key, whose job is not submitted yet): kept.
+			if info, err := s.obs.GetInfo(ctx, n); err != nil || time.Since(info.ModTime) < grace {
+				continue
+			}
 			if err := s.obs.Delete(ctx, n); err == nil {
 				deleted++
 			} else if !errors.Is(err, jetstream.ErrObjectNotFound) {

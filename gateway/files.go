@@ -257,10 +257,10 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Refused: nothing is kept. The names are the ones stored, plus the
-	// one being stored when it failed (a failed put leaves no object, but
-	// the name is deleted in case it got that far).
-	if id != "" {
+	// Refused: nothing is kept (a failed put leaves no object), unless a
+	// job of this id exists meanwhile: another submit with the same
+	// idempotency key won, and the names may be its files.
+	if id != "" && !g.jobExists(context.WithoutCancel(ctx), id) {
 		names := make([]string, 0, len(refs)+1)
 		for _, f := range refs {
 			names = append(names, f.Name)
@@ -383,4 +383,11 @@ func (g *Gateway) download(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, res); err != nil {
 		g.log.Debug("download", "job", id, "err", err)
 	}
+}
+
+// jobExists reports whether a job of this id exists (or could not be
+// looked at: then its files are kept for the sweep to judge).
+func (g *Gateway) jobExists(ctx context.Context, id string) bool {
+	_, err := g.store.Lookup(ctx, id)
+	return !errors.Is(err, commands.ErrNotFound)
 }

@@ -136,6 +136,12 @@ func (g *Gateway) workerResult(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
+	// Held still, now that the body is in: an upload that took longer
+	// than the lease must not replace the archive of the attempt after it.
+	if _, err := g.claimant(r, id); err != nil {
+		fail(w, r, err, id)
+		return
+	}
 	ref, err := fs.PutResult(r.Context(), id, tmp)
 	if err != nil {
 		fail(w, r, err, id)

@@ -88,6 +88,14 @@ func (h fileHooks) collect(ctx context.Context, job *jetflow.RawJob, a *shell.At
 			entries = append(entries, files.Entry{Name: p.name, Path: p.path})
 		}
 	}
+	// An attempt that lost its job (its lease went to another attempt)
+	// must not replace the newer attempt's archive.
+	if cur, err := h.cl.Get(ctx, job.ID); err != nil {
+		return err
+	} else if cur.Attempts != job.Attempt || cur.State != jetflow.Running {
+		return fmt.Errorf("result of job %s not stored: attempt %d no longer holds it (%s, attempt %d)",
+			job.ID, job.Attempt, cur.State, cur.Attempts)
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(files.WriteZip(pw, entries)) }()
 	_, err := h.cl.PutResult(ctx, job.ID, pr)
