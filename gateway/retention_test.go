@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+func TestPurgedJobIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := e.submit(`{"type":"demo.idle"}`)
+	e.do("POST", "/api/v1/jobs/"+j.ID+"/cancel", `{}`).want(t, 200)
+	before := time.Now().Add(-time.Second)
+	if n, err := e.store.Purge(e.ctx, j.ID, "retention"); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	p := e.do("GET", "/api/v1/jobs/"+j.ID, nil).problem(t, 410, engine.ProblemGone)
+	if p.PurgedAt == nil || p.PurgedAt.Before(before) || p.JobID != j.ID || !strings.Contains(p.Detail, "purged at") {
+		t.Fatalf("gone problem %+v", p)
+	}
+	// Lists do not show it (once the index has seen the deletion).
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		r := e.do("GET", "/api/v1/jobs", nil).want(t, 200)
+		if strings.Contains(string(r.body), j.ID) {
+			return fmt.Errorf("list shows the purged job: %s", r.body)
+		}
+		return nil
+	})
+	// An id that never was is still 404.
+	e.do("GET", "/api/v1/jobs/01M85MKVAX5K4A16TR1GJCD5RN", nil).problem(t, 404, engine.ProblemNotFound)
+}
