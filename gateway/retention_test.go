@@ -34,3 +34,21 @@ func TestPurgedJobIsGone(t *testing.T) {
 	// An id that never was is still 404.
 	e.do("GET", "/api/v1/jobs/01M85MKVAX5K4A16TR1GJCD5RN", nil).problem(t, 404, engine.ProblemNotFound)
 }
+
+func TestNamespaceRetentionSetting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do("PUT", "/api/v1/namespaces/team", `{"retention":"720h"}`).want(t, 200)
+	if !strings.Contains(string(r.body), `"retention":"720h0m0s"`) {
+		t.Fatalf("namespace view: %s", r.body)
+	}
+	before := e.eventCount()
+	for _, bad := range []string{`{"retention":"-1h"}`, `{"retention":"0s"}`, `{"retention":"soon"}`, `{"retention":5}`} {
+		if r := e.do("PUT", "/api/v1/namespaces/team", bad); r.status != 400 {
+			t.Fatalf("%s: %d %s", bad, r.status, r.body)
+		}
+	}
+	if e.eventCount() != before {
+		t.Fatal("a refused retention was written")
+	}
+}
