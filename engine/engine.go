@@ -55,7 +55,7 @@ type Engine struct {
 	Types      *TypeSweeper
 	Files      *FileSweeper
 	Purger     *Purger
-	Leader     *Leader // runs FanIn, Leases, Types, Files and Reaper on one engine at a time
+	Leader     *Leader // runs FanIn, Leases, Types, Files, Reaper and Purger on one engine at a time
 	components []Component
 }
 
