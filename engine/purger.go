@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +55,8 @@ func (c PurgerConfig) withDefaults() PurgerConfig {
 // (Store.Purge): their record, files and queue leftovers go, job.purged
 // stays in the log. Children are purged with their parent, never alone.
 // Each pass scans the jobs bucket and purges at most Max jobs, one at a
-// time, so a backlog costs the hot path nothing but a scan's reads.
+// time; while passes find a full Max, the next follows after a pause as
+// long as the pass, so a backlog is drained without taking over.
 //
 // One Purger runs at a time, under a Leader.
 type Purger struct {
@@ -77,11 +78,25 @@ func (p *Purger) Purged() int64 { return p.purged.Load() }
 
 // Start starts purging. Idempotent.
 func (p *Purger) Start(context.Context) error {
-	p.life.EveryLogged(p.cfg.Interval, p.log, func(ctx context.Context) error {
-		_, err := p.Pass(ctx)
-		return err
-	})
+	p.life.EveryLogged(p.cfg.Interval, p.log, p.drain)
 	return nil
+}
+
+// drain runs passes until one finds fewer than Max jobs to purge. Between
+// two it pauses as long as the last one took, so that a backlog is worked
+// off at once but takes at most half of the purger's time, and of what its
+// reads and deletes cost the server.
+func (p *Purger) drain(ctx context.Context) error {
+	for {
+		start := time.Now()
+		n, err := p.Pass(ctx)
+		if err != nil || n < p.cfg.Max {
+			return err
+		}
+		if !sleepCtx(ctx, time.Since(start)) {
+			return ctx.Err()
+		}
+	}
 }
 
 // Stop stops purging. Idempotent.
@@ -130,18 +145,16 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 
 // Expired lists the ids of terminal jobs older than the retention of their
 // namespace (ns: only that one, if not empty), oldest first, at most max.
-// Children are left out: they are purged with their parent.
+// Children are left out: they are purged with their parent. It reads the
+// whole bucket once and keeps only the max oldest, so a backlog of any size
+// costs one scan and max entries of memory.
 func Expired(ctx context.Context, s *Store, retention func(ns string) time.Duration, ns string, max int) ([]string, error) {
 	w, err := s.KV.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	type cand struct {
-		id  string
-		end time.Time
-	}
-	var out []cand
+	var oldest newestFirst
 	now := time.Now()
 	per := map[string]time.Duration{}
 	for e := range w.Updates() {
@@ -157,20 +170,44 @@ func Expired(ctx context.Context, s *Store, retention func(ns string) time.Durat
 			r = retention(j.Spec.Namespace)
 			per[j.Spec.Namespace] = r
 		}
-		if commands.Expired(j, r, now) {
-			out = append(out, cand{j.ID, j.FinishedAt})
+		if !commands.Expired(j, r, now) {
+			continue
+		}
+		c := expired{j.ID, j.FinishedAt}
+		switch {
+		case len(oldest) < max:
+			heap.Push(&oldest, c)
+		case c.end.Before(oldest[0].end):
+			oldest[0] = c
+			heap.Fix(&oldest, 0)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b cand) int { return a.end.Compare(b.end) })
-	if len(out) > max {
-		out = out[:max]
-	}
-	ids := make([]string, len(out))
-	for i, c := range out {
-		ids[i] = c.id
+	ids := make([]string, len(oldest))
+	for i := len(ids) - 1; i >= 0; i-- {
+		ids[i] = heap.Pop(&oldest).(expired).id
 	}
 	return ids, nil
+}
+
+type expired struct {
+	id  string
+	end time.Time
+}
+
+// newestFirst is a heap of expired jobs whose top is the most recent one:
+// the first to give way to an older one.
+type newestFirst []expired
+
+func (h newestFirst) Len() int           { return len(h) }
+func (h newestFirst) Less(i, k int) bool { return h[i].end.After(h[k].end) }
+func (h newestFirst) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *newestFirst) Push(x any)        { *h = append(*h, x.(expired)) }
+func (h *newestFirst) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

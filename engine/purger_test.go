@@ -74,3 +74,28 @@ func TestNamespaceRetentionMustBePositive(t *testing.T) {
 		t.Fatalf("negative retention: %v", err)
 	}
 }
+
+// A backlog is drained pass after pass, without waiting for the interval.
+func TestPurgerDrainsABacklog(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for range 5 {
+		ids = append(ids, h.cancelled().Job.ID)
+	}
+	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 2, Log: testkit.Logger(t)})
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if n := p.Purged(); n != 5 {
+			return fmt.Errorf("purged %d of 5", n)
+		}
+		return nil
+	})
+	for _, id := range ids {
+		wantGone(t, h, id)
+	}
+	p.Stop(h.ctx)
+	p.Stop(h.ctx) // twice is fine
+}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetflow/jetflow/internal/testkit"
 )
 
 func TestCLIPurge(t *testing.T) {
@@ -22,11 +25,14 @@ func TestCLIPurge(t *testing.T) {
 			t.Fatalf("%v: %d %s", bad, code, errs)
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // --older-than is a real age: let the finished job get older than it
-	out, errs, code = e.jetflow("purge", "--older-than", "10ms", "--dry-run")
-	if code != exitOK || !strings.Contains(out, done) || strings.Contains(out, live) || !strings.Contains(out, "nothing written") {
-		t.Fatalf("dry run: %d %q %s", code, out, errs)
-	}
+	// --older-than is a real age: the finished job is listed once it is older.
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		out, errs, code = e.jetflow("purge", "--older-than", "10ms", "--dry-run")
+		if code != exitOK || !strings.Contains(out, done) || strings.Contains(out, live) || !strings.Contains(out, "nothing written") {
+			return fmt.Errorf("dry run: %d %q %s", code, out, errs)
+		}
+		return nil
+	})
 	if _, _, code := e.jetflow("get", done); code != exitOK {
 		t.Fatal("a dry run purged")
 	}
