@@ -52,3 +52,22 @@ func TestNamespaceRetentionSetting(t *testing.T) {
 		t.Fatal("a refused retention was written")
 	}
 }
+
+func TestPurgeDeletesFilesAndAnswersGoneEverywhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := e.submitFiles(`{"type":"shell.run","idempotency_key":"k1"}`, upFile{"a.txt", "hello"}).want(t, 201).job(t)
+	e.do("POST", "/api/v1/jobs/"+j.ID+"/cancel", `{}`).want(t, 200)
+	if objs := e.objects(); len(objs) != 1 {
+		t.Fatalf("files before the purge: %v", objs)
+	}
+	if _, err := e.store.Purge(e.ctx, j.ID, "retention"); err != nil {
+		t.Fatal(err)
+	}
+	if objs := e.objects(); len(objs) != 0 {
+		t.Fatalf("files after the purge: %v", objs)
+	}
+	e.do("GET", "/api/v1/jobs/"+j.ID+"/events", nil).problem(t, 410, engine.ProblemGone)
+	e.do("POST", "/api/v1/jobs/"+j.ID+"/cancel", `{}`).problem(t, 410, engine.ProblemGone)
+	e.do("POST", "/api/v1/jobs", `{"type":"shell.run","idempotency_key":"k1"}`).problem(t, 410, engine.ProblemGone)
+}
