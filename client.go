@@ -32,6 +32,10 @@ type ClientOptions struct {
 	// of the system's event log if it exists, else 3 on a cluster and 1 on
 	// a single server.
 	Replicas int
+	// EventsRetention is how long the event log keeps events (its MaxAge,
+	// applied by JetStream). Zero leaves the log's as it is (forever for a
+	// new one); serve sets it (--events-retention).
+	EventsRetention time.Duration
 	// Name identifies this process in the events it writes (the actor).
 	Name   string
 	Logger *slog.Logger
@@ -76,7 +80,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 	if name == "" {
 		name = defaultName()
 	}
-	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas}, name)
+	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention}, name)
 	if err != nil {
 		return nil, err
 	}

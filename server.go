@@ -57,6 +57,9 @@ type EngineConfig struct {
 	// TypeGrace is how long a registered type may go without workers and
 	// without jobs before it is soft-deleted (default 10 minutes).
 	TypeGrace time.Duration
+	// Retention is how long terminal jobs are kept before they are purged,
+	// in namespaces that set none (default 7 days).
+	Retention time.Duration
 	// Auth makes the NATS command service check tokens, as the HTTP API
 	// does with gateway.Config.Auth (docs/security.md).
 	Auth   bool
@@ -81,6 +84,7 @@ func NewEngine(client *Client, cfg EngineConfig) *Engine {
 		panic("jetflow.NewEngine: " + ErrNeedsEngine.Error() + ": not a token client")
 	}
 	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
+		Purger:    engine.PurgerConfig{Retention: cfg.Retention},
 		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
 		Auth: cfg.Auth, Log: cfg.Logger})}
 }

@@ -65,6 +65,7 @@ var Annotations = map[string][]streams.State{
 	streams.EvProgress: {streams.StateClaimed, streams.StateRunning, streams.StateWaiting},
 	streams.EvCustom:   {streams.StateClaimed, streams.StateRunning, streams.StateWaiting},
 	streams.EvFanIn:    {streams.StateWaiting},
+	streams.EvPurged:   {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled},
 }
 
 type move struct {

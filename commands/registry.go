@@ -204,6 +204,9 @@ func SetNamespace(cur *streams.NamespaceRecord, ns string, s streams.NamespaceSe
 	if err := CheckNamespace(ns); err != nil {
 		return nil, err
 	}
+	if s.Retention < 0 {
+		return nil, valueErr("retention", time.Duration(s.Retention).String(), "must be positive")
+	}
 	if cur != nil && cur.Settings == s {
 		return nil, nil
 	}

@@ -33,6 +33,8 @@ type EngineConfig struct {
 	// DefaultFileGrace), FileSweepInterval how often the leader looks
 	// (default DefaultFileSweepInterval).
 	FileGrace, FileSweepInterval time.Duration
+	// Purger configures retention: how long terminal jobs are kept.
+	Purger PurgerConfig
 	// Auth makes the command server check tokens (CommandServer.Auth).
 	Auth bool
 	Log  *slog.Logger
@@ -52,7 +54,8 @@ type Engine struct {
 	Leases     *LeaseSweeper
 	Types      *TypeSweeper
 	Files      *FileSweeper
-	Leader     *Leader // runs FanIn, Leases, Types, Files and Reaper on one engine at a time
+	Purger     *Purger
+	Leader     *Leader // runs FanIn, Leases, Types, Files, Reaper and Purger on one engine at a time
 	components []Component
 }
 
@@ -78,7 +81,11 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 		Types:     NewTypeSweeper(store, cfg.TypeGrace, cfg.TypeSweepInterval, log),
 		Files:     NewFileSweeper(store, cfg.FileGrace, cfg.FileSweepInterval, log),
 	}
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper)
+	if cfg.Purger.Log == nil {
+		cfg.Purger.Log = log
+	}
+	e.Purger = NewPurger(store, cfg.Purger)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

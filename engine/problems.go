@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/streams"
@@ -45,6 +46,9 @@ const (
 	// ProblemNoArchive: a job that ended without a result archive
 	// (GET /jobs/{id}/download).
 	ProblemNoArchive = "no-archive"
+	// ProblemGone: a job that retention purged (410); the problem names
+	// when (purged_at).
+	ProblemGone = "gone"
 )
 
 // titles are the titles of the problem types, by slug: one table for the
@@ -52,6 +56,7 @@ const (
 var titles = map[string]string{
 	ProblemInvalidInput:      "Invalid input",
 	ProblemNotFound:          "Not found",
+	ProblemGone:              "Gone: purged by retention",
 	ProblemInvalidTransition: "Invalid transition",
 	ProblemConflict:          "Conflict",
 	ProblemNotClaimant:       "Not the claimant",
@@ -118,6 +123,8 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// State is the job's state an invalid-transition was refused in.
 	State string `json:"state,omitempty"`
+	// PurgedAt is when retention purged the job of a gone problem.
+	PurgedAt *time.Time `json:"purged_at,omitempty"`
 	// Violations are what a payload's schema refused, each with a JSON
 	// pointer into the payload (schema-violation).
 	Violations []Violation `json:"violations,omitempty"`
@@ -136,8 +143,10 @@ func (p *Problem) Is(target error) bool {
 		return slug == p.Type
 	}
 	switch target {
+	case commands.ErrGone:
+		return p.Type == ProblemGone
 	case commands.ErrNotFound:
-		return p.Type == ProblemNotFound || p.Type == "unknown-type" || p.Type == "unknown-token"
+		return p.Type == ProblemNotFound || p.Type == ProblemGone || p.Type == "unknown-type" || p.Type == "unknown-token"
 	case commands.ErrInvalidInput:
 		return p.Type == ProblemInvalidInput || registryStatus[p.Type] == http.StatusBadRequest ||
 			p.Type == "invalid-schema" || p.Type == "schema-violation" || p.Type == "internal-type"
@@ -184,6 +193,11 @@ func ProblemOf(err error) *Problem {
 	if errors.As(err, &te) && slug == ProblemInvalidTransition {
 		pr.State = string(te.From)
 	}
+	var gone *commands.GoneError
+	if errors.As(err, &gone) {
+		at := gone.At.UTC()
+		pr.PurgedAt = &at
+	}
 	var sv *SchemaViolationError
 	if errors.As(err, &sv) {
 		pr.Violations = sv.Violations
@@ -200,6 +214,8 @@ func Classify(err error) (slug string, status int) {
 	switch {
 	case errors.Is(err, commands.ErrInvalidInput):
 		return ProblemInvalidInput, http.StatusBadRequest
+	case errors.Is(err, commands.ErrGone):
+		return ProblemGone, http.StatusGone
 	case errors.Is(err, commands.ErrNotFound):
 		return ProblemNotFound, http.StatusNotFound
 	case errors.Is(err, commands.ErrNotClaimant):

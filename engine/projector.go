@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -208,6 +209,9 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			// Missing or behind (or left out of the multi-get): Load folds
 			// the log tail in and writes it back.
 			fresh, err := p.store.Load(ctx, id)
+			if errors.Is(err, commands.ErrGone) {
+				continue // purged: Load deleted any record left behind
+			}
 			if err != nil {
 				if errors.Is(err, ctx.Err()) {
 					return err

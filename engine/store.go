@@ -179,9 +179,13 @@ func (s *Store) Load(ctx context.Context, id string) (Snapshot, error) {
 		default:
 			subject = snap.Job.Subject()
 		}
-		last, err := s.lastSeq(ctx, subject)
+		lastMsg, err := s.lastMsg(ctx, subject)
 		if err != nil {
 			return Snapshot{}, err
+		}
+		var last uint64
+		if lastMsg != nil {
+			last = lastMsg.Sequence
 		}
 		if last == 0 {
 			if snap.Job != nil {
@@ -191,6 +195,12 @@ func (s *Store) Load(ctx context.Context, id string) (Snapshot, error) {
 		}
 		if snap.Job != nil && snap.Job.Seq >= last {
 			return snap, nil
+		}
+		if err := s.purged(ctx, lastMsg, snap); err != nil {
+			if streams.IsConflict(err) && attempt < 20 {
+				continue // the record moved while it was being deleted: look again
+			}
+			return Snapshot{}, err
 		}
 		job := snap.Job
 		from := uint64(1)

@@ -180,3 +180,27 @@ func (s *Store) Sweep(ctx context.Context, grace time.Duration, exists func(ctx 
 	}
 	return deleted, ctx.Err()
 }
+
+// DeleteJob deletes a job's files: the inputs its spec names and its result
+// archive (retention's purge). A file that is not there is no error. It
+// returns how many objects it deleted.
+func (s *Store) DeleteJob(ctx context.Context, jobID string, inputs []string) (int, error) {
+	n := 0
+	for _, key := range append(inputKeys(jobID, inputs), ResultKey(jobID)) {
+		err := s.obs.Delete(ctx, key)
+		if err == nil {
+			n++
+		} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return n, fmt.Errorf("delete %s: %w", key, err)
+		}
+	}
+	return n, nil
+}
+
+func inputKeys(jobID string, names []string) []string {
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = InputKey(jobID, n)
+	}
+	return keys
+}

@@ -96,6 +96,8 @@ func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 			p := *ev.Progress
 			n.Progress = &p
 		}
+	case streams.EvPurged:
+		n.PurgedAt = t
 	case streams.EvCustom:
 	default:
 		// An event type this build does not know: its state change (if any)

@@ -68,6 +68,14 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
 		}
 		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		if jobs[ev.JobID] == nil && ev.Type != streams.EvSubmitted {
+			// Its first events aged out of the log (the events stream's
+			// MaxAge): what is left cannot rebuild it.
+			if meta.Sequence.Stream >= upTo {
+				break
+			}
+			continue
+		}
 		j, err := Fold(jobs[ev.JobID], ev)
 		if err != nil {
 			return nil, 0, fmt.Errorf("event %d: %w", ev.Seq, err)
@@ -94,8 +102,11 @@ type Report struct {
 	LastSeq uint64 `json:"last_seq"` // events up to here were rebuilt
 	// Registry is how many types and namespaces were rebuilt from the log
 	// and compared with their buckets.
-	Registry int    `json:"registry"`
-	Diffs    []Diff `json:"diffs"`
+	Registry int `json:"registry"`
+	// Purged is how many jobs of the log were purged by retention (they
+	// must have no record).
+	Purged int    `json:"purged"`
+	Diffs  []Diff `json:"diffs"`
 }
 
 // Verify rebuilds every job from the log and compares it with its record in
@@ -125,6 +136,15 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	var behind []string
 	for id, want := range log {
 		got, ok := recs[id]
+		if !want.PurgedAt.IsZero() {
+			// Purged: its record must be gone (a purger that crashed
+			// after the append left it to the Projector).
+			rep.Purged++
+			if ok {
+				behind = append(behind, id)
+			}
+			continue
+		}
 		if !ok || got.Seq < want.Seq {
 			behind = append(behind, id)
 			continue
@@ -152,6 +172,12 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 		got, err := readOne(ctx, kv, id)
 		if err != nil {
 			return nil, err
+		}
+		if !want.PurgedAt.IsZero() {
+			if got != nil {
+				rep.Diffs = append(rep.Diffs, Diff{ID: id, Reason: fmt.Sprintf("purged at event %d, record still in the jobs bucket", want.Seq)})
+			}
+			continue
 		}
 		switch {
 		case got == nil:

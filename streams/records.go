@@ -60,6 +60,7 @@ const (
 	EvProgress            = "job.progress"              // no state change
 	EvCustom              = "job.event"                 // no state change: a handler's own event
 	EvFanIn               = "job.fanin"                 // no state change: a waiting parent's counts so far
+	EvPurged              = "job.purged"                // no state change: a terminal job's record and files deleted (retention)
 )
 
 // Piece events, on a parent's piece subject (PieceSubject): what became of
@@ -204,6 +205,9 @@ type Job struct {
 	UpdatedAt     time.Time `msgpack:"updated_at"`
 	Seq           uint64    `msgpack:"seq"`    // last folded event
 	Events        int       `msgpack:"events"` // events folded
+	// PurgedAt is when retention purged the job (job.purged). Only a fold
+	// of the log has it: a purged job has no record.
+	PurgedAt time.Time `msgpack:"purged_at,omitempty"`
 }
 
 // Subject is the subject the job's events are appended to.

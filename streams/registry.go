@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -94,6 +96,34 @@ type NamespaceSettings struct {
 	// StrictTypes accepts only registered types (scope:category:name or
 	// category:name) in the namespace, no free-form ones.
 	StrictTypes bool `msgpack:"strict_types" json:"strict_types"`
+	// Retention is how long the namespace's terminal jobs are kept before
+	// they are purged; zero: the engine's default.
+	Retention Period `msgpack:"retention,omitempty" json:"retention,omitempty"`
+}
+
+// Period is a duration that JSON writes and reads as a Go duration string
+// ("720h"). Zero or negative is refused: a setting that is not wanted is
+// left out.
+type Period time.Duration
+
+// MarshalJSON writes the duration string.
+func (p Period) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(p).String()) }
+
+// UnmarshalJSON reads a duration string such as "720h".
+func (p *Period) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration such as \"720h\"")
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"720h\"", s)
+	}
+	if d <= 0 {
+		return fmt.Errorf("%q: must be positive", s)
+	}
+	*p = Period(d)
+	return nil
 }
 
 // NamespaceChange is what a namespace.set event carries.

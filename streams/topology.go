@@ -14,9 +14,13 @@ import (
 // Topology says how jetflow's streams and buckets are provisioned. The zero
 // value is the single-node default; a cluster sets Replicas to 3.
 type Topology struct {
-	Replicas        int           // 1 (default) or 3 on a cluster
-	MemoryStorage   bool          // tests and benchmarks only: nothing survives a restart
-	EventsMaxAge    time.Duration // how long the event log keeps events; 0 = forever
+	Replicas      int  // 1 (default) or 3 on a cluster
+	MemoryStorage bool // tests and benchmarks only: nothing survives a restart
+	// EventsMaxAge is how long the event log keeps events (JetStream's
+	// MaxAge, applied by the server). Zero leaves an existing log's as it
+	// is (forever for a new one): only the process that sets it (serve
+	// --events-retention) changes it, not every client that opens a Store.
+	EventsMaxAge    time.Duration
 	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the queue streams (default 2 min)
 	MaxPayload      int32         // largest record; default 4 MiB
 	WorkerExpiry    time.Duration // how long a silent worker's record stays in WorkersBucket (default DefaultWorkerExpiry)
@@ -97,7 +101,13 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 // and, in nats-server 2.15, a data race in the file store).
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	t = t.withDefaults()
-	if err := EnsureStream(ctx, js, t.EventsConfig()); err != nil {
+	events := t.EventsConfig()
+	if events.MaxAge == 0 {
+		if s, err := js.Stream(ctx, EventsStream); err == nil {
+			events.MaxAge = s.CachedInfo().Config.MaxAge
+		}
+	}
+	if err := EnsureStream(ctx, js, events); err != nil {
 		return err
 	}
 	for _, kv := range []jetstream.KeyValueConfig{

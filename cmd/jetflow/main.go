@@ -69,6 +69,8 @@ for submit, get, wait, ls, cancel and events, in the token's namespace):
                                         FULLNAME is scope:category:name (scope: a namespace,
                                         @global or @internal); prints created, exists or reactivated
   jetflow replay [--verify]
+  jetflow purge --older-than D [--namespace NS] [--dry-run]
+                                        purge terminal jobs that finished longer ago than D
   jetflow token create --namespace NS --role admin|producer|worker|reader [--ttl D] [--name N]
                                         prints the token once (NS "*": every namespace)
   jetflow token ls | jetflow token revoke ID
@@ -94,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
-		"types": cmdTypes, "type": cmdType, "token": cmdToken, "download": cmdDownload,
+		"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {

@@ -36,6 +36,8 @@ func cmdServe(c *cli, args []string) int {
 		httpLease              time.Duration
 		categories             string
 		typeGrace              time.Duration
+		retention              time.Duration
+		eventsRetention        time.Duration
 		auth, openOps          bool
 		adminTokenFile         string
 		natsAuth               bool
@@ -58,6 +60,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
 	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
+	fs.DurationVar(&retention, "retention", 7*24*time.Hour, "how long terminal jobs are kept before they are purged, in namespaces that set no retention of their own")
+	fs.DurationVar(&eventsRetention, "events-retention", 90*24*time.Hour, "how long the event log keeps events (the stream's MaxAge, applied by JetStream); docs/architecture.md says what an audit can still see")
 	fs.DurationVar(&typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
 	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
@@ -104,6 +108,8 @@ func cmdServe(c *cli, args []string) int {
 		when("categories", noHTTP, httpOnly),
 		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
 		when("type-grace", typeGrace <= 0, "must be more than 0"),
+		when("retention", retention <= 0, "must be more than 0"),
+		when("events-retention", eventsRetention <= 0, "must be more than 0"),
 		when("open-ops", !auth, "only with --auth"),
 		when("admin-token-file", !auth, "only with --auth"),
 		when("admin-token-file", adminTokenFile == "", "must not be empty"),
@@ -178,7 +184,7 @@ func cmdServe(c *cli, args []string) int {
 	}
 	defer nc.Close()
 
-	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, Name: "engine-" + defaultID(), Logger: log})
+	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, EventsRetention: eventsRetention, Name: "engine-" + defaultID(), Logger: log})
 	if err != nil {
 		c.errorf("%v", err)
 		return exitUsage
@@ -190,7 +196,7 @@ func cmdServe(c *cli, args []string) int {
 			return exitFailed
 		}
 	}
-	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Auth: auth, Logger: log})
+	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
 		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,

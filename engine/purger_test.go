@@ -1,0 +1,101 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(3, "child", func(i int) string { return strconv.Itoa(i) })}
+		},
+		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
+	}})
+	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", streams.NamespaceSettings{Retention: streams.Period(time.Hour)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	old := h.cancelled()
+	kept := h.submit(commands.SubmitRequest{Type: "demo.idle", Namespace: "keep"})
+	if _, err := h.st.Cancel(h.ctx, kept.Job.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	live := h.submit(commands.SubmitRequest{Type: "demo.idle"}) // queued: never purged
+	parent := h.submit(commands.SubmitRequest{Type: "coord"})
+	h.waitState(parent.Job.ID, streams.StateSucceeded, 20*time.Second)
+
+	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Max: 1, Log: testkit.Logger(t)})
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		ids, err := engine.Expired(h.ctx, h.st, func(string) time.Duration { return 300 * time.Millisecond }, "default", 100)
+		if err != nil || len(ids) != 2 {
+			return fmt.Errorf("expired %v, %v; want the cancelled job and the parent (children go with it)", ids, err)
+		}
+		return nil
+	})
+	// Max 1 a pass: the oldest job first, then the parent with its 3
+	// children (a parent is never split, even over Max).
+	n1, err := p.Pass(h.ctx)
+	if err != nil || n1 != 1 {
+		t.Fatalf("first pass: %d, %v", n1, err)
+	}
+	n2, err := p.Pass(h.ctx)
+	if err != nil || n2 != 4 {
+		t.Fatalf("second pass: %d, %v", n2, err)
+	}
+	wantGone(t, h, old.Job.ID)
+	wantGone(t, h, parent.Job.ID)
+	for i := 1; i <= 3; i++ {
+		wantGone(t, h, engine.ChildID("default", parent.Job.ID, i))
+	}
+	if n, err := p.Pass(h.ctx); err != nil || n != 0 {
+		t.Fatalf("third pass: %d, %v", n, err)
+	}
+	if h.get(live.Job.ID).State != streams.StateQueued || h.get(kept.Job.ID).State != streams.StateCancelled {
+		t.Fatal("a live job or one within its namespace's retention was purged")
+	}
+	h.verify()
+}
+
+func TestNamespaceRetentionMustBePositive(t *testing.T) {
+	h := newHarness(t)
+	before := h.lastSeq()
+	_, err := h.st.Types.SetNamespace(h.ctx, "ns", streams.NamespaceSettings{Retention: streams.Period(-time.Hour)}, "test")
+	if !errors.Is(err, commands.ErrInvalidInput) || h.lastSeq() != before {
+		t.Fatalf("negative retention: %v", err)
+	}
+}
+
+// A backlog is drained pass after pass, without waiting for the interval.
+func TestPurgerDrainsABacklog(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for range 5 {
+		ids = append(ids, h.cancelled().Job.ID)
+	}
+	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 2, Log: testkit.Logger(t)})
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if n := p.Purged(); n != 5 {
+			return fmt.Errorf("purged %d of 5", n)
+		}
+		return nil
+	})
+	for _, id := range ids {
+		wantGone(t, h, id)
+	}
+	p.Stop(h.ctx)
+	p.Stop(h.ctx) // twice is fine
+}
