@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,13 @@ import (
 
 // Defaults of PurgerConfig.
 const (
-	DefaultPurgeInterval = time.Minute
+	DefaultPurgeInterval = 10 * time.Minute
 	DefaultPurgeMax      = 1000
+	// purgeScanFactor: a scan of the jobs bucket keeps up to Max times
+	// this many expired ids, which the passes after it work off without
+	// scanning again (a backlog of a million costs ten scans, not a
+	// thousand).
+	purgeScanFactor = 100
 )
 
 // PurgerConfig configures the Purger. Zero values are the defaults.
@@ -65,6 +71,9 @@ type Purger struct {
 	log    *slog.Logger
 	life   lifecycle.Loop
 	purged atomic.Int64
+
+	mu    sync.Mutex
+	queue []string // expired ids of the last scan not purged yet, oldest first
 }
 
 // NewPurger returns a Purger.
@@ -90,13 +99,20 @@ func (p *Purger) drain(ctx context.Context) error {
 	for {
 		start := time.Now()
 		n, err := p.Pass(ctx)
-		if err != nil || n < p.cfg.Max {
+		if err != nil || n < p.cfg.Max && p.queued() == 0 {
 			return err
 		}
 		if !sleepCtx(ctx, time.Since(start)) {
 			return ctx.Err()
 		}
 	}
+}
+
+// queued is how many expired ids of the last scan are left to purge.
+func (p *Purger) queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
 }
 
 // Stop stops purging. Idempotent.
@@ -112,13 +128,20 @@ func (p *Purger) retention(ctx context.Context, ns string) time.Duration {
 
 // Pass purges up to Max expired jobs once and returns how many it purged.
 func (p *Purger) Pass(ctx context.Context) (int, error) {
-	ids, err := Expired(ctx, p.store, func(ns string) time.Duration { return p.retention(ctx, ns) }, "", p.cfg.Max)
-	if err != nil {
-		return 0, err
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		ids, err := Expired(ctx, p.store, func(ns string) time.Duration { return p.retention(ctx, ns) }, "", p.cfg.Max*purgeScanFactor)
+		if err != nil {
+			return 0, err
+		}
+		p.queue = ids
 	}
-	if len(ids) == 0 {
+	if len(p.queue) == 0 {
 		return 0, nil
 	}
+	ids := p.queue[:min(len(p.queue), p.cfg.Max)]
+	p.queue = p.queue[len(ids):]
 	fs, err := files.Open(ctx, p.store.JS, p.store.Topo)
 	if err != nil {
 		return 0, err
@@ -127,6 +150,12 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 	for _, id := range ids {
 		if n >= p.cfg.Max || ctx.Err() != nil {
 			break
+		}
+		// Scanned a while ago: still there and still expired (its
+		// namespace's retention may have been raised since)?
+		snap, err := p.store.Get(ctx, id)
+		if err != nil || !commands.Expired(snap.Job, p.retention(ctx, snap.Job.Spec.Namespace), time.Now()) {
+			continue
 		}
 		m, err := p.store.purge(ctx, fs, id, "retention")
 		n += m
