@@ -166,23 +166,32 @@ func RegisterType(cur *streams.TypeRecord, def TypeDef, actor string, now time.T
 		return nil, inputErr("description", "%d bytes: at most %d", len(def.Description), MaxDescriptionLen)
 	}
 	if cur != nil && !cur.Deleted {
-		if len(def.Schema) == 0 || schemaEqual(cur.Schema, def.Schema) {
-			return nil, nil
+		if len(def.Schema) != 0 && !schemaEqual(cur.Schema, def.Schema) {
+			return nil, fmt.Errorf("type %s is registered with another schema (delete it, or register it under another name): %w",
+				def.Name, ErrSchemaConflict)
 		}
-		return nil, fmt.Errorf("type %s is registered with another schema (delete it, or register it under another name): %w",
-			def.Name, ErrSchemaConflict)
+		if def.Description == "" || def.Description == cur.Description {
+			return nil, nil // as it is (a registration without a description keeps the one it has)
+		}
+		// The same type with a new description: recorded, schema kept.
+		return &streams.Event{Type: streams.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: streams.LevelInfo,
+			Message: "description changed", TypeDef: &streams.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category,
+				Name: def.Name.Name, Schema: cur.Schema, Description: def.Description}}, nil
 	}
 	schema := def.Schema
 	if len(schema) == 0 && cur != nil {
 		schema = cur.Schema // reactivated with the schema it had
 	}
-	msg := "registered"
+	msg, desc := "registered", def.Description
 	if cur != nil {
 		msg = "reactivated"
+		if desc == "" {
+			desc = cur.Description // reactivated with the description it had
+		}
 	}
 	return &streams.Event{Type: streams.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: streams.LevelInfo, Message: msg,
 		TypeDef: &streams.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category, Name: def.Name.Name,
-			Schema: schema, Description: def.Description}}, nil
+			Schema: schema, Description: desc}}, nil
 }
 
 // DeleteType soft-deletes an active type (type.deleted): its history stays,

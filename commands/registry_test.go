@@ -112,6 +112,21 @@ func TestRegisterTypeDecisions(t *testing.T) {
 		!errors.Is(err, commands.ErrConflict) {
 		t.Fatalf("another schema: %v", err)
 	}
+	// A new description is recorded with the schema it has; none, or the
+	// same one, writes nothing.
+	described := commands.TypeDef{Name: n, Description: "thumbnails"}
+	ev, err = commands.RegisterType(cur, described, "x", now(), commands.SchemaEqualBytes)
+	if err != nil || ev == nil || ev.Message != "description changed" || ev.TypeDef.Description != "thumbnails" ||
+		string(ev.TypeDef.Schema) != string(a) {
+		t.Fatalf("new description: %+v %v", ev, err)
+	}
+	cur = recordOf(ev)
+	if ev, err := commands.RegisterType(cur, described, "x", now(), commands.SchemaEqualBytes); ev != nil || err != nil {
+		t.Fatalf("same description: %+v %v", ev, err)
+	}
+	if ev, err := commands.RegisterType(cur, def(a), "x", now(), commands.SchemaEqualBytes); ev != nil || err != nil {
+		t.Fatalf("no description keeps it: %+v %v", ev, err)
+	}
 	del, err := commands.DeleteType(cur, "unused", "x", now())
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +134,8 @@ func TestRegisterTypeDecisions(t *testing.T) {
 	cur.Deleted = true
 	_ = del
 	ev, err = commands.RegisterType(cur, def(b), "x", now(), commands.SchemaEqualBytes)
-	if err != nil || ev == nil || string(ev.TypeDef.Schema) != string(b) || ev.Message != "reactivated" {
-		t.Fatalf("reactivated with a new schema: %+v %v", ev, err)
+	if err != nil || ev == nil || string(ev.TypeDef.Schema) != string(b) || ev.Message != "reactivated" || ev.TypeDef.Description != "thumbnails" {
+		t.Fatalf("reactivated with a new schema (and the description it had): %+v %v", ev, err)
 	}
 	if _, err := commands.DeleteType(cur, "", "x", now()); !errors.Is(err, commands.ErrInvalidTransition) {
 		t.Fatalf("delete a deleted type: %v", err)
@@ -137,7 +152,7 @@ func now() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
 // is tested with the projections).
 func recordOf(ev *streams.Event) *streams.TypeRecord {
 	d := ev.TypeDef
-	return &streams.TypeRecord{Scope: d.Scope, Category: d.Category, Name: d.Name, Schema: d.Schema, Seq: 1}
+	return &streams.TypeRecord{Scope: d.Scope, Category: d.Category, Name: d.Name, Schema: d.Schema, Description: d.Description, Seq: 1}
 }
 
 func mustRegister(t *testing.T, n commands.TypeName) *streams.Event {

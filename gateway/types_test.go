@@ -25,7 +25,15 @@ func TestTypesOverHTTP(t *testing.T) {
 	if tv.FullName != "acme:img:thumb" || tv.Deleted || tv.Description != "thumbnails" || string(tv.Schema) != `{"properties":{"w":{"type":"integer"}},"required":["w"],"type":"object"}` {
 		t.Fatalf("registered %+v", tv.TypeView)
 	}
-	e.do("PUT", "/api/v1/types/acme/img/thumb", `{"schema":`+schema+`}`).want(t, 200)
+	e.do("PUT", "/api/v1/types/acme/img/thumb", `{"schema":`+schema+`}`).want(t, 200).json(t, &tv)
+	if tv.Description != "thumbnails" {
+		t.Fatalf("a registration without a description dropped it: %q", tv.Description)
+	}
+	e.do("PUT", "/api/v1/types/acme/img/thumb", `{"description":"small images"}`).want(t, 200)
+	e.do("GET", "/api/v1/types/acme/img/thumb", nil).want(t, 200).json(t, &tv)
+	if tv.Description != "small images" || string(tv.Schema) == "null" {
+		t.Fatalf("a new description: %q, schema %s", tv.Description, tv.Schema)
+	}
 	e.do("PUT", "/api/v1/types/acme/img/thumb", `{"schema":{"type":"string"}}`).problem(t, 409, "schema-conflict")
 	e.do("PUT", "/api/v1/types/@global/img/resize", `{}`).want(t, 201)
 	e.do("PUT", "/api/v1/types/other/img/crop", `{}`).want(t, 201)
