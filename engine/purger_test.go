@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,4 +99,50 @@ func TestPurgerDrainsABacklog(t *testing.T) {
 	}
 	p.Stop(h.ctx)
 	p.Stop(h.ctx) // twice is fine
+}
+
+// TestTwoPurgersPurgeEachJobOnce: the Leader runs one Purger at a time,
+// and should two ever run at once (a leader that lost its term and does
+// not know yet), each job is still purged once: the purge is appended on
+// the job's last sequence, so the second decides again and finds it gone.
+func TestTwoPurgersPurgeEachJobOnce(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for range 20 {
+		ids = append(ids, h.cancelled().Job.ID)
+	}
+	other := testkit.Store(t, testkit.Conn(t, h.srv), "other-engine")
+	cfg := engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 100, Log: testkit.Logger(t)}
+	p1, p2 := engine.NewPurger(h.st, cfg), engine.NewPurger(other, cfg)
+	var wg sync.WaitGroup
+	for _, p := range []*engine.Purger{p1, p2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.Pass(h.ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := p1.Purged() + p2.Purged(); n != 20 {
+		t.Fatalf("purged %d + %d, want 20 in all", p1.Purged(), p2.Purged())
+	}
+	for _, id := range ids {
+		wantGone(t, h, id)
+		purges := 0
+		// Read from the log itself: the history of a purged job is gone.
+		if _, err := streams.ReadSubject(h.ctx, h.st.NC, streams.EventsStream, streams.EventFilter(id), 1, func(_ uint64, data []byte) error {
+			ev, err := streams.DecodeEvent(data)
+			if err == nil && ev.Type == streams.EvPurged {
+				purges++
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if purges != 1 {
+			t.Fatalf("job %s has %d job.purged events", id, purges)
+		}
+	}
 }
