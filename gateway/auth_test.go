@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -67,36 +65,6 @@ func (e *authEnv) as(who, method, path string, body any, headers ...string) resp
 		headers = append(headers, "Authorization", "Bearer "+tok)
 	}
 	return e.doNoRedirect(method, path, body, headers...)
-}
-
-func (e *env) doNoRedirect(method, path string, body any, headers ...string) resp {
-	e.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		rd = strings.NewReader(string(mustJSON(e.t, b)))
-	}
-	req, err := http.NewRequestWithContext(e.ctx, method, e.ts.URL+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := cl.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp{status: res.StatusCode, header: res.Header, body: b}
 }
 
 // TestEveryRouteEveryRole sends every route of the API, the operations
@@ -366,15 +334,6 @@ func TestBadTokensNeverCrash(t *testing.T) {
 			t.Errorf("token %.40q: %d %s", tok, r.status, r.body)
 		}
 	}
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestNamespacedViewsLeakNothing: what a review found leaking from a

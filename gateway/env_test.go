@@ -84,6 +84,20 @@ func (r resp) job(t *testing.T) *projections.JobView {
 // do sends a request; body is a string, []byte or a value to encode.
 func (e *env) do(method, path string, body any, headers ...string) resp {
 	e.t.Helper()
+	return e.send(http.DefaultClient, method, path, body, headers...)
+}
+
+// noRedirects is a client that answers a redirect as it is.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// doNoRedirect is do without following redirects.
+func (e *env) doNoRedirect(method, path string, body any, headers ...string) resp {
+	e.t.Helper()
+	return e.send(noRedirects, method, path, body, headers...)
+}
+
+func (e *env) send(cl *http.Client, method, path string, body any, headers ...string) resp {
+	e.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -105,7 +119,7 @@ func (e *env) do(method, path string, body any, headers ...string) resp {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := cl.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/jetflowtest"
 	"github.com/jetflow/jetflow/shell"
 	"github.com/jetflow/jetflow/streams"
@@ -77,31 +79,22 @@ func events(t *testing.T, env *jetflowtest.Env, id string) []*jetflow.EventInfo 
 	return evs
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: still not %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // named returns the job.event events called name, waiting until there is
 // at least one.
 func named(t *testing.T, env *jetflowtest.Env, id, name string) []*jetflow.EventInfo {
 	t.Helper()
 	var got []*jetflow.EventInfo
-	waitFor(t, 20*time.Second, "an event "+name, func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() error {
 		got = got[:0]
 		for _, e := range events(t, env, id) {
 			if e.Type == streams.EvCustom && e.Name == name {
 				got = append(got, e)
 			}
 		}
-		return len(got) > 0
+		if len(got) == 0 {
+			return fmt.Errorf("no event %s yet", name)
+		}
+		return nil
 	})
 	return got
 }
