@@ -479,7 +479,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 	}
 	// idOf decodes and checks a command about one job the principal may see.
-	idOf := func() (*idCommand, *cmdReply) {
+	// With scoped, a job the principal may not see is refused here (a
+	// command that reads the job anyway checks what it read instead).
+	idOf := func(scoped bool) (*idCommand, *cmdReply) {
 		var req idCommand
 		if r := decode(&req); r != nil {
 			return nil, r
@@ -487,8 +489,10 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		if err := req.check(verb); err != nil {
 			return nil, failed(err, req.ID)
 		}
-		if err := c.sees(ctx, p, req.ID); err != nil {
-			return nil, failed(err, req.ID)
+		if scoped {
+			if err := c.sees(ctx, p, req.ID); err != nil {
+				return nil, failed(err, req.ID)
+			}
 		}
 		return &req, nil
 	}
@@ -512,18 +516,26 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		created := res.Created
 		return &cmdReply{Job: projections.View(res.Job), Created: &created}
-	case "get", "cancel":
-		req, r := idOf()
+	case "get":
+		req, r := idOf(false)
 		if r != nil {
 			return r
 		}
-		var snap Snapshot
-		var err error
-		if verb == "get" {
-			if snap, err = c.store.Get(ctx, req.ID); errors.Is(err, commands.ErrNotFound) {
-				snap, err = c.store.Load(ctx, req.ID)
-			}
-		} else if snap, err = c.store.Cancel(ctx, req.ID, req.Reason); errors.Is(err, commands.ErrTerminal) {
+		snap, err := c.store.Lookup(ctx, req.ID)
+		if err == nil && p != nil && !p.Sees(snap.Job.Spec.Namespace) {
+			err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
+		}
+		if err != nil {
+			return failed(err, req.ID)
+		}
+		return &cmdReply{Job: projections.View(snap.Job)}
+	case "cancel":
+		req, r := idOf(true)
+		if r != nil {
+			return r
+		}
+		snap, err := c.store.Cancel(ctx, req.ID, req.Reason)
+		if errors.Is(err, commands.ErrTerminal) {
 			err = nil // cancel of a terminal job: a no-op that returns the job
 		}
 		if err != nil {
@@ -550,7 +562,7 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		return out
 	case "events":
-		req, r := idOf()
+		req, r := idOf(true)
 		if r != nil {
 			return r
 		}
