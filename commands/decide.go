@@ -156,8 +156,17 @@ func LeaseLost(j *streams.Job, actor string, now time.Time) (*streams.Event, err
 	return ev, nil
 }
 
-// Due moves a scheduled (or admitted pending) job to its queue.
-func Due(j *streams.Job, actor string, now time.Time) (*streams.Event, error) {
+// Due moves a scheduled job to its queue, or, in a queue with limits
+// (limited), to pending, where it waits for a slot.
+func Due(j *streams.Job, limited bool, actor string, now time.Time) (*streams.Event, error) {
+	if limited {
+		ev, err := event(j, streams.EvPending, streams.StatePending, actor, now)
+		if err != nil {
+			return nil, err
+		}
+		ev.Message = "due; waits for a slot of queue " + j.Spec.Queue
+		return ev, nil
+	}
 	return event(j, streams.EvDue, streams.StateQueued, actor, now)
 }
 

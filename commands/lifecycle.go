@@ -21,12 +21,15 @@ var Lifecycle = []Transition{
 	{streams.StateNew, streams.StateScheduled, streams.EvSubmitted, "submitted with run_at in the future"},
 	{streams.StateNew, streams.StateQueued, streams.EvSubmitted, "submitted"},
 
-	{streams.StatePending, streams.StateQueued, streams.EvDue, "admitted"},
-	{streams.StatePending, streams.StateScheduled, streams.EvDue, "admitted, run_at in the future"},
+	{streams.StatePending, streams.StateQueued, streams.EvAdmitted, "admitted: a slot of its queue is free"},
+	{streams.StatePending, streams.StateScheduled, streams.EvAdmitted, "admitted, run_at in the future"},
 	{streams.StatePending, streams.StateFailed, streams.EvFailed, "admission failed"},
 	{streams.StatePending, streams.StateCancelled, streams.EvCancelled, "cancel"},
 
 	{streams.StateScheduled, streams.StateQueued, streams.EvDue, "due"},
+	// Not in the brief's table: a job of a queue with limits that comes due
+	// (a retry after its backoff, a run_at) waits for a slot like a new one.
+	{streams.StateScheduled, streams.StatePending, streams.EvPending, "due in a queue with limits"},
 	{streams.StateScheduled, streams.StateCancelled, streams.EvCancelled, "cancel"},
 
 	{streams.StateQueued, streams.StateClaimed, streams.EvClaimed, "claimed by an HTTP worker"},
@@ -66,6 +69,7 @@ var Annotations = map[string][]streams.State{
 	streams.EvCustom:   {streams.StateClaimed, streams.StateRunning, streams.StateWaiting},
 	streams.EvFanIn:    {streams.StateWaiting},
 	streams.EvPurged:   {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled},
+	streams.EvPending:  {streams.StatePending}, // why it waits
 }
 
 type move struct {
@@ -89,7 +93,7 @@ func Allowed(from, to streams.State) bool { return allowed[move{from, to, ""}] }
 // *TransitionError. For annotations (to == from, or to empty) it checks
 // Annotations instead.
 func Check(jobID string, from, to streams.State, event string) error {
-	if states, ok := Annotations[event]; ok {
+	if states, ok := Annotations[event]; ok && (to == "" || to == from) {
 		for _, s := range states {
 			if s == from && (to == "" || to == from) {
 				return nil

@@ -210,6 +210,9 @@ type SubmitRequest struct {
 	NoRetryOn        []string   `json:"no_retry_on,omitempty" msgpack:"no_retry_on,omitempty"`
 	MaxLeaseRequeues *int       `json:"max_lease_requeues,omitempty" msgpack:"max_lease_requeues,omitempty"`
 	QueueTimeout     *Duration  `json:"queue_timeout,omitempty" msgpack:"queue_timeout,omitempty"`
+	// User is who the job runs for (quotas: QueueLimits.MaxRunningPerUser).
+	// With access control, a token's name unless an admin names another.
+	User string `json:"user,omitempty" msgpack:"user,omitempty"`
 
 	// ID and Piece are set by the engine for the children of a fan-out:
 	// their ids are derived from the parent's (engine.ChildID).
@@ -325,6 +328,10 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 		return s, valueErr("priority", r.Priority, "must be %d to %d", MinPriority, MaxPriority)
 	}
 	s.Piece = r.Piece
+	if err := CheckUser(r.User); err != nil {
+		return s, err
+	}
+	s.User = r.User
 	if len(s.Key) > maxKeyLen {
 		return s, inputErr("idempotency_key", "longer than %d bytes", maxKeyLen)
 	}
@@ -413,11 +420,15 @@ func CompactJSON(b []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Submit decides the first event of a new job with the given id.
-func Submit(id string, spec streams.Spec, now time.Time) (*streams.Event, error) {
+// Submit decides the first event of a new job with the given id. A job of
+// a queue with limits (limited) that is due waits in pending for admission.
+func Submit(id string, spec streams.Spec, limited bool, now time.Time) (*streams.Event, error) {
 	to := streams.StateQueued
-	if !spec.RunAt.IsZero() && spec.RunAt.After(now) {
+	switch {
+	case !spec.RunAt.IsZero() && spec.RunAt.After(now):
 		to = streams.StateScheduled
+	case limited:
+		to = streams.StatePending
 	}
 	if err := Check(id, streams.StateNew, to, streams.EvSubmitted); err != nil {
 		return nil, err

@@ -31,12 +31,12 @@ func TestSubmitRequestDefaults(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("spec\n got %s\nwant %s", a, b)
 	}
-	ev, err := commands.Submit("J", spec, now)
+	ev, err := commands.Submit("J", spec, false, now)
 	if err != nil || ev.To != streams.StateQueued || ev.Type != streams.EvSubmitted {
 		t.Fatalf("submit: %+v %v", ev, err)
 	}
 	spec.RunAt = now.Add(time.Minute)
-	if ev, _ := commands.Submit("J", spec, now); ev.To != streams.StateScheduled {
+	if ev, _ := commands.Submit("J", spec, false, now); ev.To != streams.StateScheduled {
 		t.Fatalf("delayed submit goes to %s", ev.To)
 	}
 }

@@ -320,7 +320,7 @@ func TestRefusedTransitionWritesNothing(t *testing.T) {
 	before := h.lastSeq()
 	for name, d := range map[string]engine.Decider{
 		"succeed queued": func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "x", time.Now()) },
-		"due queued":     func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, "x", time.Now()) },
+		"due queued":     func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, false, "x", time.Now()) },
 		"requeue queued": func(j *streams.Job) (*streams.Event, error) { return commands.Requeue(j, "", "x", time.Now()) },
 	} {
 		_, _, err := h.st.Apply(h.ctx, "test", sub, d)
@@ -541,7 +541,7 @@ func TestProjectorRepairsWhatACrashLeft(t *testing.T) {
 	now := time.Now().UTC()
 	spec, _ := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
 	id := streams.NewID()
-	ev, _ := commands.Submit(id, spec, now)
+	ev, _ := commands.Submit(id, spec, false, now)
 	if _, err := h.st.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}

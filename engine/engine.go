@@ -55,7 +55,8 @@ type Engine struct {
 	Types      *TypeSweeper
 	Files      *FileSweeper
 	Purger     *Purger
-	Leader     *Leader // runs FanIn, Leases, Types, Files, Reaper and Purger on one engine at a time
+	Admitter   *Admitter
+	Leader     *Leader // runs FanIn, Leases, Types, Files, Reaper, Purger and Admitter on one engine at a time
 	components []Component
 }
 
@@ -85,7 +86,8 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 		cfg.Purger.Log = log
 	}
 	e.Purger = NewPurger(store, cfg.Purger)
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger)
+	e.Admitter = NewAdmitter(store, log)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger, e.Admitter)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

@@ -106,8 +106,14 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	lim, err := p.store.Limits.Of(ctx, item.Job.Spec.Queue)
+	if err != nil {
+		p.log.Warn("promote", "job", item.Job.ID, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
 	_, _, err = p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *streams.Job) (*streams.Event, error) {
-		return commands.Due(j, p.store.Actor, time.Now().UTC())
+		return commands.Due(j, lim.Limited(), p.store.Actor, time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
 		_ = m.Ack() // no longer scheduled (cancelled, or promoted already)

@@ -425,6 +425,9 @@ func (r *Registry) Repair(ctx context.Context, ev *streams.Event) error {
 	case ev.Token != nil:
 		_, _, err := r.store.Tokens.load(ctx, ev.Token.ID)
 		return err
+	case ev.Queue != nil:
+		_, _, _, err := r.store.loadQueueLimits(ctx, ev.Queue.Name)
+		return err
 	}
 	return nil
 }

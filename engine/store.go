@@ -54,6 +54,8 @@ type Store struct {
 	Types *Registry
 	// Tokens are the access tokens.
 	Tokens *Tokens
+	// Limits are the queues' limits (quotas), from a watch.
+	Limits *Limits
 	Actor  string // who writes: recorded on the events of this process
 	Log    *slog.Logger
 
@@ -116,6 +118,7 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	}
 	s := &Store{NC: nc, JS: js, W: streams.Writer{JS: js}, KV: kv, Events: evs, Workers: workers,
 		Queues: streams.NewQueues(js, topo), Topo: topo, Actor: actor, Log: slog.Default()}
+	s.Limits = newLimits(s)
 	if s.Types, err = openRegistry(ctx, s); err != nil {
 		return nil, err
 	}
@@ -396,7 +399,12 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 		case spec.Key != "":
 			id = streams.KeyedID(spec.Namespace, spec.Key)
 		}
-		ev, err := commands.Submit(id, spec, now)
+		lim, err := s.Limits.Of(ctx, spec.Queue)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		ev, err := commands.Submit(id, spec, lim.Limited(), now)
 		if err != nil {
 			out[i].Err = err
 			continue

@@ -25,6 +25,7 @@ func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 	t := ev.Time.UTC()
 	if ev.To != streams.StateNew {
 		n.State = ev.To
+		n.Hold = nil // why it waited is over once it moves
 	}
 	switch ev.Type {
 	case streams.EvSubmitted:
@@ -37,8 +38,18 @@ func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		if ev.To == streams.StateQueued {
 			n.QueuedAt = t
 		}
-	case streams.EvDue:
-		n.QueuedAt = t
+	case streams.EvDue, streams.EvAdmitted:
+		if ev.To == streams.StateQueued {
+			n.QueuedAt = t
+		}
+		if ev.To == streams.StateScheduled {
+			n.RunAt = ev.RunAt
+		}
+	case streams.EvPending:
+		if ev.Hold != nil {
+			h := *ev.Hold
+			n.Hold = &h
+		}
 	case streams.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 	case streams.EvStarted:

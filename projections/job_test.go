@@ -21,7 +21,7 @@ func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) 
 		t.Fatal(err)
 	}
 	spec.Jitter = 0
-	ev, err := commands.Submit("J", spec, t0)
+	ev, err := commands.Submit("J", spec, false, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,9 @@ func TestFoldRetryThenSuccess(t *testing.T) {
 		func(j *streams.Job) (*streams.Event, error) {
 			return commands.Fail(j, streams.JobError{Code: "E", Message: "boom"}, true, "w1", at(2*time.Second), 0.5)
 		},
-		func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, "engine", at(32*time.Second)) },
+		func(j *streams.Job) (*streams.Event, error) {
+			return commands.Due(j, false, "engine", at(32*time.Second))
+		},
 		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w2", 12, at(33*time.Second)) },
 		func(j *streams.Job) (*streams.Event, error) {
 			return commands.Succeed(j, []byte(`"ok"`), "w2", at(34*time.Second))

@@ -58,18 +58,31 @@ func FoldNamespace(r *streams.NamespaceRecord, ev *streams.Event) (*streams.Name
 		UpdatedAt: ev.Time.UTC(), Seq: ev.Seq}, nil
 }
 
+// FoldQueueLimits folds a queue.set event into a queue's record.
+func FoldQueueLimits(rec streams.QueueRecord, ev *streams.Event) streams.QueueRecord {
+	if ev.Queue == nil || ev.Seq != 0 && ev.Seq <= rec.LimitsSeq {
+		return rec
+	}
+	rec.Limits, rec.LimitsSeq, rec.LimitsAt, rec.LimitsBy = ev.Queue.Limits, ev.Seq, ev.Time.UTC(), ev.Actor
+	if rec.Name == "" {
+		rec.Name = ev.Queue.Name
+	}
+	return rec
+}
+
 // Registry is the type registry and the namespaces as the log says they
 // are, by their keys in TypesBucket and NamespacesBucket.
 type Registry struct {
 	Types      map[string]*streams.TypeRecord
 	Namespaces map[string]*streams.NamespaceRecord
 	Tokens     map[string]*streams.TokenRecord
+	Queues     map[string]streams.QueueRecord // queues' limits (only the Limits fields)
 }
 
 // RebuildRegistry folds every registry event of the log.
 func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
 	reg := &Registry{Types: map[string]*streams.TypeRecord{}, Namespaces: map[string]*streams.NamespaceRecord{},
-		Tokens: map[string]*streams.TokenRecord{}}
+		Tokens: map[string]*streams.TokenRecord{}, Queues: map[string]streams.QueueRecord{}}
 	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
 		if err != nil {
@@ -96,6 +109,8 @@ func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, er
 				return err
 			}
 			reg.Tokens[ev.Token.ID] = t
+		case ev.Queue != nil:
+			reg.Queues[ev.Queue.Name] = FoldQueueLimits(reg.Queues[ev.Queue.Name], ev)
 		}
 		return nil
 	})
@@ -175,7 +190,29 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 			diffs = append(diffs, Diff{ID: "token " + id, Reason: fmt.Sprintf("record at event %d (revoked %v), log at %d (revoked %v)", got.Seq, got.Revoked, want.Seq, want.Revoked)})
 		}
 	}
-	return diffs, len(reg.Types) + len(reg.Namespaces) + len(reg.Tokens), nil
+	qs, err := js.KeyValue(ctx, streams.QueuesBucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	for name, want := range reg.Queues {
+		e, err := qs.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			diffs = append(diffs, Diff{ID: "queue " + name, Reason: "limits in the log, queue missing from the queues bucket"})
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var got streams.QueueRecord
+		if err := streams.Unmarshal(e.Value(), &got); err != nil {
+			return nil, 0, err
+		}
+		if got.LimitsSeq != want.LimitsSeq || got.Limits != want.Limits {
+			diffs = append(diffs, Diff{ID: "queue " + name, Reason: fmt.Sprintf("limits %+v at event %d, log says %+v at %d",
+				got.Limits, got.LimitsSeq, want.Limits, want.LimitsSeq)})
+		}
+	}
+	return diffs, len(reg.Types) + len(reg.Namespaces) + len(reg.Tokens) + len(reg.Queues), nil
 }
 
 // TypeView is a registered type as clients see it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -105,8 +106,12 @@ type Report struct {
 	Registry int `json:"registry"`
 	// Purged is how many jobs of the log were purged by retention (they
 	// must have no record).
-	Purged int    `json:"purged"`
-	Diffs  []Diff `json:"diffs"`
+	Purged int `json:"purged"`
+	// Slots are the slot counts of every queue with limits, from the log;
+	// SlotsChecked says whether the live admitter's counts were compared.
+	Slots        map[string]commands.Counts `json:"slots,omitempty"`
+	SlotsChecked bool                       `json:"slots_checked"`
+	Diffs        []Diff                     `json:"diffs"`
 }
 
 // Verify rebuilds every job from the log and compares it with its record in
@@ -225,6 +230,9 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	rep.Registry = n
 	rep.Diffs = append(rep.Diffs, regDiffs...)
+	if err := verifySlots(ctx, js, log, settle, rep); err != nil {
+		return nil, err
+	}
 	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 	return rep, nil
 }
@@ -326,4 +334,106 @@ func readOne(ctx context.Context, kv jetstream.KeyValue, id string) (*streams.Jo
 		return nil, err
 	}
 	return streams.DecodeJob(e.Value())
+}
+
+// slotsOf counts the slots of the jobs of every queue with limits as the
+// rebuilt log gives them (commands.CountSlots).
+func slotsOf(reg *Registry, log map[string]*streams.Job) map[string]commands.Counts {
+	byQueue := map[string][]commands.Slot{}
+	for name, q := range reg.Queues {
+		if q.LimitsSeq != 0 {
+			byQueue[name] = nil
+		}
+	}
+	for _, j := range log {
+		if _, ok := byQueue[j.Spec.Queue]; !ok || j.State.Terminal() {
+			continue
+		}
+		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], commands.Slot{ID: j.ID, User: j.Spec.User, State: j.State, Created: j.CreatedAt})
+	}
+	out := map[string]commands.Counts{}
+	for name, slots := range byQueue {
+		out[name] = commands.CountSlots(slots)
+	}
+	return out
+}
+
+// askAdmitter asks the leading engine's admitter for its counts; nil if
+// none answers.
+func askAdmitter(ctx context.Context, js jetstream.JetStream) map[string]commands.Counts {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := js.Conn().RequestWithContext(ctx, streams.AdmissionCounts, nil)
+	if err != nil {
+		return nil
+	}
+	var out map[string]commands.Counts
+	if json.Unmarshal(m.Data, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// slotDiffs compares the admitter's counts with the log's.
+func slotDiffs(want, got map[string]commands.Counts) []Diff {
+	var diffs []Diff
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			diffs = append(diffs, Diff{ID: "queue " + name, Reason: "has limits, but the admitter does not follow it"})
+			continue
+		}
+		same := g.Holding == w.Holding && g.Pending == w.Pending && len(g.Users) == len(w.Users)
+		for u, wc := range w.Users {
+			same = same && g.Users[u] == wc
+		}
+		if !same {
+			diffs = append(diffs, Diff{ID: "queue " + name, Reason: fmt.Sprintf(
+				"the admitter counts %d running and %d pending (%v); the log says %d and %d (%v)",
+				g.Holding, g.Pending, g.Users, w.Holding, w.Pending, w.Users)})
+		}
+	}
+	return diffs
+}
+
+// verifySlots compares the slot counts of the queues with limits, rebuilt
+// from the log, with the live admitter's, if one answers. Counts that
+// differ are compared again after settle, on a new rebuild (the system may
+// have been moving).
+func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*streams.Job, settle time.Duration, rep *Report) error {
+	reg, err := RebuildRegistry(ctx, js)
+	if err != nil {
+		return err
+	}
+	want := slotsOf(reg, log)
+	if len(want) == 0 {
+		return nil
+	}
+	rep.Slots = want
+	got := askAdmitter(ctx, js)
+	if got == nil {
+		return nil
+	}
+	rep.SlotsChecked = true
+	if len(slotDiffs(want, got)) == 0 || settle <= 0 {
+		rep.Diffs = append(rep.Diffs, slotDiffs(want, got)...)
+		return nil
+	}
+	t := time.NewTimer(settle)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+	log2, _, err := Rebuild(ctx, js, 0)
+	if err != nil {
+		return err
+	}
+	want = slotsOf(reg, log2)
+	rep.Slots = want
+	if got = askAdmitter(ctx, js); got != nil {
+		rep.Diffs = append(rep.Diffs, slotDiffs(want, got)...)
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ func (s State) Valid() bool {
 // exactly one of these, appended to the job's subject.
 const (
 	EvSubmitted           = "job.submitted"             // new -> pending|scheduled|queued
-	EvDue                 = "job.due"                   // scheduled -> queued
+	EvDue                 = "job.due"                   // scheduled -> queued (EvPending in a queue with limits)
 	EvClaimed             = "job.claimed"               // queued -> claimed (HTTP workers)
 	EvStarted             = "job.started"               // queued|claimed -> running
 	EvSucceeded           = "job.succeeded"             // running|waiting -> succeeded
@@ -163,6 +163,10 @@ type Spec struct {
 	Piece            int           `msgpack:"piece,omitempty"` // a child's number among its parent's pieces (1-based)
 	QueueTimeout     time.Duration `msgpack:"queue_timeout,omitempty"`
 	Files            []FileRef     `msgpack:"files,omitempty"` // input files, stored before the job was submitted
+	// User is who the job runs for: its slots count against the user's
+	// limit in a queue with limits (QueueLimits). Empty: no one in
+	// particular (all such jobs are one user).
+	User string `msgpack:"user,omitempty"`
 }
 
 // JobError is why an attempt or a job failed.
@@ -208,6 +212,9 @@ type Job struct {
 	// PurgedAt is when retention purged the job (job.purged). Only a fold
 	// of the log has it: a purged job has no record.
 	PurgedAt time.Time `msgpack:"purged_at,omitempty"`
+	// Hold is why a pending job waits (job.pending); nil once it left
+	// pending.
+	Hold *Hold `msgpack:"hold,omitempty"`
 }
 
 // Subject is the subject the job's events are appended to.
@@ -246,6 +253,8 @@ type Event struct {
 	TypeDef   *TypeDefinition  `msgpack:"typedef,omitempty"` // type.registered, type.deleted
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set
 	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
+	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
+	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read

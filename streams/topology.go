@@ -189,6 +189,12 @@ type QueueRecord struct {
 	Name      string    `msgpack:"name" json:"name"`
 	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
 	Paused    bool      `msgpack:"paused" json:"paused"`
+	// Limits are the queue's quotas, the fold of its last queue.set
+	// (LimitsSeq; 0: never set).
+	Limits    QueueLimits `msgpack:"limits" json:"limits"`
+	LimitsSeq uint64      `msgpack:"limits_seq,omitempty" json:"-"`
+	LimitsAt  time.Time   `msgpack:"limits_at,omitempty" json:"limits_updated_at,omitempty"`
+	LimitsBy  string      `msgpack:"limits_by,omitempty" json:"limits_updated_by,omitempty"`
 }
 
 // Ensure makes sure the queue's stream exists and the queue is registered.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -456,8 +458,16 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			c.printJSON(rep)
 		} else {
-			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, and %d types and namespaces: %d differ\n",
+			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, and %d types, namespaces, tokens and queue limits: %d differ\n",
 				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, len(rep.Diffs))
+			for _, name := range slices.Sorted(maps.Keys(rep.Slots)) {
+				sl := rep.Slots[name]
+				checked := "no admitter answered: not compared"
+				if rep.SlotsChecked {
+					checked = "the admitter agrees"
+				}
+				fmt.Fprintf(c.out, "  queue %s: %d running, %d pending (from the log; %s)\n", name, sl.Holding, sl.Pending, checked)
+			}
 			for _, d := range rep.Diffs {
 				fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)
 				if len(d.Fields) > 0 {

@@ -1,0 +1,472 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/lifecycle"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Admission requests (streams.AdmissionPosition, streams.AdmissionCounts)
+// are answered by the Admitter of the leader.
+const (
+	AdmissionPosition = streams.AdmissionPosition
+	AdmissionCounts   = streams.AdmissionCounts
+)
+
+// admitWriters is how many admissions (and holds) are written at once.
+const admitWriters = 64
+
+// Admitter admits the pending jobs of queues with limits (quotas) as their
+// slots free, fairly across users (commands.Admission decides). It keeps no
+// counter: it follows the log of every queue that has limits (an ordered
+// consumer of their jobs' subjects that starts with the last event of each
+// job, then follows new ones), so its counts are rebuilt from the log each
+// time it starts, on whichever engine leads. A slot is given back by
+// whatever event takes its job out of queued, claimed or running: success,
+// failure, cancel, timeout, lease expiry, or the requeue or failure the
+// lease sweeper writes for a crashed worker.
+//
+// One Admitter runs at a time, under a Leader: two engines never admit
+// together.
+type Admitter struct {
+	store *Store
+	log   *slog.Logger
+	life  lifecycle.Loop
+
+	asks chan func(map[string]*commands.Admission)
+	subs []*nats.Subscription
+
+	mu       sync.Mutex
+	admitted int64
+}
+
+// NewAdmitter returns an Admitter.
+func NewAdmitter(store *Store, log *slog.Logger) *Admitter {
+	if log == nil {
+		log = store.Log
+	}
+	return &Admitter{store: store, log: log.With("component", "admitter"), asks: make(chan func(map[string]*commands.Admission))}
+}
+
+// Admitted is how many admissions this Admitter wrote.
+func (a *Admitter) Admitted() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.admitted
+}
+
+// Start starts admitting. Idempotent.
+func (a *Admitter) Start(ctx context.Context) error {
+	return a.life.Start(func() (func(context.Context), error) {
+		answer := func(subject string, fn func(m *nats.Msg, qs map[string]*commands.Admission) any) (*nats.Subscription, error) {
+			return a.store.NC.Subscribe(subject, func(m *nats.Msg) {
+				done := make(chan any, 1)
+				ask := func(qs map[string]*commands.Admission) { done <- fn(m, qs) }
+				select {
+				case a.asks <- ask:
+				case <-time.After(time.Second):
+					return // busy rebuilding: the caller goes without
+				}
+				if b, err := json.Marshal(<-done); err == nil {
+					_ = m.Respond(b)
+				}
+			})
+		}
+		pos, err := answer(AdmissionPosition, func(m *nats.Msg, qs map[string]*commands.Admission) any {
+			for _, q := range qs {
+				if p, ok := q.Position(string(m.Data)); ok {
+					return AdmissionPlace{Pending: true, Position: p}
+				}
+			}
+			return AdmissionPlace{}
+		})
+		if err != nil {
+			return nil, err
+		}
+		counts, err := answer(AdmissionCounts, func(m *nats.Msg, qs map[string]*commands.Admission) any {
+			out := map[string]commands.Counts{}
+			for name, q := range qs {
+				if len(m.Data) == 0 || string(m.Data) == name {
+					out[name] = q.Counts()
+				}
+			}
+			return out
+		})
+		if err != nil {
+			_ = pos.Unsubscribe()
+			return nil, err
+		}
+		a.subs = []*nats.Subscription{pos, counts}
+		return a.run, nil
+	})
+}
+
+// Stop stops admitting. Idempotent.
+func (a *Admitter) Stop(ctx context.Context) {
+	for _, s := range a.subs {
+		_ = s.Unsubscribe()
+	}
+	a.life.Stop(ctx)
+}
+
+func (a *Admitter) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := a.session(ctx)
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("admission restarts", "err", err)
+			sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+// errLimitsChanged ends a session whose set of queues with limits changed.
+var errLimitsChanged = errors.New("queues with limits changed")
+
+// admitting is one admission's outcome, back from its writer.
+type admitting struct {
+	queue, id string
+	written   bool
+}
+
+// session follows the queues with limits as they are now, until that set
+// changes (errLimitsChanged) or the consumer fails.
+func (a *Admitter) session(ctx context.Context) error {
+	recs, changed, err := a.store.Limits.tracked(ctx)
+	if err != nil {
+		return err
+	}
+	qs := map[string]*commands.Admission{}
+	var filters []string
+	for name, rec := range recs {
+		qs[name] = commands.NewAdmission(name, rec.Limits)
+		filters = append(filters, streams.EventsPrefix+".*."+name+".>")
+	}
+	sort.Strings(filters)
+	if len(qs) == 0 {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changed:
+				return errLimitsChanged
+			case ask := <-a.asks:
+				ask(qs)
+			}
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cons, err := a.store.Events.OrderedConsumer(sctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	info, err := cons.Info(sctx)
+	if err != nil {
+		return err
+	}
+	caughtUp := info.NumPending == 0
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	msgs := make(chan jetstream.Msg, 1000)
+	fail := make(chan error, 1)
+	go func() {
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					fail <- err
+				}
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+
+	// Writers report here (never blocking on the loop, which may itself
+	// wait for a free writer).
+	var resMu sync.Mutex
+	var results []admitting
+	resReady := make(chan struct{}, 1)
+	report := func(r admitting) {
+		resMu.Lock()
+		results = append(results, r)
+		resMu.Unlock()
+		select {
+		case resReady <- struct{}{}:
+		default:
+		}
+	}
+	sem := make(chan struct{}, admitWriters)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	write := func(fn func()) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn()
+		}()
+	}
+	var lookups []lookup
+	for {
+		var batch []jetstream.Msg
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-fail:
+			return err
+		case <-changed:
+			recs2, ch2, err := a.store.Limits.tracked(ctx)
+			if err != nil {
+				return err
+			}
+			if len(recs2) != len(qs) {
+				return errLimitsChanged
+			}
+			for name, rec := range recs2 {
+				q := qs[name]
+				if q == nil {
+					return errLimitsChanged
+				}
+				q.Limits = rec.Limits
+			}
+			changed = ch2
+		case <-resReady:
+			resMu.Lock()
+			rs := results
+			results = nil
+			resMu.Unlock()
+			for _, r := range rs {
+				qs[r.queue].Settled(r.id, r.written)
+				if r.written {
+					a.mu.Lock()
+					a.admitted++
+					a.mu.Unlock()
+				}
+			}
+		case ask := <-a.asks:
+			ask(qs)
+			continue
+		case m := <-msgs:
+			batch = append(batch, m)
+		drain:
+			for len(batch) < 1000 {
+				select {
+				case m := <-msgs:
+					batch = append(batch, m)
+				default:
+					break drain
+				}
+			}
+		}
+		for _, m := range batch {
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if meta.NumPending == 0 {
+				caughtUp = true
+			}
+			ev, err := streams.DecodeEvent(m.Data())
+			if err != nil {
+				continue
+			}
+			ev.Seq = meta.Sequence.Stream
+			_, queue, _ := eventQueue(m.Subject())
+			q := qs[queue]
+			if q == nil {
+				continue
+			}
+			if !observe(q, ev) {
+				lookups = append(lookups, lookup{queue: queue, id: ev.JobID, seq: ev.Seq})
+			}
+		}
+		if len(lookups) > 0 {
+			if err := a.lookUp(ctx, qs, lookups); err != nil {
+				return err
+			}
+			lookups = lookups[:0]
+		}
+		if !caughtUp {
+			continue // admit only on the whole picture
+		}
+		now := time.Now().UTC()
+		for name, q := range qs {
+			for _, id := range q.Next() {
+				name, id := name, id
+				write(func() { report(admitting{queue: name, id: id, written: a.admit(sctx, id)}) })
+			}
+			for _, h := range q.Holds(now) {
+				h := h
+				write(func() { a.hold(sctx, h) })
+			}
+		}
+	}
+}
+
+// lookup is a job whose user or state the event did not tell.
+type lookup struct {
+	queue, id string
+	seq       uint64
+}
+
+// observe tells q what ev says of its job; false if the job is not known
+// and ev does not say enough (who it runs for): look its record up.
+func observe(q *commands.Admission, ev *streams.Event) bool {
+	switch {
+	case ev.Type == streams.EvSubmitted && ev.Spec != nil:
+		q.Observe(commands.Slot{ID: ev.JobID, User: ev.Spec.User, State: ev.To, Created: ev.Time, Seq: ev.Seq})
+	case ev.To == streams.StateNew: // an annotation
+		if ev.Type == streams.EvPending && ev.Hold != nil {
+			q.SetHold(ev.JobID, ev.Hold)
+			return true
+		}
+		return ev.Type == streams.EvPurged || q.Known(ev.JobID)
+	case q.Known(ev.JobID) || ev.To.Terminal():
+		q.Observe(commands.Slot{ID: ev.JobID, State: ev.To, Seq: ev.Seq})
+	default:
+		return false
+	}
+	return true
+}
+
+// lookUp reads the records of jobs the log did not tell enough about and
+// tells admission their state, user and age. A record behind the event
+// that named the job is brought up to the log (Load).
+func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission, ls []lookup) error {
+	keys := make([]string, len(ls))
+	for i, l := range ls {
+		keys[i] = streams.KVSubject(l.id)
+	}
+	last, err := streams.MultiLast(ctx, a.store.NC, "KV_"+streams.JobsBucket, keys)
+	if err != nil {
+		return err
+	}
+	for i, l := range ls {
+		var j *streams.Job
+		if m, ok := last[keys[i]]; ok && len(m.Data) > 0 {
+			j, _ = streams.DecodeJob(m.Data)
+		}
+		if j == nil || j.Seq < l.seq {
+			snap, err := a.store.Load(ctx, l.id)
+			if errors.Is(err, commands.ErrNotFound) {
+				continue // purged, or never recorded: nothing to hold
+			}
+			if err != nil {
+				return err
+			}
+			j = snap.Job
+		}
+		qs[l.queue].Observe(commands.Slot{ID: j.ID, User: j.Spec.User, State: j.State, Created: j.CreatedAt, Hold: j.Hold, Seq: j.Seq})
+	}
+	return nil
+}
+
+// admit writes one admission (job.admitted; the work item follows, as
+// for any job that becomes queued) and reports whether it was written.
+func (a *Admitter) admit(ctx context.Context, id string) bool {
+	cur, err := a.store.Get(ctx, id)
+	if err != nil {
+		return false
+	}
+	_, _, err = a.store.Apply(ctx, "admit", cur, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Admit(j, a.store.Actor, time.Now().UTC())
+	})
+	if err != nil && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
+		a.log.Warn("admit", "job", id, "err", err)
+	}
+	return err == nil
+}
+
+// hold records why a pending job waits (job.pending).
+func (a *Admitter) hold(ctx context.Context, h commands.Hold) {
+	cur, err := a.store.Get(ctx, h.ID)
+	if err != nil {
+		return
+	}
+	_, _, err = a.store.Apply(ctx, "hold", cur, func(j *streams.Job) (*streams.Event, error) {
+		ev, err := commands.HoldPending(j, h.Hold, a.store.Actor, time.Now().UTC())
+		if err == nil && ev == nil {
+			return nil, errNothingToDo
+		}
+		return ev, err
+	})
+	if err != nil && !errors.Is(err, errNothingToDo) && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
+		a.log.Warn("hold", "job", h.ID, "err", err)
+	}
+}
+
+var errNothingToDo = errors.New("nothing to write")
+
+// eventQueue returns the namespace and queue of a job's event subject
+// (jetflow.ev.<ns>.<queue>.<type>.<id>).
+func eventQueue(subject string) (ns, queue string, ok bool) {
+	rest, found := strings.CutPrefix(subject, streams.EventsPrefix+".")
+	if !found {
+		return "", "", false
+	}
+	parts := strings.SplitN(rest, ".", 3)
+	if len(parts) < 3 {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
+}
+
+// AdmissionPlace is where a job stands among its queue's pending jobs.
+type AdmissionPlace struct {
+	Pending  bool `json:"pending"`
+	Position int  `json:"position"` // pending jobs admitted before it, slots freeing one at a time
+}
+
+// AdmissionPlaceOf asks the leading engine's Admitter where pending job id
+// stands; false if no admitter answered in time or the job is not pending
+// there.
+func (s *Store) AdmissionPlaceOf(ctx context.Context, id string) (AdmissionPlace, bool) {
+	var p AdmissionPlace
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	m, err := s.NC.RequestWithContext(ctx, AdmissionPosition, []byte(id))
+	if err != nil || json.Unmarshal(m.Data, &p) != nil || !p.Pending {
+		return p, false
+	}
+	return p, true
+}
+
+// AdmissionCountsOf asks the leading engine's Admitter for the slot counts
+// of queue (every queue with limits when empty).
+func (s *Store) AdmissionCountsOf(ctx context.Context, queue string) (map[string]commands.Counts, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := s.NC.RequestWithContext(ctx, AdmissionCounts, []byte(queue))
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]commands.Counts
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,261 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// running counts handlers running at once, in all and per user, and
+// remembers the highest counts seen.
+type running struct {
+	mu       sync.Mutex
+	now      map[string]int
+	total    int
+	maxUser  map[string]int
+	maxTotal int
+}
+
+func newRunning() *running { return &running{now: map[string]int{}, maxUser: map[string]int{}} }
+
+func (r *running) enter(user string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now[user]++
+	r.total++
+	r.maxUser[user] = max(r.maxUser[user], r.now[user])
+	r.maxTotal = max(r.maxTotal, r.total)
+}
+
+func (r *running) leave(user string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now[user]--
+	r.total--
+}
+
+// sampleCounts asks the admitter every 50 ms and fails the test if a queue
+// or a user ever holds more slots than its limits; it returns a stop
+// function that reports how many samples it took.
+func sampleCounts(t *testing.T, st *engine.Store, queue string, lim streams.QueueLimits) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			counts, err := st.AdmissionCountsOf(ctx, queue)
+			if err != nil {
+				continue // between two leaders, or rebuilding
+			}
+			c := counts[queue]
+			n.Add(1)
+			if lim.MaxRunning > 0 && c.Holding > lim.MaxRunning {
+				t.Errorf("queue %s holds %d slots: limit %d", queue, c.Holding, lim.MaxRunning)
+			}
+			for u, uc := range c.Users {
+				if lim.MaxRunningPerUser > 0 && uc.Holding > lim.MaxRunningPerUser {
+					t.Errorf("user %q holds %d slots: limit %d", u, uc.Holding, lim.MaxRunningPerUser)
+				}
+			}
+		}
+	}()
+	return func() int { cancel(); <-done; return int(n.Load()) }
+}
+
+func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
+	h := newHarness(t)
+	lim := streams.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2}
+	if _, err := h.st.SetQueueLimits(h.ctx, "q", lim); err != nil {
+		t.Fatal(err)
+	}
+	run := newRunning()
+	h.runtime(engine.RuntimeConfig{Queue: "q", WorkerID: "w", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"demo.sleep": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			run.enter(task.Job.Spec.User)
+			defer run.leave(task.Job.Spec.User)
+			select { // the job's work: 0.2 s
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	stop := sampleCounts(t, h.st, "q", lim)
+	var reqs []*commands.SubmitRequest
+	for i := range 30 {
+		for _, u := range []string{"ann", "bob", "cyd"} {
+			reqs = append(reqs, &commands.SubmitRequest{Type: "demo.sleep", Queue: "q", User: u, IdempotencyKey: fmt.Sprintf("%s-%d", u, i)})
+		}
+	}
+	var ids []string
+	for _, r := range h.st.SubmitBatch(h.ctx, reqs) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Job.State != streams.StatePending {
+			t.Fatalf("job submitted to a queue with limits is %s, want pending", r.Job.State)
+		}
+		ids = append(ids, r.Job.ID)
+	}
+	for _, id := range ids {
+		h.waitState(id, streams.StateSucceeded, 60*time.Second)
+	}
+	if n := stop(); n < 20 {
+		t.Fatalf("only %d samples of the admitter's counts", n)
+	}
+	if run.maxTotal > 4 {
+		t.Errorf("%d handlers ran at once: queue limit 4", run.maxTotal)
+	}
+	for u, n := range run.maxUser {
+		if n > 2 {
+			t.Errorf("user %s ran %d at once: limit 2", u, n)
+		}
+	}
+	// Admissions interleave the users: in the order they were written, the
+	// first 30 are 10 of each, give or take 2.
+	type adm struct {
+		user string
+		seq  uint64
+	}
+	var adms []adm
+	users := map[string]string{}
+	for i, r := range reqs {
+		users[ids[i]] = r.User
+	}
+	for _, id := range ids {
+		for _, ev := range h.events(id) {
+			if ev.Type == streams.EvAdmitted {
+				adms = append(adms, adm{users[id], ev.Seq})
+			}
+		}
+	}
+	if len(adms) != 90 {
+		t.Fatalf("%d admissions, want 90", len(adms))
+	}
+	sortBy(adms, func(a adm) uint64 { return a.seq })
+	per := map[string]int{}
+	for _, a := range adms[:30] {
+		per[a.user]++
+	}
+	for _, u := range []string{"ann", "bob", "cyd"} {
+		if per[u] < 8 || per[u] > 12 {
+			t.Errorf("first 30 admissions by user: %v; want 10 each (±2)", per)
+			break
+		}
+	}
+	// A held job says why it waited.
+	held := 0
+	for _, id := range ids {
+		for _, ev := range h.events(id) {
+			if ev.Type == streams.EvPending && ev.Hold != nil {
+				held++
+			}
+		}
+	}
+	if held == 0 {
+		t.Error("no job.pending says why a job waited")
+	}
+	h.verify()
+}
+
+func sortBy[T any](xs []T, key func(T) uint64) {
+	for i := 1; i < len(xs); i++ {
+		for k := i; k > 0 && key(xs[k]) < key(xs[k-1]); k-- {
+			xs[k], xs[k-1] = xs[k-1], xs[k]
+		}
+	}
+}
+
+// TestQuotaSlotReleasedEveryWay: one slot; the job holding it ends in every
+// way a job can end but a crash (tests/process kills workers and engines),
+// and each time the next pending job is admitted.
+func TestQuotaSlotReleasedEveryWay(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.SetQueueLimits(h.ctx, "one", streams.QueueLimits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 10)
+	h.runtime(engine.RuntimeConfig{Queue: "one", WorkerID: "w", Concurrency: 4, Lease: 2 * time.Second, Handlers: map[string]engine.Handler{
+		"block": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			started <- task.Job.ID
+			<-ctx.Done() // until cancelled or timed out
+			return nil, ctx.Err()
+		},
+		"fail": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			started <- task.Job.ID
+			return nil, &engine.PermanentError{Err: fmt.Errorf("no")}
+		},
+	}})
+	zero := 0
+	timeout := commands.Duration(time.Second)
+	cancelled := h.submit(commands.SubmitRequest{Type: "block", Queue: "one"})
+	timedOut := h.submit(commands.SubmitRequest{Type: "block", Queue: "one", Timeout: &timeout, MaxRetries: &zero})
+	failed := h.submit(commands.SubmitRequest{Type: "fail", Queue: "one"})
+	last := h.submit(commands.SubmitRequest{Type: "block", Queue: "one"})
+	pendingCancel := h.submit(commands.SubmitRequest{Type: "block", Queue: "one"})
+	for _, s := range []engine.Snapshot{cancelled, timedOut, failed, last, pendingCancel} {
+		if s.Job.State != streams.StatePending {
+			t.Fatalf("%s submitted %s, want pending", s.Job.ID, s.Job.State)
+		}
+	}
+	wantStart := func(id string) {
+		t.Helper()
+		select {
+		case got := <-started:
+			if got != id {
+				t.Fatalf("started %s, want %s (oldest first)", got, id)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s never started", id)
+		}
+	}
+	wantStart(cancelled.Job.ID)
+	// Cancel of a pending job is immediate and frees nothing.
+	if _, err := h.st.Cancel(h.ctx, pendingCancel.Job.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.get(pendingCancel.Job.ID); j.State != streams.StateCancelled {
+		t.Fatalf("cancelled pending job is %s", j.State)
+	}
+	// Cancelled while running: the slot goes to the next.
+	if _, err := h.st.Cancel(h.ctx, cancelled.Job.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	wantStart(timedOut.Job.ID)
+	// Timed out (execution timeout, no retries): failed, slot released.
+	h.waitState(timedOut.Job.ID, streams.StateFailed, 10*time.Second)
+	wantStart(failed.Job.ID)
+	h.waitState(failed.Job.ID, streams.StateFailed, 10*time.Second)
+	wantStart(last.Job.ID)
+	if _, err := h.st.Cancel(h.ctx, last.Job.ID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(last.Job.ID, streams.StateCancelled, 5*time.Second)
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		c, err := h.st.AdmissionCountsOf(h.ctx, "one")
+		if err != nil {
+			return err
+		}
+		if c["one"].Holding != 0 || c["one"].Pending != 0 {
+			return fmt.Errorf("counts %+v, want none held or pending", c["one"])
+		}
+		return nil
+	})
+	h.verify()
+}
