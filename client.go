@@ -383,6 +383,25 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 	return err
 }
 
+// QueueLimits are a queue's quotas: the most jobs running at once in all
+// (MaxRunning) and per user (MaxRunningPerUser); 0 is no limit.
+type QueueLimits = streams.QueueLimits
+
+// MaxQueueLimit bounds a queue limit's value.
+const MaxQueueLimit = commands.MaxLimit
+
+// SetQueueLimits sets a queue's limits (creating the queue if need be).
+// Jobs submitted to a queue with limits wait in Pending until a slot is
+// free, admitted fairly across users. Lowering a limit stops no running
+// job; raising one admits pending jobs at once. docs/quotas.md.
+func (c *Client) SetQueueLimits(ctx context.Context, queue string, l QueueLimits) error {
+	if c.store == nil {
+		return c.needsEngine("queue set")
+	}
+	_, err := c.store.SetQueueLimits(ctx, queue, l)
+	return err
+}
+
 // ResumeQueue resumes a paused queue.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	if c.store == nil {

@@ -52,6 +52,11 @@ func IdempotencyKey(key string) SubmitOption {
 	return func(r *SubmitRequest) { r.IdempotencyKey = key }
 }
 
+// User names who the job runs for: its slots count against the user's
+// limit in a queue with limits (SetQueueLimits). With access control the
+// engine takes the token's name, and only an admin may name another.
+func User(u string) SubmitOption { return func(r *SubmitRequest) { r.User = u } }
+
 // Tags labels the job.
 func Tags(tags ...string) SubmitOption {
 	return func(r *SubmitRequest) { r.Tags = append(r.Tags, tags...) }

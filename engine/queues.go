@@ -136,6 +136,12 @@ type QueueInfo struct {
 	// HTTP API's; not the CLI's, which has none).
 	Jobs    map[streams.State]int `json:"jobs,omitempty"`
 	Running int                   `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
+	// Limits are the queue's quotas (0: none); Slots, for a queue with
+	// limits, what its admitter counts: jobs holding a slot and pending,
+	// in all and by user (absent when no admitter answered).
+	MaxRunning        int              `json:"max_running"`
+	MaxRunningPerUser int              `json:"max_running_per_user"`
+	Slots             *commands.Counts `json:"slots,omitempty"`
 }
 
 // QueueInfos reads every queue's settings and depth, by name.
@@ -145,13 +151,24 @@ func (s *Store) QueueInfos(ctx context.Context) ([]*QueueInfo, error) {
 		return nil, err
 	}
 	out := make([]*QueueInfo, 0, len(recs))
+	var slots map[string]commands.Counts
+	for _, rec := range recs {
+		if rec.LimitsSeq != 0 && slots == nil {
+			slots, _ = s.AdmissionCountsOf(ctx, "") // none answering: shown without
+		}
+	}
 	for _, rec := range recs {
 		st, err := s.QueueStats(ctx, rec.Name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
-			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held})
+		qi := &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
+			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held,
+			MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
+		if c, ok := slots[rec.Name]; ok {
+			qi.Slots = &c
+		}
+		out = append(out, qi)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
 	return out, nil

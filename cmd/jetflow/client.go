@@ -22,12 +22,12 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // submitFlags maps the fields of a submit request to the flags that set
 // them, so that a refused value is reported as the flag.
 var submitFlags = map[string]string{"queue": "queue", "delay": "delay", "max_retries": "max-retries",
-	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace"}
+	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace", "user": "user"}
 
 func cmdSubmit(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var (
-		queue, key           string
+		queue, key, user     string
 		delay, backoff, tout time.Duration
 		maxRetries           int
 		wait                 bool
@@ -40,6 +40,7 @@ func cmdSubmit(c *cli, args []string) int {
 	fs.DurationVar(&backoff, "backoff", jetflow.DefaultBackoff, "base delay of the first retry (0: retry at once)")
 	fs.DurationVar(&tout, "timeout", jetflow.DefaultTimeout, "execution timeout of one attempt")
 	fs.StringVar(&key, "key", "", "idempotency key")
+	fs.StringVar(&user, "user", "", "who the job runs for (quotas: a queue's max_running_per_user; with --token, the token's name unless an admin names another)")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
 	fs.Var(&paths, "file", "an input file to store with the job, named by its base name; a directory: its tree, named by their paths in it (repeatable; docs/files.md)")
@@ -72,6 +73,7 @@ func cmdSubmit(c *cli, args []string) int {
 	set("timeout", jetflow.Timeout(tout))
 	set("key", jetflow.IdempotencyKey(key))
 	set("tag", jetflow.Tags(tags...))
+	set("user", jetflow.User(user))
 	if *ns != "" {
 		opts = append(opts, jetflow.Namespace(*ns))
 	}

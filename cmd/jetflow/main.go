@@ -49,7 +49,7 @@ NATS credentials, also on worker, serve --nats and bench --nats: --nats-creds FI
 --token T, default $JETFLOW_TOKEN: speak the engine's command service with an access token,
 for submit, get, wait, ls, cancel and events, in the token's namespace):
   jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
-                 [--timeout D] [--key K] [--tag T] [--wait] [--file PATH]...
+                 [--timeout D] [--key K] [--tag T] [--user U] [--wait] [--file PATH]...
                  --file: input files (a directory: its tree), stored with the job (docs/files.md)
                  TYPE: free-form (demo.echo), category:name (NS, then @global) or scope:category:name
   jetflow get ID                        a job of another namespace than NS is not found
@@ -58,7 +58,10 @@ for submit, get, wait, ls, cancel and events, in the token's namespace):
   jetflow tree ID                       a fan-out parent and its children, with states
   jetflow cancel ID [--reason R]
   jetflow retry ID [--key K] [--wait]   run a finished job again (a new job with retry_of)
-  jetflow queues                        queues: waiting, running, delayed, paused
+  jetflow queues                        queues: waiting, running, delayed, paused, limits, pending
+  jetflow queue set QUEUE [--max-running N] [--max-running-per-user M]
+                                        a queue's limits (0: none; a limit not given is kept):
+                                        over them, jobs wait in pending (docs/quotas.md)
   jetflow pause QUEUE | jetflow resume QUEUE
   jetflow workers                       workers and their heartbeats (SDK and HTTP)
   jetflow events ID [--follow]
@@ -95,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
 		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
-		"retry": cmdRetry, "queues": cmdQueues, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
+		"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 		"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload,
 	}
 	f, ok := cmds[args[0]]

@@ -26,13 +26,18 @@ func cmdQueues(c *cli, args []string) int {
 			return exitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "QUEUE\tSTATUS\tWAITING\tRUNNING/HELD\tDELAYED")
+		fmt.Fprintln(w, "QUEUE\tSTATUS\tWAITING\tRUNNING/HELD\tDELAYED\tMAX RUNNING\tPER USER\tPENDING")
 		for _, q := range qs {
 			status := "active"
 			if q.Paused {
 				status = "paused"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", q.Name, status, q.Depth, q.Held, q.Delayed)
+			pending := "-"
+			if q.Slots != nil {
+				pending = fmt.Sprint(q.Slots.Pending)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", q.Name, status, q.Depth, q.Held, q.Delayed,
+				limitText(q.MaxRunning), limitText(q.MaxRunningPerUser), pending)
 		}
 		w.Flush()
 		return exitOK
@@ -131,4 +136,70 @@ func cmdRetry(c *cli, args []string) int {
 		fmt.Fprintf(c.out, "%s\t%s\t(retry of %s)\n", job.ID, job.State, pos[0])
 		return exitOK
 	})
+}
+
+// cmdQueue sets a queue's limits: jetflow queue set QUEUE
+// [--max-running N] [--max-running-per-user M]. A limit not given keeps
+// its value; 0 removes it.
+func cmdQueue(c *cli, args []string) int {
+	c.name = "queue set"
+	fs := c.clientFlags()
+	var maxRunning, perUser int
+	fs.IntVar(&maxRunning, "max-running", 0, "the most jobs of the queue running at once, in all (0: no limit)")
+	fs.IntVar(&perUser, "max-running-per-user", 0, "the most jobs of one user running at once in the queue (0: no limit)")
+	pos, ok := c.parse(args, 2, 2)
+	if !ok {
+		return exitUsage
+	}
+	if pos[0] != "set" {
+		c.errorf("unknown subcommand %q: want queue set QUEUE [--max-running N] [--max-running-per-user M]", pos[0])
+		return exitUsage
+	}
+	if !c.given("max-running") && !c.given("max-running-per-user") {
+		c.errorf("give --max-running, --max-running-per-user or both (0 removes a limit)")
+		return exitUsage
+	}
+	bad := fmt.Sprintf("must be 0 (no limit) to %d", jetflow.MaxQueueLimit)
+	if !c.checkFlags(when("max-running", maxRunning < 0 || maxRunning > jetflow.MaxQueueLimit, bad),
+		when("max-running-per-user", perUser < 0 || perUser > jetflow.MaxQueueLimit, bad)) {
+		return exitUsage
+	}
+	queue := pos[1]
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		var cur jetflow.QueueLimits
+		qs, err := cl.Queues(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		for _, q := range qs {
+			if q.Name == queue {
+				cur = jetflow.QueueLimits{MaxRunning: q.MaxRunning, MaxRunningPerUser: q.MaxRunningPerUser}
+			}
+		}
+		if c.given("max-running") {
+			cur.MaxRunning = maxRunning
+		}
+		if c.given("max-running-per-user") {
+			cur.MaxRunningPerUser = perUser
+		}
+		if err := cl.SetQueueLimits(ctx, queue, cur); err != nil {
+			if c.flagInput(err, map[string]string{"queue": "queue"}) {
+				return exitUsage
+			}
+			return c.fail(err)
+		}
+		if c.json {
+			c.printJSON(map[string]any{"name": queue, "max_running": cur.MaxRunning, "max_running_per_user": cur.MaxRunningPerUser})
+			return exitOK
+		}
+		fmt.Fprintf(c.out, "%s\tmax_running %s\tmax_running_per_user %s\n", queue, limitText(cur.MaxRunning), limitText(cur.MaxRunningPerUser))
+		return exitOK
+	})
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
 }
