@@ -25,7 +25,8 @@ type Admission struct {
 	ring    []string // users with pending jobs, in turn
 	cursor  int
 	holding int
-	fresh   []*slotJob // became pending since the last Holds
+	fresh   []*slotJob // became pending, oldest first, not yet looked at by Holds
+	now     func() time.Time
 }
 
 // Slot is what Admission needs to know of a job: the state the log gives
@@ -41,8 +42,14 @@ type Slot struct {
 
 type slotJob struct {
 	Slot
-	admitting bool // an admission is being written
+	admitting bool      // an admission is being written
+	since     time.Time // when admission saw it become pending
 }
+
+// HoldAfter is how long a job waits in pending before admission records
+// why (job.pending): a job admitted sooner gets none, so a burst that the
+// slots absorb within a second costs no write per job.
+const HoldAfter = time.Second
 
 type userSlots struct {
 	holding  int
@@ -53,7 +60,7 @@ type userSlots struct {
 
 // NewAdmission returns an empty admission for queue with limits l.
 func NewAdmission(queue string, l streams.QueueLimits) *Admission {
-	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}}
+	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}, now: time.Now}
 }
 
 func holdsSlot(j *slotJob) bool {
@@ -116,6 +123,7 @@ func (a *Admission) Observe(s Slot) {
 	switch nowPending := s.State == streams.StatePending; {
 	case nowPending && !pending:
 		a.enqueue(u, j)
+		j.since = a.now()
 		a.fresh = append(a.fresh, j)
 	case !nowPending && pending:
 		u.npending--
@@ -254,32 +262,52 @@ type Hold struct {
 	Hold streams.Hold
 }
 
-// Holds returns the jobs that became pending since the last call, are
-// still waiting after Next, and whose records do not say why yet, with
-// the limit that holds them.
+// Holds returns the jobs that have been pending for HoldAfter (as of
+// now) and whose records do not say why yet, with the limit that holds
+// them. Each job is looked at once per stay in pending.
 func (a *Admission) Holds(now time.Time) []Hold {
 	var out []Hold
+	n := 0
 	for _, j := range a.fresh {
+		if j.since.After(now.Add(-HoldAfter)) {
+			break // the rest came later
+		}
+		n++
 		if !waiting(j) || a.jobs[j.ID] != j {
 			continue
 		}
-		var h streams.Hold
-		switch {
-		case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
-			h = streams.Hold{Limit: streams.LimitQueue, Max: a.Limits.MaxRunning, Since: now}
-		case a.Limits.MaxRunningPerUser > 0 && a.user(j.User).holding >= a.Limits.MaxRunningPerUser:
-			h = streams.Hold{Limit: streams.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}
-		default:
-			continue // a slot is free: its turn comes at the next Next
-		}
-		if j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max {
+		h, ok := a.reason(j, now)
+		if !ok || j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max {
 			continue
 		}
 		j.Hold = &h
 		out = append(out, Hold{ID: j.ID, Hold: h})
 	}
-	a.fresh = a.fresh[:0]
+	a.fresh = a.fresh[n:]
 	return out
+}
+
+// reason is the limit that holds pending job j now; false if a slot is
+// free for it (its turn comes at the next Next).
+func (a *Admission) reason(j *slotJob, now time.Time) (streams.Hold, bool) {
+	switch {
+	case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
+		return streams.Hold{Limit: streams.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
+	case a.Limits.MaxRunningPerUser > 0 && a.user(j.User).holding >= a.Limits.MaxRunningPerUser:
+		return streams.Hold{Limit: streams.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}, true
+	}
+	return streams.Hold{}, false
+}
+
+// Reason is the limit that holds pending job id now, since when it has
+// been pending; false if id is not pending here or nothing holds it.
+func (a *Admission) Reason(id string) (streams.Hold, bool) {
+	j := a.jobs[id]
+	if j == nil || !waiting(j) {
+		return streams.Hold{}, false
+	}
+	h, ok := a.reason(j, j.since)
+	return h, ok
 }
 
 // Position is how many pending jobs of the queue admission takes before

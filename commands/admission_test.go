@@ -77,7 +77,10 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 		}
 	}
 	run(a, got)
-	holds := a.Holds(t0)
+	if early := a.Holds(time.Now()); len(early) != 0 {
+		t.Fatalf("%d holds written before HoldAfter", len(early))
+	}
+	holds := a.Holds(time.Now().Add(commands.HoldAfter))
 	if len(holds) != 86 {
 		t.Fatalf("%d holds, want 86 (90 pending, 4 admitted)", len(holds))
 	}
@@ -86,7 +89,7 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 			t.Fatalf("hold %+v: want the queue limit (every slot is taken)", h)
 		}
 	}
-	if again := a.Holds(t0); len(again) != 0 {
+	if again := a.Holds(time.Now().Add(commands.HoldAfter)); len(again) != 0 {
 		t.Fatalf("holds written twice: %v", again)
 	}
 	// Raising the queue limit admits at once, still two per user.

@@ -25,8 +25,8 @@ const (
 	AdmissionCounts   = streams.AdmissionCounts
 )
 
-// admitWriters is how many admissions (and holds) are written at once.
-const admitWriters = 64
+// admitWriters is how many batches of admissions are written at once.
+const admitWriters = 4
 
 // Admitter admits the pending jobs of queues with limits (quotas) as their
 // slots free, fairly across users (commands.Admission decides). It keeps no
@@ -87,7 +87,11 @@ func (a *Admitter) Start(ctx context.Context) error {
 		pos, err := answer(AdmissionPosition, func(m *nats.Msg, qs map[string]*commands.Admission) any {
 			for _, q := range qs {
 				if p, ok := q.Position(string(m.Data)); ok {
-					return AdmissionPlace{Pending: true, Position: p}
+					place := AdmissionPlace{Pending: true, Position: p}
+					if h, ok := q.Reason(string(m.Data)); ok {
+						place.Hold = &h
+					}
+					return place
 				}
 			}
 			return AdmissionPlace{}
@@ -217,19 +221,14 @@ func (a *Admitter) session(ctx context.Context) error {
 		default:
 		}
 	}
-	sem := make(chan struct{}, admitWriters)
+	// Admissions and holds are written in the background, never holding
+	// up the loop: admissions by up to admitWriters at once, holds (why a
+	// job waits: only for people) by a few, after the admissions.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	write := func(fn func()) {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fn()
-		}()
-	}
+	admits := newBatcher(sctx, &wg, admitWriters, func(b []admitting) { a.admitAll(sctx, b, report) })
+	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
 	for {
 		var batch []jetstream.Msg
@@ -316,15 +315,158 @@ func (a *Admitter) session(ctx context.Context) error {
 		now := time.Now().UTC()
 		for name, q := range qs {
 			for _, id := range q.Next() {
-				name, id := name, id
-				write(func() { report(admitting{queue: name, id: id, written: a.admit(sctx, id)}) })
+				admits.add(admitting{queue: name, id: id})
 			}
-			for _, h := range q.Holds(now) {
-				h := h
-				write(func() { a.hold(sctx, h) })
+			if hs := q.Holds(now); len(hs) > 0 {
+				holds.add(hs...)
 			}
 		}
 	}
+}
+
+// holdWriters is how many holds (job.pending) are written at once.
+const holdWriters = 1
+
+// batcher writes what is added to it in batches of up to maxBatch, by n
+// writers that each take everything waiting (up to maxBatch) when they
+// are free: the writes of a busy moment are pipelined together, and the
+// one who adds never waits.
+type batcher[T any] struct {
+	mu    sync.Mutex
+	items []T
+	ready chan struct{}
+}
+
+const maxBatch = 1000
+
+func newBatcher[T any](ctx context.Context, wg *sync.WaitGroup, n int, write func([]T)) *batcher[T] {
+	b := &batcher[T]{ready: make(chan struct{}, n)}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-b.ready:
+				}
+				for {
+					b.mu.Lock()
+					k := min(len(b.items), maxBatch)
+					batch := b.items[:k:k]
+					b.items = b.items[k:]
+					more := len(b.items) > 0
+					b.mu.Unlock()
+					if k == 0 {
+						break
+					}
+					if more {
+						b.signal() // another writer may take the rest
+					}
+					write(batch)
+				}
+			}
+		}()
+	}
+	return b
+}
+
+func (b *batcher[T]) add(items ...T) {
+	b.mu.Lock()
+	b.items = append(b.items, items...)
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *batcher[T]) signal() {
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+// records reads the records of jobs ids with one request per thousand.
+// A job whose record is missing is left out (the writer loads it).
+func (a *Admitter) records(ctx context.Context, ids []string) map[string]Snapshot {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = streams.KVSubject(id)
+	}
+	last, err := streams.MultiLast(ctx, a.store.NC, "KV_"+streams.JobsBucket, keys)
+	out := make(map[string]Snapshot, len(ids))
+	if err != nil {
+		return out
+	}
+	for i, id := range ids {
+		m, ok := last[keys[i]]
+		if !ok || m.Deleted || len(m.Data) == 0 {
+			continue
+		}
+		if j, err := streams.DecodeJob(m.Data); err == nil {
+			out[id] = Snapshot{Job: j, Rev: m.Seq}
+		}
+	}
+	return out
+}
+
+// admitAll writes the admissions of a batch, pipelined (Store.ApplyMany),
+// and reports each.
+func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(admitting)) {
+	ids := make([]string, len(batch))
+	for i, b := range batch {
+		ids[i] = b.id
+	}
+	curs := a.snapshots(ctx, ids)
+	errs := a.store.ApplyMany(ctx, "admit", curs, func(j *streams.Job) (*streams.Event, error) {
+		return commands.Admit(j, a.store.Actor, time.Now().UTC())
+	})
+	for i, b := range batch {
+		err := errs[i]
+		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
+			a.log.Warn("admit", "job", b.id, "err", err)
+		}
+		b.written = err == nil
+		report(b)
+	}
+}
+
+// holdAll writes why each of hs waits (job.pending), pipelined.
+func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
+	ids := make([]string, len(hs))
+	byID := make(map[string]streams.Hold, len(hs))
+	for i, h := range hs {
+		ids[i] = h.ID
+		byID[h.ID] = h.Hold
+	}
+	curs := a.snapshots(ctx, ids)
+	errs := a.store.ApplyMany(ctx, "hold", curs, func(j *streams.Job) (*streams.Event, error) {
+		ev, err := commands.HoldPending(j, byID[j.ID], a.store.Actor, time.Now().UTC())
+		if err == nil && ev == nil {
+			return nil, errNothingToDo
+		}
+		return ev, err
+	})
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errNothingToDo) && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
+			a.log.Warn("hold", "job", ids[i], "err", err)
+		}
+	}
+}
+
+// snapshots reads the records of ids (records); one that is missing is
+// loaded from the log.
+func (a *Admitter) snapshots(ctx context.Context, ids []string) []Snapshot {
+	snaps := a.records(ctx, ids)
+	out := make([]Snapshot, len(ids))
+	for i, id := range ids {
+		cur, ok := snaps[id]
+		if !ok {
+			cur, _ = a.store.Load(ctx, id) // not found: Job nil, refused by ApplyMany
+		}
+		out[i] = cur
+	}
+	return out
 }
 
 // lookup is a job whose user or state the event did not tell.
@@ -385,40 +527,6 @@ func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission
 	return nil
 }
 
-// admit writes one admission (job.admitted; the work item follows, as
-// for any job that becomes queued) and reports whether it was written.
-func (a *Admitter) admit(ctx context.Context, id string) bool {
-	cur, err := a.store.Get(ctx, id)
-	if err != nil {
-		return false
-	}
-	_, _, err = a.store.Apply(ctx, "admit", cur, func(j *streams.Job) (*streams.Event, error) {
-		return commands.Admit(j, a.store.Actor, time.Now().UTC())
-	})
-	if err != nil && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
-		a.log.Warn("admit", "job", id, "err", err)
-	}
-	return err == nil
-}
-
-// hold records why a pending job waits (job.pending).
-func (a *Admitter) hold(ctx context.Context, h commands.Hold) {
-	cur, err := a.store.Get(ctx, h.ID)
-	if err != nil {
-		return
-	}
-	_, _, err = a.store.Apply(ctx, "hold", cur, func(j *streams.Job) (*streams.Event, error) {
-		ev, err := commands.HoldPending(j, h.Hold, a.store.Actor, time.Now().UTC())
-		if err == nil && ev == nil {
-			return nil, errNothingToDo
-		}
-		return ev, err
-	})
-	if err != nil && !errors.Is(err, errNothingToDo) && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
-		a.log.Warn("hold", "job", h.ID, "err", err)
-	}
-}
-
 var errNothingToDo = errors.New("nothing to write")
 
 // eventQueue returns the namespace and queue of a job's event subject
@@ -439,6 +547,9 @@ func eventQueue(subject string) (ns, queue string, ok bool) {
 type AdmissionPlace struct {
 	Pending  bool `json:"pending"`
 	Position int  `json:"position"` // pending jobs admitted before it, slots freeing one at a time
+	// Hold is the limit that holds it now (nil: a slot is free, its turn
+	// comes at once).
+	Hold *streams.Hold `json:"hold,omitempty"`
 }
 
 // AdmissionPlaceOf asks the leading engine's Admitter where pending job id

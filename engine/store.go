@@ -325,6 +325,105 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 	}
 }
 
+// ApplyMany is Apply for many jobs at once, with the writes of each step
+// pipelined across them (every append, then every record, then every work
+// item or schedule), as SubmitBatch does: one round trip a step, not three
+// per job. It serves transitions whose only consequence is dispatch (an
+// admission, a hold): a decision that ends a job or makes it wait for
+// pieces, or an append that lost a race, goes through Apply on its own. It
+// returns each job's error (nil: written).
+func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decide Decider) []error {
+	errs := make([]error, len(curs))
+	evs := make([]*streams.Event, len(curs))
+	futs := make([]streams.Future, len(curs))
+	var alone []int
+	for i, cur := range curs {
+		if cur.Job == nil {
+			errs[i] = errors.New("apply: no job")
+			continue
+		}
+		ev, err := decide(cur.Job)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case ev.To.Terminal() || ev.Type == streams.EvWaiting:
+			alone = append(alone, i)
+		default:
+			evs[i] = ev
+			futs[i] = s.W.AppendAsync(cur.Job.Subject(), ev, cur.Job.Seq)
+		}
+	}
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		seq, err := futs[i].Wait(ctx)
+		switch {
+		case streams.IsConflict(err):
+			alone = append(alone, i)
+			evs[i] = nil
+		case err != nil:
+			errs[i] = fmt.Errorf("%s job %s: append %s: %w", op, curs[i].Job.ID, ev.Type, err)
+			evs[i] = nil
+		default:
+			ev.Seq, ev.Subject = seq, curs[i].Job.Subject()
+		}
+	}
+	crash(op + ":appended")
+	nexts := make([]*streams.Job, len(curs))
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		next, err := projections.Fold(curs[i].Job, ev)
+		if err != nil {
+			errs[i] = fmt.Errorf("fold %s into job %s: %w", ev.Type, ev.JobID, err)
+			evs[i] = nil
+			continue
+		}
+		nexts[i] = next
+		futs[i] = s.W.PutJobAsync(next, curs[i].Rev)
+	}
+	snaps := make([]Snapshot, len(curs))
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		rev, err := futs[i].Wait(ctx)
+		snaps[i] = Snapshot{Job: nexts[i], Rev: rev}
+		if streams.IsConflict(err) {
+			// As in project: Load reconciles the record with the log.
+			snaps[i], err = s.Load(ctx, ev.JobID)
+		}
+		if err != nil {
+			// The transition stands; the Projector writes the record.
+			errs[i] = fmt.Errorf("project job %s: %w", ev.JobID, err)
+			evs[i] = nil
+		}
+	}
+	crash(op + ":projected")
+	for i, ev := range evs {
+		if ev == nil || ev.To != streams.StateQueued && ev.To != streams.StateScheduled {
+			evs[i] = nil
+			continue
+		}
+		futs[i] = s.dispatchAsync(snaps[i])
+	}
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		if _, err := futs[i].Wait(ctx); err != nil {
+			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err) // the Projector dispatches it
+		}
+	}
+	crash(op + ":dispatched")
+	for _, i := range alone {
+		_, _, errs[i] = s.Apply(ctx, op, curs[i], decide)
+	}
+	return errs
+}
+
 // project writes the fold of ev (just appended) into the job's KV record.
 // If the record moved meanwhile (the Projector repaired it, or a later
 // writer got there first), Load reconciles it with the log, which has ev.
@@ -471,8 +570,8 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	}
 	crash("submit:projected")
 	for i, ev := range evs {
-		if ev == nil || out[i].Job.Seq != ev.Seq {
-			evs[i] = nil // failed, or moved on already (cancelled): nothing to dispatch
+		if ev == nil || out[i].Job.Seq != ev.Seq || ev.To == streams.StatePending {
+			evs[i] = nil // failed, moved on already (cancelled), or waits for admission: nothing to dispatch
 			continue
 		}
 		futs[i] = s.dispatchAsync(out[i].Snapshot)

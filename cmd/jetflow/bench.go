@@ -39,6 +39,10 @@ type benchResult struct {
 	LatCompleteP99  float64 `json:"latency_submit_to_complete_p99_ms,omitempty"`
 	CPUCores        float64 `json:"cpu_cores"`
 	ProjectorRepair int64   `json:"projector_repairs"`
+	// Limits given to the bench queue (--max-running): every job was
+	// admitted from pending, and processing is the admission rate.
+	Limits jetflow.QueueLimits `json:"limits"`
+	Users  int                 `json:"users"`
 }
 
 func cmdBench(c *cli, args []string) int {
@@ -60,6 +64,11 @@ func cmdBench(c *cli, args []string) int {
 	c.natsFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
+	var limits jetflow.QueueLimits
+	var users int
+	fs.IntVar(&limits.MaxRunning, "max-running", 0, "give the bench queue this limit: every job is then admitted from pending (0: no limit)")
+	fs.IntVar(&limits.MaxRunningPerUser, "max-running-per-user", 0, "give the bench queue this per-user limit (0: none)")
+	fs.IntVar(&users, "users", 1, "jobs are submitted for this many users, in turn")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -79,6 +88,11 @@ func cmdBench(c *cli, args []string) int {
 		when("sync", !validSync(syncMode), `want "always" or a duration over 0`),
 		when("sync", url != "", embeddedOnly),
 		when("cpuprofile", *cpuprofile == "", "must not be empty"),
+		when("max-running", limits.MaxRunning < 0 || limits.MaxRunning > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("max-running-per-user", limits.MaxRunningPerUser < 0 || limits.MaxRunningPerUser > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("max-running", *fanout, notFanout),
+		when("max-running-per-user", *fanout, notFanout),
+		when("users", users < 1 || users > 100000, "must be 1 to 100000"),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
 	}
@@ -186,8 +200,21 @@ func cmdBench(c *cli, args []string) int {
 			close(allDone)
 		}
 	}
+	var submitted atomic.Int64
 	request := func() *jetflow.SubmitRequest {
-		return &jetflow.SubmitRequest{Type: jobType, Queue: queue, Payload: []byte(`{"n":1}`)}
+		r := &jetflow.SubmitRequest{Type: jobType, Queue: queue, Payload: []byte(`{"n":1}`)}
+		if users > 1 {
+			r.User = fmt.Sprintf("user%d", submitted.Add(1)%int64(users))
+		}
+		return r
+	}
+	if limits.Limited() {
+		// Every job then goes through admission: pending, then admitted as
+		// slots free (the processing rate is the admission rate).
+		if err := subCl.SetQueueLimits(ctx, queue, limits); err != nil {
+			c.errorf("%v", err)
+			return exitFailed
+		}
 	}
 
 	// Phase 1: enqueue.
@@ -257,7 +284,7 @@ func cmdBench(c *cli, args []string) int {
 	pprof.StopCPUProfile()
 	mu.Lock()
 	procDur := lastDone.Sub(startT)
-	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage,
+	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage, Limits: limits, Users: users,
 		EnqueuePerSec: float64(jobs) / enqDur.Seconds(), ProcessPerSec: float64(jobs) / procDur.Seconds()}
 	res.StartP50Ms, res.StartP99Ms = pct(startLat)
 	res.CompleteP50Ms, res.CompleteP99Ms = pct(doneLat)
@@ -300,6 +327,10 @@ func cmdBench(c *cli, args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.out, "jetflow bench: %d jobs, %d handlers, %s\n", jobs, workers, storage)
+	if limits.Limited() {
+		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, %d users: every job admitted from pending\n",
+			limits.MaxRunning, limits.MaxRunningPerUser, users)
+	}
 	fmt.Fprintf(c.out, "  enqueue          %8.0f jobs/s\n", res.EnqueuePerSec)
 	fmt.Fprintf(c.out, "  processing       %8.0f jobs/s\n", res.ProcessPerSec)
 	fmt.Fprintf(c.out, "  burn-down   submit->start p50 %.1f ms  p99 %.1f ms; submit->complete p50 %.1f ms  p99 %.1f ms\n",
