@@ -230,6 +230,10 @@ func (a *Admitter) session(ctx context.Context) error {
 	admits := newBatcher(sctx, &wg, admitWriters, func(b []admitting) { a.admitAll(sctx, b, report) })
 	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
+	// A pass also runs on a tick: holds come due (commands.HoldAfter)
+	// with no event to wake the loop.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		var batch []jetstream.Msg
 		select {
@@ -269,6 +273,7 @@ func (a *Admitter) session(ctx context.Context) error {
 		case ask := <-a.asks:
 			ask(qs)
 			continue
+		case <-tick.C:
 		case m := <-msgs:
 			batch = append(batch, m)
 		drain:
@@ -482,11 +487,15 @@ func observe(q *commands.Admission, ev *streams.Event) bool {
 	case ev.Type == streams.EvSubmitted && ev.Spec != nil:
 		q.Observe(commands.Slot{ID: ev.JobID, User: ev.Spec.User, State: ev.To, Created: ev.Time, Seq: ev.Seq})
 	case ev.To == streams.StateNew: // an annotation
+		if !q.Known(ev.JobID) {
+			// A rebuild that found this last (a pending job's hold, a
+			// running job's progress): its record says the rest.
+			return ev.Type == streams.EvPurged
+		}
 		if ev.Type == streams.EvPending && ev.Hold != nil {
 			q.SetHold(ev.JobID, ev.Hold)
-			return true
 		}
-		return ev.Type == streams.EvPurged || q.Known(ev.JobID)
+		return true
 	case q.Known(ev.JobID) || ev.To.Terminal():
 		q.Observe(commands.Slot{ID: ev.JobID, State: ev.To, Seq: ev.Seq})
 	default:

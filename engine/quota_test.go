@@ -35,6 +35,17 @@ func (r *running) enter(user string) {
 	r.maxTotal = max(r.maxTotal, r.total)
 }
 
+// highs returns the highest counts seen: in all, and by user.
+func (r *running) highs() (int, map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[string]int, len(r.maxUser))
+	for k, v := range r.maxUser {
+		m[k] = v
+	}
+	return r.maxTotal, m
+}
+
 func (r *running) leave(user string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,10 +130,11 @@ func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
 	if n := stop(); n < 20 {
 		t.Fatalf("only %d samples of the admitter's counts", n)
 	}
-	if run.maxTotal > 4 {
-		t.Errorf("%d handlers ran at once: queue limit 4", run.maxTotal)
+	total, perUser := run.highs()
+	if total > 4 {
+		t.Errorf("%d handlers ran at once: queue limit 4", total)
 	}
-	for u, n := range run.maxUser {
+	for u, n := range perUser {
 		if n > 2 {
 			t.Errorf("user %s ran %d at once: limit 2", u, n)
 		}
@@ -257,5 +269,141 @@ func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 		}
 		return nil
 	})
+	h.verify()
+}
+
+// TestQuotaAdmitterRebuildsFromTheLog: the engine that admits stops; the
+// next one counts the running and pending jobs from the log (the pending
+// ones' last event is their hold) and admits nothing they still hold.
+func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.SetQueueLimits(h.ctx, "rb", streams.QueueLimits{MaxRunning: 2}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	run := newRunning()
+	h.runtime(engine.RuntimeConfig{Queue: "rb", WorkerID: "w", Concurrency: 8, Handlers: map[string]engine.Handler{
+		"hold": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			run.enter("")
+			defer run.leave("")
+			<-release
+			return nil, nil
+		}}})
+	var ids []string
+	for range 10 {
+		ids = append(ids, h.submit(commands.SubmitRequest{Type: "hold", Queue: "rb"}).Job.ID)
+	}
+	counts := func(st *engine.Store, want commands.Counts) {
+		t.Helper()
+		testkit.WaitFor(t, 15*time.Second, func() error {
+			c, err := st.AdmissionCountsOf(h.ctx, "rb")
+			if err != nil {
+				return err
+			}
+			if got := c["rb"]; got.Holding != want.Holding || got.Pending != want.Pending {
+				return fmt.Errorf("counts %+v, want %d running, %d pending", got, want.Holding, want.Pending)
+			}
+			return nil
+		})
+	}
+	counts(h.st, commands.Counts{Holding: 2, Pending: 8})
+	// Every pending job records why it waits (after commands.HoldAfter).
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, id := range ids {
+			if j := h.get(id); j.State == streams.StatePending && (j.Hold == nil || j.Hold.Limit != streams.LimitQueue || j.Hold.Max != 2) {
+				return fmt.Errorf("%s pending with hold %+v", id, j.Hold)
+			}
+		}
+		return nil
+	})
+	h.eng.Stop(context.Background())
+	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := eng2.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	counts(h.st, commands.Counts{Holding: 2, Pending: 8})
+	if total, _ := run.highs(); total != 2 {
+		t.Fatalf("%d ran at once, limit 2", total)
+	}
+	close(release)
+	for _, id := range ids {
+		h.waitState(id, streams.StateSucceeded, 30*time.Second)
+	}
+	if total, _ := run.highs(); total != 2 {
+		t.Fatalf("%d ran at once, limit 2", total)
+	}
+	counts(h.st, commands.Counts{})
+	h.verify()
+}
+
+// TestQuotaTwoEnginesOneLimit: two engines, one limit; the leading one
+// stops midway and the other takes over; the limits are never exceeded.
+func TestQuotaTwoEnginesOneLimit(t *testing.T) {
+	h := newHarness(t)
+	lim := streams.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}
+	if _, err := h.st.SetQueueLimits(h.ctx, "two", lim); err != nil {
+		t.Fatal(err)
+	}
+	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, LeaderTTL: 2 * time.Second, Log: testkit.Logger(t)})
+	if err := eng2.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	run := newRunning()
+	var done atomic.Int64
+	for _, w := range []string{"w1", "w2"} {
+		h.runtime(engine.RuntimeConfig{Queue: "two", WorkerID: w, Concurrency: 8, Handlers: map[string]engine.Handler{
+			"work": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+				run.enter(task.Job.Spec.User)
+				defer run.leave(task.Job.Spec.User)
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				done.Add(1)
+				return nil, nil
+			}}})
+	}
+	stop := sampleCounts(t, h.st, "two", lim)
+	var reqs []*commands.SubmitRequest
+	for i := range 10 {
+		for _, u := range []string{"a", "b", "c"} {
+			reqs = append(reqs, &commands.SubmitRequest{Type: "work", Queue: "two", User: u, IdempotencyKey: fmt.Sprintf("%s%d", u, i)})
+		}
+	}
+	var ids []string
+	for _, r := range h.st.SubmitBatch(h.ctx, reqs) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		ids = append(ids, r.Job.ID)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if n := done.Load(); n < 8 {
+			return fmt.Errorf("%d done", n)
+		}
+		return nil
+	})
+	leader := h.eng
+	if !leader.Leader.Leading() {
+		leader = eng2
+	}
+	leader.Stop(context.Background())
+	for _, id := range ids {
+		h.waitState(id, streams.StateSucceeded, 60*time.Second)
+	}
+	stop()
+	total, perUser := run.highs()
+	if total > 3 {
+		t.Errorf("%d ran at once: limit 3", total)
+	}
+	for u, n := range perUser {
+		if n > 2 {
+			t.Errorf("user %s ran %d at once: limit 2", u, n)
+		}
+	}
 	h.verify()
 }
