@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -155,5 +158,81 @@ func TestCLIAndAPIJobJSONAreOne(t *testing.T) {
 		if d := cmp.Diff(cli, api); d != "" {
 			t.Fatalf("job %s (%v): jetflow get --json and the API differ (-cli +api):\n%s", id, cli["state"], d)
 		}
+	}
+}
+
+// jetflow queue set, queues and submit --user: a user with a limit of one
+// runs one job; the next waits in pending and runs after. (The test's demo
+// worker serves the default queue only.)
+func TestCLIQueueLimits(t *testing.T) {
+	e := newCLIEnv(t)
+	out, errs, code := e.jetflow("queue", "set", "default", "--max-running", "1", "--max-running-per-user", "1")
+	if code != exitOK || out != "default\tmax_running 1\tmax_running_per_user 1\n" {
+		t.Fatalf("queue set: %d %q %q", code, out, errs)
+	}
+	// A limit not given is kept.
+	if out, errs, code := e.jetflow("queue", "set", "default", "--max-running", "3"); code != exitOK || out != "default\tmax_running 3\tmax_running_per_user 1\n" {
+		t.Fatalf("queue set --max-running only: %d %q %q", code, out, errs)
+	}
+	out, _, code = e.jetflow("queues", "--json")
+	var qs []jetflow.QueueInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &qs) != nil {
+		t.Fatalf("queues --json: %d %q", code, out)
+	}
+	found := false
+	for _, q := range qs {
+		if q.Name == "default" {
+			found = q.MaxRunning == 3 && q.MaxRunningPerUser == 1
+		}
+	}
+	if !found {
+		t.Fatalf("queues --json does not show default's limits: %s", out)
+	}
+	submit := func() jetflow.JobInfo {
+		t.Helper()
+		out, errs, code := e.jetflow("submit", "demo.sleep", `{"seconds":30}`, "--queue", "default", "--user", "ada", "--json")
+		var j jetflow.JobInfo
+		if code != exitOK || json.Unmarshal([]byte(out), &j) != nil {
+			t.Fatalf("submit: %d %q %q", code, out, errs)
+		}
+		if j.State != jetflow.Pending && j.State != jetflow.Queued && j.State != jetflow.Running {
+			t.Fatalf("submitted to a queue with limits: state %s, want pending (or already admitted)", j.State)
+		}
+		return j
+	}
+	first, second := submit(), submit()
+	get := func(id string) jetflow.JobInfo {
+		out, _, _ := e.jetflow("get", id, "--json")
+		var j jetflow.JobInfo
+		_ = json.Unmarshal([]byte(out), &j)
+		return j
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if j := get(first.ID); j.State != jetflow.Running {
+			return fmt.Errorf("first is %s", j.State)
+		}
+		if j := get(second.ID); j.State != jetflow.Pending {
+			return fmt.Errorf("second is %s, want pending (ada's limit is 1)", j.State)
+		}
+		return nil
+	})
+	out, _, code = e.jetflow("queues")
+	if code != exitOK || !strings.Contains(out, "MAX RUNNING") || !regexp.MustCompile(`default\s+active\s+\d+\s+\d+\s+\d+\s+3\s+1\s+1\n`).MatchString(out) {
+		t.Fatalf("queues: %d %q", code, out)
+	}
+	if _, errs, code := e.jetflow("cancel", first.ID); code != exitOK {
+		t.Fatalf("cancel: %s", errs)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if j := get(second.ID); j.State != jetflow.Running {
+			return fmt.Errorf("second is %s after the first was cancelled", j.State)
+		}
+		return nil
+	})
+	if _, errs, code := e.jetflow("cancel", second.ID); code != exitOK {
+		t.Fatalf("cancel: %s", errs)
+	}
+	if out, errs, code := e.jetflow("replay", "--verify"); code != exitOK || !strings.Contains(out, "queue default: 0 running, 0 pending (from the log; the admitter agrees)") {
+		t.Fatalf("replay --verify: %d %q %q", code, out, errs)
 	}
 }
