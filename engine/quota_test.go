@@ -407,3 +407,74 @@ func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 	}
 	h.verify()
 }
+
+// TestQuotaRaisingAndRemovingLimits: raising a limit admits pending jobs at
+// once, lowering one stops nothing that runs, and removing both admits
+// every pending job.
+func TestQuotaRaisingAndRemovingLimits(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	run := newRunning()
+	var now atomic.Int64
+	h.runtime(engine.RuntimeConfig{Queue: "rl", WorkerID: "w", Concurrency: 16, Handlers: map[string]engine.Handler{
+		"hold": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			run.enter("")
+			now.Add(1)
+			defer now.Add(-1)
+			defer run.leave("")
+			<-release
+			return nil, nil
+		}}})
+	var ids []string
+	for range 8 {
+		ids = append(ids, h.submit(commands.SubmitRequest{Type: "hold", Queue: "rl"}).Job.ID)
+	}
+	running := func(want int64) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			if n := now.Load(); n != want {
+				return fmt.Errorf("%d running, want %d", n, want)
+			}
+			return nil
+		})
+	}
+	running(1)
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 3}); err != nil {
+		t.Fatal(err)
+	}
+	running(3)
+	// Lowering: the three keep running, none is admitted.
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		c, err := h.st.AdmissionCountsOf(h.ctx, "rl")
+		if err != nil {
+			return err
+		}
+		if got := c["rl"]; got.Holding != 3 || got.Pending != 5 {
+			return fmt.Errorf("after lowering: %+v, want 3 running, 5 pending", got)
+		}
+		return nil
+	})
+	if n := now.Load(); n != 3 {
+		t.Fatalf("%d running after lowering the limit, want the 3 that ran", n)
+	}
+	// Removing every limit admits the five pending at once.
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	running(8)
+	close(release)
+	for _, id := range ids {
+		h.waitState(id, streams.StateSucceeded, 10*time.Second)
+	}
+	// Submits to the queue no longer wait in pending.
+	if s := h.submit(commands.SubmitRequest{Type: "hold", Queue: "rl"}); s.Job.State != streams.StateQueued {
+		t.Fatalf("submit to a queue whose limits were removed: %s", s.Job.State)
+	}
+	h.verify()
+}
