@@ -340,10 +340,13 @@ func observe(q *commands.Admission, ev *streams.Event) bool {
 	case ev.Type == streams.EvSubmitted && ev.Spec != nil:
 		q.Observe(commands.Slot{ID: ev.JobID, User: ev.Spec.User, State: ev.To, Created: ev.Time, Seq: ev.Seq})
 	case ev.To == streams.StateNew: // an annotation
-		if ev.Type == streams.EvPending && ev.Hold != nil {
+		if ev.Type == streams.EvPending && ev.Hold != nil && q.Known(ev.JobID) {
 			q.SetHold(ev.JobID, ev.Hold)
 			return true
 		}
+		// A job not known yet whose last event is an annotation (a pending
+		// job's job.pending, when the log is read from each job's last
+		// event): its record tells its state and user.
 		return ev.Type == streams.EvPurged || q.Known(ev.JobID)
 	case q.Known(ev.JobID) || ev.To.Terminal():
 		q.Observe(commands.Slot{ID: ev.JobID, State: ev.To, Seq: ev.Seq})
