@@ -407,6 +407,12 @@ func (a *Admitter) admit(ctx context.Context, id string) bool {
 // hold records why a pending job waits (job.pending).
 func (a *Admitter) hold(ctx context.Context, h commands.Hold) {
 	cur, err := a.store.Get(ctx, h.ID)
+	if errors.Is(err, commands.ErrNotFound) {
+		// The log told of the job before its submitter wrote the record:
+		// build it from the log, or the hold is never written (Holds
+		// offers a job once).
+		cur, err = a.store.Load(ctx, h.ID)
+	}
 	if err != nil {
 		return
 	}
