@@ -287,14 +287,17 @@ func (a *Admission) Holds(now time.Time) []Hold {
 	return out
 }
 
-// reason is the limit that holds pending job j now; false if a slot is
-// free for it (its turn comes at the next Next).
+// reason is the limit that holds pending job j now (its user's, if the
+// user is at it; else the queue's); false if a slot is free for it (its
+// turn comes at the next Next).
 func (a *Admission) reason(j *slotJob, now time.Time) (streams.Hold, bool) {
+	// A user at their own limit waits for one of their own jobs, whatever
+	// the queue: that is the reason to tell.
 	switch {
-	case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
-		return streams.Hold{Limit: streams.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
 	case a.Limits.MaxRunningPerUser > 0 && a.user(j.User).holding >= a.Limits.MaxRunningPerUser:
 		return streams.Hold{Limit: streams.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}, true
+	case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
+		return streams.Hold{Limit: streams.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
 	}
 	return streams.Hold{}, false
 }

@@ -84,9 +84,15 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	if len(holds) != 86 {
 		t.Fatalf("%d holds, want 86 (90 pending, 4 admitted)", len(holds))
 	}
+	// A user at their own limit (2) is told so; the others, that the
+	// queue is full.
 	for _, h := range holds {
-		if h.Hold.Limit != streams.LimitQueue || h.Hold.Max != 4 {
-			t.Fatalf("hold %+v: want the queue limit (every slot is taken)", h)
+		want := streams.Hold{Limit: streams.LimitQueue, Max: 4}
+		if per[h.ID[0]] == 2 {
+			want = streams.Hold{Limit: streams.LimitUser, Max: 2}
+		}
+		if h.Hold.Limit != want.Limit || h.Hold.Max != want.Max {
+			t.Fatalf("hold of %s %+v: want %+v (its user holds %d)", h.ID, h.Hold, want, per[h.ID[0]])
 		}
 	}
 	if again := a.Holds(time.Now().Add(commands.HoldAfter)); len(again) != 0 {
