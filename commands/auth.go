@@ -251,3 +251,36 @@ func RevokeToken(cur *streams.TokenRecord, id, actor string, now time.Time) (*st
 	return &streams.Event{Type: streams.EvTokenRevoked, JobID: id, Time: now, Actor: actor, Level: streams.LevelInfo,
 		Message: fmt.Sprintf("token %q revoked", cur.Name), Token: &streams.TokenChange{ID: id}}, nil
 }
+
+// ErrUserNotAllowed: a submit that names another user than the token's
+// own, by a token whose role may not (HTTP 403).
+var ErrUserNotAllowed = &registryError{slug: "user-not-allowed", base: ErrDenied}
+
+// UserError is a submit naming a user its token may not submit for.
+type UserError struct {
+	Role      Role
+	Token     string // the token's name: the user its jobs run for
+	Requested string
+}
+
+func (e *UserError) Error() string {
+	return fmt.Sprintf("a %s token submits as its own user %q; only an admin token may name another (%q)", e.Role, e.Token, e.Requested)
+}
+
+// Unwrap makes errors.Is(err, ErrUserNotAllowed) (and ErrDenied) hold.
+func (e *UserError) Unwrap() error { return ErrUserNotAllowed }
+
+// SubmitUser decides who a job submitted with access control runs for
+// (quotas count its slots against that user): the token's name, unless an
+// admin token names another. A token of another role naming anyone but
+// itself is refused (*UserError). Without access control there is no
+// token, and the user is as given: callers do not ask.
+func SubmitUser(role Role, tokenName, requested string) (string, error) {
+	if requested == "" || requested == tokenName {
+		return tokenName, nil
+	}
+	if role == RoleAdmin {
+		return requested, nil
+	}
+	return "", &UserError{Role: role, Token: tokenName, Requested: requested}
+}

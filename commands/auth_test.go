@@ -118,3 +118,36 @@ func FuzzParseToken(f *testing.F) {
 		}
 	})
 }
+
+func TestSubmitUser(t *testing.T) {
+	for _, c := range []struct {
+		role         Role
+		token, asked string
+		want         string
+		refused      bool
+	}{
+		{RoleProducer, "ci", "", "ci", false},
+		{RoleProducer, "ci", "ci", "ci", false},
+		{RoleProducer, "ci", "alice", "", true},
+		{RoleWorker, "w", "alice", "", true},
+		{RoleReader, "r", "alice", "", true},
+		{RoleAdmin, "root", "", "root", false},
+		{RoleAdmin, "root", "root", "root", false},
+		{RoleAdmin, "root", "alice", "alice", false},
+	} {
+		got, err := SubmitUser(c.role, c.token, c.asked)
+		if c.refused {
+			var ue *UserError
+			if !errors.As(err, &ue) || !errors.Is(err, ErrUserNotAllowed) || !errors.Is(err, ErrDenied) || got != "" {
+				t.Errorf("%s %q asking %q: %q %v, want a UserError", c.role, c.token, c.asked, got, err)
+			}
+			if RegistrySlug(err) != "user-not-allowed" {
+				t.Errorf("slug %q", RegistrySlug(err))
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s %q asking %q: %q %v, want %q", c.role, c.token, c.asked, got, err, c.want)
+		}
+	}
+}

@@ -89,6 +89,7 @@ var titles = map[string]string{
 	"internal-type":     "Internal type",
 	"type-limit":        "Too many types in the scope",
 	"invalid-file-name": "Invalid file name",
+	"user-not-allowed":  "Not allowed to submit for another user",
 }
 
 // registryStatus is the HTTP status of each problem type of the registry.
@@ -106,6 +107,7 @@ var registryStatus = map[string]int{
 	"forbidden":         http.StatusForbidden,
 	"unknown-token":     http.StatusNotFound,
 	"invalid-file-name": http.StatusBadRequest,
+	"user-not-allowed":  http.StatusForbidden,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the
@@ -159,7 +161,7 @@ func (p *Problem) Is(target error) bool {
 	case commands.ErrConflict:
 		return p.Type == ProblemConflict || p.Type == "schema-conflict" || p.Type == "type-limit"
 	case commands.ErrDenied:
-		return p.Type == "unauthenticated" || p.Type == "forbidden"
+		return p.Type == "unauthenticated" || p.Type == "forbidden" || p.Type == "user-not-allowed"
 	case context.DeadlineExceeded:
 		return p.Type == ProblemTimeout
 	}
