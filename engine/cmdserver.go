@@ -507,6 +507,12 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return failed(err, "")
 		}
 		req.Namespace = ns
+		if p != nil {
+			// Who the job runs for: the token's name unless an admin names another.
+			if req.User, err = commands.SubmitUser(p.Role, p.Name, req.User); err != nil {
+				return failed(err, "")
+			}
+		}
 		if err := c.store.CheckRefs(ctx, p, &req); err != nil {
 			return failed(err, "")
 		}

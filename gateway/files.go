@@ -221,6 +221,9 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		req.Namespace = ns
+		if err := submitUser(r, req); err != nil {
+			return err
+		}
 		if err := g.store.CheckRefs(ctx, principal(r), req); err != nil {
 			return err
 		}

@@ -63,6 +63,9 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 		req.Namespace, err = scopeNamespace(r, commands.ActSubmit, req.Namespace)
 	}
 	if err == nil {
+		err = submitUser(r, req)
+	}
+	if err == nil {
 		err = g.store.CheckRefs(r.Context(), principal(r), req)
 	}
 	if err != nil {
@@ -71,6 +74,23 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := g.store.Submit(r.Context(), req)
 	g.created(w, r, res, err, "")
+}
+
+// submitUser sets who a submitted job runs for: with access control, the
+// token's name unless an admin names another (commands.SubmitUser; a
+// non-admin naming another user is 403 user-not-allowed); without, as
+// given.
+func submitUser(r *http.Request, req *commands.SubmitRequest) error {
+	p := principal(r)
+	if p == nil {
+		return nil
+	}
+	user, err := commands.SubmitUser(p.Role, p.Name, req.User)
+	if err != nil {
+		return err
+	}
+	req.User = user
+	return nil
 }
 
 // created answers a submit (or a retry): 201 and the new job, 200 and the
