@@ -121,12 +121,19 @@ func (s *Store) Lookup(ctx context.Context, id string) (Snapshot, error) {
 }
 
 // View renders a job as clients see it (the JSON object of the API and the
-// CLI), with the queue position of a queued job.
+// CLI), with the queue position of a queued job and the place among its
+// queue's pending jobs of a pending one (one request to the admitter, for
+// pending jobs only; left out when none answers).
 func (s *Store) View(ctx context.Context, j *streams.Job) *projections.JobView {
 	v := projections.View(j)
 	if j.State == streams.StateQueued {
 		if pos, err := s.QueuePosition(ctx, j); err == nil && pos >= 0 {
 			v.QueuePosition = &pos
+		}
+	}
+	if j.State == streams.StatePending {
+		if place, ok := s.AdmissionPlaceOf(ctx, j.ID); ok {
+			v.PendingPosition = &place.Position
 		}
 	}
 	return v

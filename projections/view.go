@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -35,7 +36,10 @@ type JobView struct {
 	Worker           string            `json:"worker,omitempty"`
 	Progress         *ProgressView     `json:"progress,omitempty"`
 	Fanout           *FanoutView       `json:"fanout,omitempty"`
-	QueuePosition    *int              `json:"queue_position,omitempty"` // set by readers that ask the queue (engine.Store.QueuePosition)
+	QueuePosition    *int              `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
+	User             string            `json:"user,omitempty"`             // who the job runs for (quotas)
+	Hold             *HoldView         `json:"hold,omitempty"`             // a pending job: the limit that holds it
+	PendingPosition  *int              `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
 	CreatedAt        time.Time         `json:"created_at"`
 	RunAt            *time.Time        `json:"run_at"`
 	QueuedAt         *time.Time        `json:"queued_at"`
@@ -45,6 +49,15 @@ type JobView struct {
 	DurationSeconds  *float64          `json:"duration_seconds"`
 	Seq              uint64            `json:"seq"`
 	Events           int               `json:"events"`
+}
+
+// HoldView is why a pending job waits: the limit of its queue that held
+// it when admission last looked, since when, and that said for people.
+type HoldView struct {
+	Limit   string    `json:"limit"` // max_running or max_running_per_user
+	Max     int       `json:"max"`
+	Since   time.Time `json:"since"`
+	Message string    `json:"message"`
 }
 
 // FanoutView is a coordinator's pieces: how many, and how they ended.
@@ -79,7 +92,7 @@ func View(j *streams.Job) *JobView {
 		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
 		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
 		Tags: j.Spec.Tags, Files: j.Spec.Files, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
-		Priority: j.Spec.Priority, Worker: j.Worker,
+		Priority: j.Spec.Priority, Worker: j.Worker, User: j.Spec.User,
 		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
 		Seq: j.Seq, Events: j.Events,
@@ -108,6 +121,9 @@ func View(j *streams.Job) *JobView {
 		pct := fv.Percent
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
+	}
+	if h := j.Hold; h != nil && j.State == streams.StatePending {
+		v.Hold = &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, *h)}
 	}
 	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
 		d := j.FinishedAt.Sub(j.StartedAt).Seconds()
