@@ -78,6 +78,42 @@ func parseTemplates() map[string]*template.Template {
 		// pairs of kv that have a value as its query.
 		"in":   func(path, ns string, kv ...string) string { return withQuery(path, append(kv, "namespace", ns)...) },
 		"join": strings.Join,
+		// A queue's limit; 0 is none.
+		"limit": func(n int) string {
+			if n == 0 {
+				return "—"
+			}
+			return fmt.Sprint(n)
+		},
+		// pendingOf is a queue's pending jobs: the admitter's count, or
+		// the index's when it did not answer (or the page is a
+		// namespace's, whose view has no slots).
+		"pendingOf": func(q *QueueInfo) int {
+			if q.Slots != nil {
+				return q.Slots.Pending
+			}
+			return q.Jobs[streams.StatePending]
+		},
+		// slotUsers says how a queue's slots are shared by user.
+		"slotUsers": func(q *QueueInfo) string {
+			if q.Slots == nil {
+				return ""
+			}
+			names := make([]string, 0, len(q.Slots.Users))
+			for u := range q.Slots.Users {
+				names = append(names, u)
+			}
+			slices.Sort(names)
+			parts := make([]string, 0, len(names))
+			for _, u := range names {
+				c := q.Slots.Users[u]
+				if u == "" {
+					u = "(no user)"
+				}
+				parts = append(parts, fmt.Sprintf("%s: %d running, %d pending", u, c.Holding, c.Pending))
+			}
+			return strings.Join(parts, "; ")
+		},
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/rows.html"))
 	out := map[string]*template.Template{}

@@ -304,6 +304,14 @@
       document.getElementById("f-started").innerHTML = j.started_at ? '<time datetime="' + esc(j.started_at) + '"></time>' : "";
       document.getElementById("f-finished").innerHTML = j.finished_at ? '<time datetime="' + esc(j.finished_at) + '"></time>' : "";
       document.getElementById("f-duration").textContent = secs(j.duration_seconds);
+      // Why a pending job waits, and where it stands: gone once it moves on.
+      var hold = document.getElementById("f-hold");
+      if (hold && j.hold) document.getElementById("f-hold-msg").textContent = j.hold.message;
+      var place = document.getElementById("f-pending");
+      if (place && j.pending_position != null) place.textContent = j.pending_position + " ahead";
+      [[hold, j.hold], [place, j.pending_position != null]].forEach(function (p) {
+        if (p[0] && !p[1]) { p[0].previousElementSibling.remove(); p[0].remove(); }
+      });
       var hasResult = j.result !== null && j.result !== undefined;
       show(document.getElementById("result-pane"), hasResult);
       if (hasResult) document.getElementById("result").textContent = JSON.stringify(j.result, null, 2);
@@ -375,6 +383,15 @@
 
   if (page === "queues") {
     var qt = document.getElementById("queues").tBodies[0];
+    // limit and slotUsers are dashboard.go's template functions.
+    var limit = function (n) { return n ? String(n) : "—"; };
+    var slotUsers = function (q) {
+      if (!q.slots || !q.slots.users) return "";
+      return Object.keys(q.slots.users).sort().map(function (u) {
+        var c = q.slots.users[u];
+        return (u || "(no user)") + ": " + c.running + " running, " + c.pending + " pending";
+      }).join("; ");
+    };
     function qrow(q) {
       var mini = "";
       STATES.forEach(function (s) {
@@ -384,7 +401,10 @@
       return '<td class="name"><a href="/?queue=' + encodeURIComponent(q.name) + '">' + esc(q.name) + "</a></td>" +
         '<td class="status">' + (q.paused ? '<span class="badge st-paused">paused</span>' : '<span class="badge st-active">active</span>') + "</td>" +
         '<td class="num depth">' + q.depth + '</td><td class="num running">' + q.running + '</td><td class="num held">' + q.held +
-        '</td><td class="num delayed">' + q.delayed + '</td><td class="mini">' + mini + "</td>" +
+        '</td><td class="num delayed">' + q.delayed + "</td>" +
+        '<td class="num pending"' + (slotUsers(q) ? ' title="' + esc(slotUsers(q)) + '"' : "") + ">" + (q.slots ? q.slots.pending : (q.jobs && q.jobs.pending) || 0) + "</td>" +
+        '<td class="num maxrun">' + limit(q.max_running) + '</td><td class="num maxuser">' + limit(q.max_running_per_user) + "</td>" +
+        '<td class="mini">' + mini + "</td>" +
         '<td><button class="qtoggle" data-queue="' + esc(q.name) + '" data-paused="' + q.paused + '">' + (q.paused ? "Resume" : "Pause") + "</button></td>";
     }
     // With a namespace, the rows are the page's: the stream's queues count
