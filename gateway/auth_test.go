@@ -139,6 +139,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"POST", "/api/v1/tasks/claim", func() any { return map[string]any{"worker_id": wkA} }, [7]int{401, 401, 200, 403, 200, 403, 403}},
 		{"POST", "/api/v1/tasks/claim", func() any { return map[string]any{"worker_id": wkB} }, [7]int{401, 401, 200, 403, 404, 403, 403}},
 		{"GET", "/api/v1/queues", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"PUT", "/api/v1/queues/qlim", func() any { return map[string]any{"max_running": 5} }, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"POST", "/api/v1/queues/default/pause", nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"POST", "/api/v1/queues/default/resume", nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"GET", "/api/v1/types", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},

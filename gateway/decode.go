@@ -362,6 +362,37 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	return &req, nil
 }
 
+// QueueLimitsRequest is the body of PUT /queues/{queue}: the limits to
+// change (null or left out: kept as they are; 0: no limit).
+type QueueLimitsRequest struct {
+	MaxRunning        *int `json:"max_running,omitempty"`
+	MaxRunningPerUser *int `json:"max_running_per_user,omitempty"`
+}
+
+// DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
+// the limits it gives (commands.CheckLimits: 0 to commands.MaxLimit).
+func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
+	var q QueueLimitsRequest
+	if err := decodeStrict(body, &q, false); err != nil {
+		return nil, err
+	}
+	if err := commands.CheckLimits(q.Apply(streams.QueueLimits{})); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// Apply returns cur with the limits the request gives.
+func (q *QueueLimitsRequest) Apply(cur streams.QueueLimits) streams.QueueLimits {
+	if q.MaxRunning != nil {
+		cur.MaxRunning = *q.MaxRunning
+	}
+	if q.MaxRunningPerUser != nil {
+		cur.MaxRunningPerUser = *q.MaxRunningPerUser
+	}
+	return cur
+}
+
 // cancelRequest is the optional body of POST /jobs/{id}/cancel.
 type cancelRequest struct {
 	Reason string `json:"reason,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // checkDecodeError fails unless err is nil or a client error: a problem of
@@ -87,6 +88,29 @@ func FuzzDecodeRegister(f *testing.F) {
 		// No queues is every queue; an empty list is refused.
 		if err == nil && (len(r.Types) == 0 || (r.Queues != nil && len(r.Queues) == 0) || r.Concurrency < 1) {
 			t.Fatalf("accepted %+v", r)
+		}
+	})
+}
+
+func FuzzDecodeQueueLimits(f *testing.F) {
+	for _, s := range []string{`{"max_running":4}`, `{"max_running_per_user":2}`, `{"max_running":0,"max_running_per_user":0}`, `{}`,
+		`{"max_running":-1}`, `{"max_running":1000001}`, `{"max_running":1e30}`, `{"max_running":null}`, `{"paused":true}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		q, err := DecodeQueueLimits(body)
+		checkDecodeError(t, err)
+		if err != nil {
+			return
+		}
+		// Taken as given: what it sets is in range, what it leaves out is kept.
+		cur := streams.QueueLimits{MaxRunning: 7, MaxRunningPerUser: 3}
+		got := q.Apply(cur)
+		if err := commands.CheckLimits(got); err != nil {
+			t.Fatalf("accepted %s: %v", body, err)
+		}
+		if q.MaxRunning == nil && got.MaxRunning != 7 || q.MaxRunningPerUser == nil && got.MaxRunningPerUser != 3 {
+			t.Fatalf("%s changed a limit it left out: %+v", body, got)
 		}
 	})
 }

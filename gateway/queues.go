@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -39,8 +42,10 @@ func (g *Gateway) withCounts(q *QueueInfo) {
 // scopedQueues is qs as the request's principal may see them: for a
 // namespaced token, copies whose every count comes from its namespace's
 // jobs (none from the queue's stream, which holds every namespace's work
-// items), of the queues it has jobs in and the default one. qs itself (a
-// shared cache's) is not changed.
+// items), of the queues it has jobs in and the default one, without the
+// admitter's slots (they count, and name, every namespace's users; the
+// limits themselves are shown). qs itself (a shared cache's) is not
+// changed.
 func (g *Gateway) scopedQueues(r *http.Request, qs []*QueueInfo) []*QueueInfo {
 	ns := ownNamespace(r)
 	if ns == "" {
@@ -60,6 +65,7 @@ func (g *Gateway) scopedQueues(r *http.Request, qs []*QueueInfo) []*QueueInfo {
 		c.Running = c.Jobs[streams.StateRunning] + c.Jobs[streams.StateClaimed]
 		c.Depth, c.Held = uint64(c.Jobs[streams.StateQueued]), c.Running
 		c.Delayed = uint64(c.Jobs[streams.StateScheduled])
+		c.Slots = nil
 		out = append(out, &c)
 	}
 	return out
@@ -90,18 +96,89 @@ func (g *Gateway) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 		fail(w, r, err, "")
 		return
 	}
-	st, err := g.store.QueueStats(r.Context(), name)
+	g.writeQueue(w, r, name)
+}
+
+// writeQueue answers a change of a queue with the queue as GET /queues
+// shows it to the request's principal.
+func (g *Gateway) writeQueue(w http.ResponseWriter, r *http.Request, name string) {
+	q, err := g.queueInfo(r.Context(), name)
 	if err != nil {
 		fail(w, r, err, "")
 		return
 	}
-	rec, err := g.store.Queue(r.Context(), name)
+	writeJSON(w, http.StatusOK, g.scopedQueues(r, []*QueueInfo{q})[0])
+}
+
+// queueInfo reads one queue as QueueInfos reads each, with the index's
+// counts.
+func (g *Gateway) queueInfo(ctx context.Context, name string) (*QueueInfo, error) {
+	st, err := g.store.QueueStats(ctx, name)
 	if err != nil {
-		fail(w, r, err, "")
-		return
+		return nil, err
+	}
+	rec, err := g.store.Queue(ctx, name)
+	if err != nil {
+		return nil, err
 	}
 	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
-		CreatedAt: rec.CreatedAt}
+		CreatedAt: rec.CreatedAt, MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
+	if rec.LimitsSeq != 0 {
+		if slots, err := g.store.AdmissionCountsOf(ctx, name); err == nil { // none answering: shown without
+			if c, ok := slots[name]; ok {
+				q.Slots = &c
+			}
+		}
+	}
 	g.withCounts(q)
-	writeJSON(w, http.StatusOK, g.scopedQueues(r, []*QueueInfo{q})[0])
+	return q, nil
+}
+
+// PUT /queues/{queue}: the queue's limits (quotas). A limit the body
+// leaves out keeps its value; 0 removes it. The queue is created if it
+// does not exist yet.
+func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	if !streams.ValidQueue(name) {
+		fail(w, r, &commands.InputError{Field: "queue", Value: fmt.Sprintf("%q", name), Reason: "want 1-64 of [A-Za-z0-9_-]"}, "")
+		return
+	}
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeQueueLimits(body)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	ctx := r.Context()
+	var cur streams.QueueLimits
+	rec, err := g.store.Queue(ctx, name)
+	switch {
+	case err == nil:
+		cur = rec.Limits
+	case !errors.Is(err, engine.ErrQueueNotFound):
+		fail(w, r, err, "")
+		return
+	}
+	if _, err := g.store.SetQueueLimits(ctx, name, req.Apply(cur)); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	g.writeQueue(w, r, name)
+}
+
+// everyNamespace wraps a handler of what every namespace shares (a
+// queue's limits): with access control, only a token of every namespace
+// ("*") may use it, whatever its role (403), as for /metrics.
+func everyNamespace(act commands.Action, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p := principal(r); p != nil && p.Namespace != commands.AllNamespaces {
+			fail(w, r, &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: commands.AllNamespaces}, "")
+			return
+		}
+		h(w, r)
+	}
 }
