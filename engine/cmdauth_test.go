@@ -15,8 +15,8 @@ import (
 
 type cmdAnswer struct {
 	Job *struct {
-		ID, Namespace string
-		State         streams.State
+		ID, Namespace, User string
+		State               streams.State
 	} `json:"job"`
 	Jobs   []struct{ ID, Namespace string } `json:"jobs"`
 	Events []struct{ Type, Actor string }   `json:"events"`
@@ -123,6 +123,25 @@ func TestCommandsCheckTokens(t *testing.T) {
 	}
 	if c := send("prodA", "cancel", map[string]any{"id": jobA, "reason": "audit"}); status(c) != 200 || c.Job.State != streams.StateCancelled {
 		t.Fatalf("prodA cancel: %+v", c)
+	}
+	// Who a job runs for: the token's name, another only if an admin names
+	// it; a producer naming another is refused and writes nothing.
+	for _, c := range []struct{ who, asked, want string }{
+		{"prodA", "", "prod-a"}, {"prodA", "prod-a", "prod-a"}, {"admin", "", "root"}, {"admin", "alice", "alice"},
+	} {
+		if r := send(c.who, "submit", map[string]any{"type": "t.u", "user": c.asked}); status(r) != 200 || r.Job.User != c.want {
+			t.Errorf("%s submitting as %q: %+v %+v, want user %q", c.who, c.asked, r.Job, r.Error, c.want)
+		}
+	}
+	info, err := st.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := send("prodA", "submit", map[string]any{"type": "t.u", "user": "alice"}); status(r) != 403 || r.Error.Type != "user-not-allowed" {
+		t.Errorf("prodA submitting as alice: %+v %+v, want 403 user-not-allowed", r.Job, r.Error)
+	}
+	if again, err := st.Events.Info(ctx); err != nil || again.State.Msgs != info.State.Msgs {
+		t.Errorf("a refused submit wrote %d events (%v)", again.State.Msgs-info.State.Msgs, err)
 	}
 	ev := send("prodA", "events", map[string]any{"id": jobA})
 	want := "token:prod-a/" + ids["prodA"]
