@@ -163,9 +163,14 @@ func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if _, err := g.store.SetQueueLimits(ctx, name, req.Apply(cur)); err != nil {
-		fail(w, r, err, "")
-		return
+	// An existing queue whose limits are those asked for is left as it is:
+	// no event, and a queue that never had limits is not followed by the
+	// admitter for nothing.
+	if lim := req.Apply(cur); rec == nil || lim != cur {
+		if _, err := g.store.SetQueueLimits(ctx, name, lim); err != nil {
+			fail(w, r, err, "")
+			return
+		}
 	}
 	g.writeQueue(w, r, name)
 }

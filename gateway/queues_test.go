@@ -99,6 +99,18 @@ func TestQueueLimitsPut(t *testing.T) {
 		t.Errorf("Allow %q", r.header.Get("Allow"))
 	}
 
+	// Limits as they are write nothing, for a queue that never had any too.
+	e.submit(map[string]any{"type": "t.x"})
+	before := e.eventCount()
+	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 3}`).want(t, http.StatusOK)
+	e.do("PUT", "/api/v1/queues/default", `{"max_running": 0, "max_running_per_user": 0}`).want(t, http.StatusOK).json(t, &q)
+	if after := e.eventCount(); after != before || q.Name != "default" || q.MaxRunning != 0 {
+		t.Errorf("PUTs of the limits a queue has: the log grew by %d, answered %+v", after-before, q)
+	}
+	if rec, err := e.store.Queue(e.ctx, "default"); err != nil || rec.LimitsSeq != 0 {
+		t.Errorf("default queue %+v %v: limits recorded", rec, err)
+	}
+
 	// 0 removes a limit.
 	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 0}`).want(t, http.StatusOK).json(t, &q)
 	if q.MaxRunning != 0 || q.MaxRunningPerUser != 2 {
