@@ -121,9 +121,11 @@ func (s *Store) Lookup(ctx context.Context, id string) (Snapshot, error) {
 }
 
 // View renders a job as clients see it (the JSON object of the API and the
-// CLI), with the queue position of a queued job and the place among its
-// queue's pending jobs of a pending one (one request to the admitter, for
-// pending jobs only; left out when none answers).
+// CLI), with the queue position of a queued job, and for a pending one its
+// place among its queue's pending jobs and the limit that holds it now, as
+// the admitter tells them (one request, for pending jobs only). When no
+// admitter answers, the position is left out and the hold is the record's
+// (job.pending).
 func (s *Store) View(ctx context.Context, j *streams.Job) *projections.JobView {
 	v := projections.View(j)
 	if j.State == streams.StateQueued {
@@ -134,6 +136,10 @@ func (s *Store) View(ctx context.Context, j *streams.Job) *projections.JobView {
 	if j.State == streams.StatePending {
 		if place, ok := s.AdmissionPlaceOf(ctx, j.ID); ok {
 			v.PendingPosition = &place.Position
+			v.Hold = nil // a slot is free: its turn comes at once
+			if place.Hold != nil {
+				v.Hold = projections.ViewHold(j, *place.Hold)
+			}
 		}
 	}
 	return v

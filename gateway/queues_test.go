@@ -139,23 +139,17 @@ func TestPendingJobView(t *testing.T) {
 	for range 2 {
 		pend = append(pend, e.submit(map[string]any{"type": "t.block", "queue": "lim", "user": "ann"}).ID)
 	}
-	hold := streams.Hold{Limit: streams.LimitQueue, Max: 1}
 	for i, id := range pend {
 		testkit.WaitFor(t, 20*time.Second, func() error {
 			v := e.get(id)
-			if v.State != streams.StatePending || v.PendingPosition == nil {
-				return fmt.Errorf("job %s: %s, position %v", id, v.State, v.PendingPosition)
+			if v.State != streams.StatePending || v.PendingPosition == nil || v.Hold == nil {
+				return fmt.Errorf("job %s: %s, position %v, hold %+v", id, v.State, v.PendingPosition, v.Hold)
 			}
 			if *v.PendingPosition != i {
 				return fmt.Errorf("job %s: pending_position %d, want %d", id, *v.PendingPosition, i)
 			}
-			return nil
-		})
-		e.ensureHold(id, hold)
-		testkit.WaitFor(t, 20*time.Second, func() error {
-			v := e.get(id)
-			want := commands.HoldMessage("lim", "ann", hold)
-			if v.Hold == nil || v.Hold.Limit != streams.LimitQueue || v.Hold.Max != 1 || v.Hold.Message != want || v.Hold.Since.IsZero() {
+			want := commands.HoldMessage("lim", "ann", streams.Hold{Limit: streams.LimitQueue, Max: 1})
+			if v.Hold.Limit != streams.LimitQueue || v.Hold.Max != 1 || v.Hold.Message != want || v.Hold.Since.IsZero() {
 				return fmt.Errorf("job %s: hold %+v, want max_running 1 %q", id, v.Hold, want)
 			}
 			if v.User != "ann" {
@@ -209,41 +203,15 @@ func TestPendingJobView(t *testing.T) {
 	// waits for ann's slot.
 	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 0}`).want(t, http.StatusOK)
 	e.waitState(pend[0], streams.StateQueued)
-	if v := e.get(pend[1]); v.State != streams.StatePending || v.PendingPosition == nil || *v.PendingPosition != 0 {
-		t.Fatalf("the last job: %s, position %v; want pending, first in line", v.State, v.PendingPosition)
-	}
-}
-
-// ensureHold makes sure pending job id's record says why it waits. The
-// admitter writes job.pending when it first sees the job pending; its
-// write reads the job's record, which the submitter writes after the
-// event, and a hold whose record was not there yet is not written again
-// (engine/admitter.go hold). The view is what is tested here: a hold not
-// recorded yet is written as the admitter writes it (if the admitter's
-// comes too, it finds the job held already and writes nothing).
-func (e *env) ensureHold(id string, h streams.Hold) {
-	e.t.Helper()
-	var snap engine.Snapshot
-	testkit.WaitFor(e.t, 20*time.Second, func() error {
-		var err error
-		snap, err = e.store.Get(e.ctx, id)
-		return err
-	})
-	if snap.Job.Hold != nil {
-		return
-	}
-	e.t.Logf("job %s: no hold recorded yet (the admitter's may be lost); writing it", id)
-	errSame := fmt.Errorf("held already")
-	_, _, err := e.store.Apply(e.ctx, "hold", snap, func(j *streams.Job) (*streams.Event, error) {
-		ev, err := commands.HoldPending(j, h, "test", time.Now().UTC())
-		if err == nil && ev == nil {
-			return nil, errSame
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		v := e.get(pend[1])
+		want := commands.HoldMessage("lim", "ann", streams.Hold{Limit: streams.LimitUser, Max: 2})
+		if v.State != streams.StatePending || v.PendingPosition == nil || *v.PendingPosition != 0 ||
+			v.Hold == nil || v.Hold.Limit != streams.LimitUser || v.Hold.Message != want {
+			return fmt.Errorf("the last job: %s, position %v, hold %+v; want pending, first in line, held by ann's limit", v.State, v.PendingPosition, v.Hold)
 		}
-		return ev, err
+		return nil
 	})
-	if err != nil && err != errSame {
-		e.t.Fatal(err)
-	}
 }
 
 // TestQueueLimitsAccess: only a token of every namespace with the admin

@@ -132,3 +132,49 @@ func TestViewPercentAndDuration(t *testing.T) {
 		t.Fatalf("view %s %s %v", v.Result, v.Payload, v.Tags)
 	}
 }
+
+// TestViewUserAndHold: the view shows a job's user, and a pending job's
+// recorded hold with its message; a job that moved on shows none.
+func TestViewUserAndHold(t *testing.T) {
+	spec, err := (&commands.SubmitRequest{Type: "t", Queue: "q", User: "ann"}).Spec(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := commands.Submit("J", spec, true, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Seq = 1
+	j, err := projections.Fold(nil, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := projections.View(j); v.State != streams.StatePending || v.User != "ann" || v.Hold != nil || v.PendingPosition != nil {
+		t.Fatalf("a pending job no admitter looked at: %+v", v)
+	}
+	h := streams.Hold{Limit: streams.LimitUser, Max: 2, Since: at(time.Second)}
+	hev, err := commands.HoldPending(j, h, "adm", at(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hev.Seq = 2
+	if j, err = projections.Fold(j, hev); err != nil {
+		t.Fatal(err)
+	}
+	want := &projections.HoldView{Limit: streams.LimitUser, Max: 2, Since: at(time.Second),
+		Message: commands.HoldMessage("q", "ann", h)}
+	if diff := cmp.Diff(want, projections.View(j).Hold); diff != "" {
+		t.Fatalf("hold (-want +got):\n%s", diff)
+	}
+	aev, err := commands.Admit(j, "adm", at(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aev.Seq = 3
+	if j, err = projections.Fold(j, aev); err != nil {
+		t.Fatal(err)
+	}
+	if v := projections.View(j); v.State != streams.StateQueued || v.Hold != nil || v.User != "ann" {
+		t.Fatalf("an admitted job: %+v", v)
+	}
+}

@@ -60,6 +60,12 @@ type HoldView struct {
 	Message string    `json:"message"`
 }
 
+// ViewHold renders why pending job j waits: h, the hold its record says
+// (job.pending) or the one its admitter tells now.
+func ViewHold(j *streams.Job, h streams.Hold) *HoldView {
+	return &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
+}
+
 // FanoutView is a coordinator's pieces: how many, and how they ended.
 type FanoutView struct {
 	Kind            string               `json:"kind"`
@@ -122,8 +128,8 @@ func View(j *streams.Job) *JobView {
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
-	if h := j.Hold; h != nil && j.State == streams.StatePending {
-		v.Hold = &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, *h)}
+	if j.Hold != nil && j.State == streams.StatePending {
+		v.Hold = ViewHold(j, *j.Hold)
 	}
 	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
 		d := j.FinishedAt.Sub(j.StartedAt).Seconds()
