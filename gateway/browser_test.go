@@ -330,3 +330,43 @@ func TestDashboardSignInInBrowser(t *testing.T) {
 	b.run("sign out", chromedp.Click(`#logout`), chromedp.WaitVisible(`#token`))
 	b.run("a page after signing out", chromedp.Navigate(e.ts.URL+"/queues"), chromedp.WaitVisible(`#token`))
 }
+
+// TestDashboardQuotasInBrowser: the queues page shows a queue's limits and
+// pending jobs, kept current without a reload; a pending job's page says
+// why it waits and where it stands, and stops saying so, without a
+// reload, once it is admitted.
+func TestDashboardQuotasInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 1}`).want(t, http.StatusOK)
+	first := e.submit(`{"type": "ui.quota", "queue": "lim", "user": "ann"}`)
+	e.waitState(first.ID, streams.StateQueued) // holds the slot: no worker takes it
+	held := e.submit(`{"type": "ui.quota", "queue": "lim", "user": "bob"}`)
+
+	b := openBrowser(t, e, exe)
+	row := `#queues tr[data-queue="lim"]`
+	b.run("open the queues page", chromedp.Navigate(e.ts.URL+"/queues"), chromedp.WaitVisible(row), chromedp.WaitVisible(`#live.on`))
+	b.until("see the limits and the pending job", `(() => { const r = document.querySelector('`+row+`');
+		return r.querySelector("td.maxrun").textContent === "1" && r.querySelector("td.maxuser").textContent === "—" &&
+			r.querySelector("td.pending").textContent === "1" && r.querySelector("td.pending").title.includes("bob: 0 running, 1 pending"); })()`)
+	e.do("PUT", "/api/v1/queues/lim", `{"max_running_per_user": 3}`).want(t, http.StatusOK)
+	b.until("see the new limit without a reload", `document.querySelector('`+row+` td.maxuser').textContent === "3"`)
+	shot(t, b.ctx, "queues")
+
+	b.run("open the pending job's page", chromedp.Navigate(e.ts.URL+"/jobs/"+held.ID),
+		chromedp.WaitVisible(`#job[data-state="pending"]`), chromedp.WaitVisible(`#f-hold`), chromedp.WaitVisible(`#f-pending`))
+	if hold := b.text(`#f-hold-msg`); !strings.Contains(hold, "max_running") {
+		t.Fatalf("hold %q", hold)
+	}
+	if place := b.text(`#f-pending`); place != "0 ahead" {
+		t.Fatalf("pending position %q", place)
+	}
+	if user := b.text(`#f-user`); user != "bob" {
+		t.Fatalf("user %q", user)
+	}
+	shot(t, b.ctx, "pending")
+	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 2}`).want(t, http.StatusOK)
+	b.run("see it admitted without a reload", chromedp.WaitVisible(`#job[data-state="queued"]`))
+	b.until("see the reason and the place gone", `!document.getElementById("f-hold") && !document.getElementById("f-pending")`)
+}
