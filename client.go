@@ -402,6 +402,19 @@ func (c *Client) SetQueueLimits(ctx context.Context, queue string, l QueueLimits
 	return err
 }
 
+// ChangeQueueLimits gives a queue the limits change returns for its current
+// ones (decided on the limits as they are when written), and returns them.
+func (c *Client) ChangeQueueLimits(ctx context.Context, queue string, change func(QueueLimits) QueueLimits) (QueueLimits, error) {
+	if c.store == nil {
+		return QueueLimits{}, c.needsEngine("queue set")
+	}
+	rec, err := c.store.ChangeQueueLimits(ctx, queue, change)
+	if err != nil {
+		return QueueLimits{}, err
+	}
+	return rec.Limits, nil
+}
+
 // ResumeQueue resumes a paused queue.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	if c.store == nil {

@@ -175,7 +175,9 @@ func (a *Admission) Next() []string {
 	var out []string
 	free := -1 // no queue limit
 	if a.Limits.MaxRunning > 0 {
-		free = a.Limits.MaxRunning - a.holding
+		// A limit lowered under what runs leaves no slot (not a negative
+		// count, which would read as no limit).
+		free = max(0, a.Limits.MaxRunning-a.holding)
 	}
 	for free != 0 && len(a.ring) > 0 {
 		progressed := false

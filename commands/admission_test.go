@@ -110,6 +110,11 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	if n := a.Next(); len(n) != 0 || a.Counts().Holding != 6 {
 		t.Fatalf("after lowering: admitted %v, holding %d", n, a.Counts().Holding)
 	}
+	// Lowered under what runs, with users under their own limit: still none.
+	a.Limits.MaxRunningPerUser = 0
+	if n := a.Next(); len(n) != 0 {
+		t.Fatalf("limit 1 with 6 holding admitted %v", n)
+	}
 }
 
 func TestAdmissionSlotsAndStates(t *testing.T) {

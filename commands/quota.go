@@ -47,8 +47,8 @@ func CheckUser(user string) error {
 }
 
 // SetQueueLimits decides a queue.set event that gives queue the limits l,
-// or nil if its record (cur, nil if the queue has never had limits) has
-// them already.
+// or nil if its record (cur; nil: the queue has no record yet) has them
+// already.
 func SetQueueLimits(cur *streams.QueueRecord, queue string, l streams.QueueLimits, actor string, now time.Time) (*streams.Event, error) {
 	if !streams.ValidQueue(queue) {
 		return nil, valueErr("queue", queue, "want 1-64 of [A-Za-z0-9_-]")
@@ -56,7 +56,9 @@ func SetQueueLimits(cur *streams.QueueRecord, queue string, l streams.QueueLimit
 	if err := CheckLimits(l); err != nil {
 		return nil, err
 	}
-	if cur != nil && cur.LimitsSeq != 0 && cur.Limits == l {
+	if cur != nil && cur.Limits == l && (cur.LimitsSeq != 0 || !l.Limited()) {
+		// Unchanged; and a queue that never had limits and is given none
+		// stays one that admission does not follow.
 		return nil, nil
 	}
 	return &streams.Event{

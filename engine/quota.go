@@ -110,7 +110,15 @@ func (l *Limits) tracked(ctx context.Context) (map[string]streams.QueueRecord, <
 // running job; raising one admits pending jobs at once (the Admitter
 // follows the record).
 func (s *Store) SetQueueLimits(ctx context.Context, queue string, lim streams.QueueLimits) (*streams.QueueRecord, error) {
-	if _, err := commands.SetQueueLimits(nil, queue, lim, "", time.Now()); err != nil {
+	return s.ChangeQueueLimits(ctx, queue, func(streams.QueueLimits) streams.QueueLimits { return lim })
+}
+
+// ChangeQueueLimits gives queue the limits change returns for its current
+// ones, decided again on what another writer wrote if one came first (two
+// changes of one limit each at once keep both).
+func (s *Store) ChangeQueueLimits(ctx context.Context, queue string, change func(streams.QueueLimits) streams.QueueLimits) (*streams.QueueRecord, error) {
+	if !streams.ValidQueue(queue) {
+		_, err := commands.SetQueueLimits(nil, queue, streams.QueueLimits{}, "", time.Now())
 		return nil, err // checked before anything is created
 	}
 	if err := s.Queues.Ensure(ctx, queue); err != nil {
@@ -122,7 +130,7 @@ func (s *Store) SetQueueLimits(ctx context.Context, queue string, lim streams.Qu
 		if err != nil {
 			return nil, err
 		}
-		ev, err := commands.SetQueueLimits(rec, queue, lim, s.ActorOf(ctx), time.Now().UTC())
+		ev, err := commands.SetQueueLimits(rec, queue, change(rec.Limits), s.ActorOf(ctx), time.Now().UTC())
 		if err != nil {
 			return nil, err
 		}
@@ -136,9 +144,8 @@ func (s *Store) SetQueueLimits(ctx context.Context, queue string, lim streams.Qu
 		if err != nil {
 			return nil, fmt.Errorf("set limits of queue %s: %w", queue, err)
 		}
-		ev.Seq = seq
-		// The record follows the log: fold the event into it (a race with
-		// a pause is decided again on what it wrote).
+		// The record follows the log: loadQueueLimits folds the event into
+		// it (a race with a pause is decided again on what it wrote).
 		rec, _, _, err = s.loadQueueLimits(ctx, queue)
 		if err != nil {
 			return nil, err

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -153,24 +152,12 @@ func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	ctx := r.Context()
-	var cur streams.QueueLimits
-	rec, err := g.store.Queue(ctx, name)
-	switch {
-	case err == nil:
-		cur = rec.Limits
-	case !errors.Is(err, engine.ErrQueueNotFound):
+	// The change is decided on the limits as they are when it is written
+	// (a field left out keeps its value even if another PUT changed it
+	// meanwhile); limits that are already those asked for write nothing.
+	if _, err := g.store.ChangeQueueLimits(r.Context(), name, req.Apply); err != nil {
 		fail(w, r, err, "")
 		return
-	}
-	// An existing queue whose limits are those asked for is left as it is:
-	// no event, and a queue that never had limits is not followed by the
-	// admitter for nothing.
-	if lim := req.Apply(cur); rec == nil || lim != cur {
-		if _, err := g.store.SetQueueLimits(ctx, name, lim); err != nil {
-			fail(w, r, err, "")
-			return
-		}
 	}
 	g.writeQueue(w, r, name)
 }

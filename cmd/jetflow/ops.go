@@ -166,23 +166,16 @@ func cmdQueue(c *cli, args []string) int {
 	}
 	queue := pos[1]
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		var cur jetflow.QueueLimits
-		qs, err := cl.Queues(ctx)
-		if err != nil {
-			return c.fail(err)
-		}
-		for _, q := range qs {
-			if q.Name == queue {
-				cur = jetflow.QueueLimits{MaxRunning: q.MaxRunning, MaxRunningPerUser: q.MaxRunningPerUser}
+		cur, err := cl.ChangeQueueLimits(ctx, queue, func(cur jetflow.QueueLimits) jetflow.QueueLimits {
+			if c.given("max-running") {
+				cur.MaxRunning = maxRunning
 			}
-		}
-		if c.given("max-running") {
-			cur.MaxRunning = maxRunning
-		}
-		if c.given("max-running-per-user") {
-			cur.MaxRunningPerUser = perUser
-		}
-		if err := cl.SetQueueLimits(ctx, queue, cur); err != nil {
+			if c.given("max-running-per-user") {
+				cur.MaxRunningPerUser = perUser
+			}
+			return cur
+		})
+		if err != nil {
 			if c.flagInput(err, map[string]string{"queue": "queue"}) {
 				return exitUsage
 			}
