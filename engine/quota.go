@@ -174,15 +174,10 @@ func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.Que
 		if err != nil || last == 0 || rec.LimitsSeq >= last {
 			return rec, rev, last, err
 		}
-		m, err := s.Events.GetMsg(ctx, last)
+		ev, err := s.eventAt(ctx, last)
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		ev, err := streams.DecodeEvent(m.Data)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		ev.Seq = last
 		next := projections.FoldQueueLimits(*rec, ev)
 		b, err := streams.Marshal(&next)
 		if err != nil {
@@ -197,4 +192,18 @@ func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.Que
 			return nil, 0, 0, fmt.Errorf("queue %s record: %w", queue, err)
 		}
 	}
+}
+
+// eventAt reads the event at sequence seq of the log.
+func (s *Store) eventAt(ctx context.Context, seq uint64) (*streams.Event, error) {
+	m, err := s.Events.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := streams.DecodeEvent(m.Data)
+	if err != nil {
+		return nil, err
+	}
+	ev.Seq = seq
+	return ev, nil
 }

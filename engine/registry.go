@@ -708,15 +708,10 @@ func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.Names
 		}
 		// The log is ahead of the record: fold its last event (a
 		// namespace's record is its last settings) and write it back.
-		m, err := r.store.Events.GetMsg(ctx, last)
+		ev, err := r.store.eventAt(ctx, last)
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		ev, err := streams.DecodeEvent(m.Data)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		ev.Seq = last
 		next, err := projections.FoldNamespace(cur, ev)
 		if err != nil {
 			return nil, 0, 0, err
