@@ -109,11 +109,11 @@ func HoldPending(j *streams.Job, h streams.Hold, actor string, now time.Time) (*
 // HoldMessage says why a job waits, for people.
 func HoldMessage(queue, user string, h streams.Hold) string {
 	if h.Limit == streams.LimitUser {
-		who := user
-		if who == "" {
-			who = "(no user)"
+		who := "user " + user + " runs"
+		if user == "" {
+			who = "the jobs with no user run"
 		}
-		return fmt.Sprintf("user %s has %d jobs running in queue %s: its max_running_per_user", who, h.Max, queue)
+		return fmt.Sprintf("%s %d in queue %s: the queue's max_running_per_user", who, h.Max, queue)
 	}
-	return fmt.Sprintf("queue %s has %d jobs running: its max_running", queue, h.Max)
+	return fmt.Sprintf("queue %s runs %d: its max_running", queue, h.Max)
 }

@@ -172,6 +172,15 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	if j.QueuePosition != nil {
 		row("queue_position", fmt.Sprintf("%d ahead", *j.QueuePosition))
 	}
+	if j.User != "" {
+		row("user", j.User)
+	}
+	if j.Hold != nil {
+		row("waits", j.Hold.Message)
+	}
+	if j.PendingPosition != nil {
+		row("pending_position", fmt.Sprintf("%d pending jobs admitted before it", *j.PendingPosition))
+	}
 	if f := j.Fanout; f != nil {
 		row("fanout", fmt.Sprintf("%d %s (policy %s): %d succeeded, %d failed, %d cancelled", f.Total, f.Kind, f.Policy,
 			f.Succeeded, f.Failed, f.Cancelled))

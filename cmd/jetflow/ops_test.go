@@ -216,6 +216,14 @@ func TestCLIQueueLimits(t *testing.T) {
 		}
 		return nil
 	})
+	// get says who it runs for, why it waits and its place.
+	out, _, _ = e.jetflow("get", second.ID)
+	for _, want := range []string{"user              ada", "waits             user ada runs 1 in queue default: the queue's max_running_per_user",
+		"pending_position  0 pending jobs admitted before it"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("get of a pending job does not say %q:\n%s", want, out)
+		}
+	}
 	out, _, code = e.jetflow("queues")
 	if code != exitOK || !strings.Contains(out, "MAX RUNNING") || !regexp.MustCompile(`default\s+active\s+\d+\s+\d+\s+\d+\s+3\s+1\s+1\n`).MatchString(out) {
 		t.Fatalf("queues: %d %q", code, out)
