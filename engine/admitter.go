@@ -230,6 +230,7 @@ func (a *Admitter) session(ctx context.Context) error {
 	admits := newBatcher(sctx, &wg, admitWriters, func(b []admitting) { a.admitAll(sctx, b, report) })
 	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
+	looking := map[string]bool{} // jobs of lookups: their later events of the batch are looked up too
 	// A pass also runs on a tick: holds come due (commands.HoldAfter)
 	// with no event to wake the loop.
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -304,15 +305,14 @@ func (a *Admitter) session(ctx context.Context) error {
 			if q == nil {
 				continue
 			}
-			if !observe(q, ev) {
-				lookups = append(lookups, lookup{queue: queue, id: ev.JobID, seq: ev.Seq})
-			}
+			lookups = observeOrLookUp(q, ev, looking, lookups)
 		}
 		if len(lookups) > 0 {
 			if err := a.lookUp(ctx, qs, lookups); err != nil {
 				return err
 			}
 			lookups = lookups[:0]
+			clear(looking)
 		}
 		if !caughtUp {
 			continue // admit only on the whole picture
@@ -428,10 +428,17 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 	})
 	for i, b := range batch {
 		err := errs[i]
-		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
-			a.log.Warn("admit", "job", b.id, "err", err)
-		}
 		b.written = err == nil
+		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) && curs[i].Job != nil && ctx.Err() == nil {
+			a.log.Warn("admit", "job", b.id, "err", err)
+			// The append may have landed although the write failed (its
+			// record or its ack did not): the slot is given back only if
+			// the log says the job still waits; otherwise the log tells
+			// admission where the job went (Observe clears admitting).
+			if cur, lerr := a.store.Load(ctx, b.id); lerr == nil && cur.Job.State != streams.StatePending {
+				b.written = true
+			}
+		}
 		report(b)
 	}
 }
@@ -502,6 +509,19 @@ func observe(q *commands.Admission, ev *streams.Event) bool {
 		return false
 	}
 	return true
+}
+
+// observeOrLookUp tells q what ev says of its job, or adds a lookup of
+// the job if ev does not say enough. Once a job is to be looked up, its
+// later events of the batch are too (terminal ones included): a record
+// read after the batch may be behind them, and lookUp brings a record
+// behind its lookup's event up to the log.
+func observeOrLookUp(q *commands.Admission, ev *streams.Event, looking map[string]bool, ls []lookup) []lookup {
+	if looking[ev.JobID] || !observe(q, ev) {
+		looking[ev.JobID] = true
+		ls = append(ls, lookup{queue: q.Queue, id: ev.JobID, seq: ev.Seq})
+	}
+	return ls
 }
 
 // lookUp reads the records of jobs the log did not tell enough about and

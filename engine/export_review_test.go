@@ -1,0 +1,23 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// ObserveBatchForReview runs the admitter's per-batch logic on evs (all of
+// queue): observe each, then look the unknown ones up, as session does.
+func ObserveBatchForReview(ctx context.Context, st *Store, q *commands.Admission, evs []*streams.Event) error {
+	a := NewAdmitter(st, nil)
+	var ls []lookup
+	looking := map[string]bool{}
+	for _, ev := range evs {
+		ls = observeOrLookUp(q, ev, looking, ls)
+	}
+	if len(ls) == 0 {
+		return nil
+	}
+	return a.lookUp(ctx, map[string]*commands.Admission{q.Queue: q}, ls)
+}
