@@ -29,11 +29,16 @@ type Admission struct {
 	now     func() time.Time
 }
 
+// SlotUser is whom a job's slots count against: its user within its
+// namespace ("acme/ada"), since two namespaces' users of one name (their
+// tokens' names) are two users. The admission's counts are by SlotUser.
+func SlotUser(namespace, user string) string { return namespace + "/" + user }
+
 // Slot is what Admission needs to know of a job: the state the log gives
 // it, its user and when it was created (its age among the pending).
 type Slot struct {
 	ID      string
-	User    string
+	User    string // SlotUser
 	State   streams.State
 	Created time.Time
 	Hold    *streams.Hold // why it waits, as its record says (job.pending)

@@ -492,7 +492,7 @@ type lookup struct {
 func observe(q *commands.Admission, ev *streams.Event) bool {
 	switch {
 	case ev.Type == streams.EvSubmitted && ev.Spec != nil:
-		q.Observe(commands.Slot{ID: ev.JobID, User: ev.Spec.User, State: ev.To, Created: ev.Time, Seq: ev.Seq})
+		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time, Seq: ev.Seq})
 	case ev.To == streams.StateNew: // an annotation
 		if !q.Known(ev.JobID) {
 			// A rebuild that found this last (a pending job's hold, a
@@ -551,7 +551,8 @@ func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission
 			}
 			j = snap.Job
 		}
-		qs[l.queue].Observe(commands.Slot{ID: j.ID, User: j.Spec.User, State: j.State, Created: j.CreatedAt, Hold: j.Hold, Seq: j.Seq})
+		qs[l.queue].Observe(commands.Slot{ID: j.ID, User: commands.SlotUser(j.Spec.Namespace, j.Spec.User), State: j.State,
+			Created: j.CreatedAt, Hold: j.Hold, Seq: j.Seq})
 	}
 	return nil
 }

@@ -153,8 +153,9 @@ func (s *Store) QueueInfos(ctx context.Context) ([]*QueueInfo, error) {
 	out := make([]*QueueInfo, 0, len(recs))
 	var slots map[string]commands.Counts
 	for _, rec := range recs {
-		if rec.LimitsSeq != 0 && slots == nil {
-			slots, _ = s.AdmissionCountsOf(ctx, "") // none answering: shown without
+		if rec.LimitsSeq != 0 {
+			slots, _ = s.AdmissionCountsOf(ctx, "") // one ask for every queue; none answering: shown without
+			break
 		}
 	}
 	for _, rec := range recs {

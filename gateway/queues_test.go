@@ -170,7 +170,7 @@ func TestPendingJobView(t *testing.T) {
 		if err := json.Unmarshal(q["slots"], &slots); err != nil {
 			return fmt.Errorf("slots %s: %v", q["slots"], err)
 		}
-		if slots.Holding != 1 || slots.Pending != 2 || slots.Users["ann"] != (commands.Count{Holding: 1, Pending: 2}) {
+		if slots.Holding != 1 || slots.Pending != 2 || slots.Users["default/ann"] != (commands.Count{Holding: 1, Pending: 2}) {
 			return fmt.Errorf("slots %+v", slots)
 		}
 		if string(q["max_running"]) != "1" || string(q["max_running_per_user"]) != "2" {
@@ -183,7 +183,7 @@ func TestPendingJobView(t *testing.T) {
 	// jobs, the job's page why it waits and where it stands, the jobs
 	// page filters by pending.
 	page := string(e.do("GET", "/queues", nil).want(t, 200).body)
-	for _, s := range []string{`class="num maxrun">1<`, `class="num maxuser">2<`, `title="ann: 1 running, 2 pending">2<`} {
+	for _, s := range []string{`class="num maxrun">1<`, `class="num maxuser">2<`, `title="default/ann: 1 running, 2 pending">2<`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("queues page lacks %s", s)
 		}
@@ -254,8 +254,8 @@ func TestQueueLimitsAccess(t *testing.T) {
 		if err := json.Unmarshal(q["slots"], &slots); err != nil || slots.Holding != 1 || slots.Pending != 1 {
 			return fmt.Errorf("admin sees slots %s", q["slots"])
 		}
-		if _, ok := slots.Users["prod-a"]; !ok {
-			return fmt.Errorf("admin sees slots %s, without user prod-a", q["slots"])
+		if _, ok := slots.Users["acme/prod-a"]; !ok {
+			return fmt.Errorf("admin sees slots %s, without user acme/prod-a", q["slots"])
 		}
 		return nil
 	})

@@ -349,7 +349,7 @@ func slotsOf(reg *Registry, log map[string]*streams.Job) map[string]commands.Cou
 		if _, ok := byQueue[j.Spec.Queue]; !ok || j.State.Terminal() {
 			continue
 		}
-		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], commands.Slot{ID: j.ID, User: j.Spec.User, State: j.State, Created: j.CreatedAt})
+		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], commands.Slot{ID: j.ID, User: commands.SlotUser(j.Spec.Namespace, j.Spec.User), State: j.State, Created: j.CreatedAt})
 	}
 	out := map[string]commands.Counts{}
 	for name, slots := range byQueue {

@@ -7,9 +7,9 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// ObserveBatchForReview runs the admitter's per-batch logic on evs (all of
+// ObserveBatch runs the admitter's per-batch logic on evs (all of
 // queue): observe each, then look the unknown ones up, as session does.
-func ObserveBatchForReview(ctx context.Context, st *Store, q *commands.Admission, evs []*streams.Event) error {
+func ObserveBatch(ctx context.Context, st *Store, q *commands.Admission, evs []*streams.Event) error {
 	a := NewAdmitter(st, nil)
 	var ls []lookup
 	looking := map[string]bool{}

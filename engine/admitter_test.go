@@ -10,12 +10,12 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// TestQuotaReviewLookupDropsTerminalEvent: during a rebuild the last event
-// of a running/queued job is not enough (no user), so it is looked up after
-// the batch; its end, in the same batch, is dropped (unknown job, terminal);
-// the record, a moment behind the log, says queued: the slot is held for
+// TestAdmitterLooksUpTheEndOfAJobBeingLookedUp: during a rebuild the last
+// event of a queued job does not say enough (no user), so the job is looked
+// up after the batch; its end, in the same batch, must be looked up too, or
+// the record (a moment behind the log: it says queued) holds the slot for
 // good although the log says the job is cancelled.
-func TestQuotaReviewLookupDropsTerminalEvent(t *testing.T) {
+func TestAdmitterLooksUpTheEndOfAJobBeingLookedUp(t *testing.T) {
 	h := newHarness(t)
 	lim := streams.QueueLimits{MaxRunning: 1}
 	if _, err := h.st.SetQueueLimits(h.ctx, "lk", lim); err != nil {
@@ -24,7 +24,7 @@ func TestQuotaReviewLookupDropsTerminalEvent(t *testing.T) {
 	id := h.submit(commands.SubmitRequest{Type: "x", Queue: "lk"}).Job.ID
 	j := h.waitState(id, streams.StateQueued, 10*time.Second)
 	h.eng.Stop(context.Background()) // no projector: the record stays behind the log
-	ev, err := commands.Cancel(j, "review", "test", time.Now().UTC())
+	ev, err := commands.Cancel(j, "test", "test", time.Now().UTC())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestQuotaReviewLookupDropsTerminalEvent(t *testing.T) {
 	last2 := evs[len(evs)-2:] // job.admitted (the rebuild's last-per-subject), job.cancelled (live)
 	t.Logf("batch: %s@%d %s@%d", last2[0].Type, last2[0].Seq, last2[1].Type, last2[1].Seq)
 	q := commands.NewAdmission("lk", lim)
-	if err := engine.ObserveBatchForReview(h.ctx, h.st, q, last2); err != nil {
+	if err := engine.ObserveBatch(h.ctx, h.st, q, last2); err != nil {
 		t.Fatal(err)
 	}
 	if c := q.Counts(); c.Holding != 0 {
