@@ -429,12 +429,20 @@ func startOnNATS(t *testing.T) *system {
 // without HTTP, and waits until it runs.
 func (s *system) startEngine(name string) *testkit.Proc {
 	s.t.Helper()
-	p := testkit.StartProc(s.t, name, nil, binary, "serve", "--nats", s.url, "--http", "off", "--projector-lag", "300ms")
+	p := s.startEngineEnv(name, nil)
 	p.WaitOutput(s.t, 30*time.Second, "jetflow is running")
 	if s.client == nil {
 		s.client = testkit.Connect(s.t, s.url)
 	}
 	return p
+}
+
+// startEngineEnv starts `jetflow serve --nats` as startEngine does, with
+// env added to its environment, and does not wait for it (one started
+// with a crash point may be gone before it says it runs).
+func (s *system) startEngineEnv(name string, env []string) *testkit.Proc {
+	s.t.Helper()
+	return testkit.StartProc(s.t, name, env, binary, "serve", "--nats", s.url, "--http", "off", "--projector-lag", "300ms")
 }
 
 // leaderOf waits until one of engines leads and returns it.

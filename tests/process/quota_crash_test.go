@@ -1,0 +1,205 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// The engine that admits SIGKILLed inside its first admission
+// (JETFLOW_CRASH_AT=admit:<point>), with NATS living on: job A's
+// job.admitted is in the log, and its record and work item are written or
+// not, as the point says; job B, submitted before, waits. The engine
+// started in its place counts A's slot from the log, the Projector
+// completes A's record and work item, and B is admitted only once A has
+// ended: each job runs once and succeeds, one slot held at a time.
+//
+// Both jobs are submitted while no engine runs (the one that set the
+// limits stopped), so that the engine with the crash point finds both
+// pending and admits A, the older, at once: it dies before B has waited
+// the second after which a hold (job.pending) is written.
+func TestAdmissionCrashPoints(t *testing.T) {
+	for _, tc := range []struct {
+		point  string
+		record streams.State // A's record when the engine died
+		items  uint64        // work items in the queue when the engine died
+	}{
+		// Queued in the log only: the record says pending, no item.
+		{"admit:appended", streams.StatePending, 0},
+		// Queued in the log and the record, no item.
+		{"admit:projected", streams.StateQueued, 0},
+		// Queued, with its item: only the admitter's own report is lost.
+		{"admit:dispatched", streams.StateQueued, 1},
+	} {
+		t.Run(strings.ReplaceAll(tc.point, ":", "-"), func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			ctx := testkit.Ctx(t)
+			s := startOnNATS(t)
+			lim := jetflow.QueueLimits{MaxRunning: 1}
+			setup := s.startEngine("serve 1")
+			s.setLimits(quotaQueue, lim)
+			setup.Signal(t, syscall.SIGTERM) // gives up the lead at once
+			if code, sig := setup.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+				t.Fatalf("serve 1 exited with code %d, signal %v", code, sig)
+			}
+			w := watchSlots(t, s, quotaQueue, lim)
+			a := s.submitIn(quotaQueue, "ann", 0.5)
+			b := s.submitIn(quotaQueue, "bob", 0.2)
+			s.wantState(a.ID, jetflow.Pending) // no admitter runs
+			s.wantState(b.ID, jetflow.Pending)
+
+			crashed := s.startEngineEnv("serve 2 (crash at "+tc.point+")", []string{"JETFLOW_CRASH_AT=" + tc.point})
+			wantKilled(t, crashed)
+			killed := time.Now()
+
+			// What it left, no engine running: A's admission in the log,
+			// by the engine that died, and its record and item as the
+			// point says; B untouched.
+			evA := s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted)
+			if pid := fmt.Sprintf("-%d", crashed.Cmd.Process.Pid); !strings.HasSuffix(evA[1].Actor, pid) {
+				t.Fatalf("A admitted by %q, not by the engine that crashed", evA[1].Actor)
+			}
+			st := testkit.StoreOf(t, s.client)
+			if snap, err := st.Get(ctx, a.ID); err != nil || snap.Job.State != tc.record {
+				t.Fatalf("A's record at the crash: %+v, %v; want %s", snap.Job, err, tc.record)
+			}
+			if n := s.queueItems(quotaQueue); n != tc.items {
+				t.Fatalf("%d work items at the crash, want %d", n, tc.items)
+			}
+			s.wantEvents(b.ID, evSubmitted)
+			s.wantState(b.ID, jetflow.Pending)
+
+			third := s.startEngine("serve 3")
+			s.expireDeadProjector(evA[1].Seq)
+			if s.leaderOf(crashed, third) != third {
+				t.Fatal("serve 3 does not lead")
+			}
+			leading := time.Now()
+			// From the log: A holds the only slot, B waits for it. The
+			// Projector brings A's record and item up to the log, once
+			// (the item's message id), and the admitter says why B waits.
+			users := map[string]commands.Count{
+				commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1},
+				commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1},
+			}
+			s.waitCounts(quotaQueue, 1, 1, users, 30*time.Second)
+			s.waitState(a.ID, jetflow.Queued)
+			testkit.WaitFor(t, 10*time.Second, func() error {
+				if n := s.queueItems(quotaQueue); n != 1 {
+					return testkit.Errorf("%d work items in the queue, want A's", n)
+				}
+				return nil
+			})
+			s.waitHeld(b.ID)
+			s.waitCounts(quotaQueue, 1, 1, users, 10*time.Second)
+			s.wantState(a.ID, jetflow.Queued)
+			s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted)
+
+			// A worker with room for four: the limit, not the worker,
+			// keeps B out until A has ended.
+			s.worker("W1", nil, "--concurrency", "4")
+			for _, id := range []string{a.ID, b.ID} {
+				done := testkit.WaitTerminal(t, s.client, id, 20*time.Second)
+				if done.State != jetflow.Succeeded || done.Worker != "W1" || done.Attempts != 1 {
+					t.Fatalf("job %s %s under %q after %d attempts", id, done.State, done.Worker, done.Attempts)
+				}
+			}
+			evA = s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
+			evB := s.wantEvents(b.ID, evSubmitted, streams.EvPending, streams.EvAdmitted, evStarted, evSucceeded)
+			if evB[2].Seq < evA[3].Seq {
+				t.Fatalf("B admitted at seq %d, before A ended at seq %d", evB[2].Seq, evA[3].Seq)
+			}
+			pid := fmt.Sprintf("-%d", third.Cmd.Process.Pid)
+			for _, e := range evB[1:3] {
+				if !strings.HasSuffix(e.Actor, pid) {
+					t.Fatalf("B's %s written by %q, not by serve 3", e.Type, e.Actor)
+				}
+			}
+			w.wantMax(1, 1)
+			s.waitCounts(quotaQueue, 0, 0, map[string]commands.Count{}, 10*time.Second)
+			s.waitDrained(quotaQueue)
+			s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded) // nothing written since
+			s.wantEvents(b.ID, evSubmitted, streams.EvPending, streams.EvAdmitted, evStarted, evSucceeded)
+			s.verifySlots()
+			t.Logf("serve 3 led %s after the kill; %s in all", leading.Sub(killed).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// expireDeadProjector hands the events that a killed engine's Projector
+// had fetched and not acked to the Projector of the engine started in its
+// place now, rather than after the consumer's AckWait (the lag plus a
+// minute: a Fetch collects events for up to a second and then waits the
+// lag, so an engine killed right after a write holds its own events, and
+// their repair, for that long). It shortens the AckWait of the shared
+// durable consumer until the Projector has acked the event at seq (it
+// checked it, and repaired what it found), then sets it back.
+func (s *system) expireDeadProjector(seq uint64) {
+	s.t.Helper()
+	ctx := testkit.Ctx(s.t)
+	js := testkit.StoreOf(s.t, s.client).JS
+	c, err := js.Consumer(ctx, streams.EventsStream, engine.ProjectorConsumer)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Logf("the projector's consumer: %d events in flight, ack floor %d, event %d to check; AckWait %s",
+		info.NumAckPending, info.AckFloor.Stream, seq, info.Config.AckWait)
+	if info.AckFloor.Stream >= seq {
+		return
+	}
+	cfg := info.Config
+	wait := cfg.AckWait
+	cfg.AckWait = time.Second
+	if _, err := js.UpdateConsumer(ctx, streams.EventsStream, cfg); err != nil {
+		s.t.Fatal(err)
+	}
+	testkit.WaitFor(s.t, 20*time.Second, func() error {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.AckFloor.Stream < seq {
+			return testkit.Errorf("the projector acked up to %d, not %d", info.AckFloor.Stream, seq)
+		}
+		return nil
+	})
+	cfg.AckWait = wait
+	if _, err := js.UpdateConsumer(ctx, streams.EventsStream, cfg); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// queueItems is how many messages (work items, schedules) the queue's
+// stream holds; 0 if it has none yet.
+func (s *system) queueItems(queue string) uint64 {
+	s.t.Helper()
+	ctx := testkit.Ctx(s.t)
+	qs, err := testkit.StoreOf(s.t, s.client).JS.Stream(ctx, streams.QueueStream(queue))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	info, err := qs.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
