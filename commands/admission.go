@@ -138,6 +138,18 @@ func (a *Admission) Observe(s Slot) {
 	}
 }
 
+// Queued returns the jobs that hold a slot and are queued (admitted and
+// waiting for a worker), as the log says.
+func (a *Admission) Queued() []string {
+	var out []string
+	for id, j := range a.jobs {
+		if j.State == streams.StateQueued && !j.admitting {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Known reports whether a job of the queue that is not terminal is known.
 func (a *Admission) Known(id string) bool { return a.jobs[id] != nil }
 

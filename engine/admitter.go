@@ -230,6 +230,7 @@ func (a *Admitter) session(ctx context.Context) error {
 	admits := newBatcher(sctx, &wg, admitWriters, func(b []admitting) { a.admitAll(sctx, b, report) })
 	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
+	redispatched := false
 	looking := map[string]bool{} // jobs of lookups: their later events of the batch are looked up too
 	// A pass also runs on a tick: holds come due (commands.HoldAfter)
 	// with no event to wake the loop.
@@ -316,6 +317,23 @@ func (a *Admitter) session(ctx context.Context) error {
 		}
 		if !caughtUp {
 			continue // admit only on the whole picture
+		}
+		if !redispatched {
+			// Once per rebuild: the admitted jobs still queued get their work
+			// item again (deduplicated by message id when they have one). An
+			// engine killed between an admission and its work item left the
+			// job holding a slot with nothing to run it, and the events its
+			// own Projector had fetched come back to another only after the
+			// consumer's ack wait (a minute): the queue would stall that long.
+			redispatched = true
+			var ids []string
+			for _, q := range qs {
+				ids = append(ids, q.Queued()...)
+			}
+			if len(ids) > 0 {
+				wg.Add(1)
+				go func() { defer wg.Done(); a.redispatch(sctx, ids) }()
+			}
 		}
 		now := time.Now().UTC()
 		for name, q := range qs {
@@ -462,6 +480,20 @@ func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, errNothingToDo) && !errors.Is(err, commands.ErrInvalidTransition) && ctx.Err() == nil {
 			a.log.Warn("hold", "job", ids[i], "err", err)
+		}
+	}
+}
+
+// redispatch publishes the work item of each of ids that the log says is
+// queued (Store.Load brings a record behind the log up to it first).
+func (a *Admitter) redispatch(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		snap, err := a.store.Load(ctx, id)
+		if err == nil && snap.Job.State == streams.StateQueued {
+			err = a.store.Dispatch(ctx, snap)
+		}
+		if err != nil && !errors.Is(err, commands.ErrNotFound) && ctx.Err() == nil {
+			a.log.Warn("re-dispatch after a rebuild", "job", id, "err", err)
 		}
 	}
 }

@@ -493,7 +493,7 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		b := s.submitIn(quotaQueue, "bob", 0.2)
 		w1 := s.worker("W1", nil, "--lease", lease.String())
 		s.waitRunning(a.ID, "W1")
-		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{"ann": {Holding: 1}, "bob": {Pending: 1}}, 20*time.Second)
+		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
 		s.wantState(b.ID, jetflow.Pending)
 
 		w1.Kill(t)
@@ -536,7 +536,7 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		// Requeued and running again: it kept its slot all along (the
 		// watch saw no second job holding one), B waits.
 		s.wantState(b.ID, jetflow.Pending)
-		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{"ann": {Holding: 1}, "bob": {Pending: 1}}, 20*time.Second)
+		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
 
 		done := testkit.WaitTerminal(t, s.client, a.ID, 20*time.Second)
 		if done.State != jetflow.Succeeded || done.Worker != "W2" || done.Attempts != 2 || done.LeaseRequeues != 1 {
@@ -573,7 +573,7 @@ func TestQuotaSlotsSurviveEngineKill(t *testing.T) {
 	b := s.submitIn(quotaQueue, "bob", 0.2)
 	s.worker("W1", nil, "--lease", "3s", "--concurrency", "4")
 	s.waitRunning(a.ID, "W1")
-	want := map[string]commands.Count{"ann": {Holding: 1}, "bob": {Pending: 1}}
+	want := map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}
 	s.waitCounts(quotaQueue, 1, 1, want, 20*time.Second)
 
 	// B's last event is the job.pending that says why it waits: the next
