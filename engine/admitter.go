@@ -138,6 +138,10 @@ func (a *Admitter) run(ctx context.Context) {
 // errLimitsChanged ends a session whose set of queues with limits changed.
 var errLimitsChanged = errors.New("queues with limits changed")
 
+// errRebuildRestarted ends a session whose consumer restarted before it
+// caught up with the log.
+var errRebuildRestarted = errors.New("the log's consumer restarted during the rebuild")
+
 // admitting is one admission's outcome, back from its writer.
 type admitting struct {
 	queue, id string
@@ -172,17 +176,28 @@ func (a *Admitter) session(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// An ordered consumer: it notices a gap in what it was sent (a
+	// message the server dropped for a slow connection; seen once in a
+	// rebuild of 100k jobs) and starts again after the last message it
+	// delivered, from then on with every event rather than each job's
+	// last: slower, never wrong (Observe takes a job's events in order).
 	cons, err := a.store.Events.OrderedConsumer(sctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
 	})
 	if err != nil {
 		return err
 	}
-	info, err := cons.Info(sctx)
-	if err != nil {
-		return err
+	// What the consumer's creation answered (an Info request could wait
+	// for ever on a server busy working out the last events of 100k jobs).
+	info := cons.CachedInfo()
+	if info == nil {
+		return errors.New("admission consumer: no info")
 	}
+	// Caught up when a message says nothing more is pending (after a reset,
+	// the count is that of the consumer that replaced the first).
 	caughtUp := info.NumPending == 0
+	toRead := info.NumPending
+	var consumerSeq uint64 // the last message's: a reset starts it again
 	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
 	if err != nil {
 		return err
@@ -231,6 +246,7 @@ func (a *Admitter) session(ctx context.Context) error {
 	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
 	redispatched := false
+	began, read := time.Now(), 0 // the rebuild: how long, how many events
 	looking := map[string]bool{} // jobs of lookups: their later events of the batch are looked up too
 	// A pass also runs on a tick: holds come due (commands.HoldAfter)
 	// with no event to wake the loop.
@@ -288,11 +304,19 @@ func (a *Admitter) session(ctx context.Context) error {
 				}
 			}
 		}
+		read += len(batch)
 		for _, m := range batch {
 			meta, err := m.Metadata()
 			if err != nil {
 				continue
 			}
+			if !caughtUp && meta.Sequence.Consumer <= consumerSeq {
+				// The ordered consumer started again (a gap): it would go on
+				// with every event of every job; a new rebuild reads each
+				// job's last event only.
+				return errRebuildRestarted
+			}
+			consumerSeq = meta.Sequence.Consumer
 			if meta.NumPending == 0 {
 				caughtUp = true
 			}
@@ -319,6 +343,13 @@ func (a *Admitter) session(ctx context.Context) error {
 			continue // admit only on the whole picture
 		}
 		if !redispatched {
+			held, waiting := 0, 0
+			for _, q := range qs {
+				c := q.Counts()
+				held, waiting = held+c.Holding, waiting+c.Pending
+			}
+			a.log.Info("admission rebuilt from the log", "queues", len(qs), "running", held, "pending", waiting,
+				"events", read, "last_events", toRead, "took", time.Since(began).Round(time.Millisecond))
 			// Once per rebuild: the admitted jobs still queued get their work
 			// item again (deduplicated by message id when they have one). An
 			// engine killed between an admission and its work item left the
