@@ -221,6 +221,10 @@ var (
 	descDelayed = prometheus.NewDesc("jetflow_queue_delayed", "Scheduled jobs and retries in backoff.", []string{"queue"}, nil)
 	descPaused  = prometheus.NewDesc("jetflow_queue_paused", "1 if the queue is paused.", []string{"queue"}, nil)
 	descRunning = prometheus.NewDesc("jetflow_jobs_running", "Jobs claimed or running, by queue.", []string{"queue"}, nil)
+	descLimit   = prometheus.NewDesc("jetflow_queue_limit", "A queue's limits (quotas; docs/quotas.md), 0 for none: max_running and max_running_per_user.",
+		[]string{"queue", "limit"}, nil)
+	descSlots = prometheus.NewDesc("jetflow_queue_slots", "Jobs of a queue with limits holding a slot (running: queued after admission, claimed, running) or waiting for one (pending), as its admitter counts them.",
+		[]string{"queue", "state"}, nil)
 	descWorkers = prometheus.NewDesc("jetflow_workers", "Registered remote workers; live: heartbeat within the lease.",
 		[]string{"live"}, nil)
 	descLag = prometheus.NewDesc("jetflow_consumer_lag_events",
@@ -232,7 +236,8 @@ var (
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descDepth, descHeld, descDelayed, descPaused, descRunning, descWorkers, descLag, descOpen, descLastSeq} {
+	for _, d := range []*prometheus.Desc{descJobs, descDepth, descHeld, descDelayed, descPaused, descRunning, descLimit, descSlots,
+		descWorkers, descLag, descOpen, descLastSeq} {
 		ch <- d
 	}
 }
@@ -263,6 +268,14 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(descPaused, paused, q.Name)
 			gauge(descRunning, float64(q.Running), q.Name)
+			if q.MaxRunning > 0 || q.MaxRunningPerUser > 0 || q.Slots != nil {
+				gauge(descLimit, float64(q.MaxRunning), q.Name, "max_running")
+				gauge(descLimit, float64(q.MaxRunningPerUser), q.Name, "max_running_per_user")
+			}
+			if q.Slots != nil {
+				gauge(descSlots, float64(q.Slots.Holding), q.Name, "running")
+				gauge(descSlots, float64(q.Slots.Pending), q.Name, "pending")
+			}
 		}
 	} else {
 		c.m.log.Warn("scrape queues", "err", err)

@@ -179,6 +179,19 @@ func TestPendingJobView(t *testing.T) {
 		return nil
 	})
 
+	// /metrics: the limits and the admitter's counts.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		body := string(e.do("GET", "/metrics", nil).want(t, 200).body)
+		for _, s := range []string{`jetflow_queue_limit{limit="max_running",queue="lim"} 1`,
+			`jetflow_queue_limit{limit="max_running_per_user",queue="lim"} 2`,
+			`jetflow_queue_slots{queue="lim",state="running"} 1`, `jetflow_queue_slots{queue="lim",state="pending"} 2`} {
+			if !strings.Contains(body, s) {
+				return fmt.Errorf("/metrics lacks %s", s)
+			}
+		}
+		return nil
+	})
+
 	// The dashboard: the queues page shows the limits and the pending
 	// jobs, the job's page why it waits and where it stands, the jobs
 	// page filters by pending.
