@@ -18,13 +18,6 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// Admission requests (streams.AdmissionPosition, streams.AdmissionCounts)
-// are answered by the Admitter of the leader.
-const (
-	AdmissionPosition = streams.AdmissionPosition
-	AdmissionCounts   = streams.AdmissionCounts
-)
-
 // admitWriters is how many batches of admissions are written at once.
 const admitWriters = 4
 
@@ -47,9 +40,6 @@ type Admitter struct {
 
 	asks chan func(map[string]*commands.Admission)
 	subs []*nats.Subscription
-
-	mu       sync.Mutex
-	admitted int64
 }
 
 // NewAdmitter returns an Admitter.
@@ -58,13 +48,6 @@ func NewAdmitter(store *Store, log *slog.Logger) *Admitter {
 		log = store.Log
 	}
 	return &Admitter{store: store, log: log.With("component", "admitter"), asks: make(chan func(map[string]*commands.Admission))}
-}
-
-// Admitted is how many admissions this Admitter wrote.
-func (a *Admitter) Admitted() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.admitted
 }
 
 // Start starts admitting. Idempotent.
@@ -84,7 +67,7 @@ func (a *Admitter) Start(ctx context.Context) error {
 				}
 			})
 		}
-		pos, err := answer(AdmissionPosition, func(m *nats.Msg, qs map[string]*commands.Admission) any {
+		pos, err := answer(streams.AdmissionPosition, func(m *nats.Msg, qs map[string]*commands.Admission) any {
 			for _, q := range qs {
 				if p, ok := q.Position(string(m.Data)); ok {
 					place := AdmissionPlace{Pending: true, Position: p}
@@ -99,7 +82,7 @@ func (a *Admitter) Start(ctx context.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		counts, err := answer(AdmissionCounts, func(m *nats.Msg, qs map[string]*commands.Admission) any {
+		counts, err := answer(streams.AdmissionCounts, func(m *nats.Msg, qs map[string]*commands.Admission) any {
 			out := map[string]commands.Counts{}
 			for name, q := range qs {
 				if len(m.Data) == 0 || string(m.Data) == name {
@@ -282,11 +265,6 @@ func (a *Admitter) session(ctx context.Context) error {
 			resMu.Unlock()
 			for _, r := range rs {
 				qs[r.queue].Settled(r.id, r.written)
-				if r.written {
-					a.mu.Lock()
-					a.admitted++
-					a.mu.Unlock()
-				}
 			}
 		case ask := <-a.asks:
 			ask(qs)
@@ -441,17 +419,17 @@ func (b *batcher[T]) signal() {
 }
 
 // records reads the records of jobs ids with one request per thousand.
-// A job whose record is missing is left out (the writer loads it).
-func (a *Admitter) records(ctx context.Context, ids []string) map[string]Snapshot {
+// A job whose record is missing is left out (the caller loads it).
+func (a *Admitter) records(ctx context.Context, ids []string) (map[string]Snapshot, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = streams.KVSubject(id)
 	}
 	last, err := streams.MultiLast(ctx, a.store.NC, "KV_"+streams.JobsBucket, keys)
-	out := make(map[string]Snapshot, len(ids))
 	if err != nil {
-		return out
+		return nil, err
 	}
+	out := make(map[string]Snapshot, len(ids))
 	for i, id := range ids {
 		m, ok := last[keys[i]]
 		if !ok || m.Deleted || len(m.Data) == 0 {
@@ -461,7 +439,7 @@ func (a *Admitter) records(ctx context.Context, ids []string) map[string]Snapsho
 			out[id] = Snapshot{Job: j, Rev: m.Seq}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // admitAll writes the admissions of a batch, pipelined (Store.ApplyMany),
@@ -532,7 +510,10 @@ func (a *Admitter) redispatch(ctx context.Context, ids []string) {
 // snapshots reads the records of ids (records); one that is missing is
 // loaded from the log.
 func (a *Admitter) snapshots(ctx context.Context, ids []string) []Snapshot {
-	snaps := a.records(ctx, ids)
+	snaps, err := a.records(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("read records; loading each", "err", err)
+	}
 	out := make([]Snapshot, len(ids))
 	for i, id := range ids {
 		cur, ok := snaps[id]
@@ -591,19 +572,16 @@ func observeOrLookUp(q *commands.Admission, ev *streams.Event, looking map[strin
 // tells admission their state, user and age. A record behind the event
 // that named the job is brought up to the log (Load).
 func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission, ls []lookup) error {
-	keys := make([]string, len(ls))
+	ids := make([]string, len(ls))
 	for i, l := range ls {
-		keys[i] = streams.KVSubject(l.id)
+		ids[i] = l.id
 	}
-	last, err := streams.MultiLast(ctx, a.store.NC, "KV_"+streams.JobsBucket, keys)
+	snaps, err := a.records(ctx, ids)
 	if err != nil {
 		return err
 	}
-	for i, l := range ls {
-		var j *streams.Job
-		if m, ok := last[keys[i]]; ok && len(m.Data) > 0 {
-			j, _ = streams.DecodeJob(m.Data)
-		}
+	for _, l := range ls {
+		j := snaps[l.id].Job
 		if j == nil || j.Seq < l.seq {
 			snap, err := a.store.Load(ctx, l.id)
 			if errors.Is(err, commands.ErrNotFound) {
@@ -652,7 +630,7 @@ func (s *Store) AdmissionPlaceOf(ctx context.Context, id string) (AdmissionPlace
 	var p AdmissionPlace
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	m, err := s.NC.RequestWithContext(ctx, AdmissionPosition, []byte(id))
+	m, err := s.NC.RequestWithContext(ctx, streams.AdmissionPosition, []byte(id))
 	if err != nil || json.Unmarshal(m.Data, &p) != nil || !p.Pending {
 		return p, false
 	}
@@ -664,7 +642,7 @@ func (s *Store) AdmissionPlaceOf(ctx context.Context, id string) (AdmissionPlace
 func (s *Store) AdmissionCountsOf(ctx context.Context, queue string) (map[string]commands.Counts, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	m, err := s.NC.RequestWithContext(ctx, AdmissionCounts, []byte(queue))
+	m, err := s.NC.RequestWithContext(ctx, streams.AdmissionCounts, []byte(queue))
 	if err != nil {
 		return nil, err
 	}
