@@ -50,7 +50,7 @@ func (c *Client) files(ctx context.Context, what string) (*files.Store, error) {
 	if c.store == nil {
 		return nil, c.needsEngine(what)
 	}
-	return files.Open(ctx, c.store.JS, c.store.Topo)
+	return c.store.Files(ctx)
 }
 
 // sendWithFiles stores a request's uploads under the job's id, then

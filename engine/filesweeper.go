@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 )
 
@@ -67,7 +66,7 @@ func (s *FileSweeper) Stop(ctx context.Context) { s.life.Stop(ctx) }
 // Sweep deletes the files of jobs that do not exist and are older than the
 // grace, once; it returns how many objects it deleted.
 func (s *FileSweeper) Sweep(ctx context.Context) (int, error) {
-	fs, err := files.Open(ctx, s.store.JS, s.store.Topo)
+	fs, err := s.store.Files(ctx)
 	if err != nil {
 		return 0, err
 	}

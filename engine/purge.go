@@ -25,7 +25,7 @@ import (
 // in place; Load (and so the Projector, which sees the event) deletes it,
 // and the FileSweeper deletes the files of a job that no longer exists.
 func (s *Store) Purge(ctx context.Context, id, reason string) (int, error) {
-	fs, err := files.Open(ctx, s.JS, s.Topo)
+	fs, err := s.Files(ctx)
 	if err != nil {
 		return 0, err
 	}

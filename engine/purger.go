@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -142,7 +141,7 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 	}
 	ids := p.queue[:min(len(p.queue), p.cfg.Max)]
 	p.queue = p.queue[len(ids):]
-	fs, err := files.Open(ctx, p.store.JS, p.store.Topo)
+	fs, err := p.store.Files(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +153,13 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 		// Scanned a while ago: still there and still expired (its
 		// namespace's retention may have been raised since)?
 		snap, err := p.store.Get(ctx, id)
-		if err != nil || !commands.Expired(snap.Job, p.retention(ctx, snap.Job.Spec.Namespace), time.Now()) {
+		if err != nil {
+			if !errors.Is(err, commands.ErrNotFound) && ctx.Err() == nil {
+				p.log.Warn("purge: read the record", "job", id, "err", err)
+			}
+			continue
+		}
+		if !commands.Expired(snap.Job, p.retention(ctx, snap.Job.Spec.Namespace), time.Now()) {
 			continue
 		}
 		m, err := p.store.purge(ctx, fs, id, "retention")

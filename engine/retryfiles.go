@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -15,7 +14,7 @@ import (
 // retry is submitted recording them, as a submit with files is (a refusal
 // deletes the copies; a crash leaves them to the FileSweeper).
 func (s *Store) retryWithFiles(ctx context.Context, orig *streams.Job, req *commands.SubmitRequest) (Submitted, error) {
-	fs, err := files.Open(ctx, s.JS, s.Topo)
+	fs, err := s.Files(ctx)
 	if err != nil {
 		return Submitted{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -69,6 +70,24 @@ type Store struct {
 	presences  map[string]*presence // by worker id: the SDK workers of this process
 
 	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
+
+	filesMu sync.Mutex
+	files   *files.Store // opened by Files, once
+}
+
+// Files is the object store of jobs' files (docs/files.md), opened (and
+// created if need be) at the first call, again after a failure.
+func (s *Store) Files(ctx context.Context) (*files.Store, error) {
+	s.filesMu.Lock()
+	defer s.filesMu.Unlock()
+	if s.files == nil {
+		fs, err := files.Open(ctx, s.JS, s.Topo)
+		if err != nil {
+			return nil, err
+		}
+		s.files = fs
+	}
+	return s.files, nil
 }
 
 // ConnectedSince is when this Store's connection was opened, or last came

@@ -89,7 +89,12 @@ func (s *Store) Input(ctx context.Context, jobID string, f streams.FileRef) (jet
 	if err != nil {
 		return nil, fmt.Errorf("input %s of job %s: %w", f.Name, jobID, err)
 	}
-	if info, err := res.Info(); err == nil && f.Digest != "" && info.Digest != f.Digest {
+	info, err := res.Info()
+	if err != nil {
+		_ = res.Close()
+		return nil, fmt.Errorf("input %s of job %s: %w", f.Name, jobID, err)
+	}
+	if f.Digest != "" && info.Digest != f.Digest {
 		_ = res.Close()
 		return nil, fmt.Errorf("input %s of job %s: its digest %s is not the %s the job was submitted with",
 			f.Name, jobID, info.Digest, f.Digest)

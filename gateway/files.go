@@ -9,7 +9,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -29,23 +28,13 @@ const (
 // errUploadTooLarge: the files of a submit hold more than MaxUpload bytes.
 var errUploadTooLarge = errors.New("the files are over the upload limit")
 
-// fileStore opens the files bucket once (again after a failure).
-type fileStore struct {
-	mu sync.Mutex
-	fs *files.Store
-}
-
+// files is the files bucket (Store.Files); 503 when it cannot be opened.
 func (g *Gateway) files(ctx context.Context) (*files.Store, error) {
-	g.fstore.mu.Lock()
-	defer g.fstore.mu.Unlock()
-	if g.fstore.fs == nil {
-		fs, err := files.Open(ctx, g.store.JS, g.store.Topo)
-		if err != nil {
-			return nil, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, err.Error())
-		}
-		g.fstore.fs = fs
+	fs, err := g.store.Files(ctx)
+	if err != nil {
+		return nil, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, err.Error())
 	}
-	return g.fstore.fs, nil
+	return fs, nil
 }
 
 // isMultipart reports whether a request's body is multipart/form-data.

@@ -143,7 +143,6 @@ type Gateway struct {
 	handler  http.Handler
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
-	fstore   fileStore
 
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]

@@ -102,11 +102,7 @@ func (c Config) withDefaults() Config {
 		c.KillGrace = DefaultKillGrace
 	}
 	if c.Env == nil {
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "JETFLOW_") {
-				c.Env = append(c.Env, kv)
-			}
-		}
+		c.Env = os.Environ() // env drops JETFLOW_* (and TMPDIR) from it
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -260,6 +260,9 @@ exit 3
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.exitCode) != 5 {
+		t.Fatalf("collected %d attempts, want 5", len(c.exitCode))
+	}
 	for i, code := range c.exitCode {
 		if code != 3 || c.stdout[i] != "to stdout\n" || !strings.HasSuffix(c.stderr[i], "the last words\n") || len(c.stderr[i]) != 3015 {
 			t.Fatalf("attempt %d: exit %d, stdout %q, stderr of %d bytes", i, code, c.stdout[i], len(c.stderr[i]))
