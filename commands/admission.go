@@ -26,7 +26,6 @@ type Admission struct {
 	cursor  int
 	holding int
 	fresh   []*slotJob // became pending, oldest first, not yet looked at by Holds
-	now     func() time.Time
 }
 
 // SlotUser is whom a job's slots count against: its user within its
@@ -65,7 +64,7 @@ type userSlots struct {
 
 // NewAdmission returns an empty admission for queue with limits l.
 func NewAdmission(queue string, l streams.QueueLimits) *Admission {
-	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}, now: time.Now}
+	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}}
 }
 
 func holdsSlot(j *slotJob) bool {
@@ -128,7 +127,7 @@ func (a *Admission) Observe(s Slot) {
 	switch nowPending := s.State == streams.StatePending; {
 	case nowPending && !pending:
 		a.enqueue(u, j)
-		j.since = a.now()
+		j.since = time.Now()
 		a.fresh = append(a.fresh, j)
 	case !nowPending && pending:
 		u.npending--
@@ -379,7 +378,7 @@ func (a *Admission) Position(id string) (int, bool) {
 type Counts struct {
 	Holding int              `json:"running"`         // jobs holding a slot (queued after admission, claimed, running)
 	Pending int              `json:"pending"`         // jobs waiting for one
-	Users   map[string]Count `json:"users,omitempty"` // by user ("" is no one in particular)
+	Users   map[string]Count `json:"users,omitempty"` // by SlotUser ("ns/user"; "ns/": no one in particular)
 }
 
 // Count is one user's share of a queue's slots.

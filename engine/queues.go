@@ -159,20 +159,44 @@ func (s *Store) QueueInfos(ctx context.Context) ([]*QueueInfo, error) {
 		}
 	}
 	for _, rec := range recs {
-		st, err := s.QueueStats(ctx, rec.Name)
+		qi, err := s.queueInfo(ctx, rec, slots)
 		if err != nil {
 			return nil, err
-		}
-		qi := &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
-			Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held,
-			MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
-		if c, ok := slots[rec.Name]; ok {
-			qi.Slots = &c
 		}
 		out = append(out, qi)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
 	return out, nil
+}
+
+// QueueInfo reads one queue's settings, depth and, if it has limits, the
+// admitter's slot counts.
+func (s *Store) QueueInfo(ctx context.Context, queue string) (*QueueInfo, error) {
+	rec, err := s.Queue(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	var slots map[string]commands.Counts
+	if rec.LimitsSeq != 0 {
+		slots, _ = s.AdmissionCountsOf(ctx, queue) // none answering: shown without
+	}
+	return s.queueInfo(ctx, rec, slots)
+}
+
+// queueInfo is a queue as clients see it: its record, what its stream
+// holds, and its slots from slots (by queue).
+func (s *Store) queueInfo(ctx context.Context, rec *streams.QueueRecord, slots map[string]commands.Counts) (*QueueInfo, error) {
+	st, err := s.queueStats(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	qi := &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
+		Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held,
+		MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
+	if c, ok := slots[rec.Name]; ok {
+		qi.Slots = &c
+	}
+	return qi, nil
 }
 
 // QueueStats is what a queue holds right now.
@@ -194,6 +218,11 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.queueStats(ctx, rec)
+}
+
+func (s *Store) queueStats(ctx context.Context, rec *streams.QueueRecord) (*QueueStats, error) {
+	queue := rec.Name
 	st := &QueueStats{Name: queue, Paused: rec.Paused}
 	stream, err := s.JS.Stream(ctx, streams.QueueStream(queue))
 	if err != nil {

@@ -170,13 +170,9 @@ func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.Que
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		last, err := s.lastSeq(ctx, streams.QueueLimitsSubject(queue))
+		ev, last, err := s.lastEvent(ctx, streams.QueueLimitsSubject(queue))
 		if err != nil || last == 0 || rec.LimitsSeq >= last {
 			return rec, rev, last, err
-		}
-		ev, err := s.eventAt(ctx, last)
-		if err != nil {
-			return nil, 0, 0, err
 		}
 		next := projections.FoldQueueLimits(*rec, ev)
 		b, err := streams.Marshal(&next)
@@ -194,16 +190,17 @@ func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.Que
 	}
 }
 
-// eventAt reads the event at sequence seq of the log.
-func (s *Store) eventAt(ctx context.Context, seq uint64) (*streams.Event, error) {
-	m, err := s.Events.GetMsg(ctx, seq)
-	if err != nil {
-		return nil, err
+// lastEvent reads the last event on subject (one read), and its sequence;
+// 0 and no event when the subject has none.
+func (s *Store) lastEvent(ctx context.Context, subject string) (*streams.Event, uint64, error) {
+	m, err := s.lastMsg(ctx, subject)
+	if err != nil || m == nil {
+		return nil, 0, err
 	}
 	ev, err := streams.DecodeEvent(m.Data)
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("last event on %s: %w", subject, err)
 	}
-	ev.Seq = seq
-	return ev, nil
+	ev.Seq = m.Sequence
+	return ev, m.Sequence, nil
 }

@@ -702,16 +702,12 @@ func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.Names
 			}
 			cur, rev = &n, e.Revision()
 		}
-		last, err := r.store.lastSeq(ctx, streams.NamespaceSubject(ns))
+		ev, last, err := r.store.lastEvent(ctx, streams.NamespaceSubject(ns))
 		if err != nil || last == 0 || cur != nil && cur.Seq >= last {
 			return cur, rev, last, err
 		}
 		// The log is ahead of the record: fold its last event (a
 		// namespace's record is its last settings) and write it back.
-		ev, err := r.store.eventAt(ctx, last)
-		if err != nil {
-			return nil, 0, 0, err
-		}
 		next, err := projections.FoldNamespace(cur, ev)
 		if err != nil {
 			return nil, 0, 0, err

@@ -248,12 +248,9 @@ func (s *Store) Load(ctx context.Context, id string) (Snapshot, error) {
 
 // lastSeq is the sequence of the last event on subject, 0 if none.
 func (s *Store) lastSeq(ctx context.Context, subject string) (uint64, error) {
-	m, err := s.Events.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last event on %s: %w", subject, err)
+	m, err := s.lastMsg(ctx, subject)
+	if err != nil || m == nil {
+		return 0, err
 	}
 	return m.Sequence, nil
 }
@@ -349,13 +346,14 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 // item or schedule), as SubmitBatch does: one round trip a step, not three
 // per job. It serves transitions whose only consequence is dispatch (an
 // admission, a hold): a decision that ends a job or makes it wait for
-// pieces, or an append that lost a race, goes through Apply on its own. It
+// pieces goes through Apply on its own, and one whose append lost a race
+// is loaded and decided again through Apply. It
 // returns each job's error (nil: written).
 func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decide Decider) []error {
 	errs := make([]error, len(curs))
 	evs := make([]*streams.Event, len(curs))
 	futs := make([]streams.Future, len(curs))
-	var alone []int
+	var alone, lost []int // decided alone (they end a job or wait); lost a race
 	for i, cur := range curs {
 		if cur.Job == nil {
 			errs[i] = errors.New("apply: no job")
@@ -379,7 +377,7 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 		seq, err := futs[i].Wait(ctx)
 		switch {
 		case streams.IsConflict(err):
-			alone = append(alone, i)
+			lost = append(lost, i)
 			evs[i] = nil
 		case err != nil:
 			errs[i] = fmt.Errorf("%s job %s: append %s: %w", op, curs[i].Job.ID, ev.Type, err)
@@ -422,23 +420,23 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 	}
 	crash(op + ":projected")
 	for i, ev := range evs {
-		if ev == nil || ev.To != streams.StateQueued && ev.To != streams.StateScheduled {
+		if ev != nil && ev.To != streams.StateQueued && ev.To != streams.StateScheduled {
 			evs[i] = nil
-			continue
-		}
-		futs[i] = s.dispatchAsync(snaps[i])
-	}
-	for i, ev := range evs {
-		if ev == nil {
-			continue
-		}
-		if _, err := futs[i].Wait(ctx); err != nil {
-			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err) // the Projector dispatches it
 		}
 	}
+	s.dispatchMany(ctx, snaps, evs)
 	crash(op + ":dispatched")
 	for _, i := range alone {
 		_, _, errs[i] = s.Apply(ctx, op, curs[i], decide)
+	}
+	for _, i := range lost {
+		// Another writer came first: decided again on the job as it is now.
+		cur, err := s.Load(ctx, curs[i].Job.ID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		_, _, errs[i] = s.Apply(ctx, op, cur, decide)
 	}
 	return errs
 }
@@ -591,21 +589,36 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	for i, ev := range evs {
 		if ev == nil || out[i].Job.Seq != ev.Seq || ev.To == streams.StatePending {
 			evs[i] = nil // failed, moved on already (cancelled), or waits for admission: nothing to dispatch
-			continue
 		}
-		futs[i] = s.dispatchAsync(out[i].Snapshot)
+	}
+	snaps := make([]Snapshot, len(out))
+	for i := range out {
+		snaps[i] = out[i].Snapshot
+	}
+	// A failed dispatch is not the submit's failure: the job exists and is
+	// in the log, and reporting it would make callers submit it twice.
+	s.dispatchMany(ctx, snaps, evs)
+	return out
+}
+
+// dispatchMany publishes the work item (or schedule) of each snaps[i]
+// whose evs[i] is not nil, pipelined, and waits for them. A failure is
+// logged: the job is in the log, and the Projector dispatches it.
+func (s *Store) dispatchMany(ctx context.Context, snaps []Snapshot, evs []*streams.Event) {
+	futs := make([]streams.Future, len(evs))
+	for i, ev := range evs {
+		if ev != nil {
+			futs[i] = s.dispatchAsync(snaps[i])
+		}
 	}
 	for i, ev := range evs {
 		if ev == nil {
 			continue
 		}
 		if _, err := futs[i].Wait(ctx); err != nil {
-			// The job exists and is in the log: the Projector dispatches it.
-			// Reporting a failure here would make callers submit it twice.
-			s.Log.Warn("dispatch after submit failed; the projector repeats it", "job", ev.JobID, "err", err)
+			s.Log.Warn("dispatch after "+ev.Type+" failed; the projector repeats it", "job", ev.JobID, "err", err)
 		}
 	}
-	return out
 }
 
 // Cancel cancels a job that is not terminal and tells its worker, if it is

@@ -107,9 +107,6 @@ func parseTemplates() map[string]*template.Template {
 			parts := make([]string, 0, len(names))
 			for _, u := range names {
 				c := q.Slots.Users[u]
-				if u == "" {
-					u = "(no user)"
-				}
 				parts = append(parts, fmt.Sprintf("%s: %d running, %d pending", u, c.Holding, c.Pending))
 			}
 			return strings.Join(parts, "; ")

@@ -112,22 +112,9 @@ func (g *Gateway) writeQueue(w http.ResponseWriter, r *http.Request, name string
 // queueInfo reads one queue as QueueInfos reads each, with the index's
 // counts.
 func (g *Gateway) queueInfo(ctx context.Context, name string) (*QueueInfo, error) {
-	st, err := g.store.QueueStats(ctx, name)
+	q, err := g.store.QueueInfo(ctx, name)
 	if err != nil {
 		return nil, err
-	}
-	rec, err := g.store.Queue(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	q := &QueueInfo{Name: name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held, Delayed: st.Delayed,
-		CreatedAt: rec.CreatedAt, MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
-	if rec.LimitsSeq != 0 {
-		if slots, err := g.store.AdmissionCountsOf(ctx, name); err == nil { // none answering: shown without
-			if c, ok := slots[name]; ok {
-				q.Slots = &c
-			}
-		}
 	}
 	g.withCounts(q)
 	return q, nil

@@ -389,7 +389,7 @@
       if (!q.slots || !q.slots.users) return "";
       return Object.keys(q.slots.users).sort().map(function (u) {
         var c = q.slots.users[u];
-        return (u || "(no user)") + ": " + c.running + " running, " + c.pending + " pending";
+        return u + ": " + c.running + " running, " + c.pending + " pending";
       }).join("; ");
     };
     function qrow(q) {
