@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -233,7 +234,7 @@ func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
 		return nil, err
 	}
 	f := snap.Job.Fanout
-	if f == nil || f.Plan.Kind != streams.FanoutChildren {
+	if f == nil || f.Plan.Kind != domain.FanoutChildren {
 		return []*JobInfo{}, nil
 	}
 	out := make([]*JobInfo, 0, f.Plan.Total)
@@ -345,7 +346,7 @@ func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
 		return c.eventsByCommand(ctx, id)
 	}
 	var out []*EventInfo
-	err := c.store.History(ctx, id, 0, false, func(e *streams.Event) error {
+	err := c.store.History(ctx, id, 0, false, func(e *domain.Event) error {
 		out = append(out, projections.ViewEvent(e))
 		return nil
 	})
@@ -359,7 +360,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) erro
 	if c.store == nil {
 		return c.followByCommand(ctx, id, fn)
 	}
-	return c.store.History(ctx, id, 0, true, func(e *streams.Event) error { return fn(projections.ViewEvent(e)) })
+	return c.store.History(ctx, id, 0, true, func(e *domain.Event) error { return fn(projections.ViewEvent(e)) })
 }
 
 // QueueInfo is a queue: its settings and what it holds.
@@ -385,7 +386,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 
 // QueueLimits are a queue's quotas: the most jobs running at once in all
 // (MaxRunning) and per user (MaxRunningPerUser); 0 is no limit.
-type QueueLimits = streams.QueueLimits
+type QueueLimits = domain.QueueLimits
 
 // MaxQueueLimit bounds a queue limit's value.
 const MaxQueueLimit = commands.MaxLimit
@@ -527,7 +528,7 @@ func (c *Client) Types(ctx context.Context, ns string, deleted bool) ([]*TypeInf
 }
 
 // NamespaceSettings are a namespace's settings.
-type NamespaceSettings = streams.NamespaceSettings
+type NamespaceSettings = domain.NamespaceSettings
 
 // SetNamespace sets a namespace's settings (StrictTypes: only registered
 // types are accepted in it).

@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Failure policies of a fan-out.
 const (
 	// AllMustSucceed (the default): the parent fails once every piece
 	// finished and any did not succeed.
-	AllMustSucceed = streams.PolicyAll
+	AllMustSucceed = domain.PolicyAll
 	// FailFast: the first piece that fails fails the parent and cancels the
 	// rest.
-	FailFast = streams.PolicyFailFast
+	FailFast = domain.PolicyFailFast
 	// Tolerate: the parent fails once more than MaxFailureRatio of its
 	// pieces failed, and succeeds otherwise.
-	Tolerate = streams.PolicyTolerate
+	Tolerate = domain.PolicyTolerate
 )
 
 // FanOutSpec is what a coordinator defers its outcome to: Children (full

@@ -9,13 +9,13 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/files"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // FileInfo is one of a job's files: its name in the job's directory, its
 // size and its digest ("SHA-256=<base64url>"). JobInfo.Files lists a job's
 // input files.
-type FileInfo = streams.FileRef
+type FileInfo = domain.FileRef
 
 // ResultName is the name of a job's result archive (a zip; docs/files.md).
 const ResultName = files.ResultName
@@ -72,13 +72,13 @@ func (c *Client) sendWithFiles(ctx context.Context, req *SubmitRequest) (*JobInf
 	if err := r.Validate(); err != nil {
 		return nil, false, err
 	}
-	id := streams.NewID()
+	id := domain.NewID()
 	if r.IdempotencyKey != "" {
 		ns := r.Namespace
 		if ns == "" {
-			ns = streams.DefaultNS
+			ns = domain.DefaultNS
 		}
-		id = streams.KeyedID(ns, r.IdempotencyKey)
+		id = domain.KeyedID(ns, r.IdempotencyKey)
 		if snap, err := c.store.Lookup(ctx, id); err == nil {
 			return viewOf(snap.Job), false, nil
 		} else if !errors.Is(err, ErrNotFound) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // TestClientFiles: a Go client submits input files with the job, a handler
@@ -73,7 +73,7 @@ func TestClientFiles(t *testing.T) {
 		"ok": strings.NewReader("x"), "../x": strings.NewReader("x")})); !errors.Is(err, commands.ErrInvalidFileName) {
 		t.Errorf("a bad name: %v", err)
 	}
-	if _, err := cl.Download(ctx, streams.NewID(), io.Discard); !errors.Is(err, jetflow.ErrNotFound) {
+	if _, err := cl.Download(ctx, domain.NewID(), io.Discard); !errors.Is(err, jetflow.ErrNotFound) {
 		t.Errorf("download of no job: %v", err)
 	}
 	tc, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: "jft_x_y"})

@@ -26,8 +26,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // JobInfo is a job as clients see it (the JSON object of the CLI and the
@@ -38,19 +38,19 @@ type JobInfo = projections.JobView
 type EventInfo = projections.EventView
 
 // State is where a job is in its lifecycle.
-type State = streams.State
+type State = domain.State
 
 // The states of a job. Succeeded, Failed and Cancelled are terminal.
 const (
-	Pending   = streams.StatePending
-	Scheduled = streams.StateScheduled
-	Queued    = streams.StateQueued
-	Claimed   = streams.StateClaimed
-	Running   = streams.StateRunning
-	Waiting   = streams.StateWaiting
-	Succeeded = streams.StateSucceeded
-	Failed    = streams.StateFailed
-	Cancelled = streams.StateCancelled
+	Pending   = domain.StatePending
+	Scheduled = domain.StateScheduled
+	Queued    = domain.StateQueued
+	Claimed   = domain.StateClaimed
+	Running   = domain.StateRunning
+	Waiting   = domain.StateWaiting
+	Succeeded = domain.StateSucceeded
+	Failed    = domain.StateFailed
+	Cancelled = domain.StateCancelled
 )
 
 // Errors returned by the Client and Worker; match them with errors.Is.
@@ -120,4 +120,4 @@ func (e *codedError) Error() string { return e.err.Error() }
 func (e *codedError) Unwrap() error { return e.err }
 func (e *codedError) Code() string  { return e.code }
 
-func viewOf(j *streams.Job) *JobInfo { return projections.View(j) }
+func viewOf(j *domain.Job) *JobInfo { return projections.View(j) }

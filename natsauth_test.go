@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -211,7 +212,7 @@ func TestNATSClientRole(t *testing.T) {
 	}
 
 	// Forgeries: each refused by the server, and nothing stored.
-	forged := streams.NewID()
+	forged := domain.NewID()
 	for _, subj := range []string{
 		streams.EventSubject("default", "default", "auth.echo", forged), // the event log
 		streams.KVSubject(forged),                      // the job bucket

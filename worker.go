@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -136,7 +137,7 @@ type Worker struct {
 // NewWorker returns a Worker that uses client's connection.
 func NewWorker(client *Client, cfg WorkerConfig) *Worker {
 	if cfg.ID == "" {
-		cfg.ID = defaultName() + "-" + streams.NewID()[20:]
+		cfg.ID = defaultName() + "-" + domain.NewID()[20:]
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -242,7 +243,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.setupErr != nil {
 		return w.setupErr
 	}
-	if !streams.ValidWorkerID(w.cfg.ID) {
+	if !domain.ValidWorkerID(w.cfg.ID) {
 		return fmt.Errorf("jetflow: worker id %q: want 1-128 of [A-Za-z0-9_.-]: %w", w.cfg.ID, ErrInvalidInput)
 	}
 	if err := w.registerTypesLocked(ctx); err != nil {
@@ -258,7 +259,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	every := queues[everyQueue]
 	delete(queues, everyQueue)
 	if every {
-		queues[streams.DefaultQueue] = true
+		queues[domain.DefaultQueue] = true
 		recs, err := w.client.store.QueueList(ctx)
 		if err != nil {
 			return fmt.Errorf("jetflow: list queues: %w", err)
@@ -290,7 +291,7 @@ func (w *Worker) Start(ctx context.Context) error {
 func (w *Worker) registerTypesLocked(ctx context.Context) error {
 	ns := w.cfg.Namespace
 	if ns == "" {
-		ns = streams.DefaultNS
+		ns = domain.DefaultNS
 	}
 	// Every type is checked before any is written: a refused one leaves
 	// nothing registered and the handlers as they were.
@@ -364,11 +365,11 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	return nil
 }
 
-func (w *Worker) onOutcome() func(*streams.Job, *streams.Event) {
+func (w *Worker) onOutcome() func(*domain.Job, *domain.Event) {
 	if w.cfg.OnOutcome == nil {
 		return nil
 	}
-	return func(j *streams.Job, _ *streams.Event) { w.cfg.OnOutcome(viewOf(j)) }
+	return func(j *domain.Job, _ *domain.Event) { w.cfg.OnOutcome(viewOf(j)) }
 }
 
 // watchQueues starts a runtime for each queue created while the worker

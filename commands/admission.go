@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Admission decides which pending jobs of one queue with limits take its
@@ -19,7 +19,7 @@ import (
 // the oldest first within a user, skipping users at their own limit.
 type Admission struct {
 	Queue   string
-	Limits  streams.QueueLimits
+	Limits  domain.QueueLimits
 	jobs    map[string]*slotJob
 	users   map[string]*userSlots
 	ring    []string // users with pending jobs, in turn
@@ -38,10 +38,10 @@ func SlotUser(namespace, user string) string { return namespace + "/" + user }
 type Slot struct {
 	ID      string
 	User    string // SlotUser
-	State   streams.State
+	State   domain.State
 	Created time.Time
-	Hold    *streams.Hold // why it waits, as its record says (job.pending)
-	Seq     uint64        // the event that gave it this state: an older one is ignored (0: take it)
+	Hold    *domain.Hold // why it waits, as its record says (job.pending)
+	Seq     uint64       // the event that gave it this state: an older one is ignored (0: take it)
 }
 
 type slotJob struct {
@@ -63,7 +63,7 @@ type userSlots struct {
 }
 
 // NewAdmission returns an empty admission for queue with limits l.
-func NewAdmission(queue string, l streams.QueueLimits) *Admission {
+func NewAdmission(queue string, l domain.QueueLimits) *Admission {
 	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}}
 }
 
@@ -72,7 +72,7 @@ func holdsSlot(j *slotJob) bool {
 		return true
 	}
 	switch j.State {
-	case streams.StateQueued, streams.StateClaimed, streams.StateRunning:
+	case domain.StateQueued, domain.StateClaimed, domain.StateRunning:
 		return true
 	}
 	return false
@@ -91,7 +91,7 @@ func (a *Admission) user(name string) *userSlots {
 func (a *Admission) Observe(s Slot) {
 	j := a.jobs[s.ID]
 	if j == nil {
-		if s.State.Terminal() || s.State == streams.StateNew {
+		if s.State.Terminal() || s.State == domain.StateNew {
 			return
 		}
 		j = &slotJob{Slot: Slot{ID: s.ID, User: s.User, Created: s.Created}}
@@ -104,10 +104,10 @@ func (a *Admission) Observe(s Slot) {
 		j.Seq = s.Seq
 	}
 	u := a.user(j.User)
-	held, pending := holdsSlot(j), j.State == streams.StatePending && !j.admitting
+	held, pending := holdsSlot(j), j.State == domain.StatePending && !j.admitting
 	j.admitting = false // whatever was being written, the log now says where the job is
 	j.State = s.State
-	if s.State != streams.StatePending {
+	if s.State != domain.StatePending {
 		j.Hold = nil
 	} else if s.Hold != nil {
 		j.Hold = s.Hold
@@ -124,7 +124,7 @@ func (a *Admission) Observe(s Slot) {
 			u.holding--
 		}
 	}
-	switch nowPending := s.State == streams.StatePending; {
+	switch nowPending := s.State == domain.StatePending; {
 	case nowPending && !pending:
 		a.enqueue(u, j)
 		j.since = time.Now()
@@ -142,7 +142,7 @@ func (a *Admission) Observe(s Slot) {
 func (a *Admission) Queued() []string {
 	var out []string
 	for id, j := range a.jobs {
-		if j.State == streams.StateQueued && !j.admitting {
+		if j.State == domain.StateQueued && !j.admitting {
 			out = append(out, id)
 		}
 	}
@@ -153,8 +153,8 @@ func (a *Admission) Queued() []string {
 func (a *Admission) Known(id string) bool { return a.jobs[id] != nil }
 
 // SetHold records why a pending job waits, as its record now says.
-func (a *Admission) SetHold(id string, h *streams.Hold) {
-	if j := a.jobs[id]; j != nil && j.State == streams.StatePending {
+func (a *Admission) SetHold(id string, h *domain.Hold) {
+	if j := a.jobs[id]; j != nil && j.State == domain.StatePending {
 		j.Hold = h
 	}
 }
@@ -181,7 +181,7 @@ func (a *Admission) enqueue(u *userSlots, j *slotJob) {
 }
 
 // waiting reports whether j is one of its user's pending jobs to admit.
-func waiting(j *slotJob) bool { return j.State == streams.StatePending && !j.admitting }
+func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
 
 // Next picks the pending jobs that take the queue's free slots now, marks
 // them admitting (they hold their slots from here) and returns their ids,
@@ -265,11 +265,11 @@ func (a *Admission) Settled(id string, written bool) {
 	}
 	j.admitting = false
 	u := a.user(j.User)
-	if j.State != streams.StateQueued && j.State != streams.StateClaimed && j.State != streams.StateRunning {
+	if j.State != domain.StateQueued && j.State != domain.StateClaimed && j.State != domain.StateRunning {
 		a.holding--
 		u.holding--
 	}
-	if j.State == streams.StatePending {
+	if j.State == domain.StatePending {
 		a.enqueue(u, j)
 	}
 }
@@ -277,7 +277,7 @@ func (a *Admission) Settled(id string, written bool) {
 // Hold is a pending job to record why it waits (job.pending).
 type Hold struct {
 	ID   string
-	Hold streams.Hold
+	Hold domain.Hold
 }
 
 // Holds returns the jobs that have been pending for HoldAfter (as of
@@ -308,24 +308,24 @@ func (a *Admission) Holds(now time.Time) []Hold {
 // reason is the limit that holds pending job j now (its user's, if the
 // user is at it; else the queue's); false if a slot is free for it (its
 // turn comes at the next Next).
-func (a *Admission) reason(j *slotJob, now time.Time) (streams.Hold, bool) {
+func (a *Admission) reason(j *slotJob, now time.Time) (domain.Hold, bool) {
 	// A user at their own limit waits for one of their own jobs, whatever
 	// the queue: that is the reason to tell.
 	switch {
 	case a.Limits.MaxRunningPerUser > 0 && a.user(j.User).holding >= a.Limits.MaxRunningPerUser:
-		return streams.Hold{Limit: streams.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}, true
+		return domain.Hold{Limit: domain.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}, true
 	case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
-		return streams.Hold{Limit: streams.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
+		return domain.Hold{Limit: domain.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
 	}
-	return streams.Hold{}, false
+	return domain.Hold{}, false
 }
 
 // Reason is the limit that holds pending job id now, since when it has
 // been pending; false if id is not pending here or nothing holds it.
-func (a *Admission) Reason(id string) (streams.Hold, bool) {
+func (a *Admission) Reason(id string) (domain.Hold, bool) {
 	j := a.jobs[id]
 	if j == nil || !waiting(j) {
-		return streams.Hold{}, false
+		return domain.Hold{}, false
 	}
 	h, ok := a.reason(j, j.since)
 	return h, ok
@@ -403,7 +403,7 @@ func (a *Admission) Counts() Counts {
 // CountSlots counts the slots of a queue's jobs as the log gives them,
 // the way Admission does: replay --verify compares it with a live one.
 func CountSlots(jobs []Slot) Counts {
-	a := NewAdmission("", streams.QueueLimits{})
+	a := NewAdmission("", domain.QueueLimits{})
 	for _, s := range jobs {
 		a.Observe(s)
 	}

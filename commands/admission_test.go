@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 var t0 = time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
@@ -15,7 +15,7 @@ func pend(a *commands.Admission, user string, n int, from int) []string {
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("%s-%04d", user, from+i)
-		a.Observe(commands.Slot{ID: id, User: user, State: streams.StatePending, Created: t0.Add(time.Duration(from+i) * time.Millisecond)})
+		a.Observe(commands.Slot{ID: id, User: user, State: domain.StatePending, Created: t0.Add(time.Duration(from+i) * time.Millisecond)})
 		ids = append(ids, id)
 	}
 	return ids
@@ -26,13 +26,13 @@ func pend(a *commands.Admission, user string, n int, from int) []string {
 func run(a *commands.Admission, ids []string) {
 	for _, id := range ids {
 		a.Settled(id, true)
-		a.Observe(commands.Slot{ID: id, State: streams.StateQueued})
-		a.Observe(commands.Slot{ID: id, State: streams.StateRunning})
+		a.Observe(commands.Slot{ID: id, State: domain.StateQueued})
+		a.Observe(commands.Slot{ID: id, State: domain.StateRunning})
 	}
 }
 
 func TestAdmissionIsFairAcrossUsers(t *testing.T) {
-	a := commands.NewAdmission("q", streams.QueueLimits{MaxRunning: 4})
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 4})
 	pend(a, "big", 1000, 0)
 	small := pend(a, "small", 3, 1000)
 	got := a.Next()
@@ -44,10 +44,10 @@ func TestAdmissionIsFairAcrossUsers(t *testing.T) {
 		t.Fatalf("admitted %v with every slot held", n)
 	}
 	// One slot frees at a time: small's last job comes within two slots.
-	a.Observe(commands.Slot{ID: got[0], State: streams.StateSucceeded})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StateSucceeded})
 	n1 := a.Next()
 	run(a, n1)
-	a.Observe(commands.Slot{ID: got[1], State: streams.StateFailed})
+	a.Observe(commands.Slot{ID: got[1], State: domain.StateFailed})
 	n2 := a.Next()
 	if len(n1) != 1 || len(n2) != 1 || (n1[0] != small[2] && n2[0] != small[2]) {
 		t.Fatalf("after two slots freed: %v then %v; want small's last job among them", n1, n2)
@@ -59,7 +59,7 @@ func TestAdmissionIsFairAcrossUsers(t *testing.T) {
 }
 
 func TestAdmissionPerUserLimit(t *testing.T) {
-	a := commands.NewAdmission("q", streams.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2})
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2})
 	for _, u := range []string{"a", "b", "c"} {
 		pend(a, u, 30, 0)
 	}
@@ -87,9 +87,9 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	// A user at their own limit (2) is told so; the others, that the
 	// queue is full.
 	for _, h := range holds {
-		want := streams.Hold{Limit: streams.LimitQueue, Max: 4}
+		want := domain.Hold{Limit: domain.LimitQueue, Max: 4}
 		if per[h.ID[0]] == 2 {
-			want = streams.Hold{Limit: streams.LimitUser, Max: 2}
+			want = domain.Hold{Limit: domain.LimitUser, Max: 2}
 		}
 		if h.Hold.Limit != want.Limit || h.Hold.Max != want.Max {
 			t.Fatalf("hold of %s %+v: want %+v (its user holds %d)", h.ID, h.Hold, want, per[h.ID[0]])
@@ -118,14 +118,14 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 }
 
 func TestAdmissionSlotsAndStates(t *testing.T) {
-	a := commands.NewAdmission("q", streams.QueueLimits{MaxRunning: 1})
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 1})
 	ids := pend(a, "u", 3, 0)
 	first := a.Next()
 	if len(first) != 1 || first[0] != ids[0] {
 		t.Fatalf("admitted %v", first)
 	}
 	// The admission lost its race (a cancel came first): the slot is given back.
-	a.Observe(commands.Slot{ID: ids[0], State: streams.StateCancelled})
+	a.Observe(commands.Slot{ID: ids[0], State: domain.StateCancelled})
 	a.Settled(ids[0], false)
 	if c := a.Counts(); c.Holding != 0 || c.Pending != 2 {
 		t.Fatalf("after a refused admission: %+v", c)
@@ -142,32 +142,32 @@ func TestAdmissionSlotsAndStates(t *testing.T) {
 	// A retry after backoff (scheduled) and a waiting parent hold none.
 	got := a.Next()
 	run(a, got)
-	a.Observe(commands.Slot{ID: got[0], State: streams.StateScheduled})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StateScheduled})
 	if a.Counts().Holding != 0 {
 		t.Fatal("a job waiting for its retry holds a slot")
 	}
 	next := a.Next()
 	run(a, next)
-	a.Observe(commands.Slot{ID: next[0], State: streams.StateWaiting})
+	a.Observe(commands.Slot{ID: next[0], State: domain.StateWaiting})
 	if a.Counts().Holding != 0 {
 		t.Fatal("a waiting parent holds a slot")
 	}
 	// The retry comes due: pending again, and admitted.
-	a.Observe(commands.Slot{ID: got[0], State: streams.StatePending})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StatePending})
 	if n := a.Next(); len(n) != 1 || n[0] != got[0] {
 		t.Fatalf("the due retry: %v", n)
 	}
 	// Requeued (lease lost, worker shut down): it keeps its slot.
-	a.Observe(commands.Slot{ID: got[0], State: streams.StateQueued})
-	a.Observe(commands.Slot{ID: got[0], State: streams.StateRunning})
-	a.Observe(commands.Slot{ID: got[0], State: streams.StateQueued})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StateQueued})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StateRunning})
+	a.Observe(commands.Slot{ID: got[0], State: domain.StateQueued})
 	if c := a.Counts(); c.Holding != 1 {
 		t.Fatalf("requeued job: holding %d, want 1", c.Holding)
 	}
 }
 
 func TestAdmissionPositionRoundRobin(t *testing.T) {
-	a := commands.NewAdmission("q", streams.QueueLimits{MaxRunning: 1})
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 1})
 	x := pend(a, "x", 5, 0)
 	y := pend(a, "y", 2, 10)
 	// Turns: x0 y0 x1 y1 x2 x3 x4.
@@ -185,7 +185,7 @@ func TestAdmissionPositionRoundRobin(t *testing.T) {
 		}
 		order = append(order, n[0])
 		run(a, n)
-		a.Observe(commands.Slot{ID: n[0], State: streams.StateSucceeded})
+		a.Observe(commands.Slot{ID: n[0], State: domain.StateSucceeded})
 	}
 	for i, id := range order {
 		if want[id] != i {
@@ -195,7 +195,7 @@ func TestAdmissionPositionRoundRobin(t *testing.T) {
 }
 
 func TestCheckLimitsAndUser(t *testing.T) {
-	for _, l := range []streams.QueueLimits{{MaxRunning: -1}, {MaxRunningPerUser: -1}, {MaxRunning: commands.MaxLimit + 1}} {
+	for _, l := range []domain.QueueLimits{{MaxRunning: -1}, {MaxRunningPerUser: -1}, {MaxRunning: commands.MaxLimit + 1}} {
 		if err := commands.CheckLimits(l); err == nil {
 			t.Errorf("CheckLimits(%+v) = nil", l)
 		}

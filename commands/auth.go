@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Access control: who may do what. A token belongs to one namespace (or,
@@ -128,7 +128,7 @@ func NewToken() (id, token, hash string, err error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", "", err
 	}
-	id = streams.NewID()
+	id = domain.NewID()
 	secret := base64.RawURLEncoding.EncodeToString(b[:])
 	return id, TokenPrefix + id + "_" + secret, HashSecret(secret), nil
 }
@@ -148,7 +148,7 @@ func ParseToken(tok string) (id, secret string, err error) {
 	}
 	rest := tok[len(TokenPrefix):]
 	id, secret = rest[:tokenIDLen], rest[tokenIDLen+1:]
-	if rest[tokenIDLen] != '_' || !streams.ValidID(id) {
+	if rest[tokenIDLen] != '_' || !domain.ValidID(id) {
 		return "", "", bad
 	}
 	for i := 0; i < len(secret); i++ {
@@ -164,7 +164,7 @@ func ParseToken(tok string) (id, secret string, err error) {
 // now: nil if it is the token's and the token is neither revoked nor
 // expired; otherwise ErrUnauthenticated (the hash is compared in constant
 // time).
-func CheckToken(rec *streams.TokenRecord, secret string, now time.Time) error {
+func CheckToken(rec *domain.TokenRecord, secret string, now time.Time) error {
 	if rec == nil {
 		return fmt.Errorf("unknown token: %w", ErrUnauthenticated)
 	}
@@ -227,29 +227,29 @@ func (s TokenSpec) Check() error {
 }
 
 // CreateToken decides a token's creation.
-func CreateToken(id, hash string, s TokenSpec, actor string, now time.Time) (*streams.Event, error) {
+func CreateToken(id, hash string, s TokenSpec, actor string, now time.Time) (*domain.Event, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	ch := &streams.TokenChange{ID: id, Name: s.Name, Namespace: s.Namespace, Role: string(s.Role), Hash: hash}
+	ch := &domain.TokenChange{ID: id, Name: s.Name, Namespace: s.Namespace, Role: string(s.Role), Hash: hash}
 	if s.TTL > 0 {
 		ch.ExpiresAt = now.Add(s.TTL)
 	}
-	return &streams.Event{Type: streams.EvTokenCreated, JobID: id, Time: now, Actor: actor, Level: streams.LevelInfo,
+	return &domain.Event{Type: domain.EvTokenCreated, JobID: id, Time: now, Actor: actor, Level: domain.LevelInfo,
 		Message: fmt.Sprintf("token %q (%s, namespace %s) created", s.Name, s.Role, s.Namespace), Token: ch}, nil
 }
 
 // RevokeToken decides a token's revocation: ErrUnknownToken if there is
 // none, nil and no event if it is revoked already.
-func RevokeToken(cur *streams.TokenRecord, id, actor string, now time.Time) (*streams.Event, error) {
+func RevokeToken(cur *domain.TokenRecord, id, actor string, now time.Time) (*domain.Event, error) {
 	if cur == nil {
 		return nil, fmt.Errorf("token %s: %w", id, ErrUnknownToken)
 	}
 	if cur.Revoked {
 		return nil, nil
 	}
-	return &streams.Event{Type: streams.EvTokenRevoked, JobID: id, Time: now, Actor: actor, Level: streams.LevelInfo,
-		Message: fmt.Sprintf("token %q revoked", cur.Name), Token: &streams.TokenChange{ID: id}}, nil
+	return &domain.Event{Type: domain.EvTokenRevoked, JobID: id, Time: now, Actor: actor, Level: domain.LevelInfo,
+		Message: fmt.Sprintf("token %q revoked", cur.Name), Token: &domain.TokenChange{ID: id}}, nil
 }
 
 // ErrUserNotAllowed: a submit that names another user than the token's

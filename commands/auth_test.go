@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 func TestRoles(t *testing.T) {
@@ -46,25 +46,25 @@ func TestTokenRoundTrip(t *testing.T) {
 		t.Fatalf("parse: %q %v", gotID, err)
 	}
 	now := time.Now()
-	rec := &streams.TokenRecord{ID: id, Hash: hash}
+	rec := &domain.TokenRecord{ID: id, Hash: hash}
 	if err := CheckToken(rec, secret, now); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
-		rec    *streams.TokenRecord
+		rec    *domain.TokenRecord
 		secret string
 	}{
 		"unknown":  {nil, secret},
 		"wrong":    {rec, strings.Repeat("A", 43)},
-		"revoked":  {&streams.TokenRecord{ID: id, Hash: hash, Revoked: true}, secret},
-		"expired":  {&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now}, secret},
-		"past due": {&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(-time.Hour)}, secret},
+		"revoked":  {&domain.TokenRecord{ID: id, Hash: hash, Revoked: true}, secret},
+		"expired":  {&domain.TokenRecord{ID: id, Hash: hash, ExpiresAt: now}, secret},
+		"past due": {&domain.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(-time.Hour)}, secret},
 	} {
 		if err := CheckToken(c.rec, c.secret, now); !errors.Is(err, ErrUnauthenticated) || !errors.Is(err, ErrDenied) {
 			t.Errorf("%s: %v, want ErrUnauthenticated", name, err)
 		}
 	}
-	if err := CheckToken(&streams.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(time.Second)}, secret, now); err != nil {
+	if err := CheckToken(&domain.TokenRecord{ID: id, Hash: hash, ExpiresAt: now.Add(time.Second)}, secret, now); err != nil {
 		t.Errorf("a token before its expiry: %v", err)
 	}
 }
@@ -110,10 +110,10 @@ func FuzzParseToken(f *testing.F) {
 			}
 			return
 		}
-		if s != TokenPrefix+id+"_"+secret || !streams.ValidID(id) || len(secret) != 43 {
+		if s != TokenPrefix+id+"_"+secret || !domain.ValidID(id) || len(secret) != 43 {
 			t.Fatalf("%q accepted as %q %q", s, id, secret)
 		}
-		if CheckToken(&streams.TokenRecord{ID: id, Hash: HashSecret(secret + "x")}, secret, time.Now()) == nil {
+		if CheckToken(&domain.TokenRecord{ID: id, Hash: HashSecret(secret + "x")}, secret, time.Now()) == nil {
 			t.Fatal("a wrong hash matched")
 		}
 	})

@@ -7,22 +7,22 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // event builds an event that moves j to `to`, checked against Lifecycle.
-func event(j *streams.Job, typ string, to streams.State, actor string, now time.Time) (*streams.Event, error) {
+func event(j *domain.Job, typ string, to domain.State, actor string, now time.Time) (*domain.Event, error) {
 	if err := Check(j.ID, j.State, to, typ); err != nil {
 		return nil, err
 	}
-	return &streams.Event{Type: typ, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
-		Level: streams.LevelInfo, From: j.State, To: to}, nil
+	return &domain.Event{Type: typ, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: domain.LevelInfo, From: j.State, To: to}, nil
 }
 
 // Start records that worker started running j under the lease of the work
 // item at queue stream sequence lease. It begins a new attempt.
-func Start(j *streams.Job, worker string, lease uint64, now time.Time) (*streams.Event, error) {
-	ev, err := event(j, streams.EvStarted, streams.StateRunning, worker, now)
+func Start(j *domain.Job, worker string, lease uint64, now time.Time) (*domain.Event, error) {
+	ev, err := event(j, domain.EvStarted, domain.StateRunning, worker, now)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +32,8 @@ func Start(j *streams.Job, worker string, lease uint64, now time.Time) (*streams
 }
 
 // Claim records that a worker (over HTTP) claimed j without starting it yet.
-func Claim(j *streams.Job, worker string, lease uint64, now time.Time) (*streams.Event, error) {
-	ev, err := event(j, streams.EvClaimed, streams.StateClaimed, worker, now)
+func Claim(j *domain.Job, worker string, lease uint64, now time.Time) (*domain.Event, error) {
+	ev, err := event(j, domain.EvClaimed, domain.StateClaimed, worker, now)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +42,8 @@ func Claim(j *streams.Job, worker string, lease uint64, now time.Time) (*streams
 }
 
 // Succeed records the result of a finished job.
-func Succeed(j *streams.Job, result []byte, actor string, now time.Time) (*streams.Event, error) {
-	ev, err := event(j, streams.EvSucceeded, streams.StateSucceeded, actor, now)
+func Succeed(j *domain.Job, result []byte, actor string, now time.Time) (*domain.Event, error) {
+	ev, err := event(j, domain.EvSucceeded, domain.StateSucceeded, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -55,31 +55,31 @@ func Succeed(j *streams.Job, result []byte, actor string, now time.Time) (*strea
 // (scheduled, or queued when the delay is zero) while retries are left and
 // the error is retryable, else failed for good. jitter is a number in [0,1)
 // that spreads the delay; pass rand.Float64().
-func Fail(j *streams.Job, jerr streams.JobError, retryable bool, actor string, now time.Time, jitter float64) (*streams.Event, error) {
-	if j.State == streams.StateRunning && retryable && j.Retries < j.Spec.MaxRetries && shouldRetry(&j.Spec, jerr.Code) {
+func Fail(j *domain.Job, jerr domain.JobError, retryable bool, actor string, now time.Time, jitter float64) (*domain.Event, error) {
+	if j.State == domain.StateRunning && retryable && j.Retries < j.Spec.MaxRetries && shouldRetry(&j.Spec, jerr.Code) {
 		delay := RetryDelay(&j.Spec, j.Retries+1, jitter)
-		ev, err := delayed(j, streams.EvRetryScheduled, delay, actor, now)
+		ev, err := delayed(j, domain.EvRetryScheduled, delay, actor, now)
 		if err != nil {
 			return nil, err
 		}
-		ev.Level = streams.LevelWarning
+		ev.Level = domain.LevelWarning
 		ev.Error = &jerr
 		ev.Message = jerr.Message
 		return ev, nil
 	}
-	ev, err := event(j, streams.EvFailed, streams.StateFailed, actor, now)
+	ev, err := event(j, domain.EvFailed, domain.StateFailed, actor, now)
 	if err != nil {
 		return nil, err
 	}
-	ev.Level = streams.LevelError
+	ev.Level = domain.LevelError
 	ev.Error = &jerr
 	ev.Message = jerr.Message
 	return ev, nil
 }
 
 // RetryLater puts a running job back for delay without using up a retry.
-func RetryLater(j *streams.Job, delay time.Duration, reason, actor string, now time.Time) (*streams.Event, error) {
-	ev, err := delayed(j, streams.EvRetryLater, delay, actor, now)
+func RetryLater(j *domain.Job, delay time.Duration, reason, actor string, now time.Time) (*domain.Event, error) {
+	ev, err := delayed(j, domain.EvRetryLater, delay, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -88,10 +88,10 @@ func RetryLater(j *streams.Job, delay time.Duration, reason, actor string, now t
 	return ev, nil
 }
 
-func delayed(j *streams.Job, typ string, delay time.Duration, actor string, now time.Time) (*streams.Event, error) {
-	to := streams.StateQueued
+func delayed(j *domain.Job, typ string, delay time.Duration, actor string, now time.Time) (*domain.Event, error) {
+	to := domain.StateQueued
 	if delay > 0 {
-		to = streams.StateScheduled
+		to = domain.StateScheduled
 	}
 	ev, err := event(j, typ, to, actor, now)
 	if err != nil {
@@ -105,14 +105,14 @@ func delayed(j *streams.Job, typ string, delay time.Duration, actor string, now 
 
 // Cancel cancels j from any state that is not terminal. For a terminal job
 // it returns an error matching ErrTerminal: the caller writes nothing.
-func Cancel(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+func Cancel(j *domain.Job, reason, actor string, now time.Time) (*domain.Event, error) {
 	if err := CheckReason("reason", reason); err != nil {
 		return nil, err
 	}
 	if j.State.Terminal() {
-		return nil, &TransitionError{JobID: j.ID, Event: streams.EvCancelled, From: j.State, To: streams.StateCancelled}
+		return nil, &TransitionError{JobID: j.ID, Event: domain.EvCancelled, From: j.State, To: domain.StateCancelled}
 	}
-	ev, err := event(j, streams.EvCancelled, streams.StateCancelled, actor, now)
+	ev, err := event(j, domain.EvCancelled, domain.StateCancelled, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +122,11 @@ func Cancel(j *streams.Job, reason, actor string, now time.Time) (*streams.Event
 
 // Requeue gives a claimed or running job back to its queue at once (a worker
 // shutting down).
-func Requeue(j *streams.Job, reason, actor string, now time.Time) (*streams.Event, error) {
+func Requeue(j *domain.Job, reason, actor string, now time.Time) (*domain.Event, error) {
 	if err := CheckReason("reason", reason); err != nil {
 		return nil, err
 	}
-	ev, err := event(j, streams.EvRequeued, streams.StateQueued, actor, now)
+	ev, err := event(j, domain.EvRequeued, domain.StateQueued, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -136,55 +136,55 @@ func Requeue(j *streams.Job, reason, actor string, now time.Time) (*streams.Even
 
 // LeaseLost decides what happens to a claimed or running job whose lease
 // expired: requeued, or failed once it lost MaxLeaseRequeues leases.
-func LeaseLost(j *streams.Job, actor string, now time.Time) (*streams.Event, error) {
+func LeaseLost(j *domain.Job, actor string, now time.Time) (*domain.Event, error) {
 	if j.LeaseRequeues >= j.Spec.MaxLeaseRequeues {
-		ev, err := event(j, streams.EvLeaseExpired, streams.StateFailed, actor, now)
+		ev, err := event(j, domain.EvLeaseExpired, domain.StateFailed, actor, now)
 		if err != nil {
 			return nil, err
 		}
-		ev.Level = streams.LevelError
-		ev.Error = &streams.JobError{Code: "LEASE_EXPIRED", Message: "lease expired and the job was requeued the maximum number of times"}
+		ev.Level = domain.LevelError
+		ev.Error = &domain.JobError{Code: "LEASE_EXPIRED", Message: "lease expired and the job was requeued the maximum number of times"}
 		ev.Message = ev.Error.Message
 		return ev, nil
 	}
-	ev, err := event(j, streams.EvLeaseExpiredRequeue, streams.StateQueued, actor, now)
+	ev, err := event(j, domain.EvLeaseExpiredRequeue, domain.StateQueued, actor, now)
 	if err != nil {
 		return nil, err
 	}
-	ev.Level = streams.LevelWarning
+	ev.Level = domain.LevelWarning
 	ev.Message = "lease expired: the worker stopped renewing it"
 	return ev, nil
 }
 
 // Due moves a scheduled job to its queue, or, in a queue with limits
 // (limited), to pending, where it waits for a slot.
-func Due(j *streams.Job, limited bool, actor string, now time.Time) (*streams.Event, error) {
+func Due(j *domain.Job, limited bool, actor string, now time.Time) (*domain.Event, error) {
 	if limited {
-		ev, err := event(j, streams.EvPending, streams.StatePending, actor, now)
+		ev, err := event(j, domain.EvPending, domain.StatePending, actor, now)
 		if err != nil {
 			return nil, err
 		}
 		ev.Message = "due; waits for a slot of queue " + j.Spec.Queue
 		return ev, nil
 	}
-	return event(j, streams.EvDue, streams.StateQueued, actor, now)
+	return event(j, domain.EvDue, domain.StateQueued, actor, now)
 }
 
 // Progress records a handler's progress on j. It does not move the job.
-func Progress(j *streams.Job, p streams.Progress, actor string, now time.Time) (*streams.Event, error) {
-	if err := Check(j.ID, j.State, j.State, streams.EvProgress); err != nil {
+func Progress(j *domain.Job, p domain.Progress, actor string, now time.Time) (*domain.Event, error) {
+	if err := Check(j.ID, j.State, j.State, domain.EvProgress); err != nil {
 		return nil, err
 	}
 	if err := CheckProgress(p.Current, p.Total, p.Message); err != nil {
 		return nil, err
 	}
-	return &streams.Event{Type: streams.EvProgress, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
-		Level: streams.LevelInfo, Message: p.Message, Progress: &p}, nil
+	return &domain.Event{Type: domain.EvProgress, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: domain.LevelInfo, Message: p.Message, Progress: &p}, nil
 }
 
 // RetryDelay is the backoff before retry n (1-based):
 // min(base*2^(n-1), cap), spread by +-jitter*delay. u is in [0,1).
-func RetryDelay(s *streams.Spec, n int, u float64) time.Duration {
+func RetryDelay(s *domain.Spec, n int, u float64) time.Duration {
 	if s.Backoff <= 0 || n < 1 {
 		return 0
 	}
@@ -204,7 +204,7 @@ func RetryDelay(s *streams.Spec, n int, u float64) time.Duration {
 // Jitter returns a random number for RetryDelay.
 func Jitter() float64 { return rand.Float64() }
 
-func shouldRetry(s *streams.Spec, code string) bool {
+func shouldRetry(s *domain.Spec, code string) bool {
 	if code != "" && slices.Contains(s.NoRetryOn, code) {
 		return false
 	}
@@ -219,7 +219,7 @@ func shouldRetry(s *streams.Spec, code string) bool {
 // whose identity is their worker id. A report on a terminal job is refused
 // for the job's state, whoever sends it: a *TransitionError (ErrTerminal),
 // which names that state.
-func CheckHolder(j *streams.Job, worker string) error {
+func CheckHolder(j *domain.Job, worker string) error {
 	if Held(j) && j.Worker == worker {
 		return nil
 	}
@@ -232,7 +232,7 @@ func CheckHolder(j *streams.Job, worker string) error {
 // CheckClaimant returns ErrNotClaimant unless j is claimed or running under
 // the lease of worker's work item in the given attempt: the guard that keeps
 // a zombie worker (one whose lease went to another) from changing the job.
-func CheckClaimant(j *streams.Job, worker string, lease uint64, attempt int) error {
+func CheckClaimant(j *domain.Job, worker string, lease uint64, attempt int) error {
 	if Held(j) && j.Worker == worker && j.LeaseItem == lease && j.Attempt == attempt {
 		return nil
 	}
@@ -244,10 +244,10 @@ func CheckClaimant(j *streams.Job, worker string, lease uint64, attempt int) err
 
 // Emit records a handler's own event (name, level, message, fields) on j. It
 // does not move the job.
-func Emit(j *streams.Job, name, level, message string, fields map[string]any, actor string, now time.Time) (*streams.Event, error) {
-	if err := Check(j.ID, j.State, j.State, streams.EvCustom); err != nil {
+func Emit(j *domain.Job, name, level, message string, fields map[string]any, actor string, now time.Time) (*domain.Event, error) {
+	if err := Check(j.ID, j.State, j.State, domain.EvCustom); err != nil {
 		return nil, err
 	}
-	return &streams.Event{Type: streams.EvCustom, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+	return &domain.Event{Type: domain.EvCustom, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
 		Name: name, Level: level, Message: message, Fields: fields}, nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // The lifecycle diagram in docs/architecture.md draws commands.Lifecycle:
@@ -39,8 +39,8 @@ func TestDiagramDrawsTheLifecycle(t *testing.T) {
 		drawn = append(drawn, m[1]+" -> "+m[2])
 	}
 	var table []string
-	name := func(s streams.State) string {
-		if s == streams.StateNew {
+	name := func(s domain.State) string {
+		if s == domain.StateNew {
 			return "[*]"
 		}
 		return string(s)
@@ -48,7 +48,7 @@ func TestDiagramDrawsTheLifecycle(t *testing.T) {
 	for _, tr := range commands.Lifecycle {
 		table = append(table, name(tr.From)+" -> "+name(tr.To))
 	}
-	for _, s := range streams.States {
+	for _, s := range domain.States {
 		if s.Terminal() {
 			table = append(table, name(s)+" -> [*]")
 		}

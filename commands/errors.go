@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Sentinel errors. Match them with errors.Is; the concrete errors below carry
@@ -21,7 +21,7 @@ var (
 	// error that wraps it says what was looked for.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: another writer changed the job first; re-read and retry.
-	ErrConflict = streams.ErrConflict
+	ErrConflict = domain.ErrConflict
 	// ErrStale: the record already says what the command would record
 	// (e.g. fan-in counts up to a later piece event): nothing to write.
 	ErrStale = errors.New("stale: the record is ahead")
@@ -34,8 +34,8 @@ var (
 type TransitionError struct {
 	JobID string
 	Event string
-	From  streams.State
-	To    streams.State
+	From  domain.State
+	To    domain.State
 }
 
 func (e *TransitionError) Error() string {

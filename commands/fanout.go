@@ -6,21 +6,21 @@ import (
 	"math"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // MaxFanout bounds the pieces of one fan-out.
 const MaxFanout = 1_000_000
 
 // CheckPlan validates a fan-out plan and fills in its default policy.
-func CheckPlan(p *streams.FanoutPlan) error {
+func CheckPlan(p *domain.FanoutPlan) error {
 	switch p.Kind {
-	case streams.FanoutChildren:
-	case streams.FanoutBatches:
-		if !streams.ValidType(p.BatchType) {
+	case domain.FanoutChildren:
+	case domain.FanoutBatches:
+		if !domain.ValidType(p.BatchType) {
 			return inputErr("batch_type", "%q is not a job type", p.BatchType)
 		}
-		if !streams.ValidQueue(p.BatchQueue) {
+		if !domain.ValidQueue(p.BatchQueue) {
 			return inputErr("batch_queue", "%q is not a queue name", p.BatchQueue)
 		}
 	default:
@@ -31,9 +31,9 @@ func CheckPlan(p *streams.FanoutPlan) error {
 	}
 	switch p.Policy {
 	case "":
-		p.Policy = streams.PolicyAll
-	case streams.PolicyAll, streams.PolicyFailFast:
-	case streams.PolicyTolerate:
+		p.Policy = domain.PolicyAll
+	case domain.PolicyAll, domain.PolicyFailFast:
+	case domain.PolicyTolerate:
 		if p.MaxFailureRatio < 0 || p.MaxFailureRatio > 1 || math.IsNaN(p.MaxFailureRatio) {
 			return inputErr("max_failure_ratio", "%v: want 0 to 1", p.MaxFailureRatio)
 		}
@@ -45,11 +45,11 @@ func CheckPlan(p *streams.FanoutPlan) error {
 
 // Wait records that a running coordinator deferred its outcome to the
 // pieces of plan (running -> waiting).
-func Wait(j *streams.Job, plan streams.FanoutPlan, actor string, now time.Time) (*streams.Event, error) {
+func Wait(j *domain.Job, plan domain.FanoutPlan, actor string, now time.Time) (*domain.Event, error) {
 	if err := CheckPlan(&plan); err != nil {
 		return nil, err
 	}
-	ev, err := event(j, streams.EvWaiting, streams.StateWaiting, actor, now)
+	ev, err := event(j, domain.EvWaiting, domain.StateWaiting, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -61,29 +61,29 @@ func Wait(j *streams.Job, plan streams.FanoutPlan, actor string, now time.Time) 
 // FanIn records a waiting parent's counts so far. It does not move it.
 // Counts never go backwards: counts up to a piece event the record's counts
 // already include are refused with ErrStale.
-func FanIn(j *streams.Job, c streams.FanoutCounts, actor string, now time.Time) (*streams.Event, error) {
-	if err := Check(j.ID, j.State, j.State, streams.EvFanIn); err != nil {
+func FanIn(j *domain.Job, c domain.FanoutCounts, actor string, now time.Time) (*domain.Event, error) {
+	if err := Check(j.ID, j.State, j.State, domain.EvFanIn); err != nil {
 		return nil, err
 	}
 	if j.Fanout != nil && c.UpTo <= j.Fanout.Counts.UpTo {
 		return nil, fmt.Errorf("job %s counts up to piece event %d, not %d: %w", j.ID, j.Fanout.Counts.UpTo, c.UpTo, ErrStale)
 	}
-	return &streams.Event{Type: streams.EvFanIn, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
-		Level: streams.LevelInfo, Counts: &c}, nil
+	return &domain.Event{Type: domain.EvFanIn, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: domain.LevelInfo, Counts: &c}, nil
 }
 
 // Verdict says whether a fan-out is decided by its counts, and how: a
 // fail-fast plan fails at its first unsuccessful piece, a tolerant one once
 // more than its ratio of pieces did not succeed, and every plan once all
 // pieces finished (failing, for "all", if any did not succeed).
-func Verdict(p *streams.FanoutPlan, c streams.FanoutCounts) (done, failed bool) {
+func Verdict(p *domain.FanoutPlan, c domain.FanoutCounts) (done, failed bool) {
 	bad := c.Failed + c.Cancelled
 	switch p.Policy {
-	case streams.PolicyFailFast:
+	case domain.PolicyFailFast:
 		if bad > 0 {
 			return true, true
 		}
-	case streams.PolicyTolerate:
+	case domain.PolicyTolerate:
 		if float64(bad) > p.MaxFailureRatio*float64(p.Total) {
 			return true, true
 		}
@@ -101,17 +101,17 @@ func Verdict(p *streams.FanoutPlan, c streams.FanoutCounts) (done, failed bool) 
 // Summary is a fan-out parent's result: its counts and the most common
 // failure messages.
 type Summary struct {
-	Total     int                  `json:"total"`
-	Succeeded int                  `json:"succeeded"`
-	Failed    int                  `json:"failed"`
-	Cancelled int                  `json:"cancelled"`
-	Errors    []streams.ErrorCount `json:"errors,omitempty"`
+	Total     int                 `json:"total"`
+	Succeeded int                 `json:"succeeded"`
+	Failed    int                 `json:"failed"`
+	Cancelled int                 `json:"cancelled"`
+	Errors    []domain.ErrorCount `json:"errors,omitempty"`
 }
 
 // FinishFanout decides a waiting parent's outcome from its counts, once
 // Verdict says it is decided: job.succeeded with the summary as result, or
 // job.failed with the summary and the most common failure as error.
-func FinishFanout(j *streams.Job, c streams.FanoutCounts, actor string, now time.Time) (*streams.Event, error) {
+func FinishFanout(j *domain.Job, c domain.FanoutCounts, actor string, now time.Time) (*domain.Event, error) {
 	if j.Fanout == nil {
 		return nil, fmt.Errorf("job %s has no fan-out: %w", j.ID, ErrInvalidTransition)
 	}
@@ -128,7 +128,7 @@ func FinishFanout(j *streams.Job, c streams.FanoutCounts, actor string, now time
 		}
 		return ev, err
 	}
-	ev, err := event(j, streams.EvFailed, streams.StateFailed, actor, now)
+	ev, err := event(j, domain.EvFailed, domain.StateFailed, actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +136,8 @@ func FinishFanout(j *streams.Job, c streams.FanoutCounts, actor string, now time
 	if len(c.Errors) > 0 {
 		msg += "; most common: " + c.Errors[0].Message
 	}
-	ev.Level = streams.LevelError
-	ev.Error = &streams.JobError{Code: "FANOUT_FAILED", Message: msg}
+	ev.Level = domain.LevelError
+	ev.Error = &domain.JobError{Code: "FANOUT_FAILED", Message: msg}
 	ev.Message = msg
 	ev.Result = sum
 	ev.Counts = &c
@@ -145,13 +145,13 @@ func FinishFanout(j *streams.Job, c streams.FanoutCounts, actor string, now time
 }
 
 // Stall fails a waiting parent none of whose pieces finished for d.
-func Stall(j *streams.Job, d time.Duration, actor string, now time.Time) (*streams.Event, error) {
-	ev, err := event(j, streams.EvStalled, streams.StateFailed, actor, now)
+func Stall(j *domain.Job, d time.Duration, actor string, now time.Time) (*domain.Event, error) {
+	ev, err := event(j, domain.EvStalled, domain.StateFailed, actor, now)
 	if err != nil {
 		return nil, err
 	}
-	ev.Level = streams.LevelError
-	ev.Error = &streams.JobError{Code: "STALLED", Message: fmt.Sprintf("no piece finished for %s", d)}
+	ev.Level = domain.LevelError
+	ev.Error = &domain.JobError{Code: "STALLED", Message: fmt.Sprintf("no piece finished for %s", d)}
 	ev.Message = ev.Error.Message
 	return ev, nil
 }

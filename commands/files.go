@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Limits of a job's input files.
@@ -136,7 +136,7 @@ func (s *FileSet) Add(n string) error {
 }
 
 // checkFiles checks the files a submit records in the job's spec.
-func checkFiles(files []streams.FileRef) error {
+func checkFiles(files []domain.FileRef) error {
 	names := make([]string, len(files))
 	for i, f := range files {
 		if f.Size < 0 || f.Digest == "" || len(f.Digest) > maxDigestLen {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 
 	"github.com/jetflow/jetflow/commands"
 )
@@ -45,13 +45,13 @@ func TestCheckFileNames(t *testing.T) {
 }
 
 func TestSubmitRecordsFiles(t *testing.T) {
-	good := commands.SubmitRequest{Type: "t", Files: []streams.FileRef{{Name: "a", Size: 1, Digest: "SHA-256=x"}}}
+	good := commands.SubmitRequest{Type: "t", Files: []domain.FileRef{{Name: "a", Size: 1, Digest: "SHA-256=x"}}}
 	spec, err := good.Spec(time.Now())
 	if err != nil || len(spec.Files) != 1 || spec.Files[0] != good.Files[0] {
 		t.Fatalf("spec %+v, %v", spec.Files, err)
 	}
-	for _, f := range []streams.FileRef{{Name: "../a", Digest: "d"}, {Name: "a", Size: -1, Digest: "d"}, {Name: "a"}} {
-		r := commands.SubmitRequest{Type: "t", Files: []streams.FileRef{f}}
+	for _, f := range []domain.FileRef{{Name: "../a", Digest: "d"}, {Name: "a", Size: -1, Digest: "d"}, {Name: "a"}} {
+		r := commands.SubmitRequest{Type: "t", Files: []domain.FileRef{f}}
 		if err := r.Validate(); !errors.Is(err, commands.ErrInvalidInput) {
 			t.Errorf("%+v: %v", f, err)
 		}

@@ -3,7 +3,7 @@ package commands
 import (
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // LeaseGrace is how long after a lease ran out it is judged lost. The
@@ -20,8 +20,8 @@ type Beat struct {
 
 // Held reports whether j is claimed or running: held by a worker under a
 // lease.
-func Held(j *streams.Job) bool {
-	return j.State == streams.StateClaimed || j.State == streams.StateRunning
+func Held(j *domain.Job) bool {
+	return j.State == domain.StateClaimed || j.State == domain.StateRunning
 }
 
 // LeaseLeft is how long the lease of a held job has left at now (negative:
@@ -32,7 +32,7 @@ func Held(j *streams.Job) bool {
 //
 // A redelivery of the job's work item is not such a sign either way: the
 // server redelivers after a restart too, while the holder is alive.
-func LeaseLeft(j *streams.Job, b Beat, lease time.Duration, now time.Time) time.Duration {
+func LeaseLeft(j *domain.Job, b Beat, lease time.Duration, now time.Time) time.Duration {
 	renewed := j.UpdatedAt
 	if b.Holds && b.At.After(renewed) {
 		renewed = b.At
@@ -43,6 +43,6 @@ func LeaseLeft(j *streams.Job, b Beat, lease time.Duration, now time.Time) time.
 // LeaseExpired reports whether j is held and its lease ran out more than
 // LeaseGrace ago: its holder is gone (or frozen), and LeaseLost decides
 // what becomes of the job.
-func LeaseExpired(j *streams.Job, b Beat, lease time.Duration, now time.Time) bool {
+func LeaseExpired(j *domain.Job, b Beat, lease time.Duration, now time.Time) bool {
 	return Held(j) && LeaseLeft(j, b, lease, now) < -LeaseGrace
 }

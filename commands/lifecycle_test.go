@@ -7,31 +7,31 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // allowedMoves is the brief's lifecycle table, written out independently of
 // commands.Lifecycle, so that a change to the table shows up here.
-var allowedMoves = map[streams.State][]streams.State{
-	streams.StateNew:     {streams.StatePending, streams.StateScheduled, streams.StateQueued},
-	streams.StatePending: {streams.StateQueued, streams.StateScheduled, streams.StateFailed, streams.StateCancelled},
+var allowedMoves = map[domain.State][]domain.State{
+	domain.StateNew:     {domain.StatePending, domain.StateScheduled, domain.StateQueued},
+	domain.StatePending: {domain.StateQueued, domain.StateScheduled, domain.StateFailed, domain.StateCancelled},
 	// pending: jetflow's one addition to the brief's table (a due job of a
 	// queue with limits waits for a slot; docs/quotas.md).
-	streams.StateScheduled: {streams.StateQueued, streams.StateCancelled, streams.StatePending},
-	streams.StateQueued:    {streams.StateClaimed, streams.StateRunning, streams.StateCancelled, streams.StateFailed},
-	streams.StateClaimed:   {streams.StateRunning, streams.StateQueued, streams.StateFailed, streams.StateCancelled},
-	streams.StateRunning: {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled, streams.StateScheduled,
-		streams.StateQueued, streams.StateWaiting},
-	streams.StateWaiting:   {streams.StateSucceeded, streams.StateFailed, streams.StateCancelled},
-	streams.StateSucceeded: nil,
-	streams.StateFailed:    nil,
-	streams.StateCancelled: nil,
+	domain.StateScheduled: {domain.StateQueued, domain.StateCancelled, domain.StatePending},
+	domain.StateQueued:    {domain.StateClaimed, domain.StateRunning, domain.StateCancelled, domain.StateFailed},
+	domain.StateClaimed:   {domain.StateRunning, domain.StateQueued, domain.StateFailed, domain.StateCancelled},
+	domain.StateRunning: {domain.StateSucceeded, domain.StateFailed, domain.StateCancelled, domain.StateScheduled,
+		domain.StateQueued, domain.StateWaiting},
+	domain.StateWaiting:   {domain.StateSucceeded, domain.StateFailed, domain.StateCancelled},
+	domain.StateSucceeded: nil,
+	domain.StateFailed:    nil,
+	domain.StateCancelled: nil,
 }
 
 func TestLifecycleEveryPair(t *testing.T) {
-	froms := append([]streams.State{streams.StateNew}, streams.States...)
+	froms := append([]domain.State{domain.StateNew}, domain.States...)
 	for _, from := range froms {
-		for _, to := range streams.States {
+		for _, to := range domain.States {
 			want := false
 			for _, s := range allowedMoves[from] {
 				want = want || s == to
@@ -75,9 +75,9 @@ func TestLifecycleEveryPair(t *testing.T) {
 	}
 }
 
-var eventTypes = []string{streams.EvSubmitted, streams.EvDue, streams.EvClaimed, streams.EvStarted, streams.EvSucceeded,
-	streams.EvFailed, streams.EvCancelled, streams.EvRetryScheduled, streams.EvRetryLater, streams.EvRequeued,
-	streams.EvLeaseExpiredRequeue, streams.EvLeaseExpired, streams.EvWaiting, streams.EvPending, streams.EvAdmitted}
+var eventTypes = []string{domain.EvSubmitted, domain.EvDue, domain.EvClaimed, domain.EvStarted, domain.EvSucceeded,
+	domain.EvFailed, domain.EvCancelled, domain.EvRetryScheduled, domain.EvRetryLater, domain.EvRequeued,
+	domain.EvLeaseExpiredRequeue, domain.EvLeaseExpired, domain.EvWaiting, domain.EvPending, domain.EvAdmitted}
 
 func TestTerminalStatesHaveNoExit(t *testing.T) {
 	for _, tr := range commands.Lifecycle {
@@ -91,33 +91,33 @@ func TestTerminalStatesHaveNoExit(t *testing.T) {
 }
 
 func TestAnnotationsOnlyWhileHeld(t *testing.T) {
-	for _, from := range streams.States {
-		err := commands.Check("J", from, "", streams.EvProgress)
-		want := from == streams.StateClaimed || from == streams.StateRunning || from == streams.StateWaiting
+	for _, from := range domain.States {
+		err := commands.Check("J", from, "", domain.EvProgress)
+		want := from == domain.StateClaimed || from == domain.StateRunning || from == domain.StateWaiting
 		if (err == nil) != want {
 			t.Errorf("progress in %s: err %v, allowed %v", from, err, want)
 		}
 	}
 }
 
-func job(state streams.State) *streams.Job {
-	return &streams.Job{ID: "J", State: state, Seq: 7, Attempt: 1, Spec: streams.Spec{
+func job(state domain.State) *domain.Job {
+	return &domain.Job{ID: "J", State: state, Seq: 7, Attempt: 1, Spec: domain.Spec{
 		MaxRetries: 3, Backoff: 30 * time.Second, BackoffCap: time.Hour, MaxLeaseRequeues: 3}}
 }
 
 func TestDecisionsRefuseWithoutWriting(t *testing.T) {
 	now := time.Now()
-	for _, s := range streams.States {
+	for _, s := range domain.States {
 		j := job(s)
-		cases := map[string]func() (*streams.Event, error){
-			"start":   func() (*streams.Event, error) { return commands.Start(j, "w", 1, now) },
-			"claim":   func() (*streams.Event, error) { return commands.Claim(j, "w", 1, now) },
-			"succeed": func() (*streams.Event, error) { return commands.Succeed(j, nil, "w", now) },
-			"requeue": func() (*streams.Event, error) { return commands.Requeue(j, "", "w", now) },
-			"due":     func() (*streams.Event, error) { return commands.Due(j, false, "w", now) },
-			"lease":   func() (*streams.Event, error) { return commands.LeaseLost(j, "w", now) },
-			"later":   func() (*streams.Event, error) { return commands.RetryLater(j, time.Second, "", "w", now) },
-			"cancel":  func() (*streams.Event, error) { return commands.Cancel(j, "", "w", now) },
+		cases := map[string]func() (*domain.Event, error){
+			"start":   func() (*domain.Event, error) { return commands.Start(j, "w", 1, now) },
+			"claim":   func() (*domain.Event, error) { return commands.Claim(j, "w", 1, now) },
+			"succeed": func() (*domain.Event, error) { return commands.Succeed(j, nil, "w", now) },
+			"requeue": func() (*domain.Event, error) { return commands.Requeue(j, "", "w", now) },
+			"due":     func() (*domain.Event, error) { return commands.Due(j, false, "w", now) },
+			"lease":   func() (*domain.Event, error) { return commands.LeaseLost(j, "w", now) },
+			"later":   func() (*domain.Event, error) { return commands.RetryLater(j, time.Second, "", "w", now) },
+			"cancel":  func() (*domain.Event, error) { return commands.Cancel(j, "", "w", now) },
 		}
 		for name, f := range cases {
 			ev, err := f()
@@ -138,7 +138,7 @@ func TestDecisionsRefuseWithoutWriting(t *testing.T) {
 }
 
 func TestCancelTerminalIsErrTerminal(t *testing.T) {
-	for _, s := range []streams.State{streams.StateSucceeded, streams.StateFailed, streams.StateCancelled} {
+	for _, s := range []domain.State{domain.StateSucceeded, domain.StateFailed, domain.StateCancelled} {
 		_, err := commands.Cancel(job(s), "", "me", time.Now())
 		if !errors.Is(err, commands.ErrTerminal) {
 			t.Fatalf("cancel %s: %v", s, err)
@@ -158,22 +158,22 @@ func TestFailDecidesRetry(t *testing.T) {
 		noRetryOn []string
 		backoff   time.Duration
 		want      string
-		to        streams.State
+		to        domain.State
 	}{
-		{"first failure retries after backoff", 0, 3, true, "", nil, nil, 30 * time.Second, streams.EvRetryScheduled, streams.StateScheduled},
-		{"zero backoff requeues at once", 0, 3, true, "", nil, nil, 0, streams.EvRetryScheduled, streams.StateQueued},
-		{"last retry used", 3, 3, true, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
-		{"max_retries 0", 0, 0, true, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
-		{"permanent", 0, 3, false, "", nil, nil, time.Second, streams.EvFailed, streams.StateFailed},
-		{"no_retry_on matches", 0, 3, true, "BAD", nil, []string{"BAD"}, time.Second, streams.EvFailed, streams.StateFailed},
-		{"retry_on misses", 0, 3, true, "OTHER", []string{"NET"}, nil, time.Second, streams.EvFailed, streams.StateFailed},
-		{"retry_on matches", 0, 3, true, "NET", []string{"NET"}, nil, time.Second, streams.EvRetryScheduled, streams.StateScheduled},
+		{"first failure retries after backoff", 0, 3, true, "", nil, nil, 30 * time.Second, domain.EvRetryScheduled, domain.StateScheduled},
+		{"zero backoff requeues at once", 0, 3, true, "", nil, nil, 0, domain.EvRetryScheduled, domain.StateQueued},
+		{"last retry used", 3, 3, true, "", nil, nil, time.Second, domain.EvFailed, domain.StateFailed},
+		{"max_retries 0", 0, 0, true, "", nil, nil, time.Second, domain.EvFailed, domain.StateFailed},
+		{"permanent", 0, 3, false, "", nil, nil, time.Second, domain.EvFailed, domain.StateFailed},
+		{"no_retry_on matches", 0, 3, true, "BAD", nil, []string{"BAD"}, time.Second, domain.EvFailed, domain.StateFailed},
+		{"retry_on misses", 0, 3, true, "OTHER", []string{"NET"}, nil, time.Second, domain.EvFailed, domain.StateFailed},
+		{"retry_on matches", 0, 3, true, "NET", []string{"NET"}, nil, time.Second, domain.EvRetryScheduled, domain.StateScheduled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := job(streams.StateRunning)
+			j := job(domain.StateRunning)
 			j.Retries, j.Spec.MaxRetries, j.Spec.Backoff = tc.retries, tc.max, tc.backoff
 			j.Spec.RetryOn, j.Spec.NoRetryOn, j.Spec.Jitter = tc.retryOn, tc.noRetryOn, 0
-			ev, err := commands.Fail(j, streams.JobError{Code: tc.code, Message: "boom"}, tc.retryable, "w", now, 0.5)
+			ev, err := commands.Fail(j, domain.JobError{Code: tc.code, Message: "boom"}, tc.retryable, "w", now, 0.5)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestFailDecidesRetry(t *testing.T) {
 			if ev.Error == nil || ev.Error.Message != "boom" {
 				t.Fatalf("event error %+v", ev.Error)
 			}
-			if tc.to == streams.StateScheduled && !ev.RunAt.Equal(now.Add(tc.backoff)) {
+			if tc.to == domain.StateScheduled && !ev.RunAt.Equal(now.Add(tc.backoff)) {
 				t.Fatalf("run_at %s, want %s", ev.RunAt, now.Add(tc.backoff))
 			}
 		})
@@ -191,7 +191,7 @@ func TestFailDecidesRetry(t *testing.T) {
 }
 
 func TestRetryDelay(t *testing.T) {
-	s := &streams.Spec{Backoff: 30 * time.Second, BackoffCap: time.Hour}
+	s := &domain.Spec{Backoff: 30 * time.Second, BackoffCap: time.Hour}
 	for n, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute,
 		7: 32 * time.Minute, 8: time.Hour, 30: time.Hour} {
 		if got := commands.RetryDelay(s, n, 0.9); got != want {
@@ -203,22 +203,22 @@ func TestRetryDelay(t *testing.T) {
 	if lo != 27*time.Second || hi < 32*time.Second || hi > 33*time.Second {
 		t.Errorf("jitter bounds %s..%s, want 27s..33s", lo, hi)
 	}
-	if d := commands.RetryDelay(&streams.Spec{}, 3, 0.5); d != 0 {
+	if d := commands.RetryDelay(&domain.Spec{}, 3, 0.5); d != 0 {
 		t.Errorf("zero base: %s", d)
 	}
 }
 
 func TestLeaseLostCountsRequeues(t *testing.T) {
 	for n := 0; n <= 4; n++ {
-		j := job(streams.StateRunning)
+		j := job(domain.StateRunning)
 		j.LeaseRequeues = n
 		ev, err := commands.LeaseLost(j, "w", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := streams.EvLeaseExpiredRequeue
+		want := domain.EvLeaseExpiredRequeue
 		if n >= 3 {
-			want = streams.EvLeaseExpired
+			want = domain.EvLeaseExpired
 		}
 		if ev.Type != want {
 			t.Errorf("after %d requeues: %s, want %s", n, ev.Type, want)
@@ -227,7 +227,7 @@ func TestLeaseLostCountsRequeues(t *testing.T) {
 }
 
 func TestCheckClaimant(t *testing.T) {
-	j := job(streams.StateRunning)
+	j := job(domain.StateRunning)
 	j.Worker, j.LeaseItem, j.Attempt = "A", 9, 2
 	if err := commands.CheckClaimant(j, "A", 9, 2); err != nil {
 		t.Fatal(err)
@@ -241,14 +241,14 @@ func TestCheckClaimant(t *testing.T) {
 			t.Errorf("case %d: %v", i, err)
 		}
 	}
-	j.State = streams.StateSucceeded
+	j.State = domain.StateSucceeded
 	if err := commands.CheckClaimant(j, "A", 9, 2); !errors.Is(err, commands.ErrNotClaimant) {
 		t.Errorf("terminal: %v", err)
 	}
 }
 
 func ExampleCheck() {
-	err := commands.Check("01J", streams.StateSucceeded, streams.StateRunning, streams.EvStarted)
+	err := commands.Check("01J", domain.StateSucceeded, domain.StateRunning, domain.EvStarted)
 	fmt.Println(err, errors.Is(err, commands.ErrInvalidTransition), errors.Is(err, commands.ErrTerminal))
 	// Output: job 01J: job.started: succeeded -> running is not allowed true true
 }

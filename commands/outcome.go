@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // OutcomeKind says how an attempt ended.
@@ -38,18 +38,18 @@ const (
 // it is when written.
 type Outcome struct {
 	Kind      OutcomeKind
-	Result    []byte           // Succeeded: JSON, compacted
-	Error     streams.JobError // Failed
-	Permanent bool             // Failed: no retry, whatever is left
-	Delay     time.Duration    // RetryingLater: how long to wait
-	Reason    string           // RetryingLater, GivenBack, ParentEnded: why
-	Plan      *streams.FanoutPlan
+	Result    []byte          // Succeeded: JSON, compacted
+	Error     domain.JobError // Failed
+	Permanent bool            // Failed: no retry, whatever is left
+	Delay     time.Duration   // RetryingLater: how long to wait
+	Reason    string          // RetryingLater, GivenBack, ParentEnded: why
+	Plan      *domain.FanoutPlan
 }
 
 // Decide returns the event that records o on j, or a refusal (the
 // lifecycle does not allow it from j's state). jitter spreads a retry's
 // backoff (Jitter()).
-func (o Outcome) Decide(j *streams.Job, actor string, now time.Time, jitter float64) (*streams.Event, error) {
+func (o Outcome) Decide(j *domain.Job, actor string, now time.Time, jitter float64) (*domain.Event, error) {
 	switch o.Kind {
 	case Succeeded:
 		return Succeed(j, o.Result, actor, now)
@@ -80,7 +80,7 @@ type BatchStep struct {
 	Retry bool
 	Delay time.Duration
 	Piece string
-	Error *streams.JobError
+	Error *domain.JobError
 	Drop  bool
 }
 
@@ -91,10 +91,10 @@ const BatchBackoffCap = time.Minute
 // ended with o: a failure is retried with the batch's backoff
 // (RetryDelay, capped at BatchBackoffCap) while attempts are left.
 // cancelled says the parent's cancel stopped it.
-func DecideBatch(b *streams.BatchItem, n int, o Outcome, cancelled bool) BatchStep {
+func DecideBatch(b *domain.BatchItem, n int, o Outcome, cancelled bool) BatchStep {
 	switch {
 	case o.Kind == Succeeded:
-		return BatchStep{Piece: streams.PcSucceeded}
+		return BatchStep{Piece: domain.PcSucceeded}
 	case o.Kind == GivenBack:
 		return BatchStep{Retry: true}
 	case cancelled:
@@ -102,47 +102,47 @@ func DecideBatch(b *streams.BatchItem, n int, o Outcome, cancelled bool) BatchSt
 	case o.Kind == RetryingLater:
 		return BatchStep{Retry: true, Delay: o.Delay}
 	case o.Kind == Failed && !o.Permanent && n <= b.MaxRetries:
-		return BatchStep{Retry: true, Delay: RetryDelay(&streams.Spec{Backoff: b.Backoff, BackoffCap: BatchBackoffCap}, n, 0)}
+		return BatchStep{Retry: true, Delay: RetryDelay(&domain.Spec{Backoff: b.Backoff, BackoffCap: BatchBackoffCap}, n, 0)}
 	}
 	e := o.Error
 	if o.Kind != Failed {
-		e = streams.JobError{Code: "ERROR", Message: "a batch can only succeed, fail or retry later"}
+		e = domain.JobError{Code: "ERROR", Message: "a batch can only succeed, fail or retry later"}
 	}
-	return BatchStep{Piece: streams.PcFailed, Error: &e}
+	return BatchStep{Piece: domain.PcFailed, Error: &e}
 }
 
 // Report is what a remote worker reports about a job it holds (the HTTP
 // worker protocol's PATCH): a state, and what goes with it.
 type Report struct {
-	State     streams.State
-	Result    []byte            // succeeded: JSON
-	Error     *streams.JobError // failed
-	Retryable *bool             // failed: default true
-	Reason    string            // queued
+	State     domain.State
+	Result    []byte           // succeeded: JSON
+	Error     *domain.JobError // failed
+	Retryable *bool            // failed: default true
+	Reason    string           // queued
 }
 
 // Outcome is the attempt's end the report tells, or ok false for a report
 // that ends nothing (running) or names a state a worker cannot report.
 func (r Report) Outcome() (o Outcome, ok bool, err error) {
 	switch r.State {
-	case streams.StateSucceeded:
+	case domain.StateSucceeded:
 		res, err := CompactJSON(r.Result)
 		if err != nil {
 			return Outcome{}, false, inputErr("result", "%s", err.Error())
 		}
 		return Outcome{Kind: Succeeded, Result: res}, true, nil
-	case streams.StateFailed:
+	case domain.StateFailed:
 		if r.Error == nil {
 			return Outcome{}, false, inputErr("error", `state "failed" needs an error with a message`)
 		}
 		return Outcome{Kind: Failed, Error: *r.Error, Permanent: r.Retryable != nil && !*r.Retryable}, true, nil
-	case streams.StateQueued:
+	case domain.StateQueued:
 		reason := r.Reason
 		if reason == "" {
 			reason = "given back by the worker"
 		}
 		return Outcome{Kind: GivenBack, Reason: reason}, true, nil
-	case streams.StateRunning:
+	case domain.StateRunning:
 		return Outcome{}, false, nil
 	}
 	return Outcome{}, false, fmt.Errorf("a worker reports running, succeeded, failed or queued, not %s: %w", r.State, ErrInvalidTransition)
@@ -153,7 +153,7 @@ func (r Report) Outcome() (o Outcome, ok bool, err error) {
 // hold the job and the lifecycle must allow the move. The writes decide
 // again, revision-checked; this check is what keeps a report refused as a
 // whole from writing part of itself.
-func CheckReport(j *streams.Job, worker string, r Report, progress *streams.Progress, now time.Time) error {
+func CheckReport(j *domain.Job, worker string, r Report, progress *domain.Progress, now time.Time) error {
 	if err := CheckHolder(j, worker); err != nil {
 		return err
 	}
@@ -182,9 +182,9 @@ func CheckReport(j *streams.Job, worker string, r Report, progress *streams.Prog
 // is refused unless j is still held under that item and its lease ran out
 // by b (LeaseExpired): the sweeper and a claimer that judged a lease on an
 // earlier read decide again on the job as it is.
-func WriteOffLease(j *streams.Job, item uint64, b Beat, lease time.Duration, actor string, now time.Time) (*streams.Event, error) {
+func WriteOffLease(j *domain.Job, item uint64, b Beat, lease time.Duration, actor string, now time.Time) (*domain.Event, error) {
 	if !Held(j) || j.LeaseItem != item || !LeaseExpired(j, b, lease, now) {
-		return nil, &TransitionError{JobID: j.ID, Event: streams.EvLeaseExpiredRequeue, From: j.State, To: streams.StateQueued}
+		return nil, &TransitionError{JobID: j.ID, Event: domain.EvLeaseExpiredRequeue, From: j.State, To: domain.StateQueued}
 	}
 	return LeaseLost(j, actor, now)
 }
@@ -195,7 +195,7 @@ func WriteOffLease(j *streams.Job, item uint64, b Beat, lease time.Duration, act
 // the idempotency key (it names the original) and the schedule (the retry
 // runs now). A job that is not terminal is refused (ErrInvalidTransition):
 // it can still end on its own, or be cancelled first.
-func Retry(j *streams.Job, idempotencyKey string) (*SubmitRequest, error) {
+func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
 	if !j.State.Terminal() {
 		return nil, fmt.Errorf("retry job %s: it is %s; only a succeeded, failed or cancelled job can be retried: %w",
 			j.ID, j.State, ErrInvalidTransition)

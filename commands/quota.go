@@ -6,7 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Quotas: a queue's limits, decided here; admission (which pending job
@@ -19,7 +19,7 @@ const MaxLimit = 1_000_000
 const MaxUserBytes = 128
 
 // CheckLimits checks a queue's limits: each 0 (no limit) to MaxLimit.
-func CheckLimits(l streams.QueueLimits) error {
+func CheckLimits(l domain.QueueLimits) error {
 	if l.MaxRunning < 0 || l.MaxRunning > MaxLimit {
 		return valueErr("max_running", l.MaxRunning, "must be 0 (no limit) to %d", MaxLimit)
 	}
@@ -49,8 +49,8 @@ func CheckUser(user string) error {
 // SetQueueLimits decides a queue.set event that gives queue the limits l,
 // or nil if its record (cur; nil: the queue has no record yet) has them
 // already.
-func SetQueueLimits(cur *streams.QueueRecord, queue string, l streams.QueueLimits, actor string, now time.Time) (*streams.Event, error) {
-	if !streams.ValidQueue(queue) {
+func SetQueueLimits(cur *domain.QueueRecord, queue string, l domain.QueueLimits, actor string, now time.Time) (*domain.Event, error) {
+	if !domain.ValidQueue(queue) {
 		return nil, valueErr("queue", queue, "want 1-64 of [A-Za-z0-9_-]")
 	}
 	if err := CheckLimits(l); err != nil {
@@ -61,24 +61,24 @@ func SetQueueLimits(cur *streams.QueueRecord, queue string, l streams.QueueLimit
 		// stays one that admission does not follow.
 		return nil, nil
 	}
-	return &streams.Event{
-		Type: streams.EvQueueSet, JobID: queue, Time: now, Actor: actor, Level: streams.LevelInfo,
+	return &domain.Event{
+		Type: domain.EvQueueSet, JobID: queue, Time: now, Actor: actor, Level: domain.LevelInfo,
 		Message: fmt.Sprintf("limits of queue %s: max_running %d, max_running_per_user %d", queue, l.MaxRunning, l.MaxRunningPerUser),
-		Queue:   &streams.QueueChange{Name: queue, Limits: l},
+		Queue:   &domain.QueueChange{Name: queue, Limits: l},
 	}, nil
 }
 
 // Admit moves a pending job to its queue: admission found it a slot.
-func Admit(j *streams.Job, actor string, now time.Time) (*streams.Event, error) {
-	to := streams.StateQueued
+func Admit(j *domain.Job, actor string, now time.Time) (*domain.Event, error) {
+	to := domain.StateQueued
 	if !j.Spec.RunAt.IsZero() && j.Spec.RunAt.After(now) {
-		to = streams.StateScheduled
+		to = domain.StateScheduled
 	}
-	ev, err := event(j, streams.EvAdmitted, to, actor, now)
+	ev, err := event(j, domain.EvAdmitted, to, actor, now)
 	if err != nil {
 		return nil, err
 	}
-	if to == streams.StateScheduled {
+	if to == domain.StateScheduled {
 		ev.RunAt = j.Spec.RunAt
 	}
 	return ev, nil
@@ -86,14 +86,14 @@ func Admit(j *streams.Job, actor string, now time.Time) (*streams.Event, error) 
 
 // HoldPending records on a pending job why it waits (job.pending): the
 // limit that held it. Nothing is written if its record says so already.
-func HoldPending(j *streams.Job, h streams.Hold, actor string, now time.Time) (*streams.Event, error) {
-	if j.State != streams.StatePending {
-		return nil, &TransitionError{JobID: j.ID, Event: streams.EvPending, From: j.State, To: j.State}
+func HoldPending(j *domain.Job, h domain.Hold, actor string, now time.Time) (*domain.Event, error) {
+	if j.State != domain.StatePending {
+		return nil, &TransitionError{JobID: j.ID, Event: domain.EvPending, From: j.State, To: j.State}
 	}
 	if j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max {
 		return nil, nil
 	}
-	ev, err := event(j, streams.EvPending, "", actor, now)
+	ev, err := event(j, domain.EvPending, "", actor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +107,8 @@ func HoldPending(j *streams.Job, h streams.Hold, actor string, now time.Time) (*
 }
 
 // HoldMessage says why a job waits, for people.
-func HoldMessage(queue, user string, h streams.Hold) string {
-	if h.Limit == streams.LimitUser {
+func HoldMessage(queue, user string, h domain.Hold) string {
+	if h.Limit == domain.LimitUser {
 		who := "user " + user + " runs"
 		if user == "" {
 			who = "the jobs with no user run"

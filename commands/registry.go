@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Errors of the type registry; each matches a broader sentinel too
@@ -65,7 +65,7 @@ func (n TypeName) Internal() bool { return n.Scope == ScopeInternal }
 // CheckNamespace refuses a namespace id that is empty, contains '@' or ':',
 // or is not 1-64 of [A-Za-z0-9_-] (ErrInvalidNamespace).
 func CheckNamespace(ns string) error {
-	if ns == "" || strings.ContainsAny(ns, "@:") || !streams.ValidQueue(ns) {
+	if ns == "" || strings.ContainsAny(ns, "@:") || !domain.ValidQueue(ns) {
 		return &InputError{Field: "namespace", Value: fmt.Sprintf("%q", ns),
 			Reason: "want 1-64 of [A-Za-z0-9_-], no '@' or ':'", Err: ErrInvalidNamespace}
 	}
@@ -84,7 +84,7 @@ func checkScope(scope string) error {
 // checkPart refuses a category or name that is empty, too long, contains
 // ':' or characters a job type may not.
 func checkPart(what, s string, err error) error {
-	if s == "" || len(s) > 64 || strings.Contains(s, ":") || !streams.ValidType(s) || strings.Contains(s, "@") {
+	if s == "" || len(s) > 64 || strings.Contains(s, ":") || !domain.ValidType(s) || strings.Contains(s, "@") {
 		return &InputError{Field: what, Value: fmt.Sprintf("%q", s), Reason: "want 1-64 of [A-Za-z0-9_-.], no ':' or '@'", Err: err}
 	}
 	return nil
@@ -161,7 +161,7 @@ type TypeDef struct {
 // an active type registered again with the same schema, or with none,
 // writes nothing (nil event, no error); with a different schema it is
 // refused (ErrSchemaConflict). schemaEqual compares two schemas.
-func RegisterType(cur *streams.TypeRecord, def TypeDef, actor string, now time.Time, schemaEqual func(a, b []byte) bool) (*streams.Event, error) {
+func RegisterType(cur *domain.TypeRecord, def TypeDef, actor string, now time.Time, schemaEqual func(a, b []byte) bool) (*domain.Event, error) {
 	if len(def.Description) > MaxDescriptionLen {
 		return nil, inputErr("description", "%d bytes: at most %d", len(def.Description), MaxDescriptionLen)
 	}
@@ -174,8 +174,8 @@ func RegisterType(cur *streams.TypeRecord, def TypeDef, actor string, now time.T
 			return nil, nil // as it is (a registration without a description keeps the one it has)
 		}
 		// The same type with a new description: recorded, schema kept.
-		return &streams.Event{Type: streams.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: streams.LevelInfo,
-			Message: "description changed", TypeDef: &streams.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category,
+		return &domain.Event{Type: domain.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: domain.LevelInfo,
+			Message: "description changed", TypeDef: &domain.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category,
 				Name: def.Name.Name, Schema: cur.Schema, Description: def.Description}}, nil
 	}
 	schema := def.Schema
@@ -189,27 +189,27 @@ func RegisterType(cur *streams.TypeRecord, def TypeDef, actor string, now time.T
 			desc = cur.Description // reactivated with the description it had
 		}
 	}
-	return &streams.Event{Type: streams.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: streams.LevelInfo, Message: msg,
-		TypeDef: &streams.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category, Name: def.Name.Name,
+	return &domain.Event{Type: domain.EvTypeRegistered, JobID: def.Name.String(), Time: now, Actor: actor, Level: domain.LevelInfo, Message: msg,
+		TypeDef: &domain.TypeDefinition{Scope: def.Name.Scope, Category: def.Name.Category, Name: def.Name.Name,
 			Schema: schema, Description: desc}}, nil
 }
 
 // DeleteType soft-deletes an active type (type.deleted): its history stays,
 // the next registration reactivates it. @internal types are never deleted.
-func DeleteType(cur *streams.TypeRecord, reason, actor string, now time.Time) (*streams.Event, error) {
+func DeleteType(cur *domain.TypeRecord, reason, actor string, now time.Time) (*domain.Event, error) {
 	if cur == nil || cur.Deleted {
 		return nil, fmt.Errorf("type not registered or deleted already: %w", ErrInvalidTransition)
 	}
 	if cur.Scope == ScopeInternal {
 		return nil, fmt.Errorf("type %s: @internal types are never deleted: %w", cur.FullName(), ErrInvalidTransition)
 	}
-	return &streams.Event{Type: streams.EvTypeDeleted, JobID: cur.FullName(), Time: now, Actor: actor, Level: streams.LevelInfo, Message: reason,
-		TypeDef: &streams.TypeDefinition{Scope: cur.Scope, Category: cur.Category, Name: cur.Name}}, nil
+	return &domain.Event{Type: domain.EvTypeDeleted, JobID: cur.FullName(), Time: now, Actor: actor, Level: domain.LevelInfo, Message: reason,
+		TypeDef: &domain.TypeDefinition{Scope: cur.Scope, Category: cur.Category, Name: cur.Name}}, nil
 }
 
 // SetNamespace decides a namespace's new settings: nil event when they are
 // what the record says already.
-func SetNamespace(cur *streams.NamespaceRecord, ns string, s streams.NamespaceSettings, actor string, now time.Time) (*streams.Event, error) {
+func SetNamespace(cur *domain.NamespaceRecord, ns string, s domain.NamespaceSettings, actor string, now time.Time) (*domain.Event, error) {
 	if err := CheckNamespace(ns); err != nil {
 		return nil, err
 	}
@@ -219,8 +219,8 @@ func SetNamespace(cur *streams.NamespaceRecord, ns string, s streams.NamespaceSe
 	if cur != nil && cur.Settings == s {
 		return nil, nil
 	}
-	return &streams.Event{Type: streams.EvNamespaceSet, JobID: ns, Time: now, Actor: actor, Level: streams.LevelInfo,
-		Namespace: &streams.NamespaceChange{Name: ns, Settings: s}}, nil
+	return &domain.Event{Type: domain.EvNamespaceSet, JobID: ns, Time: now, Actor: actor, Level: domain.LevelInfo,
+		Namespace: &domain.NamespaceChange{Name: ns, Settings: s}}, nil
 }
 
 // SchemaEqualBytes compares two compacted schemas byte for byte (callers

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Every naming rule of the registry, with the problem it is refused with.
@@ -150,12 +150,12 @@ func now() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
 
 // recordOf is the record a first registration leaves (projections.FoldType
 // is tested with the projections).
-func recordOf(ev *streams.Event) *streams.TypeRecord {
+func recordOf(ev *domain.Event) *domain.TypeRecord {
 	d := ev.TypeDef
-	return &streams.TypeRecord{Scope: d.Scope, Category: d.Category, Name: d.Name, Schema: d.Schema, Description: d.Description, Seq: 1}
+	return &domain.TypeRecord{Scope: d.Scope, Category: d.Category, Name: d.Name, Schema: d.Schema, Description: d.Description, Seq: 1}
 }
 
-func mustRegister(t *testing.T, n commands.TypeName) *streams.Event {
+func mustRegister(t *testing.T, n commands.TypeName) *domain.Event {
 	t.Helper()
 	ev, err := commands.RegisterType(nil, commands.TypeDef{Name: n}, "x", now(), commands.SchemaEqualBytes)
 	if err != nil {

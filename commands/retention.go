@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // DefaultRetention is how long a terminal job is kept before it is purged,
@@ -46,7 +46,7 @@ func (e *PurgeError) Is(target error) bool { return target == ErrInvalidTransiti
 
 // Expired reports whether terminal job j finished more than retention
 // before now. A job that is not terminal never expires.
-func Expired(j *streams.Job, retention time.Duration, now time.Time) bool {
+func Expired(j *domain.Job, retention time.Duration, now time.Time) bool {
 	if !j.State.Terminal() || retention <= 0 {
 		return false
 	}
@@ -63,7 +63,7 @@ func Expired(j *streams.Job, retention time.Duration, now time.Time) bool {
 // child that still has a record is terminal: children lists the states of
 // those records (a purged child has none). The event moves nothing: a
 // purged job stays as it ended in the log.
-func Purge(j *streams.Job, children []streams.State, reason, actor string, now time.Time) (*streams.Event, error) {
+func Purge(j *domain.Job, children []domain.State, reason, actor string, now time.Time) (*domain.Event, error) {
 	if err := CheckReason("reason", reason); err != nil {
 		return nil, err
 	}
@@ -82,9 +82,9 @@ func Purge(j *streams.Job, children []streams.State, reason, actor string, now t
 	if live > 0 {
 		return nil, &PurgeError{JobID: j.ID, Reason: fmt.Sprintf("%d of its children are not finished", live)}
 	}
-	if err := Check(j.ID, j.State, j.State, streams.EvPurged); err != nil {
+	if err := Check(j.ID, j.State, j.State, domain.EvPurged); err != nil {
 		return nil, err
 	}
-	return &streams.Event{Type: streams.EvPurged, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
-		Level: streams.LevelInfo, From: j.State, To: j.State, Message: reason}, nil
+	return &domain.Event{Type: domain.EvPurged, JobID: j.ID, Time: now, Attempt: j.Attempt, Actor: actor,
+		Level: domain.LevelInfo, From: j.State, To: j.State, Message: reason}, nil
 }

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 func TestPurgeOnlyTerminal(t *testing.T) {
 	now := time.Now().UTC()
-	for _, s := range streams.States {
+	for _, s := range domain.States {
 		j := job(s)
 		ev, err := commands.Purge(j, nil, "retention", "purger", now)
 		if !s.Terminal() {
@@ -24,7 +24,7 @@ func TestPurgeOnlyTerminal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("purge of a %s job: %v", s, err)
 		}
-		if ev.Type != streams.EvPurged || ev.From != s || ev.To != s || !ev.Time.Equal(now) || ev.Message != "retention" {
+		if ev.Type != domain.EvPurged || ev.From != s || ev.To != s || !ev.Time.Equal(now) || ev.Message != "retention" {
 			t.Errorf("purge of a %s job: %+v", s, ev)
 		}
 		ev.Seq = j.Seq + 1
@@ -43,25 +43,25 @@ func TestPurgeOnlyTerminal(t *testing.T) {
 
 func TestPurgeParentOnlyWithItsChildren(t *testing.T) {
 	now := time.Now()
-	parent := job(streams.StateFailed)
-	_, err := commands.Purge(parent, []streams.State{streams.StateSucceeded, streams.StateRunning, streams.StateQueued}, "", "p", now)
+	parent := job(domain.StateFailed)
+	_, err := commands.Purge(parent, []domain.State{domain.StateSucceeded, domain.StateRunning, domain.StateQueued}, "", "p", now)
 	var pe *commands.PurgeError
 	if !errors.As(err, &pe) || !errors.Is(err, commands.ErrInvalidTransition) {
 		t.Fatalf("purge of a parent with 2 live children: %v", err)
 	}
-	if _, err := commands.Purge(parent, []streams.State{streams.StateSucceeded, streams.StateCancelled}, "", "p", now); err != nil {
+	if _, err := commands.Purge(parent, []domain.State{domain.StateSucceeded, domain.StateCancelled}, "", "p", now); err != nil {
 		t.Fatalf("purge of a parent whose children ended: %v", err)
 	}
 }
 
 func TestExpired(t *testing.T) {
 	now := time.Now()
-	j := job(streams.StateSucceeded)
+	j := job(domain.StateSucceeded)
 	j.FinishedAt = now.Add(-2 * time.Hour)
 	if !commands.Expired(j, time.Hour, now) || commands.Expired(j, 3*time.Hour, now) {
 		t.Error("expiry of a job finished 2h ago")
 	}
-	r := job(streams.StateRunning)
+	r := job(domain.StateRunning)
 	r.UpdatedAt = now.Add(-48 * time.Hour)
 	if commands.Expired(r, time.Hour, now) {
 		t.Error("a running job expired")

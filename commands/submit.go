@@ -12,7 +12,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Defaults applied at submit time and written into the job's spec.
@@ -221,7 +221,7 @@ type SubmitRequest struct {
 
 	// Files are the input files stored under ID before the submit (by the
 	// gateway or a Go client from Uploads), recorded in the job's spec.
-	Files []streams.FileRef `json:"-" msgpack:"-"`
+	Files []domain.FileRef `json:"-" msgpack:"-"`
 	// Uploads are input files a Go client stores before it submits.
 	Uploads []FileUpload `json:"-" msgpack:"-"`
 }
@@ -237,29 +237,29 @@ func (r *SubmitRequest) Validate() error {
 // range is refused with an *InputError naming its field, never replaced by
 // a default: a field that is not given (nil) takes the default, one that is
 // given is taken as it is or refused.
-func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
-	s := streams.Spec{
+func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
+	s := domain.Spec{
 		Namespace: r.Namespace, Type: r.Type, Queue: r.Queue, Key: r.IdempotencyKey,
 		Parent: r.Parent, RetryOf: r.RetryOf, Priority: r.Priority,
 		MaxRetries: DefaultMaxRetries, Backoff: DefaultBackoff, BackoffCap: DefaultBackoffCap,
 		Jitter: DefaultJitter, Timeout: DefaultTimeout, MaxLeaseRequeues: DefaultMaxLeaseRequeues,
 	}
 	if s.Namespace == "" {
-		s.Namespace = streams.DefaultNS
+		s.Namespace = domain.DefaultNS
 	}
 	if s.Queue == "" {
-		s.Queue = streams.DefaultQueue
+		s.Queue = domain.DefaultQueue
 	}
 	if err := CheckNamespace(s.Namespace); err != nil {
 		return s, err
 	}
-	if !streams.ValidType(s.Type) {
+	if !domain.ValidType(s.Type) {
 		if s.Type == "" {
 			return s, inputErr("type", "is required")
 		}
 		return s, valueErr("type", s.Type, "want 1-128 of [A-Za-z0-9_-.:@]")
 	}
-	if !streams.ValidQueue(s.Queue) {
+	if !domain.ValidQueue(s.Queue) {
 		return s, valueErr("queue", s.Queue, "want 1-64 of [A-Za-z0-9_-]")
 	}
 	payload, err := CompactJSON(r.Payload)
@@ -340,7 +340,7 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 	}
 	s.Tags = append([]string(nil), r.Tags...)
 	for _, id := range []struct{ field, v string }{{"parent", r.Parent}, {"retry_of", r.RetryOf}} {
-		if id.v != "" && !streams.ValidID(id.v) {
+		if id.v != "" && !domain.ValidID(id.v) {
 			return s, valueErr(id.field, id.v, "is not a job id")
 		}
 	}
@@ -356,7 +356,7 @@ func (r *SubmitRequest) Spec(now time.Time) (streams.Spec, error) {
 		if err := checkFiles(r.Files); err != nil {
 			return s, err
 		}
-		s.Files = append([]streams.FileRef(nil), r.Files...)
+		s.Files = append([]domain.FileRef(nil), r.Files...)
 	}
 	return s, nil
 }
@@ -422,20 +422,20 @@ func CompactJSON(b []byte) ([]byte, error) {
 
 // Submit decides the first event of a new job with the given id. A job of
 // a queue with limits (limited) that is due waits in pending for admission.
-func Submit(id string, spec streams.Spec, limited bool, now time.Time) (*streams.Event, error) {
-	to := streams.StateQueued
+func Submit(id string, spec domain.Spec, limited bool, now time.Time) (*domain.Event, error) {
+	to := domain.StateQueued
 	switch {
 	case !spec.RunAt.IsZero() && spec.RunAt.After(now):
-		to = streams.StateScheduled
+		to = domain.StateScheduled
 	case limited:
-		to = streams.StatePending
+		to = domain.StatePending
 	}
-	if err := Check(id, streams.StateNew, to, streams.EvSubmitted); err != nil {
+	if err := Check(id, domain.StateNew, to, domain.EvSubmitted); err != nil {
 		return nil, err
 	}
 	sp := spec
-	return &streams.Event{
-		Type: streams.EvSubmitted, JobID: id, Time: now, From: streams.StateNew, To: to,
-		Level: streams.LevelInfo, Spec: &sp, RunAt: spec.RunAt,
+	return &domain.Event{
+		Type: domain.EvSubmitted, JobID: id, Time: now, From: domain.StateNew, To: to,
+		Level: domain.LevelInfo, Spec: &sp, RunAt: spec.RunAt,
 	}, nil
 }

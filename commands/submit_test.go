@@ -12,6 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -23,7 +24,7 @@ func TestSubmitRequestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := streams.Spec{Namespace: "default", Type: "demo.echo", Queue: "default", Payload: []byte(`{"a":[1,2]}`),
+	want := domain.Spec{Namespace: "default", Type: "demo.echo", Queue: "default", Payload: []byte(`{"a":[1,2]}`),
 		MaxRetries: 3, Backoff: 30 * time.Second, BackoffCap: time.Hour, Jitter: 0.1,
 		Timeout: time.Hour, MaxLeaseRequeues: 3}
 	a, _ := json.Marshal(spec)
@@ -32,11 +33,11 @@ func TestSubmitRequestDefaults(t *testing.T) {
 		t.Fatalf("spec\n got %s\nwant %s", a, b)
 	}
 	ev, err := commands.Submit("J", spec, false, now)
-	if err != nil || ev.To != streams.StateQueued || ev.Type != streams.EvSubmitted {
+	if err != nil || ev.To != domain.StateQueued || ev.Type != domain.EvSubmitted {
 		t.Fatalf("submit: %+v %v", ev, err)
 	}
 	spec.RunAt = now.Add(time.Minute)
-	if ev, _ := commands.Submit("J", spec, false, now); ev.To != streams.StateScheduled {
+	if ev, _ := commands.Submit("J", spec, false, now); ev.To != domain.StateScheduled {
 		t.Fatalf("delayed submit goes to %s", ev.To)
 	}
 }
@@ -270,7 +271,7 @@ func checkSpec(t *testing.T, r *commands.SubmitRequest) {
 		}
 		return
 	}
-	if !streams.ValidType(spec.Type) || !streams.ValidQueue(spec.Queue) || !streams.ValidNamespace(spec.Namespace) ||
+	if !domain.ValidType(spec.Type) || !domain.ValidQueue(spec.Queue) || !domain.ValidNamespace(spec.Namespace) ||
 		!json.Valid(spec.Payload) || spec.MaxRetries < 0 || spec.MaxRetries > commands.MaxRetriesLimit || spec.Timeout <= 0 ||
 		spec.Backoff < 0 || spec.BackoffCap < 0 || spec.QueueTimeout < 0 || spec.MaxLeaseRequeues < 0 ||
 		spec.MaxLeaseRequeues > commands.MaxRetriesLimit || !(spec.Jitter >= 0 && spec.Jitter <= 1) ||

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -450,7 +451,7 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 		ids[i] = b.id
 	}
 	curs := a.snapshots(ctx, ids)
-	errs := a.store.ApplyMany(ctx, "admit", curs, func(j *streams.Job) (*streams.Event, error) {
+	errs := a.store.ApplyMany(ctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Admit(j, a.store.Actor, time.Now().UTC())
 	})
 	for i, b := range batch {
@@ -462,7 +463,7 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 			// record or its ack did not): the slot is given back only if
 			// the log says the job still waits; otherwise the log tells
 			// admission where the job went (Observe clears admitting).
-			if cur, lerr := a.store.Load(ctx, b.id); lerr == nil && cur.Job.State != streams.StatePending {
+			if cur, lerr := a.store.Load(ctx, b.id); lerr == nil && cur.Job.State != domain.StatePending {
 				b.written = true
 			}
 		}
@@ -473,13 +474,13 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 // holdAll writes why each of hs waits (job.pending), pipelined.
 func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
 	ids := make([]string, len(hs))
-	byID := make(map[string]streams.Hold, len(hs))
+	byID := make(map[string]domain.Hold, len(hs))
 	for i, h := range hs {
 		ids[i] = h.ID
 		byID[h.ID] = h.Hold
 	}
 	curs := a.snapshots(ctx, ids)
-	errs := a.store.ApplyMany(ctx, "hold", curs, func(j *streams.Job) (*streams.Event, error) {
+	errs := a.store.ApplyMany(ctx, "hold", curs, func(j *domain.Job) (*domain.Event, error) {
 		ev, err := commands.HoldPending(j, byID[j.ID], a.store.Actor, time.Now().UTC())
 		if err == nil && ev == nil {
 			return nil, errNothingToDo
@@ -498,7 +499,7 @@ func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
 func (a *Admitter) redispatch(ctx context.Context, ids []string) {
 	for _, id := range ids {
 		snap, err := a.store.Load(ctx, id)
-		if err == nil && snap.Job.State == streams.StateQueued {
+		if err == nil && snap.Job.State == domain.StateQueued {
 			err = a.store.Dispatch(ctx, snap)
 		}
 		if err != nil && !errors.Is(err, commands.ErrNotFound) && ctx.Err() == nil {
@@ -533,17 +534,17 @@ type lookup struct {
 
 // observe tells q what ev says of its job; false if the job is not known
 // and ev does not say enough (who it runs for): look its record up.
-func observe(q *commands.Admission, ev *streams.Event) bool {
+func observe(q *commands.Admission, ev *domain.Event) bool {
 	switch {
-	case ev.Type == streams.EvSubmitted && ev.Spec != nil:
+	case ev.Type == domain.EvSubmitted && ev.Spec != nil:
 		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time, Seq: ev.Seq})
-	case ev.To == streams.StateNew: // an annotation
+	case ev.To == domain.StateNew: // an annotation
 		if !q.Known(ev.JobID) {
 			// A rebuild that found this last (a pending job's hold, a
 			// running job's progress): its record says the rest.
-			return ev.Type == streams.EvPurged
+			return ev.Type == domain.EvPurged
 		}
-		if ev.Type == streams.EvPending && ev.Hold != nil {
+		if ev.Type == domain.EvPending && ev.Hold != nil {
 			q.SetHold(ev.JobID, ev.Hold)
 		}
 		return true
@@ -560,7 +561,7 @@ func observe(q *commands.Admission, ev *streams.Event) bool {
 // later events of the batch are too (terminal ones included): a record
 // read after the batch may be behind them, and lookUp brings a record
 // behind its lookup's event up to the log.
-func observeOrLookUp(q *commands.Admission, ev *streams.Event, looking map[string]bool, ls []lookup) []lookup {
+func observeOrLookUp(q *commands.Admission, ev *domain.Event, looking map[string]bool, ls []lookup) []lookup {
 	if looking[ev.JobID] || !observe(q, ev) {
 		looking[ev.JobID] = true
 		ls = append(ls, lookup{queue: q.Queue, id: ev.JobID, seq: ev.Seq})
@@ -620,7 +621,7 @@ type AdmissionPlace struct {
 	Position int  `json:"position"` // pending jobs admitted before it, slots freeing one at a time
 	// Hold is the limit that holds it now (nil: a slot is free, its turn
 	// comes at once).
-	Hold *streams.Hold `json:"hold,omitempty"`
+	Hold *domain.Hold `json:"hold,omitempty"`
 }
 
 // AdmissionPlaceOf asks the leading engine's Admitter where pending job id

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -17,18 +18,18 @@ import (
 // good although the log says the job is cancelled.
 func TestAdmitterLooksUpTheEndOfAJobBeingLookedUp(t *testing.T) {
 	h := newHarness(t)
-	lim := streams.QueueLimits{MaxRunning: 1}
+	lim := domain.QueueLimits{MaxRunning: 1}
 	if _, err := h.st.SetQueueLimits(h.ctx, "lk", lim); err != nil {
 		t.Fatal(err)
 	}
 	id := h.submit(commands.SubmitRequest{Type: "x", Queue: "lk"}).Job.ID
-	j := h.waitState(id, streams.StateQueued, 10*time.Second)
+	j := h.waitState(id, domain.StateQueued, 10*time.Second)
 	h.eng.Stop(context.Background()) // no projector: the record stays behind the log
 	ev, err := commands.Cancel(j, "test", "test", time.Now().UTC())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(j.Subject(), ev, j.Seq).Wait(h.ctx); err != nil {
+	if _, err := h.st.W.AppendAsync(streams.JobSubject(j), ev, j.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	evs := h.events(id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -116,9 +117,9 @@ func TestCommandBadInputNamesFieldWritesNothing(t *testing.T) {
 		{"list limit -1", "list", `{"limit":-1}`, invalid, "limit"},
 		{"msgpack list limit -1", "list", map[string]any{"limit": -1}, invalid, "limit"},
 		{"list limit wrong type", "list", `{"limit":"ten"}`, bad, "limit"},
-		{"cancel reason too long", "cancel", `{"id":"` + streams.NewID() + `","reason":"` + strings.Repeat("r", 1025) + `"}`, invalid, "reason"},
-		{"get with a reason", "get", `{"id":"` + streams.NewID() + `","reason":"r"}`, invalid, "reason"},
-		{"events with a reason", "events", `{"id":"` + streams.NewID() + `","reason":"r"}`, invalid, "reason"},
+		{"cancel reason too long", "cancel", `{"id":"` + domain.NewID() + `","reason":"` + strings.Repeat("r", 1025) + `"}`, invalid, "reason"},
+		{"get with a reason", "get", `{"id":"` + domain.NewID() + `","reason":"r"}`, invalid, "reason"},
+		{"events with a reason", "events", `{"id":"` + domain.NewID() + `","reason":"r"}`, invalid, "reason"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := askCommand(t, nc, tc.verb, tc.body)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -58,7 +59,7 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	var item streams.BatchItem
+	var item domain.BatchItem
 	if err := streams.Unmarshal(msg.Data(), &item); err != nil || item.Parent == "" || item.Piece < 1 {
 		r.log.Error("malformed batch dropped", "seq", meta.Sequence.Stream, "err", err)
 		_ = msg.Term()
@@ -102,7 +103,7 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 // settleBatch carries out what was decided of a batch's attempt: its work
 // item given back (now or after a delay), dropped, or acked once its piece
 // event is in the log.
-func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *streams.BatchItem, attempt int, step commands.BatchStep) {
+func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *domain.BatchItem, attempt int, step commands.BatchStep) {
 	switch {
 	case step.Retry && step.Delay > 0:
 		_ = msg.NakWithDelay(step.Delay)
@@ -114,7 +115,7 @@ func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *stre
 		_ = msg.Ack()
 		return
 	}
-	ev := &streams.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
+	ev := &domain.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
 		Attempt: attempt, Actor: r.cfg.WorkerID, Error: step.Error}
 	if _, err := r.store.publishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
 		r.log.Warn("batch outcome not recorded; the batch will be redelivered", "parent", item.Parent, "piece", item.Piece, "err", err)

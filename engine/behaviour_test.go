@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -30,7 +31,7 @@ func TestClaimRace16Goroutines(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			_, _, err := st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+			_, _, err := st.Apply(h.ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
 				return commands.Start(j, "racer", uint64(100+i), time.Now())
 			})
 			switch {
@@ -48,7 +49,7 @@ func TestClaimRace16Goroutines(t *testing.T) {
 	if wins.Load() != 1 || refusals.Load() != 15 {
 		t.Fatalf("%d won, %d refused; want 1 and 15", wins.Load(), refusals.Load())
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted)
 	h.verify()
 }
 
@@ -57,7 +58,7 @@ func TestDuplicateWorkItemsRunOnce(t *testing.T) {
 	sub := h.submit(commands.SubmitRequest{Type: "dup", Queue: "dups"})
 	// Fifteen more copies of its work item, as redelivery or repair could
 	// leave (no message id: the stream keeps every copy).
-	item, _ := streams.Marshal(&streams.WorkItem{Rev: sub.Rev, Job: *sub.Job})
+	item, _ := streams.Marshal(&domain.WorkItem{Rev: sub.Rev, Job: *sub.Job})
 	for i := 0; i < 15; i++ {
 		if _, err := h.st.JS.Publish(h.ctx, streams.RunSubject("dups", "dup"), item); err != nil {
 			t.Fatal(err)
@@ -87,11 +88,11 @@ func TestDuplicateWorkItemsRunOnce(t *testing.T) {
 		return nil
 	})
 	close(release)
-	h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+	h.waitState(sub.Job.ID, domain.StateSucceeded, 10*time.Second)
 	if n := runs.get(sub.Job.ID); n != 1 {
 		t.Fatalf("handler ran %d times", n)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvSucceeded)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvSucceeded)
 	h.verify()
 }
 
@@ -108,21 +109,21 @@ func TestRetriesWithBackoff(t *testing.T) {
 		}}})
 	// Zero backoff: requeued at once.
 	fast := h.submit(commands.SubmitRequest{Type: "flaky", Backoff: dur(0)})
-	j := h.waitState(fast.Job.ID, streams.StateSucceeded, 10*time.Second)
+	j := h.waitState(fast.Job.ID, domain.StateSucceeded, 10*time.Second)
 	if j.Attempt != 3 || j.Retries != 2 || string(j.Result) != `"done"` || j.Error != nil {
 		t.Fatalf("job %+v", j)
 	}
-	h.wantEvents(fast.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvStarted,
-		streams.EvRetryScheduled, streams.EvStarted, streams.EvSucceeded)
+	h.wantEvents(fast.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvRetryScheduled, domain.EvStarted,
+		domain.EvRetryScheduled, domain.EvStarted, domain.EvSucceeded)
 	// One second base: scheduled (never failed) while it waits.
 	slow := h.submit(commands.SubmitRequest{Type: "flaky", Backoff: dur(time.Second), Jitter: ptr(0.0)})
-	j = h.waitState(slow.Job.ID, streams.StateScheduled, 10*time.Second)
+	j = h.waitState(slow.Job.ID, domain.StateScheduled, 10*time.Second)
 	if j.Retries != 1 || j.Error == nil || j.Error.Message != "not yet" || j.RunAt.Sub(j.UpdatedAt) != time.Second {
 		t.Fatalf("waiting for retry: %+v", j)
 	}
-	j = h.waitState(slow.Job.ID, streams.StateSucceeded, 15*time.Second)
-	h.wantEvents(slow.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvDue,
-		streams.EvStarted, streams.EvRetryScheduled, streams.EvDue, streams.EvStarted, streams.EvSucceeded)
+	j = h.waitState(slow.Job.ID, domain.StateSucceeded, 15*time.Second)
+	h.wantEvents(slow.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvRetryScheduled, domain.EvDue,
+		domain.EvStarted, domain.EvRetryScheduled, domain.EvDue, domain.EvStarted, domain.EvSucceeded)
 	if j.StartedAt.Before(j.RunAt) {
 		t.Fatalf("retry started %s before its run_at %s", j.StartedAt, j.RunAt)
 	}
@@ -154,7 +155,7 @@ func TestFailureKinds(t *testing.T) {
 		},
 		"badresult": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`{not json`), nil },
 	}})
-	check := func(req commands.SubmitRequest, state streams.State, attempts, retries int, code string, evs ...string) *streams.Job {
+	check := func(req commands.SubmitRequest, state domain.State, attempts, retries int, code string, evs ...string) *domain.Job {
 		t.Helper()
 		sub := h.submit(req)
 		j := h.waitState(sub.Job.ID, state, 15*time.Second)
@@ -167,29 +168,29 @@ func TestFailureKinds(t *testing.T) {
 		h.wantEvents(sub.Job.ID, evs...)
 		return j
 	}
-	check(commands.SubmitRequest{Type: "permanent"}, streams.StateFailed, 1, 0, engine.CodeError,
-		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
-	check(commands.SubmitRequest{Type: "coded", NoRetryOn: []string{"VALIDATION"}}, streams.StateFailed, 1, 0, "VALIDATION",
-		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
-	j := check(commands.SubmitRequest{Type: "panics", MaxRetries: ptr(1), Backoff: dur(0)}, streams.StateFailed, 2, 1, engine.CodePanic,
-		streams.EvSubmitted, streams.EvStarted, streams.EvRetryScheduled, streams.EvStarted, streams.EvFailed)
+	check(commands.SubmitRequest{Type: "permanent"}, domain.StateFailed, 1, 0, engine.CodeError,
+		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
+	check(commands.SubmitRequest{Type: "coded", NoRetryOn: []string{"VALIDATION"}}, domain.StateFailed, 1, 0, "VALIDATION",
+		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
+	j := check(commands.SubmitRequest{Type: "panics", MaxRetries: ptr(1), Backoff: dur(0)}, domain.StateFailed, 2, 1, engine.CodePanic,
+		domain.EvSubmitted, domain.EvStarted, domain.EvRetryScheduled, domain.EvStarted, domain.EvFailed)
 	if !strings.Contains(j.Error.Stack, "behaviour_test.go") || !strings.Contains(j.Error.Message, "kaboom") {
 		t.Fatalf("panic error without its stack: %+v", j.Error)
 	}
 	start := time.Now()
-	check(commands.SubmitRequest{Type: "slow", Timeout: dur(300 * time.Millisecond), MaxRetries: ptr(0)}, streams.StateFailed, 1, 0, engine.CodeTimeout,
-		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	check(commands.SubmitRequest{Type: "slow", Timeout: dur(300 * time.Millisecond), MaxRetries: ptr(0)}, domain.StateFailed, 1, 0, engine.CodeTimeout,
+		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout took %s", time.Since(start))
 	}
-	j = check(commands.SubmitRequest{Type: "later", MaxRetries: ptr(0)}, streams.StateSucceeded, 2, 0, "",
-		streams.EvSubmitted, streams.EvStarted, streams.EvRetryLater, streams.EvStarted, streams.EvSucceeded)
+	j = check(commands.SubmitRequest{Type: "later", MaxRetries: ptr(0)}, domain.StateSucceeded, 2, 0, "",
+		domain.EvSubmitted, domain.EvStarted, domain.EvRetryLater, domain.EvStarted, domain.EvSucceeded)
 	evs := h.events(j.ID)
 	if evs[2].Message != "GPU busy" {
 		t.Fatalf("retry_later event %+v", evs[2])
 	}
-	check(commands.SubmitRequest{Type: "badresult"}, streams.StateFailed, 1, 0, engine.CodeError,
-		streams.EvSubmitted, streams.EvStarted, streams.EvFailed)
+	check(commands.SubmitRequest{Type: "badresult"}, domain.StateFailed, 1, 0, engine.CodeError,
+		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
 	h.verify()
 }
 
@@ -215,10 +216,10 @@ func TestCancel(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
 		sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
 		snap, err := h.st.Cancel(h.ctx, sub.Job.ID, "not needed")
-		if err != nil || snap.Job.State != streams.StateCancelled {
+		if err != nil || snap.Job.State != domain.StateCancelled {
 			t.Fatalf("cancel: %v %+v", err, snap.Job)
 		}
-		h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvCancelled)
+		h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvCancelled)
 	})
 	t.Run("scheduled", func(t *testing.T) {
 		sub := h.submit(commands.SubmitRequest{Type: "long", Delay: dur(time.Second)})
@@ -251,7 +252,7 @@ func TestCancel(t *testing.T) {
 		if ran.get(sub.Job.ID) != 0 {
 			t.Fatal("a cancelled scheduled job ran")
 		}
-		h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvCancelled)
+		h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvCancelled)
 	})
 	t.Run("running", func(t *testing.T) {
 		sub := h.submit(commands.SubmitRequest{Type: "long"})
@@ -259,7 +260,7 @@ func TestCancel(t *testing.T) {
 		if id != sub.Job.ID {
 			t.Fatalf("running %s", id)
 		}
-		h.waitState(id, streams.StateRunning, 5*time.Second)
+		h.waitState(id, domain.StateRunning, 5*time.Second)
 		t0 := time.Now()
 		if _, err := h.st.Cancel(h.ctx, id, "user"); err != nil {
 			t.Fatal(err)
@@ -292,10 +293,10 @@ func TestCancel(t *testing.T) {
 			return nil
 		})
 		j := h.get(id)
-		if j.State != streams.StateCancelled || j.Result != nil {
+		if j.State != domain.StateCancelled || j.Result != nil {
 			t.Fatalf("job %+v", j)
 		}
-		h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
+		h.wantEvents(id, domain.EvSubmitted, domain.EvStarted, domain.EvCancelled)
 	})
 	t.Run("terminal", func(t *testing.T) {
 		sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
@@ -304,7 +305,7 @@ func TestCancel(t *testing.T) {
 		}
 		before := h.lastSeq()
 		snap, err := h.st.Cancel(h.ctx, sub.Job.ID, "again")
-		if !errors.Is(err, commands.ErrTerminal) || snap.Job.State != streams.StateCancelled {
+		if !errors.Is(err, commands.ErrTerminal) || snap.Job.State != domain.StateCancelled {
 			t.Fatalf("second cancel: %v", err)
 		}
 		if after := h.lastSeq(); after != before {
@@ -319,9 +320,9 @@ func TestRefusedTransitionWritesNothing(t *testing.T) {
 	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
 	before := h.lastSeq()
 	for name, d := range map[string]engine.Decider{
-		"succeed queued": func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "x", time.Now()) },
-		"due queued":     func(j *streams.Job) (*streams.Event, error) { return commands.Due(j, false, "x", time.Now()) },
-		"requeue queued": func(j *streams.Job) (*streams.Event, error) { return commands.Requeue(j, "", "x", time.Now()) },
+		"succeed queued": func(j *domain.Job) (*domain.Event, error) { return commands.Succeed(j, nil, "x", time.Now()) },
+		"due queued":     func(j *domain.Job) (*domain.Event, error) { return commands.Due(j, false, "x", time.Now()) },
+		"requeue queued": func(j *domain.Job) (*domain.Event, error) { return commands.Requeue(j, "", "x", time.Now()) },
 	} {
 		_, _, err := h.st.Apply(h.ctx, "test", sub, d)
 		if !errors.Is(err, commands.ErrInvalidTransition) {
@@ -334,10 +335,10 @@ func TestRefusedTransitionWritesNothing(t *testing.T) {
 	if _, err := h.st.Get(h.ctx, "NOTANID"); !errors.Is(err, commands.ErrInvalidInput) {
 		t.Fatalf("get bad id: %v", err)
 	}
-	if _, err := h.st.Load(h.ctx, streams.NewID()); !errors.Is(err, commands.ErrNotFound) {
+	if _, err := h.st.Load(h.ctx, domain.NewID()); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("load unknown id: %v", err)
 	}
-	if _, err := h.st.Cancel(h.ctx, streams.NewID(), ""); !errors.Is(err, commands.ErrNotFound) {
+	if _, err := h.st.Cancel(h.ctx, domain.NewID(), ""); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("cancel unknown id: %v", err)
 	}
 }
@@ -347,21 +348,21 @@ func TestZombieWritesRefused(t *testing.T) {
 	h := newHarness(t)
 	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
 	now := time.Now
-	a, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+	a, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Start(j, "A", 1, now())
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := h.st.Apply(h.ctx, "lease", a, func(j *streams.Job) (*streams.Event, error) { return commands.LeaseLost(j, "B", now()) })
+	b, _, err := h.st.Apply(h.ctx, "lease", a, func(j *domain.Job) (*domain.Event, error) { return commands.LeaseLost(j, "B", now()) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err = h.st.Apply(h.ctx, "claim", b, func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "B", 1, now()) }); err != nil {
+	if _, _, err = h.st.Apply(h.ctx, "claim", b, func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "B", 1, now()) }); err != nil {
 		t.Fatal(err)
 	}
 	// A reports success on the snapshot it holds.
-	_, _, err = h.st.Apply(h.ctx, "complete", a, func(j *streams.Job) (*streams.Event, error) {
+	_, _, err = h.st.Apply(h.ctx, "complete", a, func(j *domain.Job) (*domain.Event, error) {
 		if err := commands.CheckClaimant(j, "A", 1, a.Job.Attempt); err != nil {
 			return nil, err
 		}
@@ -371,7 +372,7 @@ func TestZombieWritesRefused(t *testing.T) {
 		t.Fatalf("zombie write: %v", err)
 	}
 	j := h.get(sub.Job.ID)
-	if j.State != streams.StateRunning || j.Worker != "B" || j.Attempt != 2 || j.LeaseRequeues != 1 {
+	if j.State != domain.StateRunning || j.Worker != "B" || j.Attempt != 2 || j.LeaseRequeues != 1 {
 		t.Fatalf("job %+v", j)
 	}
 	h.verify()
@@ -397,18 +398,18 @@ func TestLeaseExpiryRequeues(t *testing.T) {
 	}
 	sub := h.submit(commands.SubmitRequest{Type: "work"})
 	<-held
-	h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+	h.waitState(sub.Job.ID, domain.StateRunning, 5*time.Second)
 	deadSt.NC.Close() // the process is gone: no renewals, no writes
 	defer dead.Stop(context.Background())
 
 	var ran atomic.Int32
 	h.runtime(engine.RuntimeConfig{WorkerID: "alive", Lease: time.Second, Handlers: map[string]engine.Handler{
 		"work": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return []byte(`"ok"`), nil }}})
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 15*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 15*time.Second)
 	if ran.Load() != 1 || j.Worker != "alive" || j.LeaseRequeues != 1 || j.Attempt != 2 {
 		t.Fatalf("job %+v, ran %d", j, ran.Load())
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvSucceeded)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvLeaseExpiredRequeue, domain.EvStarted, domain.EvSucceeded)
 	h.verify()
 }
 
@@ -418,21 +419,21 @@ func TestMaxLeaseRequeuesFails(t *testing.T) {
 	cur := sub
 	var err error
 	for i := 0; i < 2; i++ {
-		if cur, _, err = h.st.Apply(h.ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
+		if cur, _, err = h.st.Apply(h.ctx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
 			return commands.Start(j, "w", 1, time.Now())
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if cur, _, err = h.st.Apply(h.ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
+		if cur, _, err = h.st.Apply(h.ctx, "lease", cur, func(j *domain.Job) (*domain.Event, error) {
 			return commands.LeaseLost(j, "w2", time.Now())
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if cur.Job.State != streams.StateFailed || cur.Job.Error.Code != "LEASE_EXPIRED" || cur.Job.LeaseRequeues != 1 {
+	if cur.Job.State != domain.StateFailed || cur.Job.Error.Code != "LEASE_EXPIRED" || cur.Job.LeaseRequeues != 1 {
 		t.Fatalf("job %+v", cur.Job)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvLeaseExpired)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvLeaseExpiredRequeue, domain.EvStarted, domain.EvLeaseExpired)
 }
 
 func TestGracefulShutdownRequeues(t *testing.T) {
@@ -465,7 +466,7 @@ func TestGracefulShutdownRequeues(t *testing.T) {
 			}
 			sub := h.submit(commands.SubmitRequest{Type: "work"})
 			<-held
-			h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+			h.waitState(sub.Job.ID, domain.StateRunning, 5*time.Second)
 			t0 := time.Now()
 			first.Stop(context.Background())
 			// It takes a few seconds by design (grace, then the wait for
@@ -474,16 +475,16 @@ func TestGracefulShutdownRequeues(t *testing.T) {
 				t.Fatalf("stop took %s", d)
 			}
 			j := h.get(sub.Job.ID)
-			if j.State != streams.StateQueued {
+			if j.State != domain.StateQueued {
 				t.Fatalf("after stop the job is %s", j.State)
 			}
 			h.runtime(engine.RuntimeConfig{WorkerID: "second", Handlers: map[string]engine.Handler{
 				"work": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`"second"`), nil }}})
-			j = h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+			j = h.waitState(sub.Job.ID, domain.StateSucceeded, 10*time.Second)
 			if j.Worker != "second" || string(j.Result) != `"second"` || j.Retries != 0 {
 				t.Fatalf("job %+v", j)
 			}
-			h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvRequeued, streams.EvStarted, streams.EvSucceeded)
+			h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvRequeued, domain.EvStarted, domain.EvSucceeded)
 			h.verify()
 		})
 	}
@@ -495,7 +496,7 @@ func TestUnknownTypeStaysQueued(t *testing.T) {
 		"known": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil }}})
 	unknown := h.submit(commands.SubmitRequest{Type: "unknown.type"})
 	known := h.submit(commands.SubmitRequest{Type: "known"})
-	h.waitState(known.Job.ID, streams.StateSucceeded, 10*time.Second)
+	h.waitState(known.Job.ID, domain.StateSucceeded, 10*time.Second)
 	// The projector has seen both submits (its lag is 100ms) and the known
 	// job went through; the unknown one is still visible and queued.
 	testkit.WaitFor(t, 10*time.Second, func() error {
@@ -504,7 +505,7 @@ func TestUnknownTypeStaysQueued(t *testing.T) {
 		}
 		return nil
 	})
-	if j := h.get(unknown.Job.ID); j.State != streams.StateQueued || j.Attempt != 0 {
+	if j := h.get(unknown.Job.ID); j.State != domain.StateQueued || j.Attempt != 0 {
 		t.Fatalf("unknown type: %+v", j)
 	}
 }
@@ -528,7 +529,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if err != nil || !other.Created || other.Job.ID == first.Job.ID {
 		t.Fatalf("other namespace: %v %+v", err, other)
 	}
-	h.wantEvents(first.Job.ID, streams.EvSubmitted)
+	h.wantEvents(first.Job.ID, domain.EvSubmitted)
 }
 
 // A writer that crashed right after its append leaves the job only in the
@@ -540,12 +541,12 @@ func TestProjectorRepairsWhatACrashLeft(t *testing.T) {
 		"orphan": func(context.Context, *engine.Task) ([]byte, error) { ran.Add(1); return []byte(`7`), nil }}})
 	now := time.Now().UTC()
 	spec, _ := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
-	id := streams.NewID()
+	id := domain.NewID()
 	ev, _ := commands.Submit(id, spec, false, now)
 	if _, err := h.st.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	j := h.waitState(id, streams.StateSucceeded, 15*time.Second)
+	j := h.waitState(id, domain.StateSucceeded, 15*time.Second)
 	if ran.Load() != 1 || string(j.Result) != "7" {
 		t.Fatalf("ran %d, job %+v", ran.Load(), j)
 	}
@@ -560,7 +561,7 @@ func TestVerifyFindsTamperedRecord(t *testing.T) {
 	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
 	h.verify()
 	tampered := *sub.Job
-	tampered.State = streams.StateSucceeded
+	tampered.State = domain.StateSucceeded
 	b, _ := streams.EncodeJob(&tampered)
 	if _, err := h.st.KV.Put(h.ctx, sub.Job.ID, b); err != nil {
 		t.Fatal(err)
@@ -583,10 +584,10 @@ func TestWaitAndFollowArePushed(t *testing.T) {
 	got := make(chan []string, 1)
 	go func() {
 		var seen []string
-		_ = h.st.History(h.ctx, sub.Job.ID, 0, true, func(e *streams.Event) error { seen = append(seen, e.Type); return nil })
+		_ = h.st.History(h.ctx, sub.Job.ID, 0, true, func(e *domain.Event) error { seen = append(seen, e.Type); return nil })
 		got <- seen
 	}()
-	h.waitState(sub.Job.ID, streams.StateRunning, 5*time.Second)
+	h.waitState(sub.Job.ID, domain.StateRunning, 5*time.Second)
 	close(release)
 	select {
 	case seen := <-got:
@@ -645,7 +646,7 @@ func TestServerRestartKeepsScheduledJobs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if snap.Job.State != streams.StateSucceeded {
+		if snap.Job.State != domain.StateSucceeded {
 			return testkit.Errorf("job is %s", snap.Job.State)
 		}
 		return nil
@@ -719,8 +720,8 @@ func TestCommandProtocol(t *testing.T) {
 		{"submit", "\xdd\xff\xff\xff\xff", false, engine.ProblemBadCommand},
 		{"submit", "", true, engine.ProblemBadCommand},
 		{"get", `{"id":"nope"}`, true, engine.ProblemInvalidInput},
-		{"get", `{"id":"` + streams.NewID() + `"}`, true, engine.ProblemNotFound},
-		{"cancel", `{"id":"` + streams.NewID() + `"}`, true, engine.ProblemNotFound},
+		{"get", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
+		{"cancel", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"list", `{"state":"sleeping"}`, true, engine.ProblemInvalidInput},
 		{"explode", `{}`, true, engine.ProblemUnknownCommand},
 	} {

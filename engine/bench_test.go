@@ -7,8 +7,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // BenchmarkSubmitBatch measures pipelined submits (event, record, work item
@@ -74,7 +74,7 @@ func BenchmarkClaimRunComplete(b *testing.B) {
 	b.ResetTimer()
 	rt, err := engine.NewRuntime(wst, engine.RuntimeConfig{Queue: "bench", WorkerID: "w", Concurrency: 64, Log: testkit.Logger(b),
 		Handlers: map[string]engine.Handler{"bench.noop": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil }},
-		OnOutcome: func(j *streams.Job, _ *streams.Event) {
+		OnOutcome: func(j *domain.Job, _ *domain.Event) {
 			if done.Add(1) == int64(b.N) {
 				close(all)
 			}

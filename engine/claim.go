@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -76,7 +77,7 @@ var pausedForever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 type delivery struct {
 	msg  jetstream.Msg
 	meta *jetstream.MsgMetadata
-	item *streams.WorkItem
+	item *domain.WorkItem
 }
 
 // decodeDelivery reads a delivered work item; a malformed one is
@@ -122,7 +123,7 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 	}
 	cur := Snapshot{Job: &d.item.Job, Rev: d.item.Rev}
 	for round := 0; round < 4; round++ {
-		snap, _, err := s.Apply(ctx, "claim", cur, func(j *streams.Job) (*streams.Event, error) {
+		snap, _, err := s.Apply(ctx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
 			now := time.Now().UTC()
 			if remote {
 				ev, err := commands.Claim(j, worker, item, now)
@@ -182,7 +183,7 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 			return snap, false
 		}
 		held := j.LeaseItem
-		next, _, err := s.Apply(ctx, "lease", snap, func(j *streams.Job) (*streams.Event, error) {
+		next, _, err := s.Apply(ctx, "lease", snap, func(j *domain.Job) (*domain.Event, error) {
 			return commands.WriteOffLease(j, held, beat, lease, worker, time.Now().UTC())
 		})
 		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {

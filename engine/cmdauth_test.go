@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -16,7 +17,7 @@ import (
 type cmdAnswer struct {
 	Job *struct {
 		ID, Namespace, User string
-		State               streams.State
+		State               domain.State
 	} `json:"job"`
 	Jobs   []struct{ ID, Namespace string } `json:"jobs"`
 	Events []struct{ Type, Actor string }   `json:"events"`
@@ -121,7 +122,7 @@ func TestCommandsCheckTokens(t *testing.T) {
 	if status(l) != 200 || len(l.Jobs) != 1 || l.Jobs[0].ID != jobA {
 		t.Fatalf("readA lists %+v %+v, want only %s", l.Jobs, l.Error, jobA)
 	}
-	if c := send("prodA", "cancel", map[string]any{"id": jobA, "reason": "audit"}); status(c) != 200 || c.Job.State != streams.StateCancelled {
+	if c := send("prodA", "cancel", map[string]any{"id": jobA, "reason": "audit"}); status(c) != 200 || c.Job.State != domain.StateCancelled {
 		t.Fatalf("prodA cancel: %+v", c)
 	}
 	// Who a job runs for: the token's name, another only if an admin names

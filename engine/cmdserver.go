@@ -19,6 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -573,7 +574,7 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return r
 		}
 		out := &cmdReply{Events: []*projections.EventView{}}
-		err := c.store.History(ctx, req.ID, 0, false, func(e *streams.Event) error {
+		err := c.store.History(ctx, req.ID, 0, false, func(e *domain.Event) error {
 			out.Events = append(out.Events, projections.ViewEvent(e))
 			return nil
 		})

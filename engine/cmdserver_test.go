@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -135,7 +136,7 @@ func TestCommandServiceDiscovery(t *testing.T) {
 	if r := askCommand(t, nc, "get", `{"id":"`+res.Job.ID+`"}`); r.Error != nil {
 		t.Fatalf("get: %+v", r.Error)
 	}
-	missing := streams.NewID()
+	missing := domain.NewID()
 	m := nats.NewMsg(streams.CommandPrefix + ".get")
 	m.Header.Set("Content-Type", "application/json")
 	m.Data = []byte(`{"id":"` + missing + `"}`)
@@ -274,7 +275,7 @@ func TestCommandServerRecoversPanic(t *testing.T) {
 	commandServer(t, &engine.Store{NC: testkit.Conn(t, srv), Actor: "broken"})
 	nc := testkit.Conn(t, srv)
 	for i := range 3 {
-		r := askCommand(t, nc, "get", map[string]any{"id": streams.NewID()})
+		r := askCommand(t, nc, "get", map[string]any{"id": domain.NewID()})
 		if r.Error == nil || r.Error.Type != engine.ProblemInternal || r.Error.Status != 500 || r.Error.Detail == "" {
 			t.Fatalf("get %d on a broken store: %+v", i, r.Error)
 		}

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Component is the life every background component shares.
@@ -87,7 +87,7 @@ func NewEngine(store *Store, cfg EngineConfig) *Engine {
 	}
 	e.Purger = NewPurger(store, cfg.Purger)
 	e.Admitter = NewAdmitter(store, log)
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+streams.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger, e.Admitter)
+	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+domain.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger, e.Admitter)
 	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
 	return e
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // ObserveBatch runs the admitter's per-batch logic on evs (all of
 // queue): observe each, then look the unknown ones up, as session does.
-func ObserveBatch(ctx context.Context, st *Store, q *commands.Admission, evs []*streams.Event) error {
+func ObserveBatch(ctx context.Context, st *Store, q *commands.Admission, evs []*domain.Event) error {
 	a := NewAdmitter(st, nil)
 	var ls []lookup
 	looking := map[string]bool{}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
@@ -65,7 +66,7 @@ type tally struct {
 }
 
 // plan is the parent's plan, from its record or its piece.planned event.
-func (t *tally) plan() *streams.FanoutPlan {
+func (t *tally) plan() *domain.FanoutPlan {
 	if t.snap.Job != nil && t.snap.Job.Fanout != nil {
 		return &t.snap.Job.Fanout.Plan
 	}
@@ -222,7 +223,7 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 	if err := projections.ReadPieces(ctx, f.store.NC, parent, t.pieces, 0); err != nil {
 		return err
 	}
-	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || t.snap.Job.State != streams.StateWaiting) {
+	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || t.snap.Job.State != domain.StateWaiting) {
 		// The parent began waiting since it was read: decide on it as it is.
 		snap, err := f.store.Load(ctx, parent)
 		if err != nil {
@@ -267,7 +268,7 @@ func (f *FanIn) settle(ctx context.Context) {
 			continue
 		}
 		counts := t.pieces.Tally(5) // sorts the failure messages: only for a write
-		next, _, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
+		next, _, err := f.store.Apply(ctx, "fanin", t.snap, func(j *domain.Job) (*domain.Event, error) {
 			return commands.FanIn(j, counts, f.store.Actor, time.Now().UTC())
 		})
 		t.failed = false
@@ -289,10 +290,10 @@ func (f *FanIn) settle(ctx context.Context) {
 	}
 }
 
-func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts streams.FanoutCounts) {
-	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *streams.Job) (*streams.Event, error) {
-		if j.State != streams.StateWaiting {
-			return nil, &commands.TransitionError{JobID: j.ID, Event: streams.EvSucceeded, From: j.State, To: streams.StateSucceeded}
+func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts domain.FanoutCounts) {
+	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *domain.Job) (*domain.Event, error) {
+		if j.State != domain.StateWaiting {
+			return nil, &commands.TransitionError{JobID: j.ID, Event: domain.EvSucceeded, From: j.State, To: domain.StateSucceeded}
 		}
 		return commands.FinishFanout(j, counts, f.store.Actor, time.Now().UTC())
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -20,14 +21,14 @@ import (
 func (h *harness) waitingParent(total int) engine.Snapshot {
 	h.t.Helper()
 	sub := h.submit(commands.SubmitRequest{Type: "coord.by.hand"})
-	run, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+	run, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Start(j, "w", 1, time.Now())
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	waiting, _, err := h.st.Apply(h.ctx, "wait", run, func(j *streams.Job) (*streams.Event, error) {
-		return commands.Wait(j, streams.FanoutPlan{Kind: streams.FanoutChildren, Total: total}, "w", time.Now().UTC())
+	waiting, _, err := h.st.Apply(h.ctx, "wait", run, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Wait(j, domain.FanoutPlan{Kind: domain.FanoutChildren, Total: total}, "w", time.Now().UTC())
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -39,7 +40,7 @@ func (h *harness) waitingParent(total int) engine.Snapshot {
 // does (msgID "" publishes a repeat the stream does not deduplicate).
 func (h *harness) piece(parent string, n int, typ, msgID string) {
 	h.t.Helper()
-	data, err := streams.EncodeEvent(&streams.Event{Type: typ, JobID: parent, Piece: n, Time: time.Now().UTC()})
+	data, err := streams.EncodeEvent(&domain.Event{Type: typ, JobID: parent, Piece: n, Time: time.Now().UTC()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -59,27 +60,27 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 	h := newHarness(t)
 	h.eng.Leader.Stop(h.ctx) // no counter until every piece event is in
 	good := h.waitingParent(3)
-	bad := &streams.Job{ID: streams.NewID(), Spec: streams.Spec{Namespace: "default", Queue: "default", Type: "x"},
-		State: streams.StateQueued}
+	bad := &domain.Job{ID: domain.NewID(), Spec: domain.Spec{Namespace: "default", Queue: "default", Type: "x"},
+		State: domain.StateQueued}
 	if _, err := h.st.W.PutJobAsync(bad, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.piece(good.Job.ID, 1, streams.PcSucceeded, "")
-	h.piece(bad.ID, 1, streams.PcSucceeded, "")
-	h.piece(good.Job.ID, 2, streams.PcSucceeded, "")
-	h.piece(bad.ID, 2, streams.PcSucceeded, "")
-	h.piece(good.Job.ID, 2, streams.PcFailed, "") // a repeat of piece 2: its first outcome stands
-	h.piece(good.Job.ID, 3, streams.PcSucceeded, "")
+	h.piece(good.Job.ID, 1, domain.PcSucceeded, "")
+	h.piece(bad.ID, 1, domain.PcSucceeded, "")
+	h.piece(good.Job.ID, 2, domain.PcSucceeded, "")
+	h.piece(bad.ID, 2, domain.PcSucceeded, "")
+	h.piece(good.Job.ID, 2, domain.PcFailed, "") // a repeat of piece 2: its first outcome stands
+	h.piece(good.Job.ID, 3, domain.PcSucceeded, "")
 	counter := engine.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "counter"), testkit.Logger(t))
 	if err := counter.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer counter.Stop(context.Background())
-	j := h.waitState(good.Job.ID, streams.StateSucceeded, 15*time.Second)
+	j := h.waitState(good.Job.ID, domain.StateSucceeded, 15*time.Second)
 	if c := j.Fanout.Counts; c.Succeeded != 3 || c.Failed != 0 {
 		t.Fatalf("counts %+v", c)
 	}
-	h.wantEvents(good.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvWaiting, streams.EvSucceeded)
+	h.wantEvents(good.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvWaiting, domain.EvSucceeded)
 }
 
 // Two counters at once (a leader's term overlapping the next one's) share
@@ -108,10 +109,10 @@ func TestFanInTwoCountersChildrenOneAtATime(t *testing.T) {
 			return nil, &engine.FanOut{Children: childReqs(n, "kid", func(int) string { return "null" })}
 		}}})
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
-	h.waitState(sub.Job.ID, streams.StateWaiting, 10*time.Second)
+	h.waitState(sub.Job.ID, domain.StateWaiting, 10*time.Second)
 	for i := range gates {
 		close(gates[i])
-		h.waitState(engine.ChildID("default", sub.Job.ID, i+1), streams.StateSucceeded, 10*time.Second)
+		h.waitState(engine.ChildID("default", sub.Job.ID, i+1), domain.StateSucceeded, 10*time.Second)
 		if i < n-1 {
 			// Wait until a counter has written this child's count, so the
 			// next one arrives in a later fetch.
@@ -123,11 +124,11 @@ func TestFanInTwoCountersChildrenOneAtATime(t *testing.T) {
 			})
 		}
 	}
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 15*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 15*time.Second)
 	if j.Fanout.Counts.Succeeded != n {
 		t.Fatalf("counts %+v", j.Fanout.Counts)
 	}
-	var last streams.FanoutCounts
+	var last domain.FanoutCounts
 	ends := 0
 	for _, e := range h.events(sub.Job.ID) {
 		if e.Counts != nil {
@@ -153,14 +154,14 @@ func TestFanInTwoCountersChildrenOneAtATime(t *testing.T) {
 func TestFanInPlanAfterAllPieces(t *testing.T) {
 	h := newHarness(t)
 	sub := h.submit(commands.SubmitRequest{Type: "coord.by.hand"})
-	run, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *streams.Job) (*streams.Event, error) {
+	run, _, err := h.st.Apply(h.ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Start(j, "w", 1, time.Now())
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.piece(sub.Job.ID, 1, streams.PcSucceeded, "")
-	h.piece(sub.Job.ID, 2, streams.PcSucceeded, "")
+	h.piece(sub.Job.ID, 1, domain.PcSucceeded, "")
+	h.piece(sub.Job.ID, 2, domain.PcSucceeded, "")
 	// The counter has seen them (and could not complete a running parent).
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		info, err := h.consumerInfo(streams.EventsStream, engine.FanInConsumer)
@@ -172,18 +173,18 @@ func TestFanInPlanAfterAllPieces(t *testing.T) {
 		}
 		return nil
 	})
-	ev, err := commands.Wait(run.Job, streams.FanoutPlan{Kind: streams.FanoutChildren, Total: 2}, "w", time.Now().UTC())
+	ev, err := commands.Wait(run.Job, domain.FanoutPlan{Kind: domain.FanoutChildren, Total: 2}, "w", time.Now().UTC())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(run.Job.Subject(), ev, run.Job.Seq).Wait(h.ctx); err != nil {
+	if _, err := h.st.W.AppendAsync(streams.JobSubject(run.Job), ev, run.Job.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 15*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 15*time.Second)
 	if j.Fanout.Counts.Succeeded != 2 {
 		t.Fatalf("counts %+v", j.Fanout.Counts)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvWaiting, streams.EvSucceeded)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvWaiting, domain.EvSucceeded)
 	h.verify()
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -48,12 +49,12 @@ func (f *FanOut) Error() string {
 }
 
 // plan is the fan-out's plan for parent j.
-func (f *FanOut) plan(j *streams.Job) streams.FanoutPlan {
-	p := streams.FanoutPlan{Policy: f.Policy, MaxFailureRatio: f.MaxFailureRatio, StallTimeout: f.StallTimeout}
+func (f *FanOut) plan(j *domain.Job) domain.FanoutPlan {
+	p := domain.FanoutPlan{Policy: f.Policy, MaxFailureRatio: f.MaxFailureRatio, StallTimeout: f.StallTimeout}
 	if len(f.Children) > 0 {
-		p.Kind, p.Total = streams.FanoutChildren, len(f.Children)
+		p.Kind, p.Total = domain.FanoutChildren, len(f.Children)
 	} else {
-		p.Kind, p.Total = streams.FanoutBatches, len(f.Batches)
+		p.Kind, p.Total = domain.FanoutBatches, len(f.Batches)
 		p.BatchType, p.BatchQueue = f.BatchType, f.BatchQueue
 		if p.BatchQueue == "" {
 			p.BatchQueue = j.Spec.Queue
@@ -70,13 +71,13 @@ func (f *FanOut) plan(j *streams.Job) streams.FanoutPlan {
 // attempt, which finds the same children (their ids are derived) and sends
 // batches again (the counter takes each piece once); the other order could
 // leave a parent waiting for pieces that were never made.
-func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (streams.FanoutPlan, error) {
+func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (domain.FanoutPlan, error) {
 	parent := rn.snap.Job
 	plan := f.plan(parent)
 	if err := commands.CheckPlan(&plan); err != nil {
 		return plan, &PermanentError{Err: fmt.Errorf("fan-out: %w", err)}
 	}
-	if plan.Kind == streams.FanoutChildren {
+	if plan.Kind == domain.FanoutChildren {
 		reqs := make([]*commands.SubmitRequest, len(f.Children))
 		for i, c := range f.Children {
 			req := *c
@@ -108,7 +109,7 @@ func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (streams.Fanou
 
 // sendBatches publishes the batch work items, pipelined; their message ids
 // make a repeat within the duplicate window a no-op.
-func (r *Runtime) sendBatches(ctx context.Context, parent *streams.Job, plan streams.FanoutPlan, f *FanOut) error {
+func (r *Runtime) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut) error {
 	if err := r.store.Queues.Ensure(ctx, plan.BatchQueue); err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (r *Runtime) sendBatches(ctx context.Context, parent *streams.Job, plan str
 		if err != nil {
 			return &PermanentError{Err: fmt.Errorf("batch %d payload: %w", i+1, err)}
 		}
-		data, err := streams.Marshal(&streams.BatchItem{Parent: parent.ID, Piece: i + 1, Type: plan.BatchType,
+		data, err := streams.Marshal(&domain.BatchItem{Parent: parent.ID, Piece: i + 1, Type: plan.BatchType,
 			Queue: plan.BatchQueue, Payload: body, MaxRetries: maxRetries, Backoff: backoff, Timeout: timeout})
 		if err != nil {
 			return err

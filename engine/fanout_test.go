@@ -15,12 +15,13 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // summary decodes a fan-out parent's result.
-func summary(t *testing.T, j *streams.Job) commands.Summary {
+func summary(t *testing.T, j *domain.Job) commands.Summary {
 	t.Helper()
 	var s commands.Summary
 	if err := json.Unmarshal(j.Result, &s); err != nil {
@@ -29,7 +30,7 @@ func summary(t *testing.T, j *streams.Job) commands.Summary {
 	return s
 }
 
-func countType(evs []*streams.Event, typ string) int {
+func countType(evs []*domain.Event, typ string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ {
@@ -60,7 +61,7 @@ func TestFanOutChildren(t *testing.T) {
 		},
 	}})
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 20*time.Second)
 	if s := summary(t, j); s.Total != 20 || s.Succeeded != 20 || s.Failed != 0 {
 		t.Fatalf("summary %+v", s)
 	}
@@ -68,13 +69,13 @@ func TestFanOutChildren(t *testing.T) {
 		t.Fatalf("fanout %+v, child runs %d", j.Fanout, childRuns.Load())
 	}
 	evs := h.events(sub.Job.ID)
-	if countType(evs, streams.EvSucceeded) != 1 || countType(evs, streams.EvWaiting) != 1 {
+	if countType(evs, domain.EvSucceeded) != 1 || countType(evs, domain.EvWaiting) != 1 {
 		t.Fatalf("parent events %v", types(evs))
 	}
 	// Every child has the parent, its piece number and its derived id.
 	for n := 1; n <= 20; n++ {
 		c := h.get(engine.ChildID("default", sub.Job.ID, n))
-		if c.Spec.Parent != sub.Job.ID || c.Spec.Piece != n || c.State != streams.StateSucceeded || string(c.Result) != strconv.Itoa(n-1) {
+		if c.Spec.Parent != sub.Job.ID || c.Spec.Piece != n || c.State != domain.StateSucceeded || string(c.Result) != strconv.Itoa(n-1) {
 			t.Fatalf("child %d: %+v", n, c)
 		}
 	}
@@ -109,7 +110,7 @@ func TestFanOutTenThousandBatches(t *testing.T) {
 			Batches:  map[string]engine.BatchHandler{"piece": piece}})
 	}
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
-	j := h.waitState(sub.Job.ID, streams.StateFailed, 60*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateFailed, 60*time.Second)
 	s := summary(t, j)
 	if s.Total != n || s.Succeeded != n-10 || s.Failed != 10 || s.Cancelled != 0 || runs.Load() != n {
 		t.Fatalf("summary %+v, runs %d", s, runs.Load())
@@ -118,10 +119,10 @@ func TestFanOutTenThousandBatches(t *testing.T) {
 		t.Fatalf("errors %+v, job error %+v", s.Errors, j.Error)
 	}
 	evs := h.events(sub.Job.ID)
-	if countType(evs, streams.EvFailed)+countType(evs, streams.EvSucceeded) != 1 {
-		t.Fatalf("parent ended %d times", countType(evs, streams.EvFailed)+countType(evs, streams.EvSucceeded))
+	if countType(evs, domain.EvFailed)+countType(evs, domain.EvSucceeded) != 1 {
+		t.Fatalf("parent ended %d times", countType(evs, domain.EvFailed)+countType(evs, domain.EvSucceeded))
 	}
-	if countType(evs, streams.EvFanIn) < 1 {
+	if countType(evs, domain.EvFanIn) < 1 {
 		t.Fatal("no progress while the batches ran")
 	}
 	h.verify()
@@ -155,13 +156,13 @@ func TestFanOutDuplicatesCountOnce(t *testing.T) {
 	})
 	// Copies of batch 1's item (no message id: the stream keeps them), and
 	// a repeated outcome of piece 2 under a new message id.
-	item, _ := streams.Marshal(&streams.BatchItem{Parent: sub.Job.ID, Piece: 1, Type: "piece", Queue: "default", MaxRetries: 3, Timeout: time.Minute})
+	item, _ := streams.Marshal(&domain.BatchItem{Parent: sub.Job.ID, Piece: 1, Type: "piece", Queue: "default", MaxRetries: 3, Timeout: time.Minute})
 	for i := 0; i < 3; i++ {
 		if _, err := h.st.JS.Publish(h.ctx, streams.BatchSubject("default", "piece", sub.Job.ID), item); err != nil {
 			t.Fatal(err)
 		}
 	}
-	again, _ := streams.EncodeEvent(&streams.Event{Type: streams.PcSucceeded, JobID: sub.Job.ID, Piece: 2, Time: time.Now()})
+	again, _ := streams.EncodeEvent(&domain.Event{Type: domain.PcSucceeded, JobID: sub.Job.ID, Piece: 2, Time: time.Now()})
 	if _, err := h.st.JS.PublishMsg(h.ctx, &nats.Msg{Subject: streams.PieceSubject(sub.Job.ID), Data: again}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +172,11 @@ func TestFanOutDuplicatesCountOnce(t *testing.T) {
 		}
 		return nil
 	})
-	if j := h.get(sub.Job.ID); j.State != streams.StateWaiting {
+	if j := h.get(sub.Job.ID); j.State != domain.StateWaiting {
 		t.Fatalf("parent %s with piece 3 still running", j.State)
 	}
 	close(release)
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 10*time.Second)
 	if s := summary(t, j); s.Total != 3 || s.Succeeded != 3 {
 		t.Fatalf("summary %+v", s)
 	}
@@ -222,34 +223,34 @@ func TestFanOutPolicies(t *testing.T) {
 			return []byte(`1`), nil
 		},
 	}})
-	run := func(payload string, want streams.State) (*streams.Job, commands.Summary) {
+	run := func(payload string, want domain.State) (*domain.Job, commands.Summary) {
 		t.Helper()
 		sub := h.submit(commands.SubmitRequest{Type: "coord", Payload: commands.RawJSON(payload)})
 		j := h.waitState(sub.Job.ID, want, 20*time.Second)
 		return j, summary(t, j)
 	}
-	_, s := run(`{"policy":"all","n":10,"fail":[4]}`, streams.StateFailed)
+	_, s := run(`{"policy":"all","n":10,"fail":[4]}`, domain.StateFailed)
 	if s.Succeeded != 9 || s.Failed != 1 || s.Errors[0].Message != "permanent: kid failed" {
 		t.Fatalf("all: %+v", s)
 	}
-	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2]}`, streams.StateSucceeded)
+	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2]}`, domain.StateSucceeded)
 	if s.Succeeded != 8 || s.Failed != 2 {
 		t.Fatalf("tolerate within the ratio: %+v", s)
 	}
-	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2,3]}`, streams.StateFailed)
+	_, s = run(`{"policy":"tolerate","ratio":0.2,"n":10,"fail":[1,2,3]}`, domain.StateFailed)
 	if s.Failed != 3 {
 		t.Fatalf("tolerate over the ratio: %+v", s)
 	}
 	// Fail fast: one child fails at once, nine slow ones are cancelled.
-	j, s := run(`{"policy":"fail_fast","n":10,"fail":[5],"slow":true}`, streams.StateFailed)
+	j, s := run(`{"policy":"fail_fast","n":10,"fail":[5],"slow":true}`, domain.StateFailed)
 	if s.Failed != 1 {
 		t.Fatalf("fail fast: %+v", s)
 	}
 	for n := 1; n <= 10; n++ {
 		id := engine.ChildID("default", j.ID, n)
-		want := streams.StateCancelled
+		want := domain.StateCancelled
 		if n == 5 {
-			want = streams.StateFailed
+			want = domain.StateFailed
 		}
 		h.waitState(id, want, 10*time.Second)
 	}
@@ -264,14 +265,14 @@ func TestCancelParentCascades(t *testing.T) {
 			return nil, &engine.FanOut{Children: childReqs(n, "queued.kid", func(int) string { return "null" })}
 		}}})
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
-	h.waitState(sub.Job.ID, streams.StateWaiting, 30*time.Second)
+	h.waitState(sub.Job.ID, domain.StateWaiting, 30*time.Second)
 	t0 := time.Now()
 	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "not needed"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cancel with %d children took %s", n, time.Since(t0))
 	for i := 1; i <= n; i++ {
-		if j := h.get(engine.ChildID("default", sub.Job.ID, i)); j.State != streams.StateCancelled {
+		if j := h.get(engine.ChildID("default", sub.Job.ID, i)); j.State != domain.StateCancelled {
 			t.Fatalf("child %d is %s after the parent's cancel returned", i, j.State)
 		}
 	}
@@ -310,7 +311,7 @@ func TestCancelWhileCoordinatorMakesChildren(t *testing.T) {
 	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvCancelled)
 	// The coordinator cancels up to 3000 children, 32 at a time, each a
 	// log append and a record write. On a 2-core machine running other
 	// race-enabled tests the count can stand still for 20 s (seen with
@@ -322,7 +323,7 @@ func TestCancelWhileCoordinatorMakesChildren(t *testing.T) {
 		}
 		live := 0
 		for _, k := range kids {
-			if k.State != streams.StateCancelled {
+			if k.State != domain.StateCancelled {
 				live++
 			}
 		}
@@ -360,27 +361,27 @@ func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
 		}}})
 
 	root := h.submit(commands.SubmitRequest{Type: "root"})
-	h.waitState(root.Job.ID, streams.StateWaiting, 20*time.Second)
+	h.waitState(root.Job.ID, domain.StateWaiting, 20*time.Second)
 	for i := 1; i <= 2; i++ {
-		h.waitState(engine.ChildID("default", root.Job.ID, i), streams.StateWaiting, 20*time.Second)
+		h.waitState(engine.ChildID("default", root.Job.ID, i), domain.StateWaiting, 20*time.Second)
 	}
 	if _, err := h.st.Cancel(h.ctx, root.Job.ID, "stop it all"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
 		mid := engine.ChildID("default", root.Job.ID, i)
-		if j := h.get(mid); j.State != streams.StateCancelled {
+		if j := h.get(mid); j.State != domain.StateCancelled {
 			t.Fatalf("child %d is %s", i, j.State)
 		}
 		for k := 1; k <= 3; k++ {
-			if j := h.get(engine.ChildID("default", mid, k)); j.State != streams.StateCancelled {
+			if j := h.get(engine.ChildID("default", mid, k)); j.State != domain.StateCancelled {
 				t.Fatalf("grandchild %d/%d is %s after the cancel returned", i, k, j.State)
 			}
 		}
 	}
 
 	parent := h.submit(commands.SubmitRequest{Type: "batches"})
-	h.waitState(parent.Job.ID, streams.StateWaiting, 20*time.Second)
+	h.waitState(parent.Job.ID, domain.StateWaiting, 20*time.Second)
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		if n := batchRuns.Load(); n != 4 {
 			return fmt.Errorf("%d batches running", n)
@@ -439,13 +440,13 @@ func TestNestedFanOut(t *testing.T) {
 		}},
 		Batches: map[string]engine.BatchHandler{"leaf": func(context.Context, *engine.BatchTask) error { return nil }}})
 	sub := h.submit(commands.SubmitRequest{Type: "root"})
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 20*time.Second)
 	if s := summary(t, j); s.Succeeded != 3 {
 		t.Fatalf("root %+v", s)
 	}
 	for i := 1; i <= 3; i++ {
 		mid := h.get(engine.ChildID("default", sub.Job.ID, i))
-		if mid.State != streams.StateSucceeded || mid.Fanout.Counts.Succeeded != 2 {
+		if mid.State != domain.StateSucceeded || mid.Fanout.Counts.Succeeded != 2 {
 			t.Fatalf("mid %d: %+v", i, mid)
 		}
 	}
@@ -492,8 +493,8 @@ func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
 			return nil
 		})
 		close(gate)
-		h.waitState(sub.Job.ID, streams.StateSucceeded, 10*time.Second)
-		if n := countType(h.events(sub.Job.ID), streams.EvSucceeded); n != 1 {
+		h.waitState(sub.Job.ID, domain.StateSucceeded, 10*time.Second)
+		if n := countType(h.events(sub.Job.ID), domain.EvSucceeded); n != 1 {
 			t.Fatalf("round %d: parent succeeded %d times", round, n)
 		}
 	}
@@ -507,7 +508,7 @@ func TestReaper(t *testing.T) {
 
 	// A running job whose worker died and that nobody else runs.
 	running := h.submit(commands.SubmitRequest{Type: "orphaned", Timeout: dur(300 * time.Millisecond)})
-	if _, _, err := h.st.Apply(h.ctx, "claim", running, func(j *streams.Job) (*streams.Event, error) {
+	if _, _, err := h.st.Apply(h.ctx, "claim", running, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Start(j, "dead", 1, time.Now())
 	}); err != nil {
 		t.Fatal(err)
@@ -522,7 +523,7 @@ func TestReaper(t *testing.T) {
 			return nil, &engine.FanOut{StallTimeout: time.Second, Children: childReqs(2, "never.run", func(int) string { return "null" })}
 		}}})
 	parent := h.submit(commands.SubmitRequest{Type: "coord"})
-	h.waitState(parent.Job.ID, streams.StateWaiting, 10*time.Second)
+	h.waitState(parent.Job.ID, domain.StateWaiting, 10*time.Second)
 
 	testkit.WaitFor(t, 15*time.Second, func() error {
 		if err := rp.Scan(h.ctx); err != nil {
@@ -536,15 +537,15 @@ func TestReaper(t *testing.T) {
 		return nil
 	})
 	for id, code := range map[string]string{running.Job.ID: engine.CodeTimeout, queued.Job.ID: "QUEUE_TIMEOUT", parent.Job.ID: "STALLED"} {
-		if j := h.get(id); j.State != streams.StateFailed || j.Error == nil || j.Error.Code != code {
+		if j := h.get(id); j.State != domain.StateFailed || j.Error == nil || j.Error.Code != code {
 			t.Fatalf("%s: %s %+v", id, j.State, j.Error)
 		}
 	}
-	h.wantEvents(parent.Job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvWaiting, streams.EvStalled)
+	h.wantEvents(parent.Job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvWaiting, domain.EvStalled)
 	for i := 1; i <= 2; i++ { // the stalled parent's children are cancelled with it
-		h.waitState(engine.ChildID("default", parent.Job.ID, i), streams.StateCancelled, 10*time.Second)
+		h.waitState(engine.ChildID("default", parent.Job.ID, i), domain.StateCancelled, 10*time.Second)
 	}
-	if j := h.get(patient.Job.ID); j.State != streams.StateQueued {
+	if j := h.get(patient.Job.ID); j.State != domain.StateQueued {
 		t.Fatalf("patient job %s", j.State)
 	}
 	// A job that finished is never touched, whatever its times say. (Each

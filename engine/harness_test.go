@@ -12,9 +12,9 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // harness is one embedded server with a client-side Store and an engine
@@ -68,7 +68,7 @@ func (h *harness) submit(req commands.SubmitRequest) engine.Snapshot {
 	return res.Snapshot
 }
 
-func (h *harness) get(id string) *streams.Job {
+func (h *harness) get(id string) *domain.Job {
 	h.t.Helper()
 	snap, err := h.st.Get(h.ctx, id)
 	if err != nil {
@@ -77,9 +77,9 @@ func (h *harness) get(id string) *streams.Job {
 	return snap.Job
 }
 
-func (h *harness) waitState(id string, want streams.State, timeout time.Duration) *streams.Job {
+func (h *harness) waitState(id string, want domain.State, timeout time.Duration) *domain.Job {
 	h.t.Helper()
-	var j *streams.Job
+	var j *domain.Job
 	testkit.WaitFor(h.t, timeout, func() error {
 		snap, err := h.st.Get(h.ctx, id)
 		if err != nil {
@@ -95,16 +95,16 @@ func (h *harness) waitState(id string, want streams.State, timeout time.Duration
 }
 
 // events is the job's history from the log.
-func (h *harness) events(id string) []*streams.Event {
+func (h *harness) events(id string) []*domain.Event {
 	h.t.Helper()
-	var evs []*streams.Event
-	if err := h.st.History(h.ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+	var evs []*domain.Event
+	if err := h.st.History(h.ctx, id, 0, false, func(e *domain.Event) error { evs = append(evs, e); return nil }); err != nil {
 		h.t.Fatal(err)
 	}
 	return evs
 }
 
-func types(evs []*streams.Event) []string {
+func types(evs []*domain.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -242,7 +243,7 @@ func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[st
 // out), and whichever of the two items is claimed first holds the job; the
 // other is dropped as a duplicate.
 func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur Snapshot, beat commands.Beat) bool {
-	_, ev, err := l.store.Apply(ctx, "lease", cur, func(j *streams.Job) (*streams.Event, error) {
+	_, ev, err := l.store.Apply(ctx, "lease", cur, func(j *domain.Job) (*domain.Event, error) {
 		return commands.WriteOffLease(j, it.seq, beat, it.lease, l.store.Actor, time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {

@@ -13,12 +13,13 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // countEvents counts the events of one type in a job's history.
-func countEvents(evs []*streams.Event, typ string) int {
+func countEvents(evs []*domain.Event, typ string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ {
@@ -48,7 +49,7 @@ func deadRuntime(h *harness, name, jobType string, id string) {
 	if err := rt.Start(h.ctx); err != nil {
 		h.t.Fatal(err)
 	}
-	h.waitState(id, streams.StateRunning, 10*time.Second)
+	h.waitState(id, domain.StateRunning, 10*time.Second)
 	nc.Close()
 	h.t.Cleanup(func() { rt.Stop(context.Background()) })
 }
@@ -62,7 +63,7 @@ func TestLeaseSweeperRequeuesWithNoWorkerLeft(t *testing.T) {
 	id := h.submit(commands.SubmitRequest{Type: "lone"}).Job.ID
 	deadRuntime(h, "w-dead", "lone", id)
 	died := time.Now()
-	j := h.waitState(id, streams.StateQueued, 20*time.Second)
+	j := h.waitState(id, domain.StateQueued, 20*time.Second)
 	// lease 1s + grace 2s + sweep interval 3s, and room for a loaded machine.
 	if took := time.Since(died); took > 15*time.Second {
 		t.Errorf("requeued %s after the worker died", took)
@@ -71,14 +72,14 @@ func TestLeaseSweeperRequeuesWithNoWorkerLeft(t *testing.T) {
 		t.Fatalf("requeued job %+v", j)
 	}
 	evs := h.events(id)
-	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue)
+	h.wantEvents(id, domain.EvSubmitted, domain.EvStarted, domain.EvLeaseExpiredRequeue)
 	if last := evs[len(evs)-1]; last.Actor != "engine" {
 		t.Fatalf("lease expiry written by %q, want the engine", last.Actor)
 	}
 	h.runtime(engine.RuntimeConfig{WorkerID: "w-new", Lease: time.Second,
 		Handlers: map[string]engine.Handler{"lone": func(context.Context, *engine.Task) ([]byte, error) { return []byte(`"ok"`), nil }}})
-	h.waitState(id, streams.StateSucceeded, 20*time.Second)
-	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvStarted, streams.EvSucceeded)
+	h.waitState(id, domain.StateSucceeded, 20*time.Second)
+	h.wantEvents(id, domain.EvSubmitted, domain.EvStarted, domain.EvLeaseExpiredRequeue, domain.EvStarted, domain.EvSucceeded)
 	h.verify()
 }
 
@@ -89,11 +90,11 @@ func TestLeaseExpiredFailsWithNoWorkerLeft(t *testing.T) {
 	h := newHarness(t)
 	id := h.submit(commands.SubmitRequest{Type: "lone2", MaxLeaseRequeues: ptr(0)}).Job.ID
 	deadRuntime(h, "w-dead2", "lone2", id)
-	j := h.waitState(id, streams.StateFailed, 20*time.Second)
+	j := h.waitState(id, domain.StateFailed, 20*time.Second)
 	if j.Error == nil || j.Error.Code != "LEASE_EXPIRED" {
 		t.Fatalf("failed job %+v", j)
 	}
-	h.wantEvents(id, streams.EvSubmitted, streams.EvStarted, streams.EvLeaseExpired)
+	h.wantEvents(id, domain.EvSubmitted, domain.EvStarted, domain.EvLeaseExpired)
 	h.verify()
 }
 
@@ -121,7 +122,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 	// "alive" beats, listing the job, but its work item's ack deadline is
 	// never extended: the server delivers the item again after a second.
 	beat := func() {
-		if err := st.Workers.Put(ctx, &streams.WorkerRecord{ID: "alive", Kind: streams.WorkerHTTP, Claims: []string{id}}); err != nil {
+		if err := st.Workers.Put(ctx, &domain.WorkerRecord{ID: "alive", Kind: domain.WorkerHTTP, Claims: []string{id}}); err != nil {
 			t.Error(err)
 		}
 	}
@@ -151,7 +152,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	snap, err := st.Get(ctx, id)
-	if err != nil || snap.Job.State != streams.StateRunning || snap.Job.Worker != "alive" || snap.Job.LeaseRequeues != 0 {
+	if err != nil || snap.Job.State != domain.StateRunning || snap.Job.Worker != "alive" || snap.Job.LeaseRequeues != 0 {
 		t.Fatalf("job while its holder beats: %v %+v", err, snap.Job)
 	}
 	// The holder is gone now: its lease runs out a second (and the grace)
@@ -171,12 +172,12 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 	if c.Job.ID != id || c.Job.Worker != "other" || c.Job.LeaseRequeues != 1 {
 		t.Fatalf("claimed after the holder stopped %+v", c.Job)
 	}
-	var evs []*streams.Event
-	if err := st.History(ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+	var evs []*domain.Event
+	if err := st.History(ctx, id, 0, false, func(e *domain.Event) error { evs = append(evs, e); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(types(evs)); got != fmt.Sprint([]string{streams.EvSubmitted, streams.EvClaimed, streams.EvStarted,
-		streams.EvLeaseExpiredRequeue, streams.EvClaimed}) {
+	if got := fmt.Sprint(types(evs)); got != fmt.Sprint([]string{domain.EvSubmitted, domain.EvClaimed, domain.EvStarted,
+		domain.EvLeaseExpiredRequeue, domain.EvClaimed}) {
 		t.Fatalf("events %s", got)
 	}
 }
@@ -202,7 +203,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := int64(1); i <= 12; i++ {
-		if _, err := rm.Progress(ctx, id, "quiet", streams.Progress{Current: i, Total: 12}); err != nil {
+		if _, err := rm.Progress(ctx, id, "quiet", domain.Progress{Current: i, Total: 12}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := sweeper.Sweep(ctx); err != nil || n != 0 {
@@ -217,7 +218,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 		return nil
 	})
 	snap, err := st.Get(ctx, id)
-	if err != nil || snap.Job.State != streams.StateQueued || snap.Job.LeaseRequeues != 1 {
+	if err != nil || snap.Job.State != domain.StateQueued || snap.Job.LeaseRequeues != 1 {
 		t.Fatalf("after the holder went quiet: %v %+v", err, snap.Job)
 	}
 }
@@ -279,11 +280,11 @@ func TestSweepersRacingWriteOffOnce(t *testing.T) {
 		t.Fatalf("%d write-offs for %d lapsed leases", total, n)
 	}
 	for id := range ids {
-		var evs []*streams.Event
-		if err := st.History(ctx, id, 0, false, func(e *streams.Event) error { evs = append(evs, e); return nil }); err != nil {
+		var evs []*domain.Event
+		if err := st.History(ctx, id, 0, false, func(e *domain.Event) error { evs = append(evs, e); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if c := countEvents(evs, streams.EvLeaseExpiredRequeue); c != 1 {
+		if c := countEvents(evs, domain.EvLeaseExpiredRequeue); c != 1 {
 			t.Fatalf("job %s: %d lease expiries: %v", id, c, types(evs))
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // An attempt's end takes two steps, for jobs and batches, in this process
@@ -52,10 +52,10 @@ func ClassifyOutcome(result []byte, herr, cause error, timeout time.Duration) (c
 	var perm *PermanentError
 	var pe *panicError
 	o := commands.Outcome{Kind: commands.Failed, Permanent: errors.As(herr, &perm),
-		Error: streams.JobError{Code: errorCode(herr), Message: herr.Error()}}
+		Error: domain.JobError{Code: errorCode(herr), Message: herr.Error()}}
 	switch {
 	case errors.Is(cause, ErrTimeout):
-		o.Error = streams.JobError{Code: CodeTimeout, Message: fmt.Sprintf("execution timeout of %s passed: %v", timeout, herr)}
+		o.Error = domain.JobError{Code: CodeTimeout, Message: fmt.Sprintf("execution timeout of %s passed: %v", timeout, herr)}
 	case errors.As(herr, &pe):
 		o.Error.Stack = pe.stack
 	}
@@ -90,11 +90,11 @@ type attempt struct {
 	worker string
 	item   uint64
 	number int
-	settle func(j *streams.Job)
+	settle func(j *domain.Job)
 }
 
 // holds refuses a write of an attempt that no longer holds its job.
-func (a attempt) holds(j *streams.Job) error {
+func (a attempt) holds(j *domain.Job) error {
 	if a.item == 0 {
 		return commands.CheckHolder(j, a.worker)
 	}
@@ -106,10 +106,10 @@ func (a attempt) holds(j *streams.Job) error {
 // the attempt's work item is settled. A refusal (ErrNotClaimant: the lease
 // went to another, or the job was cancelled; ErrInvalidTransition) writes
 // nothing and settles nothing: the caller releases the item.
-func (s *Store) record(ctx context.Context, op string, cur Snapshot, a attempt, o commands.Outcome) (Snapshot, *streams.Event, error) {
+func (s *Store) record(ctx context.Context, op string, cur Snapshot, a attempt, o commands.Outcome) (Snapshot, *domain.Event, error) {
 	u := commands.Jitter()
-	var decided *streams.Job
-	next, ev, err := s.Apply(ctx, op, cur, func(j *streams.Job) (*streams.Event, error) {
+	var decided *domain.Job
+	next, ev, err := s.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
 		if err := a.holds(j); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -20,7 +21,7 @@ import (
 // derived, so that a coordinator run again creates no duplicates, and so that
 // a cascading cancel finds every child without an index.
 func ChildID(ns, parent string, piece int) string {
-	return streams.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
+	return domain.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
 }
 
 // afterApply decides nothing: it publishes what a transition implies, in
@@ -28,11 +29,11 @@ func ChildID(ns, parent string, piece int) string {
 // runnable, and the piece event of a fan-out: a child that ended, or a
 // parent that started waiting. A crash before it is repaired by the
 // Projector, which publishes them again (message ids make that a no-op).
-func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *streams.Event) error {
+func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *domain.Event) error {
 	j := next.Job
 	var futs [2]streams.Future
 	n := 0
-	if ev.To == streams.StateQueued || ev.To == streams.StateScheduled {
+	if ev.To == domain.StateQueued || ev.To == domain.StateScheduled {
 		futs[n] = s.dispatchAsync(next)
 		n++
 	}
@@ -40,7 +41,7 @@ func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *streams.Event
 	case ev.To.Terminal() && j.Spec.Parent != "":
 		futs[n] = s.pieceAsync(j)
 		n++
-	case ev.Type == streams.EvWaiting:
+	case ev.Type == domain.EvWaiting:
 		futs[n] = s.planAsync(j)
 		n++
 	}
@@ -54,17 +55,17 @@ func (s *Store) afterApply(ctx context.Context, next Snapshot, ev *streams.Event
 }
 
 // pieceAsync publishes what became of child j on its parent's piece subject.
-func (s *Store) pieceAsync(j *streams.Job) streams.Future {
-	typ := streams.PcSucceeded
+func (s *Store) pieceAsync(j *domain.Job) streams.Future {
+	typ := domain.PcSucceeded
 	switch j.State {
-	case streams.StateFailed:
-		typ = streams.PcFailed
-	case streams.StateCancelled:
-		typ = streams.PcCancelled
+	case domain.StateFailed:
+		typ = domain.PcFailed
+	case domain.StateCancelled:
+		typ = domain.PcCancelled
 	}
-	ev := &streams.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
+	ev := &domain.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
 		Actor: s.Actor, Fields: map[string]any{"child": j.ID}}
-	if j.State != streams.StateSucceeded && j.Error != nil {
+	if j.State != domain.StateSucceeded && j.Error != nil {
 		e := *j.Error
 		e.Stack = ""
 		ev.Error = &e
@@ -73,14 +74,14 @@ func (s *Store) pieceAsync(j *streams.Job) streams.Future {
 }
 
 // planAsync publishes that parent j waits for its pieces.
-func (s *Store) planAsync(j *streams.Job) streams.Future {
+func (s *Store) planAsync(j *domain.Job) streams.Future {
 	plan := j.Fanout.Plan
-	ev := &streams.Event{Type: streams.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.Actor,
+	ev := &domain.Event{Type: domain.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.Actor,
 		Fields: map[string]any{"total": plan.Total}, Plan: &plan}
 	return s.publishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
 }
 
-func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
+func (s *Store) publishPiece(ev *domain.Event, msgID string) streams.Future {
 	data, err := streams.EncodeEvent(ev)
 	if err != nil {
 		return streams.FailedFuture(err)
@@ -91,8 +92,8 @@ func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
 
 // cascades reports whether j is a fan-out parent that ended without
 // succeeding: its unfinished pieces must not run.
-func cascades(j *streams.Job) bool {
-	return j.Fanout != nil && j.State.Terminal() && j.State != streams.StateSucceeded
+func cascades(j *domain.Job) bool {
+	return j.Fanout != nil && j.State.Terminal() && j.State != domain.StateSucceeded
 }
 
 // CascadeAsync cancels the descendants of a parent that ended without
@@ -102,7 +103,7 @@ func cascades(j *streams.Job) bool {
 // cascade that the writer started in this same process is therefore one),
 // so a cascade that fails tries again until it succeeds or its 30 minutes
 // are up (cancelling a cancelled child writes nothing).
-func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
+func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
 	if !cascades(parent) {
 		return
 	}
@@ -134,12 +135,12 @@ func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
 // subject per parent); the batches running meanwhile hear of the cancel,
 // and a batch that escaped the purge (it was being redelivered) is skipped
 // by the worker that fetches it, which checks its parent first.
-func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string) error {
+func (s *Store) cascade(ctx context.Context, parent *domain.Job, reason string) error {
 	if !cascades(parent) {
 		return nil
 	}
 	plan := parent.Fanout.Plan
-	if plan.Kind == streams.FanoutBatches {
+	if plan.Kind == domain.FanoutBatches {
 		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
 	}
 	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)

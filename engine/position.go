@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -25,8 +26,8 @@ var errFound = errors.New("found")
 // at the state the item carries: items left behind by jobs that moved on
 // (cancelled while queued, say) are not ahead of anyone. Past
 // maxExactAhead items, the count is the stream's, an upper bound.
-func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) {
-	if j.State != streams.StateQueued {
+func (s *Store) QueuePosition(ctx context.Context, j *domain.Job) (int, error) {
+	if j.State != domain.StateQueued {
 		return -1, nil
 	}
 	stream := streams.QueueStream(j.Spec.Queue)
@@ -55,7 +56,7 @@ func (s *Store) QueuePosition(ctx context.Context, j *streams.Job) (int, error) 
 	default:
 		return 0, err
 	}
-	var ahead []*streams.WorkItem
+	var ahead []*domain.WorkItem
 	_, err = streams.ReadSubject(ctx, s.NC, stream, subject, from, func(_ uint64, data []byte) error {
 		item, err := streams.DecodeWorkItem(data)
 		if err != nil {
@@ -91,7 +92,7 @@ var errTooFar = errors.New("too far")
 
 // liveItems counts the jobs of items that are still queued at the state
 // their item carries.
-func (s *Store) liveItems(ctx context.Context, items []*streams.WorkItem) (int, error) {
+func (s *Store) liveItems(ctx context.Context, items []*domain.WorkItem) (int, error) {
 	subjects := make([]string, 0, len(items))
 	for _, it := range items {
 		subjects = append(subjects, streams.KVSubject(it.Job.ID))
@@ -111,7 +112,7 @@ func (s *Store) liveItems(ctx context.Context, items []*streams.WorkItem) (int, 
 			continue
 		}
 		cur, err := streams.DecodeJob(rec.Data)
-		if err != nil || cur.State != streams.StateQueued || cur.Seq != it.Job.Seq {
+		if err != nil || cur.State != domain.StateQueued || cur.Seq != it.Job.Seq {
 			continue
 		}
 		seen[it.Job.ID] = true
@@ -123,7 +124,7 @@ func (s *Store) liveItems(ctx context.Context, items []*streams.WorkItem) (int, 
 // pendingAfter finds j's work item on subject, reading forward from the
 // time it was queued (its item is stored after that), and returns how many
 // messages on subject follow it.
-func (s *Store) pendingAfter(ctx context.Context, stream, subject string, j *streams.Job) (uint64, bool, error) {
+func (s *Store) pendingAfter(ctx context.Context, stream, subject string, j *domain.Job) (uint64, bool, error) {
 	req := map[string]any{"start_time": j.QueuedAt.Add(-time.Millisecond).UTC(), "next_by_subj": subject, "batch": 256}
 	var after, last uint64
 	found := false

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // presence keeps an SDK worker's record in the worker registry: written
@@ -26,7 +26,7 @@ type presence struct {
 
 	life     lifecycle.Loop
 	mu       sync.Mutex
-	rec      streams.WorkerRecord
+	rec      domain.WorkerRecord
 	runtimes map[*Runtime]bool
 }
 
@@ -40,10 +40,10 @@ func (s *Store) joinPresence(ctx context.Context, rt *Runtime) error {
 	if p == nil {
 		p = &presence{workers: s.Workers, runtimes: map[*Runtime]bool{},
 			log: rt.cfg.Log.With("component", "presence", "worker", id),
-			rec: streams.WorkerRecord{ID: id, Name: id, Kind: streams.WorkerSDK, RegisteredAt: time.Now().UTC(),
+			rec: domain.WorkerRecord{ID: id, Name: id, Kind: domain.WorkerSDK, RegisteredAt: time.Now().UTC(),
 				Namespace: rt.cfg.Namespace}}
 		if p.rec.Namespace == "" {
-			p.rec.Namespace = streams.DefaultNS
+			p.rec.Namespace = domain.DefaultNS
 		}
 	}
 	p.mu.Lock()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Problem type slugs: the stable names of jetflow's errors, shared by the
@@ -155,7 +155,7 @@ func (p *Problem) Is(target error) bool {
 	case commands.ErrInvalidTransition:
 		return p.Type == ProblemInvalidTransition
 	case commands.ErrTerminal:
-		return p.Type == ProblemInvalidTransition && streams.State(p.State).Terminal()
+		return p.Type == ProblemInvalidTransition && domain.State(p.State).Terminal()
 	case commands.ErrNotClaimant:
 		return p.Type == ProblemNotClaimant
 	case commands.ErrConflict:
@@ -224,7 +224,7 @@ func Classify(err error) (slug string, status int) {
 		return ProblemNotClaimant, http.StatusConflict
 	case errors.Is(err, commands.ErrInvalidTransition):
 		return ProblemInvalidTransition, http.StatusConflict
-	case errors.Is(err, streams.ErrConflict):
+	case errors.Is(err, domain.ErrConflict):
 		return ProblemConflict, http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded):
 		return ProblemTimeout, http.StatusGatewayTimeout

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 func TestProgressIsCoalescedAndEventsAreEmitted(t *testing.T) {
@@ -32,16 +32,16 @@ func TestProgressIsCoalescedAndEventsAreEmitted(t *testing.T) {
 			return nil, nil
 		}}})
 	sub := h.submit(commands.SubmitRequest{Type: "flood"})
-	j := h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 20*time.Second)
 	if j.Progress == nil || j.Progress.Current != steps || j.Progress.Total != steps {
 		t.Fatalf("final progress %+v", j.Progress)
 	}
 	var progress, custom int
 	for _, e := range h.events(sub.Job.ID) {
 		switch e.Type {
-		case streams.EvProgress:
+		case domain.EvProgress:
 			progress++
-		case streams.EvCustom:
+		case domain.EvCustom:
 			custom++
 			if e.Name != "flood.begin" || e.Level != "warning" || e.Message != "starting" || e.Fields["steps"] == nil {
 				t.Fatalf("custom event %+v", e)

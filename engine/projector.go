@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -142,11 +143,11 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	type seen struct {
 		last  uint64 // highest event sequence of the job in this batch
-		event *streams.Event
+		event *domain.Event
 	}
 	jobs := map[string]*seen{}
 	var order []string
-	registry := map[string]*streams.Event{} // by subject, its last event here
+	registry := map[string]*domain.Event{} // by subject, its last event here
 	for _, m := range msgs {
 		meta, err := m.Metadata()
 		if err == nil && streams.IsRegistrySubject(m.Subject()) {
@@ -229,9 +230,9 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// was done (message ids, schedules by subject, pieces by number).
 		j := snap.Job
 		switch {
-		case j.State == streams.StateQueued || j.State == streams.StateScheduled:
+		case j.State == domain.StateQueued || j.State == domain.StateScheduled:
 			futs = append(futs, p.store.dispatchAsync(snap))
-		case j.State == streams.StateWaiting && s.event.Type == streams.EvWaiting:
+		case j.State == domain.StateWaiting && s.event.Type == domain.EvWaiting:
 			futs = append(futs, p.store.planAsync(j))
 		}
 		if j.State.Terminal() && j.Spec.Parent != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -78,7 +79,7 @@ func (p *Promoter) follow(ctx context.Context, queue string) error {
 	p.mu.Lock()
 	_, ok := p.pullers[queue]
 	p.mu.Unlock()
-	if ok || !streams.ValidQueue(queue) {
+	if ok || !domain.ValidQueue(queue) {
 		return nil
 	}
 	cons, err := p.store.JS.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), jetstream.ConsumerConfig{
@@ -112,7 +113,7 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	_, _, err = p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *streams.Job) (*streams.Event, error) {
+	_, _, err = p.store.Apply(ctx, "due", Snapshot{Job: &item.Job, Rev: item.Rev}, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Due(j, lim.Limited(), p.store.Actor, time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {

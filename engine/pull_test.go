@@ -9,8 +9,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // A worker with few slots, all of them held for a while, then released
@@ -65,6 +65,6 @@ func TestFewSlotsNeverStall(t *testing.T) {
 		}
 		close(r.gate)
 		testkit.WaitDrained(t, 5*time.Second, func() (int, error) { return batches - int(r.runs.Load()), nil })
-		h.waitState(sub.Job.ID, streams.StateSucceeded, 20*time.Second)
+		h.waitState(sub.Job.ID, domain.StateSucceeded, 20*time.Second)
 	}
 }

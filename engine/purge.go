@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -48,7 +49,7 @@ func (s *Store) purge(ctx context.Context, fs *files.Store, id, reason string) (
 		if err != nil {
 			return n, err
 		}
-		subject := cur.Job.Subject()
+		subject := streams.JobSubject(cur.Job)
 		seq, err := s.W.AppendAsync(subject, ev, cur.Job.Seq).Wait(ctx)
 		if streams.IsConflict(err) && attempt < maxDecisions {
 			if cur, err = s.Load(ctx, id); err != nil {
@@ -71,12 +72,12 @@ func (s *Store) purge(ctx context.Context, fs *files.Store, id, reason string) (
 
 // purgeChildren purges the children of parent j that exist, and returns
 // the states of those it could not purge (not terminal).
-func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *streams.Job, reason string) (int, []streams.State, error) {
-	if j.Fanout == nil || j.Fanout.Plan.Kind != streams.FanoutChildren {
+func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Job, reason string) (int, []domain.State, error) {
+	if j.Fanout == nil || j.Fanout.Plan.Kind != domain.FanoutChildren {
 		return 0, nil, nil
 	}
 	n := 0
-	var left []streams.State
+	var left []domain.State
 	for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
 		id := ChildID(j.Spec.Namespace, j.ID, piece)
 		snap, err := s.Get(ctx, id)
@@ -95,7 +96,7 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *streams.J
 		switch {
 		case errors.Is(err, commands.ErrNotFound):
 		case errors.Is(err, commands.ErrInvalidTransition):
-			left = append(left, streams.StateRunning) // a grandchild still runs
+			left = append(left, domain.StateRunning) // a grandchild still runs
 		case err != nil:
 			return n, nil, err
 		}
@@ -106,7 +107,7 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *streams.J
 // forget deletes what a purged job leaves: its record (revision-checked:
 // one that moved is deleted by Load, which finds job.purged last), its
 // files, its schedule and a parent's batches that are still queued.
-func (s *Store) forget(ctx context.Context, fs *files.Store, cur Snapshot, ev *streams.Event) error {
+func (s *Store) forget(ctx context.Context, fs *files.Store, cur Snapshot, ev *domain.Event) error {
 	j := cur.Job
 	var errs []error
 	err := s.KV.Delete(ctx, streams.KVKey(j.ID), jetstream.LastRevision(cur.Rev))
@@ -127,7 +128,7 @@ func (s *Store) forget(ctx context.Context, fs *files.Store, cur Snapshot, ev *s
 	if !j.RunAt.IsZero() { // it was scheduled once: a schedule may be left
 		errs = append(errs, s.purgeQueueSubject(ctx, j.Spec.Queue, streams.SchedSubject(j.Spec.Queue, j.ID)))
 	}
-	if p := j.Fanout; p != nil && p.Plan.Kind == streams.FanoutBatches {
+	if p := j.Fanout; p != nil && p.Plan.Kind == domain.FanoutBatches {
 		errs = append(errs, s.purgeBatches(ctx, p.Plan.BatchQueue, p.Plan.BatchType, j.ID))
 	}
 	return errors.Join(errs...)
@@ -155,7 +156,7 @@ func (s *Store) purged(ctx context.Context, m *jetstream.RawStreamMsg, snap Snap
 		return nil
 	}
 	ev, err := streams.DecodeEvent(m.Data)
-	if err != nil || ev.Type != streams.EvPurged {
+	if err != nil || ev.Type != domain.EvPurged {
 		return nil // an undecodable event is foldFrom's to report
 	}
 	if snap.Job != nil {

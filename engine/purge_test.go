@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -53,7 +54,7 @@ func TestPurgeDeletesTheRecordAndKeepsTheEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := streams.DecodeEvent(m.Data); err != nil || ev.Type != streams.EvPurged || ev.From != streams.StateCancelled {
+	if ev, err := streams.DecodeEvent(m.Data); err != nil || ev.Type != domain.EvPurged || ev.From != domain.StateCancelled {
 		t.Fatalf("last event of the purged job: %+v, %v", ev, err)
 	}
 	// A second purge writes nothing.
@@ -80,7 +81,7 @@ func TestPurgeRefusesAJobThatIsNotTerminal(t *testing.T) {
 	if _, err := h.st.Purge(h.ctx, sub.Job.ID, "retention"); !errors.Is(err, commands.ErrInvalidTransition) {
 		t.Fatalf("purge of a queued job: %v", err)
 	}
-	if h.lastSeq() != last || h.get(sub.Job.ID).State != streams.StateQueued {
+	if h.lastSeq() != last || h.get(sub.Job.ID).State != domain.StateQueued {
 		t.Fatal("a refused purge wrote")
 	}
 }
@@ -95,7 +96,7 @@ func TestPurgedRecordLeftByACrashIsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(j.Subject(), ev, j.Seq).Wait(h.ctx); err != nil {
+	if _, err := h.st.W.AppendAsync(streams.JobSubject(j), ev, j.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {

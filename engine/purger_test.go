@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -23,7 +24,7 @@ func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 		},
 		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
 	}})
-	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", streams.NamespaceSettings{Retention: streams.Period(time.Hour)}, "test"); err != nil {
+	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", domain.NamespaceSettings{Retention: domain.Period(time.Hour)}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	old := h.cancelled()
@@ -33,7 +34,7 @@ func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 	}
 	live := h.submit(commands.SubmitRequest{Type: "demo.idle"}) // queued: never purged
 	parent := h.submit(commands.SubmitRequest{Type: "coord"})
-	h.waitState(parent.Job.ID, streams.StateSucceeded, 20*time.Second)
+	h.waitState(parent.Job.ID, domain.StateSucceeded, 20*time.Second)
 
 	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Max: 1, Log: testkit.Logger(t)})
 	testkit.WaitFor(t, 5*time.Second, func() error {
@@ -61,7 +62,7 @@ func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 	if n, err := p.Pass(h.ctx); err != nil || n != 0 {
 		t.Fatalf("third pass: %d, %v", n, err)
 	}
-	if h.get(live.Job.ID).State != streams.StateQueued || h.get(kept.Job.ID).State != streams.StateCancelled {
+	if h.get(live.Job.ID).State != domain.StateQueued || h.get(kept.Job.ID).State != domain.StateCancelled {
 		t.Fatal("a live job or one within its namespace's retention was purged")
 	}
 	h.verify()
@@ -70,7 +71,7 @@ func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 func TestNamespaceRetentionMustBePositive(t *testing.T) {
 	h := newHarness(t)
 	before := h.lastSeq()
-	_, err := h.st.Types.SetNamespace(h.ctx, "ns", streams.NamespaceSettings{Retention: streams.Period(-time.Hour)}, "test")
+	_, err := h.st.Types.SetNamespace(h.ctx, "ns", domain.NamespaceSettings{Retention: domain.Period(-time.Hour)}, "test")
 	if !errors.Is(err, commands.ErrInvalidInput) || h.lastSeq() != before {
 		t.Fatalf("negative retention: %v", err)
 	}
@@ -134,7 +135,7 @@ func TestTwoPurgersPurgeEachJobOnce(t *testing.T) {
 		// Read from the log itself: the history of a purged job is gone.
 		if _, err := streams.ReadSubject(h.ctx, h.st.NC, streams.EventsStream, streams.EventFilter(id), 1, func(_ uint64, data []byte) error {
 			ev, err := streams.DecodeEvent(data)
-			if err == nil && ev.Type == streams.EvPurged {
+			if err == nil && ev.Type == domain.EvPurged {
 				purges++
 			}
 			return err

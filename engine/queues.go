@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -18,13 +19,13 @@ import (
 var ErrQueueNotFound = fmt.Errorf("queue %w", commands.ErrNotFound)
 
 // Queue returns a queue's record.
-func (s *Store) Queue(ctx context.Context, queue string) (*streams.QueueRecord, error) {
+func (s *Store) Queue(ctx context.Context, queue string) (*domain.QueueRecord, error) {
 	rec, _, err := s.queueRecord(ctx, queue)
 	return rec, err
 }
 
-func (s *Store) queueRecord(ctx context.Context, queue string) (*streams.QueueRecord, uint64, error) {
-	if !streams.ValidQueue(queue) {
+func (s *Store) queueRecord(ctx context.Context, queue string) (*domain.QueueRecord, uint64, error) {
+	if !domain.ValidQueue(queue) {
 		return nil, 0, &commands.InputError{Field: "queue", Reason: fmt.Sprintf("%q is not a queue name", queue)}
 	}
 	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
@@ -38,7 +39,7 @@ func (s *Store) queueRecord(ctx context.Context, queue string) (*streams.QueueRe
 	if err != nil {
 		return nil, 0, err
 	}
-	var rec streams.QueueRecord
+	var rec domain.QueueRecord
 	if err := streams.Unmarshal(e.Value(), &rec); err != nil {
 		return nil, 0, fmt.Errorf("queue %s record: %w", queue, err)
 	}
@@ -46,7 +47,7 @@ func (s *Store) queueRecord(ctx context.Context, queue string) (*streams.QueueRe
 }
 
 // Queues lists the queues' records.
-func (s *Store) QueueList(ctx context.Context) ([]*streams.QueueRecord, error) {
+func (s *Store) QueueList(ctx context.Context) ([]*domain.QueueRecord, error) {
 	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
 	if err != nil {
 		return nil, err
@@ -56,12 +57,12 @@ func (s *Store) QueueList(ctx context.Context) ([]*streams.QueueRecord, error) {
 		return nil, err
 	}
 	defer w.Stop()
-	var out []*streams.QueueRecord
+	var out []*domain.QueueRecord
 	for e := range w.Updates() {
 		if e == nil {
 			break
 		}
-		var rec streams.QueueRecord
+		var rec domain.QueueRecord
 		if err := streams.Unmarshal(e.Value(), &rec); err == nil {
 			out = append(out, &rec)
 		}
@@ -73,12 +74,12 @@ func (s *Store) QueueList(ctx context.Context) ([]*streams.QueueRecord, error) {
 // dispatches none. The record says so (workers that start later create
 // their consumers paused), and every run consumer of the queue is paused or
 // resumed on the server, so it holds for every worker at once.
-func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (*streams.QueueRecord, error) {
+func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (*domain.QueueRecord, error) {
 	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
 	if err != nil {
 		return nil, err
 	}
-	var rec *streams.QueueRecord
+	var rec *domain.QueueRecord
 	for try := 0; ; try++ {
 		var rev uint64
 		if rec, rev, err = s.queueRecord(ctx, queue); err != nil {
@@ -134,8 +135,8 @@ type QueueInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Jobs counts the queue's jobs by state, when an index knows them (the
 	// HTTP API's; not the CLI's, which has none).
-	Jobs    map[streams.State]int `json:"jobs,omitempty"`
-	Running int                   `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
+	Jobs    map[domain.State]int `json:"jobs,omitempty"`
+	Running int                  `json:"running"` // jobs claimed or running (from Jobs when known, else Held)
 	// Limits are the queue's quotas (0: none); Slots, for a queue with
 	// limits, what its admitter counts: jobs holding a slot and pending,
 	// in all and by user (absent when no admitter answered).
@@ -185,7 +186,7 @@ func (s *Store) QueueInfo(ctx context.Context, queue string) (*QueueInfo, error)
 
 // queueInfo is a queue as clients see it: its record, what its stream
 // holds, and its slots from slots (by queue).
-func (s *Store) queueInfo(ctx context.Context, rec *streams.QueueRecord, slots map[string]commands.Counts) (*QueueInfo, error) {
+func (s *Store) queueInfo(ctx context.Context, rec *domain.QueueRecord, slots map[string]commands.Counts) (*QueueInfo, error) {
 	st, err := s.queueStats(ctx, rec)
 	if err != nil {
 		return nil, err
@@ -221,7 +222,7 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 	return s.queueStats(ctx, rec)
 }
 
-func (s *Store) queueStats(ctx context.Context, rec *streams.QueueRecord) (*QueueStats, error) {
+func (s *Store) queueStats(ctx context.Context, rec *domain.QueueRecord) (*QueueStats, error) {
 	queue := rec.Name
 	st := &QueueStats{Name: queue, Paused: rec.Paused}
 	stream, err := s.JS.Stream(ctx, streams.QueueStream(queue))

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -28,12 +29,12 @@ type Limits struct {
 	ready chan struct{}
 
 	mu      sync.RWMutex
-	records map[string]streams.QueueRecord
+	records map[string]domain.QueueRecord
 	changed chan struct{} // closed and replaced at every change
 }
 
 func newLimits(s *Store) *Limits {
-	return &Limits{store: s, ready: make(chan struct{}), records: map[string]streams.QueueRecord{}, changed: make(chan struct{})}
+	return &Limits{store: s, ready: make(chan struct{}), records: map[string]domain.QueueRecord{}, changed: make(chan struct{})}
 }
 
 func (l *Limits) watch(ctx context.Context) error {
@@ -52,7 +53,7 @@ func (l *Limits) watch(ctx context.Context) error {
 			wg.Add(1)
 			go func() { wg.Wait(); close(l.ready) }()
 			followBucket(l.store, kv, &wg, func(e jetstream.KeyValueEntry) {
-				var rec streams.QueueRecord
+				var rec domain.QueueRecord
 				if streams.Unmarshal(e.Value(), &rec) == nil {
 					l.remember(rec)
 				}
@@ -67,7 +68,7 @@ func (l *Limits) watch(ctx context.Context) error {
 	}
 }
 
-func (l *Limits) remember(rec streams.QueueRecord) {
+func (l *Limits) remember(rec domain.QueueRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cur, ok := l.records[rec.Name]; ok && cur.LimitsSeq > rec.LimitsSeq {
@@ -79,9 +80,9 @@ func (l *Limits) remember(rec streams.QueueRecord) {
 }
 
 // Of returns queue's limits (none for a queue without a record).
-func (l *Limits) Of(ctx context.Context, queue string) (streams.QueueLimits, error) {
+func (l *Limits) Of(ctx context.Context, queue string) (domain.QueueLimits, error) {
 	if err := l.watch(ctx); err != nil {
-		return streams.QueueLimits{}, err
+		return domain.QueueLimits{}, err
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -90,13 +91,13 @@ func (l *Limits) Of(ctx context.Context, queue string) (streams.QueueLimits, err
 
 // tracked returns the queues that ever had limits (their jobs may be
 // pending), with their records, and a channel closed at the next change.
-func (l *Limits) tracked(ctx context.Context) (map[string]streams.QueueRecord, <-chan struct{}, error) {
+func (l *Limits) tracked(ctx context.Context) (map[string]domain.QueueRecord, <-chan struct{}, error) {
 	if err := l.watch(ctx); err != nil {
 		return nil, nil, err
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	out := map[string]streams.QueueRecord{}
+	out := map[string]domain.QueueRecord{}
 	for name, rec := range l.records {
 		if rec.LimitsSeq != 0 {
 			out[name] = rec
@@ -109,16 +110,16 @@ func (l *Limits) tracked(ctx context.Context) (map[string]streams.QueueRecord, <
 // The queue is created if it does not exist yet. Lowering a limit stops no
 // running job; raising one admits pending jobs at once (the Admitter
 // follows the record).
-func (s *Store) SetQueueLimits(ctx context.Context, queue string, lim streams.QueueLimits) (*streams.QueueRecord, error) {
-	return s.ChangeQueueLimits(ctx, queue, func(streams.QueueLimits) streams.QueueLimits { return lim })
+func (s *Store) SetQueueLimits(ctx context.Context, queue string, lim domain.QueueLimits) (*domain.QueueRecord, error) {
+	return s.ChangeQueueLimits(ctx, queue, func(domain.QueueLimits) domain.QueueLimits { return lim })
 }
 
 // ChangeQueueLimits gives queue the limits change returns for its current
 // ones, decided again on what another writer wrote if one came first (two
 // changes of one limit each at once keep both).
-func (s *Store) ChangeQueueLimits(ctx context.Context, queue string, change func(streams.QueueLimits) streams.QueueLimits) (*streams.QueueRecord, error) {
-	if !streams.ValidQueue(queue) {
-		_, err := commands.SetQueueLimits(nil, queue, streams.QueueLimits{}, "", time.Now())
+func (s *Store) ChangeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (*domain.QueueRecord, error) {
+	if !domain.ValidQueue(queue) {
+		_, err := commands.SetQueueLimits(nil, queue, domain.QueueLimits{}, "", time.Now())
 		return nil, err // checked before anything is created
 	}
 	if err := s.Queues.Ensure(ctx, queue); err != nil {
@@ -160,7 +161,7 @@ func (s *Store) ChangeQueueLimits(ctx context.Context, queue string, change func
 // loadQueueLimits reads a queue's record, its revision and the sequence of
 // its last limits event; a record behind the log (its writer crashed
 // between the append and the record) is brought up to it and written back.
-func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.QueueRecord, uint64, uint64, error) {
+func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*domain.QueueRecord, uint64, uint64, error) {
 	kv, err := s.JS.KeyValue(ctx, streams.QueuesBucket)
 	if err != nil {
 		return nil, 0, 0, err
@@ -192,7 +193,7 @@ func (s *Store) loadQueueLimits(ctx context.Context, queue string) (*streams.Que
 
 // lastEvent reads the last event on subject (one read), and its sequence;
 // 0 and no event when the subject has none.
-func (s *Store) lastEvent(ctx context.Context, subject string) (*streams.Event, uint64, error) {
+func (s *Store) lastEvent(ctx context.Context, subject string) (*domain.Event, uint64, error) {
 	m, err := s.lastMsg(ctx, subject)
 	if err != nil || m == nil {
 		return nil, 0, err

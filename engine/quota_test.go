@@ -10,8 +10,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // running counts handlers running at once, in all and per user, and
@@ -56,7 +56,7 @@ func (r *running) leave(user string) {
 // sampleCounts asks the admitter every 50 ms and fails the test if a queue
 // or a user ever holds more slots than its limits; it returns a stop
 // function that reports how many samples it took.
-func sampleCounts(t *testing.T, st *engine.Store, queue string, lim streams.QueueLimits) func() int {
+func sampleCounts(t *testing.T, st *engine.Store, queue string, lim domain.QueueLimits) func() int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var n atomic.Int64
@@ -92,7 +92,7 @@ func sampleCounts(t *testing.T, st *engine.Store, queue string, lim streams.Queu
 
 func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
 	h := newHarness(t)
-	lim := streams.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2}
+	lim := domain.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2}
 	if _, err := h.st.SetQueueLimits(h.ctx, "q", lim); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
 		ids = append(ids, r.Job.ID)
 	}
 	for _, id := range ids {
-		h.waitState(id, streams.StateSucceeded, 60*time.Second)
+		h.waitState(id, domain.StateSucceeded, 60*time.Second)
 	}
 	if n := stop(); n < 20 {
 		t.Fatalf("only %d samples of the admitter's counts", n)
@@ -155,7 +155,7 @@ func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
 	}
 	for _, id := range ids {
 		for _, ev := range h.events(id) {
-			if ev.Type == streams.EvAdmitted {
+			if ev.Type == domain.EvAdmitted {
 				adms = append(adms, adm{users[id], ev.Seq})
 			}
 		}
@@ -178,7 +178,7 @@ func TestQuotaAdmitsFairlyWithinLimits(t *testing.T) {
 	held := 0
 	for _, id := range ids {
 		for _, ev := range h.events(id) {
-			if ev.Type == streams.EvPending && ev.Hold != nil {
+			if ev.Type == domain.EvPending && ev.Hold != nil {
 				held++
 			}
 		}
@@ -202,7 +202,7 @@ func sortBy[T any](xs []T, key func(T) uint64) {
 // and each time the next pending job is admitted.
 func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.st.SetQueueLimits(h.ctx, "one", streams.QueueLimits{MaxRunning: 1}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "one", domain.QueueLimits{MaxRunning: 1}); err != nil {
 		t.Fatal(err)
 	}
 	started := make(chan string, 10)
@@ -227,7 +227,7 @@ func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 	// The first may be admitted already (the admitter can read a submit
 	// from the log before its submitter wrote the record); the others wait.
 	for _, s := range []engine.Snapshot{timedOut, failed, last, pendingCancel} {
-		if s.Job.State != streams.StatePending {
+		if s.Job.State != domain.StatePending {
 			t.Fatalf("%s submitted %s, want pending", s.Job.ID, s.Job.State)
 		}
 	}
@@ -247,7 +247,7 @@ func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 	if _, err := h.st.Cancel(h.ctx, pendingCancel.Job.ID, "not needed"); err != nil {
 		t.Fatal(err)
 	}
-	if j := h.get(pendingCancel.Job.ID); j.State != streams.StateCancelled {
+	if j := h.get(pendingCancel.Job.ID); j.State != domain.StateCancelled {
 		t.Fatalf("cancelled pending job is %s", j.State)
 	}
 	// Cancelled while running: the slot goes to the next.
@@ -256,14 +256,14 @@ func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 	}
 	wantStart(timedOut.Job.ID)
 	// Timed out (execution timeout, no retries): failed, slot released.
-	h.waitState(timedOut.Job.ID, streams.StateFailed, 10*time.Second)
+	h.waitState(timedOut.Job.ID, domain.StateFailed, 10*time.Second)
 	wantStart(failed.Job.ID)
-	h.waitState(failed.Job.ID, streams.StateFailed, 10*time.Second)
+	h.waitState(failed.Job.ID, domain.StateFailed, 10*time.Second)
 	wantStart(last.Job.ID)
 	if _, err := h.st.Cancel(h.ctx, last.Job.ID, "done"); err != nil {
 		t.Fatal(err)
 	}
-	h.waitState(last.Job.ID, streams.StateCancelled, 5*time.Second)
+	h.waitState(last.Job.ID, domain.StateCancelled, 5*time.Second)
 	testkit.WaitFor(t, 5*time.Second, func() error {
 		c, err := h.st.AdmissionCountsOf(h.ctx, "one")
 		if err != nil {
@@ -282,7 +282,7 @@ func TestQuotaSlotReleasedEveryWay(t *testing.T) {
 // ones' last event is their hold) and admits nothing they still hold.
 func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.st.SetQueueLimits(h.ctx, "rb", streams.QueueLimits{MaxRunning: 2}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "rb", domain.QueueLimits{MaxRunning: 2}); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -315,7 +315,7 @@ func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 	// Every pending job records why it waits (after commands.HoldAfter).
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		for _, id := range ids {
-			if j := h.get(id); j.State == streams.StatePending && (j.Hold == nil || j.Hold.Limit != streams.LimitQueue || j.Hold.Max != 2) {
+			if j := h.get(id); j.State == domain.StatePending && (j.Hold == nil || j.Hold.Limit != domain.LimitQueue || j.Hold.Max != 2) {
 				return fmt.Errorf("%s pending with hold %+v", id, j.Hold)
 			}
 		}
@@ -334,7 +334,7 @@ func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 	}
 	close(release)
 	for _, id := range ids {
-		h.waitState(id, streams.StateSucceeded, 30*time.Second)
+		h.waitState(id, domain.StateSucceeded, 30*time.Second)
 	}
 	if total, _ := run.highs(); total != 2 {
 		t.Fatalf("%d ran at once, limit 2", total)
@@ -347,7 +347,7 @@ func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 // stops midway and the other takes over; the limits are never exceeded.
 func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 	h := newHarness(t)
-	lim := streams.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}
+	lim := domain.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}
 	if _, err := h.st.SetQueueLimits(h.ctx, "two", lim); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 	}
 	leader.Stop(context.Background())
 	for _, id := range ids {
-		h.waitState(id, streams.StateSucceeded, 60*time.Second)
+		h.waitState(id, domain.StateSucceeded, 60*time.Second)
 	}
 	stop()
 	total, perUser := run.highs()
@@ -418,7 +418,7 @@ func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 // every pending job.
 func TestQuotaRaisingAndRemovingLimits(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 1}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", domain.QueueLimits{MaxRunning: 1}); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -447,12 +447,12 @@ func TestQuotaRaisingAndRemovingLimits(t *testing.T) {
 		})
 	}
 	running(1)
-	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 3}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", domain.QueueLimits{MaxRunning: 3}); err != nil {
 		t.Fatal(err)
 	}
 	running(3)
 	// Lowering: the three keep running, none is admitted.
-	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{MaxRunning: 1}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", domain.QueueLimits{MaxRunning: 1}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 5*time.Second, func() error {
@@ -469,16 +469,16 @@ func TestQuotaRaisingAndRemovingLimits(t *testing.T) {
 		t.Fatalf("%d running after lowering the limit, want the 3 that ran", n)
 	}
 	// Removing every limit admits the five pending at once.
-	if _, err := h.st.SetQueueLimits(h.ctx, "rl", streams.QueueLimits{}); err != nil {
+	if _, err := h.st.SetQueueLimits(h.ctx, "rl", domain.QueueLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	running(8)
 	close(release)
 	for _, id := range ids {
-		h.waitState(id, streams.StateSucceeded, 10*time.Second)
+		h.waitState(id, domain.StateSucceeded, 10*time.Second)
 	}
 	// Submits to the queue no longer wait in pending.
-	if s := h.submit(commands.SubmitRequest{Type: "hold", Queue: "rl"}); s.Job.State != streams.StateQueued {
+	if s := h.submit(commands.SubmitRequest{Type: "hold", Queue: "rl"}); s.Job.State != domain.StateQueued {
 		t.Fatalf("submit to a queue whose limits were removed: %s", s.Job.State)
 	}
 	h.verify()

@@ -10,18 +10,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // Filter selects jobs; empty fields match everything.
 type Filter struct {
-	State     streams.State `json:"state,omitempty" msgpack:"state,omitempty"`
-	Queue     string        `json:"queue,omitempty" msgpack:"queue,omitempty"`
-	Type      string        `json:"type,omitempty" msgpack:"type,omitempty"`
-	Namespace string        `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
-	Parent    string        `json:"parent,omitempty" msgpack:"parent,omitempty"`
-	Limit     int           `json:"limit,omitempty" msgpack:"limit,omitempty"`
+	State     domain.State `json:"state,omitempty" msgpack:"state,omitempty"`
+	Queue     string       `json:"queue,omitempty" msgpack:"queue,omitempty"`
+	Type      string       `json:"type,omitempty" msgpack:"type,omitempty"`
+	Namespace string       `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
+	Parent    string       `json:"parent,omitempty" msgpack:"parent,omitempty"`
+	Limit     int          `json:"limit,omitempty" msgpack:"limit,omitempty"`
 }
 
 // Validate checks a filter's fields.
@@ -29,16 +30,16 @@ func (f *Filter) Validate() error {
 	if f.State != "" && !f.State.Valid() {
 		return &commands.InputError{Field: "state", Reason: fmt.Sprintf("%q is not a state", f.State)}
 	}
-	if f.Queue != "" && !streams.ValidQueue(f.Queue) {
+	if f.Queue != "" && !domain.ValidQueue(f.Queue) {
 		return &commands.InputError{Field: "queue", Reason: fmt.Sprintf("%q is not a queue name", f.Queue)}
 	}
-	if f.Namespace != "" && !streams.ValidNamespace(f.Namespace) {
+	if f.Namespace != "" && !domain.ValidNamespace(f.Namespace) {
 		return &commands.InputError{Field: "namespace", Reason: fmt.Sprintf("%q is not a namespace", f.Namespace)}
 	}
-	if f.Type != "" && !streams.ValidType(f.Type) {
+	if f.Type != "" && !domain.ValidType(f.Type) {
 		return &commands.InputError{Field: "type", Reason: fmt.Sprintf("%q is not a job type", f.Type)}
 	}
-	if f.Parent != "" && !streams.ValidID(f.Parent) {
+	if f.Parent != "" && !domain.ValidID(f.Parent) {
 		return &commands.InputError{Field: "parent", Reason: fmt.Sprintf("%q is not a job id", f.Parent)}
 	}
 	if f.Limit < 0 {
@@ -48,7 +49,7 @@ func (f *Filter) Validate() error {
 }
 
 // Match reports whether j passes the filter.
-func (f *Filter) Match(j *streams.Job) bool {
+func (f *Filter) Match(j *domain.Job) bool {
 	return (f.State == "" || j.State == f.State) && (f.Queue == "" || j.Spec.Queue == f.Queue) &&
 		(f.Type == "" || j.Spec.Type == f.Type) && (f.Namespace == "" || j.Spec.Namespace == f.Namespace) &&
 		(f.Parent == "" || j.Spec.Parent == f.Parent)
@@ -59,7 +60,7 @@ const listIdle = 10 * time.Second
 
 // List returns the jobs that match f, newest first, reading the whole jobs
 // bucket through one ordered consumer.
-func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
+func (s *Store) List(ctx context.Context, f Filter) ([]*domain.Job, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
 	// good: give up when the bucket says nothing for listIdle.
 	idle := time.NewTimer(listIdle)
 	defer idle.Stop()
-	var out []*streams.Job
+	var out []*domain.Job
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,7 +102,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]*streams.Job, error) {
 }
 
 // SortNewestFirst orders jobs by creation, newest first (id breaks ties).
-func SortNewestFirst(js []*streams.Job) {
+func SortNewestFirst(js []*domain.Job) {
 	sort.Slice(js, func(i, k int) bool {
 		if !js[i].CreatedAt.Equal(js[k].CreatedAt) {
 			return js[i].CreatedAt.After(js[k].CreatedAt)
@@ -126,14 +127,14 @@ func (s *Store) Lookup(ctx context.Context, id string) (Snapshot, error) {
 // the admitter tells them (one request, for pending jobs only). When no
 // admitter answers, the position is left out and the hold is the record's
 // (job.pending).
-func (s *Store) View(ctx context.Context, j *streams.Job) *projections.JobView {
+func (s *Store) View(ctx context.Context, j *domain.Job) *projections.JobView {
 	v := projections.View(j)
-	if j.State == streams.StateQueued {
+	if j.State == domain.StateQueued {
 		if pos, err := s.QueuePosition(ctx, j); err == nil && pos >= 0 {
 			v.QueuePosition = &pos
 		}
 	}
-	if j.State == streams.StatePending {
+	if j.State == domain.StatePending {
 		if place, ok := s.AdmissionPlaceOf(ctx, j.ID); ok {
 			v.PendingPosition = &place.Position
 			v.Hold = nil // a slot is free: its turn comes at once
@@ -165,8 +166,8 @@ func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted
 // History calls fn with each event of a job, oldest first; with live it
 // goes on with new events until the job's terminal event, fn's error or
 // ctx's end. after skips events up to that sequence.
-func (s *Store) History(ctx context.Context, id string, after uint64, live bool, fn func(*streams.Event) error) error {
-	if !streams.ValidID(id) {
+func (s *Store) History(ctx context.Context, id string, after uint64, live bool, fn func(*domain.Event) error) error {
+	if !domain.ValidID(id) {
 		return &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
 	}
 	snap, err := s.Lookup(ctx, id)
@@ -179,12 +180,12 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 		}
 		// The history so far: read straight from the log, no consumer.
 		var fnErr error
-		last, err := streams.ReadSubject(ctx, s.NC, streams.EventsStream, snap.Job.Subject(), after+1, func(seq uint64, data []byte) error {
+		last, err := streams.ReadSubject(ctx, s.NC, streams.EventsStream, streams.JobSubject(snap.Job), after+1, func(seq uint64, data []byte) error {
 			ev, err := streams.DecodeEvent(data)
 			if err != nil {
 				return fmt.Errorf("event %d: %w", seq, err)
 			}
-			ev.Seq, ev.Subject = seq, snap.Job.Subject()
+			ev.Seq, ev.Subject = seq, streams.JobSubject(snap.Job)
 			fnErr = fn(ev)
 			return fnErr
 		})
@@ -202,7 +203,7 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	// An ordered consumer lives on the server until deleted or inactive:
 	// it is deleted when the read ends, and one left behind (a process
 	// that died mid-read) goes after historyInactive without pulls.
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{snap.Job.Subject()}, InactiveThreshold: historyInactive}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{streams.JobSubject(snap.Job)}, InactiveThreshold: historyInactive}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = after + 1

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -84,35 +85,35 @@ func (r *Reaper) Stop(ctx context.Context) { r.life.Stop(ctx) }
 // reaping is one reason to end a job, decided on its current state.
 type reaping struct {
 	op     string
-	decide func(j *streams.Job, now time.Time) (*streams.Event, error)
+	decide func(j *domain.Job, now time.Time) (*domain.Event, error)
 }
 
 // due returns what the reaper would do to j now, if anything.
-func (r *Reaper) due(j *streams.Job, now time.Time) *reaping {
+func (r *Reaper) due(j *domain.Job, now time.Time) *reaping {
 	switch j.State {
-	case streams.StateRunning, streams.StateClaimed:
+	case domain.StateRunning, domain.StateClaimed:
 		since := j.StartedAt
-		if j.State == streams.StateClaimed || since.IsZero() {
+		if j.State == domain.StateClaimed || since.IsZero() {
 			since = j.UpdatedAt
 		}
 		limit := j.Spec.Timeout + r.cfg.Grace
 		if now.Sub(since) <= limit {
 			return nil
 		}
-		return &reaping{op: "reap-timeout", decide: func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Fail(j, streams.JobError{Code: CodeTimeout, Message: fmt.Sprintf(
+		return &reaping{op: "reap-timeout", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			return commands.Fail(j, domain.JobError{Code: CodeTimeout, Message: fmt.Sprintf(
 				"execution timeout of %s (and %s grace) passed and no worker reported", j.Spec.Timeout, r.cfg.Grace)},
 				false, "reaper", now, 0)
 		}}
-	case streams.StateQueued:
+	case domain.StateQueued:
 		if j.Spec.QueueTimeout <= 0 || now.Sub(j.QueuedAt) <= j.Spec.QueueTimeout {
 			return nil
 		}
-		return &reaping{op: "reap-queue-timeout", decide: func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Fail(j, streams.JobError{Code: "QUEUE_TIMEOUT", Message: fmt.Sprintf(
+		return &reaping{op: "reap-queue-timeout", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			return commands.Fail(j, domain.JobError{Code: "QUEUE_TIMEOUT", Message: fmt.Sprintf(
 				"not started within its queue timeout of %s", j.Spec.QueueTimeout)}, false, "reaper", now, 0)
 		}}
-	case streams.StateWaiting:
+	case domain.StateWaiting:
 		stall := r.cfg.StallTimeout
 		if j.Fanout != nil && j.Fanout.Plan.StallTimeout > 0 {
 			stall = j.Fanout.Plan.StallTimeout
@@ -120,7 +121,7 @@ func (r *Reaper) due(j *streams.Job, now time.Time) *reaping {
 		if now.Sub(j.UpdatedAt) <= stall {
 			return nil
 		}
-		return &reaping{op: "reap-stalled", decide: func(j *streams.Job, now time.Time) (*streams.Event, error) {
+		return &reaping{op: "reap-stalled", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
 			return commands.Stall(j, stall, "reaper", now)
 		}}
 	}
@@ -160,7 +161,7 @@ func (r *Reaper) reap(ctx context.Context, id string) {
 		return
 	}
 	var did string
-	_, ev, err := r.store.Apply(ctx, "reap", cur, func(j *streams.Job) (*streams.Event, error) {
+	_, ev, err := r.store.Apply(ctx, "reap", cur, func(j *domain.Job) (*domain.Event, error) {
 		// Decided again on the job as it is now: one that moved on since
 		// the scan is left alone.
 		rp := r.due(j, time.Now())

@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -41,8 +42,8 @@ type Registry struct {
 	once    sync.Once
 	ready   chan struct{}
 	mu      sync.RWMutex
-	byName  map[string]*streams.TypeRecord // by full name
-	spaces  map[string]*streams.NamespaceRecord
+	byName  map[string]*domain.TypeRecord // by full name
+	spaces  map[string]*domain.NamespaceRecord
 	schemas map[string]*compiledSchema // by full name
 }
 
@@ -61,7 +62,7 @@ func openRegistry(ctx context.Context, s *Store) (*Registry, error) {
 		return nil, fmt.Errorf("namespaces bucket: %w", err)
 	}
 	return &Registry{store: s, types: types, nss: nss, ready: make(chan struct{}),
-		byName: map[string]*streams.TypeRecord{}, spaces: map[string]*streams.NamespaceRecord{},
+		byName: map[string]*domain.TypeRecord{}, spaces: map[string]*domain.NamespaceRecord{},
 		schemas: map[string]*compiledSchema{}}, nil
 }
 
@@ -81,13 +82,13 @@ func (r *Registry) follow() {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go followBucket(r.store, r.types, &wg, func(e jetstream.KeyValueEntry) {
-		var t streams.TypeRecord
+		var t domain.TypeRecord
 		if streams.Unmarshal(e.Value(), &t) == nil {
 			r.remember(&t)
 		}
 	})
 	go followBucket(r.store, r.nss, &wg, func(e jetstream.KeyValueEntry) {
-		var n streams.NamespaceRecord
+		var n domain.NamespaceRecord
 		if streams.Unmarshal(e.Value(), &n) == nil {
 			r.rememberNamespace(&n)
 		}
@@ -124,7 +125,7 @@ func followBucket(s *Store, kv jetstream.KeyValue, wg *sync.WaitGroup, fn func(j
 	}
 }
 
-func (r *Registry) remember(t *streams.TypeRecord) {
+func (r *Registry) remember(t *domain.TypeRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur := r.byName[t.FullName()]; cur == nil || cur.Seq < t.Seq {
@@ -132,7 +133,7 @@ func (r *Registry) remember(t *streams.TypeRecord) {
 	}
 }
 
-func (r *Registry) rememberNamespace(n *streams.NamespaceRecord) {
+func (r *Registry) rememberNamespace(n *domain.NamespaceRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur := r.spaces[n.Name]; cur == nil || cur.Seq < n.Seq {
@@ -202,7 +203,7 @@ func compile(schema []byte) (*jsonschema.Schema, error) {
 // Register registers a type, or reactivates a deleted one
 // (commands.RegisterType): created says it did not exist before. An active
 // type registered again with the same schema (or none) writes nothing.
-func (r *Registry) Register(ctx context.Context, def commands.TypeDef, actor string) (rec *streams.TypeRecord, created bool, err error) {
+func (r *Registry) Register(ctx context.Context, def commands.TypeDef, actor string) (rec *domain.TypeRecord, created bool, err error) {
 	if err := def.Name.Check(r.Categories); err != nil {
 		return nil, false, err
 	}
@@ -270,7 +271,7 @@ func (r *Registry) Check(ctx context.Context, def commands.TypeDef) error {
 // already (deleted ones count: they can come back). It counts what this
 // engine's cache holds: engines registering at the same moment may pass
 // the limit by a few.
-func (r *Registry) roomFor(ctx context.Context, cur *streams.TypeRecord, n commands.TypeName) error {
+func (r *Registry) roomFor(ctx context.Context, cur *domain.TypeRecord, n commands.TypeName) error {
 	if cur != nil {
 		return nil
 	}
@@ -297,7 +298,7 @@ func (r *Registry) roomFor(ctx context.Context, cur *streams.TypeRecord, n comma
 
 // Delete soft-deletes a type (commands.DeleteType), decided on the type
 // as it is; check, if not nil, must still hold of it.
-func (r *Registry) Delete(ctx context.Context, n commands.TypeName, reason, actor string, check func(*streams.TypeRecord) bool) (*streams.TypeRecord, error) {
+func (r *Registry) Delete(ctx context.Context, n commands.TypeName, reason, actor string, check func(*domain.TypeRecord) bool) (*domain.TypeRecord, error) {
 	subject := streams.TypeSubject(n.Scope, n.Category, n.Name)
 	for try := 0; ; try++ {
 		cur, rev, err := r.load(ctx, n)
@@ -325,7 +326,7 @@ func (r *Registry) Delete(ctx context.Context, n commands.TypeName, reason, acto
 
 // project writes the fold of ev into the type's record, revision-checked;
 // a record that moved meanwhile is read again (load repairs it from the log).
-func (r *Registry) project(ctx context.Context, cur *streams.TypeRecord, rev uint64, ev *streams.Event) (*streams.TypeRecord, error) {
+func (r *Registry) project(ctx context.Context, cur *domain.TypeRecord, rev uint64, ev *domain.Event) (*domain.TypeRecord, error) {
 	next, err := projections.FoldType(cur, ev)
 	if err != nil {
 		return nil, err
@@ -354,7 +355,7 @@ func (r *Registry) project(ctx context.Context, cur *streams.TypeRecord, rev uin
 // load reads a type's record and its revision (nil, 0: never registered),
 // folding in the events the record is missing (a writer that crashed
 // between its append and its record) and writing them back.
-func (r *Registry) load(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, uint64, error) {
+func (r *Registry) load(ctx context.Context, n commands.TypeName) (*domain.TypeRecord, uint64, error) {
 	for try := 0; ; try++ {
 		cur, rev, err := r.loadOnce(ctx, n)
 		if !errors.Is(err, errRepairRaced) || try >= maxDecisions {
@@ -366,9 +367,9 @@ func (r *Registry) load(ctx context.Context, n commands.TypeName) (*streams.Type
 // errRepairRaced: a record's write-back lost to another writer; read again.
 var errRepairRaced = errors.New("record written by another meanwhile")
 
-func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, uint64, error) {
+func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*domain.TypeRecord, uint64, error) {
 	key := streams.TypeKey(n.Scope, n.Category, n.Name)
-	var cur *streams.TypeRecord
+	var cur *domain.TypeRecord
 	var rev uint64
 	e, err := r.types.Get(ctx, key)
 	switch {
@@ -376,14 +377,14 @@ func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*streams.
 	case err != nil:
 		return nil, 0, fmt.Errorf("type %s: %w", n, err)
 	default:
-		var t streams.TypeRecord
+		var t domain.TypeRecord
 		if err := streams.Unmarshal(e.Value(), &t); err != nil {
 			return nil, 0, fmt.Errorf("type %s record: %w", n, err)
 		}
 		cur, rev = &t, e.Revision()
 	}
 	folded, behind, err := catchUp(ctx, r.store, streams.TypeSubject(n.Scope, n.Category, n.Name), cur,
-		func(t *streams.TypeRecord) uint64 { return t.Seq }, projections.FoldType)
+		func(t *domain.TypeRecord) uint64 { return t.Seq }, projections.FoldType)
 	if err != nil || !behind {
 		return cur, rev, err
 	}
@@ -408,7 +409,7 @@ func (r *Registry) loadOnce(ctx context.Context, n commands.TypeName) (*streams.
 // Repair brings the record an event of the registry is about up to the
 // log, when its writer died between the append and the record: the
 // Projector calls it for every registry event it verifies.
-func (r *Registry) Repair(ctx context.Context, ev *streams.Event) error {
+func (r *Registry) Repair(ctx context.Context, ev *domain.Event) error {
 	switch {
 	case ev.TypeDef != nil:
 		t, _, err := r.load(ctx, commands.TypeName{Scope: ev.TypeDef.Scope, Category: ev.TypeDef.Category, Name: ev.TypeDef.Name})
@@ -433,7 +434,7 @@ func (r *Registry) Repair(ctx context.Context, ev *streams.Event) error {
 }
 
 // Type returns a type's record (ErrUnknownType if never registered).
-func (r *Registry) Type(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, error) {
+func (r *Registry) Type(ctx context.Context, n commands.TypeName) (*domain.TypeRecord, error) {
 	t, _, err := r.load(ctx, n)
 	if err != nil {
 		return nil, err
@@ -447,13 +448,13 @@ func (r *Registry) Type(ctx context.Context, n commands.TypeName) (*streams.Type
 // Types lists the types visible from namespace ns (its own and @global;
 // every type when ns is empty), soft-deleted ones only with deleted, by
 // full name.
-func (r *Registry) Types(ctx context.Context, ns string, deleted bool) ([]*streams.TypeRecord, error) {
+func (r *Registry) Types(ctx context.Context, ns string, deleted bool) ([]*domain.TypeRecord, error) {
 	if err := r.watch(ctx); err != nil {
 		return nil, err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := []*streams.TypeRecord{}
+	out := []*domain.TypeRecord{}
 	for _, t := range r.byName {
 		if (t.Deleted && !deleted) || (ns != "" && t.Scope != ns && t.Scope != commands.ScopeGlobal) {
 			continue
@@ -466,7 +467,7 @@ func (r *Registry) Types(ctx context.Context, ns string, deleted bool) ([]*strea
 
 // lookup returns the record of a full name: the cache's, else the bucket's
 // (a type registered an instant ago by another process).
-func (r *Registry) lookup(ctx context.Context, n commands.TypeName) (*streams.TypeRecord, error) {
+func (r *Registry) lookup(ctx context.Context, n commands.TypeName) (*domain.TypeRecord, error) {
 	r.mu.RLock()
 	t := r.byName[n.String()]
 	r.mu.RUnlock()
@@ -549,7 +550,7 @@ func (e *SchemaViolationError) Unwrap() error { return commands.ErrSchemaViolati
 
 // validate checks a payload against a type's schema, compiled once per
 // version of the type.
-func (r *Registry) validate(t *streams.TypeRecord, payload []byte) error {
+func (r *Registry) validate(t *domain.TypeRecord, payload []byte) error {
 	if len(t.Schema) == 0 {
 		return nil
 	}
@@ -609,7 +610,7 @@ func flatten(u *jsonschema.OutputUnit) []Violation {
 }
 
 // Namespace returns a namespace's settings record (nil: never set).
-func (r *Registry) Namespace(ctx context.Context, ns string) (*streams.NamespaceRecord, error) {
+func (r *Registry) Namespace(ctx context.Context, ns string) (*domain.NamespaceRecord, error) {
 	if err := r.watch(ctx); err != nil {
 		return nil, err
 	}
@@ -619,13 +620,13 @@ func (r *Registry) Namespace(ctx context.Context, ns string) (*streams.Namespace
 }
 
 // Namespaces lists the namespaces whose settings were set.
-func (r *Registry) Namespaces(ctx context.Context) ([]*streams.NamespaceRecord, error) {
+func (r *Registry) Namespaces(ctx context.Context) ([]*domain.NamespaceRecord, error) {
 	if err := r.watch(ctx); err != nil {
 		return nil, err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*streams.NamespaceRecord, 0, len(r.spaces))
+	out := make([]*domain.NamespaceRecord, 0, len(r.spaces))
 	for _, n := range r.spaces {
 		out = append(out, n)
 	}
@@ -635,7 +636,7 @@ func (r *Registry) Namespaces(ctx context.Context) ([]*streams.NamespaceRecord, 
 
 // SetNamespace sets a namespace's settings (namespace.set), decided on its
 // record as the log has it.
-func (r *Registry) SetNamespace(ctx context.Context, ns string, s streams.NamespaceSettings, actor string) (*streams.NamespaceRecord, error) {
+func (r *Registry) SetNamespace(ctx context.Context, ns string, s domain.NamespaceSettings, actor string) (*domain.NamespaceRecord, error) {
 	if err := commands.CheckNamespace(ns); err != nil {
 		return nil, err
 	}
@@ -686,9 +687,9 @@ func (r *Registry) SetNamespace(ctx context.Context, ns string, s streams.Namesp
 // loadNamespace reads a namespace's record, its revision and the sequence
 // of its last event; a record behind the log (its writer crashed between
 // the append and the record) is brought up to it and written back.
-func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.NamespaceRecord, uint64, uint64, error) {
+func (r *Registry) loadNamespace(ctx context.Context, ns string) (*domain.NamespaceRecord, uint64, uint64, error) {
 	for try := 0; ; try++ {
-		var cur *streams.NamespaceRecord
+		var cur *domain.NamespaceRecord
 		var rev uint64
 		e, err := r.nss.Get(ctx, ns)
 		switch {
@@ -696,7 +697,7 @@ func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.Names
 		case err != nil:
 			return nil, 0, 0, err
 		default:
-			var n streams.NamespaceRecord
+			var n domain.NamespaceRecord
 			if err := streams.Unmarshal(e.Value(), &n); err != nil {
 				return nil, 0, 0, err
 			}
@@ -738,7 +739,7 @@ func (r *Registry) loadNamespace(ctx context.Context, ns string) (*streams.Names
 // the record: behind is false, and cur returned as it is, when the record
 // is up to the subject's last event.
 func catchUp[T any](ctx context.Context, s *Store, subject string, cur *T, seqOf func(*T) uint64,
-	fold func(*T, *streams.Event) (*T, error)) (_ *T, behind bool, _ error) {
+	fold func(*T, *domain.Event) (*T, error)) (_ *T, behind bool, _ error) {
 	last, err := s.lastSeq(ctx, subject)
 	if err != nil || last == 0 || (cur != nil && seqOf(cur) >= last) {
 		return cur, false, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -171,7 +172,7 @@ func TestResolveTypes(t *testing.T) {
 	if got, err := submit("acme", "img:resize"); err != nil || got != "acme:img:resize" {
 		t.Fatalf("after the namespace's own: %s %v", got, err)
 	}
-	if _, err := h.st.Types.SetNamespace(h.ctx, "acme", streams.NamespaceSettings{StrictTypes: true}, "t"); err != nil {
+	if _, err := h.st.Types.SetNamespace(h.ctx, "acme", domain.NamespaceSettings{StrictTypes: true}, "t"); err != nil {
 		t.Fatal(err)
 	}
 	before := h.lastSeq()
@@ -200,7 +201,7 @@ func TestTypeSoftDeleteAndReactivation(t *testing.T) {
 	reg("acme:served:x")
 	reg("@internal:idle:x")
 	queued := h.submit(commands.SubmitRequest{Namespace: "acme", Type: "busy:x"})
-	if err := h.st.Workers.Put(h.ctx, &streams.WorkerRecord{ID: "w-1", Types: []string{"acme:served:x"}}); err != nil {
+	if err := h.st.Workers.Put(h.ctx, &domain.WorkerRecord{ID: "w-1", Types: []string{"acme:served:x"}}); err != nil {
 		t.Fatal(err)
 	}
 	sweeper := engine.NewTypeSweeper(testkit.Store(t, testkit.Conn(t, h.srv), "sweeper"), 500*time.Millisecond, time.Hour, testkit.Logger(t))
@@ -319,7 +320,7 @@ func TestProjectorRepairsRegistryRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := commands.SetNamespace(nil, "acme", streams.NamespaceSettings{StrictTypes: true}, "t", now)
+	set, err := commands.SetNamespace(nil, "acme", domain.NamespaceSettings{StrictTypes: true}, "t", now)
 	if err != nil {
 		t.Fatal(err)
 	}

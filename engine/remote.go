@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -189,12 +190,12 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 		return Snapshot{}, err
 	}
 	for _, q := range queues {
-		if !streams.ValidQueue(q) {
+		if !domain.ValidQueue(q) {
 			return Snapshot{}, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
 		}
 	}
 	for _, t := range types {
-		if !streams.ValidType(t) {
+		if !domain.ValidType(t) {
 			return Snapshot{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
 		}
 		if strings.HasPrefix(t, commands.ScopeInternal+":") {
@@ -485,7 +486,7 @@ func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewa
 // start (claimed -> running), or an outcome recorded as an attempt's end is
 // (Store.record), which acks the job's work item through the ack subject
 // kept in the record.
-func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Report, progress *streams.Progress) (Snapshot, error) {
+func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Report, progress *domain.Progress) (Snapshot, error) {
 	cur, err := r.store.Load(ctx, id)
 	if err != nil {
 		return cur, err
@@ -495,7 +496,7 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 	}
 	a := r.attempt(worker)
 	if progress != nil {
-		if cur, err = r.annotate(ctx, "progress", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+		if cur, err = r.annotate(ctx, "progress", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
 			return commands.Progress(j, *progress, worker, now)
 		}); err != nil {
 			return cur, err
@@ -509,7 +510,7 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 		return cur, err
 	}
 	if !ends {
-		return r.annotate(ctx, "start", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+		return r.annotate(ctx, "start", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
 			ev, err := commands.Start(j, worker, j.LeaseItem, now)
 			if ev != nil {
 				ev.LeaseAck = j.LeaseAck
@@ -529,7 +530,7 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 // record's worker), its item acked through the ack subject kept in the
 // record (so that whichever gateway hears the report can settle it).
 func (r *Remote) attempt(worker string) attempt {
-	return attempt{worker: worker, settle: func(j *streams.Job) {
+	return attempt{worker: worker, settle: func(j *domain.Job) {
 		if j.LeaseAck != "" {
 			_ = r.store.NC.Publish(j.LeaseAck, []byte("+ACK"))
 		}
@@ -538,8 +539,8 @@ func (r *Remote) attempt(worker string) attempt {
 
 // annotate writes an event of a remote worker's attempt that does not end
 // it (its start, its progress).
-func (r *Remote) annotate(ctx context.Context, op string, cur Snapshot, a attempt, decide func(*streams.Job, time.Time) (*streams.Event, error)) (Snapshot, error) {
-	next, _, err := r.store.Apply(ctx, op, cur, func(j *streams.Job) (*streams.Event, error) {
+func (r *Remote) annotate(ctx context.Context, op string, cur Snapshot, a attempt, decide func(*domain.Job, time.Time) (*domain.Event, error)) (Snapshot, error) {
+	next, _, err := r.store.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
 		if err := a.holds(j); err != nil {
 			return nil, err
 		}
@@ -550,27 +551,27 @@ func (r *Remote) annotate(ctx context.Context, op string, cur Snapshot, a attemp
 
 // Start records that worker started the job it claimed (claimed -> running).
 func (r *Remote) Start(ctx context.Context, id, worker string) (Snapshot, error) {
-	return r.Report(ctx, id, worker, commands.Report{State: streams.StateRunning}, nil)
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateRunning}, nil)
 }
 
 // Succeed records the result of a job worker holds.
 func (r *Remote) Succeed(ctx context.Context, id, worker string, result []byte) (Snapshot, error) {
-	return r.Report(ctx, id, worker, commands.Report{State: streams.StateSucceeded, Result: result}, nil)
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateSucceeded, Result: result}, nil)
 }
 
 // Fail records a failed attempt of a job worker holds; retryable failures
 // are retried with the job's backoff while retries are left.
-func (r *Remote) Fail(ctx context.Context, id, worker string, jerr streams.JobError, retryable bool) (Snapshot, error) {
-	return r.Report(ctx, id, worker, commands.Report{State: streams.StateFailed, Error: &jerr, Retryable: &retryable}, nil)
+func (r *Remote) Fail(ctx context.Context, id, worker string, jerr domain.JobError, retryable bool) (Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateFailed, Error: &jerr, Retryable: &retryable}, nil)
 }
 
 // Progress records a job's progress reported by the worker that holds it.
-func (r *Remote) Progress(ctx context.Context, id, worker string, p streams.Progress) (Snapshot, error) {
+func (r *Remote) Progress(ctx context.Context, id, worker string, p domain.Progress) (Snapshot, error) {
 	return r.Report(ctx, id, worker, commands.Report{}, &p)
 }
 
 // Release gives a job worker holds back to its queue at once (the worker
 // unregisters or shuts down): job.requeued.
 func (r *Remote) Release(ctx context.Context, id, worker, reason string) (Snapshot, error) {
-	return r.Report(ctx, id, worker, commands.Report{State: streams.StateQueued, Reason: reason}, nil)
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateQueued, Reason: reason}, nil)
 }

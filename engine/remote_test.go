@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -42,7 +43,7 @@ func TestRemoteClaimReportSucceed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("claim did not wake up")
 	}
-	if claimed.Job == nil || claimed.Job.ID != sub.Job.ID || claimed.Job.State != streams.StateClaimed || claimed.Job.LeaseAck == "" {
+	if claimed.Job == nil || claimed.Job.ID != sub.Job.ID || claimed.Job.State != domain.StateClaimed || claimed.Job.LeaseAck == "" {
 		t.Fatalf("claimed %+v", claimed.Job)
 	}
 	if _, err := rm.Start(h.ctx, sub.Job.ID, "w2"); !errors.Is(err, commands.ErrNotClaimant) {
@@ -61,14 +62,14 @@ func TestRemoteClaimReportSucceed(t *testing.T) {
 			t.Fatalf("renew: %+v %v", rn, err)
 		}
 	}
-	if _, err := rm.Progress(h.ctx, sub.Job.ID, "w1", streams.Progress{Current: 1, Total: 2}); err != nil {
+	if _, err := rm.Progress(h.ctx, sub.Job.ID, "w1", domain.Progress{Current: 1, Total: 2}); err != nil {
 		t.Fatal(err)
 	}
 	done, err := rm.Succeed(h.ctx, sub.Job.ID, "w1", []byte(`{"ok": true}`))
-	if err != nil || done.Job.State != streams.StateSucceeded || string(done.Job.Result) != `{"ok":true}` {
+	if err != nil || done.Job.State != domain.StateSucceeded || string(done.Job.Result) != `{"ok":true}` {
 		t.Fatalf("succeed: %v %+v", err, done.Job)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvProgress, domain.EvSucceeded)
 	waitNoWork(t, h, "default", "remote.job")
 	h.verify()
 }
@@ -116,7 +117,7 @@ func TestRemoteTenClaimersOneJob(t *testing.T) {
 	if winners != 1 {
 		t.Fatalf("%d claimers got the job", winners)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvClaimed)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvClaimed)
 }
 
 func TestRemoteLostHeartbeatsRequeue(t *testing.T) {
@@ -139,15 +140,15 @@ func TestRemoteLostHeartbeatsRequeue(t *testing.T) {
 	if _, err := rm.Succeed(h.ctx, sub.Job.ID, "silent", nil); !errors.Is(err, commands.ErrNotClaimant) {
 		t.Fatalf("zombie report: %v", err)
 	}
-	if _, err := rm.Fail(h.ctx, sub.Job.ID, "other", streams.JobError{Code: "X", Message: "no"}, false); err != nil {
+	if _, err := rm.Fail(h.ctx, sub.Job.ID, "other", domain.JobError{Code: "X", Message: "no"}, false); err != nil {
 		t.Fatal(err)
 	}
 	j := h.get(sub.Job.ID)
-	if j.State != streams.StateFailed || j.LeaseRequeues != 1 || j.Error.Code != "X" {
+	if j.State != domain.StateFailed || j.LeaseRequeues != 1 || j.Error.Code != "X" {
 		t.Fatalf("job %+v", j)
 	}
-	h.wantEvents(sub.Job.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvLeaseExpiredRequeue,
-		streams.EvClaimed, streams.EvFailed)
+	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvLeaseExpiredRequeue,
+		domain.EvClaimed, domain.EvFailed)
 	h.verify()
 }
 
@@ -172,7 +173,7 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	if s, err := rm.Claim(h.ctx, "w", []string{"pq"}, []string{"p"}, 500*time.Millisecond, ""); err != nil || s.Job != nil {
 		t.Fatalf("claim from a paused queue: %v %+v", err, s.Job)
 	}
-	if j := h.get(paused.Job.ID); j.State != streams.StateQueued {
+	if j := h.get(paused.Job.ID); j.State != domain.StateQueued {
 		t.Fatalf("job in a paused queue is %s", j.State)
 	}
 	if _, err := h.st.SetQueuePaused(h.ctx, "pq", false); err != nil {
@@ -262,7 +263,7 @@ func TestRemoteRecreatesDeletedConsumer(t *testing.T) {
 	if s, err := rm.Claim(h.ctx, "w", nil, []string{"gone"}, time.Second, ""); err != nil || s.Job == nil || s.Job.ID != first {
 		t.Fatalf("first claim: %v", err)
 	}
-	if _, err := rm.Fail(h.ctx, first, "w", streams.JobError{Message: "done"}, false); err != nil {
+	if _, err := rm.Fail(h.ctx, first, "w", domain.JobError{Message: "done"}, false); err != nil {
 		t.Fatal(err)
 	}
 	waitNoWork(t, h, "default", "gone")
@@ -277,7 +278,7 @@ func TestRemoteRecreatesDeletedConsumer(t *testing.T) {
 		if err != nil || s.Job == nil || s.Job.ID != id {
 			t.Fatalf("claim %v after the consumer was deleted: %v, got %+v, want %s", types, err, s.Job, id)
 		}
-		if _, err := rm.Fail(h.ctx, id, "w", streams.JobError{Message: "done"}, false); err != nil {
+		if _, err := rm.Fail(h.ctx, id, "w", domain.JobError{Message: "done"}, false); err != nil {
 			t.Fatal(err)
 		}
 		waitNoWork(t, h, "default", "gone")
@@ -325,11 +326,11 @@ func TestRemoteClaimSkipsChildOfEndedParent(t *testing.T) {
 	if err != nil || got.Job != nil {
 		t.Fatalf("claim handed out %+v (%v)", got.Job, err)
 	}
-	j := h.waitState(child.Job.ID, streams.StateCancelled, 5*time.Second)
+	j := h.waitState(child.Job.ID, domain.StateCancelled, 5*time.Second)
 	if j.Error == nil || j.Error.Message != "cancelled: parent job is no longer running" {
 		t.Fatalf("child %+v", j.Error)
 	}
-	h.wantEvents(child.Job.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvCancelled)
+	h.wantEvents(child.Job.ID, domain.EvSubmitted, domain.EvClaimed, domain.EvCancelled)
 	h.verify()
 }
 

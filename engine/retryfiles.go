@@ -6,21 +6,21 @@ import (
 	"fmt"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // retryWithFiles submits the retry req of job orig, whose spec records
 // input files: they are copied under the new job's id first, then the
 // retry is submitted recording them, as a submit with files is (a refusal
 // deletes the copies; a crash leaves them to the FileSweeper).
-func (s *Store) retryWithFiles(ctx context.Context, orig *streams.Job, req *commands.SubmitRequest) (Submitted, error) {
+func (s *Store) retryWithFiles(ctx context.Context, orig *domain.Job, req *commands.SubmitRequest) (Submitted, error) {
 	fs, err := s.Files(ctx)
 	if err != nil {
 		return Submitted{}, err
 	}
-	id := streams.NewID()
+	id := domain.NewID()
 	if req.IdempotencyKey != "" {
-		id = streams.KeyedID(orig.Spec.Namespace, req.IdempotencyKey)
+		id = domain.KeyedID(orig.Spec.Namespace, req.IdempotencyKey)
 		if snap, err := s.Load(ctx, id); err == nil {
 			return Submitted{Snapshot: snap}, nil
 		} else if !errors.Is(err, commands.ErrNotFound) {

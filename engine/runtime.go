@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -46,7 +47,7 @@ type RuntimeConfig struct {
 	Log       *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
 	// (the job's new record and the event), once its work item was settled.
-	OnOutcome func(j *streams.Job, ev *streams.Event)
+	OnOutcome func(j *domain.Job, ev *domain.Event)
 	// ProgressInterval is the least time between two progress events of one
 	// job (default 250ms): a handler may report progress as often as it
 	// likes; the last value in each interval is written.
@@ -55,7 +56,7 @@ type RuntimeConfig struct {
 
 func (c RuntimeConfig) withDefaults() RuntimeConfig {
 	if c.Queue == "" {
-		c.Queue = streams.DefaultQueue
+		c.Queue = domain.DefaultQueue
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -79,19 +80,19 @@ func (c RuntimeConfig) withDefaults() RuntimeConfig {
 }
 
 func (c RuntimeConfig) validate() error {
-	if !streams.ValidQueue(c.Queue) {
+	if !domain.ValidQueue(c.Queue) {
 		return fmt.Errorf("worker: invalid queue %q", c.Queue)
 	}
 	if len(c.Handlers) == 0 && len(c.Batches) == 0 {
 		return fmt.Errorf("worker: queue %s has no handlers", c.Queue)
 	}
 	for t := range c.Handlers {
-		if !streams.ValidType(t) {
+		if !domain.ValidType(t) {
 			return fmt.Errorf("worker: invalid job type %q", t)
 		}
 	}
 	for t := range c.Batches {
-		if !streams.ValidType(t) {
+		if !domain.ValidType(t) {
 			return fmt.Errorf("worker: invalid batch type %q", t)
 		}
 	}
@@ -161,7 +162,7 @@ type run struct {
 
 	// Progress is coalesced: the last value waits here for its turn.
 	pmu       sync.Mutex
-	pending   *streams.Progress
+	pending   *domain.Progress
 	timer     *time.Timer
 	lastWrite time.Time
 }
@@ -437,7 +438,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 // ended without waiting for them: it was cancelled while it made them, or
 // making them failed for good. (A job that will run again keeps them: the
 // next attempt finds the same children, their ids are derived.)
-func (r *Runtime) orphans(ctx context.Context, j *streams.Job, children int) {
+func (r *Runtime) orphans(ctx context.Context, j *domain.Job, children int) {
 	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
 		return
 	}
@@ -479,7 +480,7 @@ func (r *Runtime) checkRun(rn *run) {
 	if rn.guard().holds(j) == nil {
 		return
 	}
-	if j.State == streams.StateCancelled {
+	if j.State == domain.StateCancelled {
 		rn.cancel(ErrJobCancelled)
 	} else {
 		rn.cancel(ErrLeaseLost)
@@ -638,8 +639,8 @@ func (r *Runtime) requeue(ctx context.Context, rn *run) {
 // redelivered it when our lease lapsed, perhaps to this very process), the
 // item is that attempt's now: an ack from us would delete it under it, so it
 // is left alone.
-func (r *Runtime) release(rn *run, j *streams.Job) {
-	if j != nil && j.LeaseItem == rn.lease && (j.State == streams.StateRunning || j.State == streams.StateClaimed) {
+func (r *Runtime) release(rn *run, j *domain.Job) {
+	if j != nil && j.LeaseItem == rn.lease && (j.State == domain.StateRunning || j.State == domain.StateClaimed) {
 		return
 	}
 	_ = rn.msg.Ack()

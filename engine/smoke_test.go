@@ -7,8 +7,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 func TestSmokeSubmitRunSucceed(t *testing.T) {
@@ -42,7 +42,7 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub2.Job.State != streams.StateScheduled {
+	if sub2.Job.State != domain.StateScheduled {
 		t.Fatalf("delayed job is %s", sub2.Job.State)
 	}
 	for _, id := range []string{sub.Job.ID, sub2.Job.ID} {
@@ -51,7 +51,7 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if snap.Job.State != streams.StateSucceeded {
+			if snap.Job.State != domain.StateSucceeded {
 				return testkit.Errorf("job %s is %s", id, snap.Job.State)
 			}
 			return nil

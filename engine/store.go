@@ -14,19 +14,20 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // Snapshot is a job record and the KV revision it was read or written at.
 type Snapshot struct {
-	Job *streams.Job
+	Job *domain.Job
 	Rev uint64
 }
 
 // Decider turns a job's current state into the event that changes it, or a
 // refusal. The functions of package commands, bound to their arguments.
-type Decider func(j *streams.Job) (*streams.Event, error)
+type Decider func(j *domain.Job) (*domain.Event, error)
 
 // Store is the write path. Every transition of every job goes through
 // Store.Apply (or Store.Submit for the first one):
@@ -168,7 +169,7 @@ func autoReplicas(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (i
 
 // Get reads a job's record from the KV bucket (the projection as it is).
 func (s *Store) Get(ctx context.Context, id string) (Snapshot, error) {
-	if !streams.ValidID(id) {
+	if !domain.ValidID(id) {
 		return Snapshot{}, &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
 	}
 	e, err := s.KV.Get(ctx, streams.KVKey(id))
@@ -199,7 +200,7 @@ func (s *Store) Load(ctx context.Context, id string) (Snapshot, error) {
 		case err != nil:
 			return Snapshot{}, err
 		default:
-			subject = snap.Job.Subject()
+			subject = streams.JobSubject(snap.Job)
 		}
 		lastMsg, err := s.lastMsg(ctx, subject)
 		if err != nil {
@@ -256,7 +257,7 @@ func (s *Store) lastSeq(ctx context.Context, subject string) (uint64, error) {
 }
 
 // foldFrom folds the events on subject from sequence from up to last into j.
-func (s *Store) foldFrom(ctx context.Context, j *streams.Job, subject string, from, last uint64) (*streams.Job, error) {
+func (s *Store) foldFrom(ctx context.Context, j *domain.Job, subject string, from, last uint64) (*domain.Job, error) {
 	for seq := from; seq <= last; {
 		m, err := s.Events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -293,7 +294,7 @@ const maxDecisions = 16
 // returns the snapshot the last decision was made on (on refusal) or the
 // one written (on success), and the event written. op names the operation
 // for crash points ("<op>:appended", "<op>:projected").
-func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decider) (Snapshot, *streams.Event, error) {
+func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decider) (Snapshot, *domain.Event, error) {
 	if cur.Job == nil {
 		return cur, nil, errors.New("apply: no job")
 	}
@@ -302,7 +303,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 		if err != nil {
 			return cur, nil, err
 		}
-		seq, err := s.W.AppendAsync(cur.Job.Subject(), ev, cur.Job.Seq).Wait(ctx)
+		seq, err := s.W.AppendAsync(streams.JobSubject(cur.Job), ev, cur.Job.Seq).Wait(ctx)
 		if streams.IsConflict(err) && attempt < maxDecisions {
 			if cur, err = s.Load(ctx, cur.Job.ID); err != nil {
 				return cur, nil, err
@@ -312,7 +313,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 		if err != nil {
 			return cur, nil, fmt.Errorf("%s job %s: append %s: %w", op, cur.Job.ID, ev.Type, err)
 		}
-		ev.Seq, ev.Subject = seq, cur.Job.Subject()
+		ev.Seq, ev.Subject = seq, streams.JobSubject(cur.Job)
 		crash(op + ":appended")
 		next, err := s.project(ctx, cur, ev)
 		if err != nil {
@@ -351,7 +352,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 // returns each job's error (nil: written).
 func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decide Decider) []error {
 	errs := make([]error, len(curs))
-	evs := make([]*streams.Event, len(curs))
+	evs := make([]*domain.Event, len(curs))
 	futs := make([]streams.Future, len(curs))
 	var alone, lost []int // decided alone (they end a job or wait); lost a race
 	for i, cur := range curs {
@@ -363,11 +364,11 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 		switch {
 		case err != nil:
 			errs[i] = err
-		case ev.To.Terminal() || ev.Type == streams.EvWaiting:
+		case ev.To.Terminal() || ev.Type == domain.EvWaiting:
 			alone = append(alone, i)
 		default:
 			evs[i] = ev
-			futs[i] = s.W.AppendAsync(cur.Job.Subject(), ev, cur.Job.Seq)
+			futs[i] = s.W.AppendAsync(streams.JobSubject(cur.Job), ev, cur.Job.Seq)
 		}
 	}
 	for i, ev := range evs {
@@ -383,11 +384,11 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 			errs[i] = fmt.Errorf("%s job %s: append %s: %w", op, curs[i].Job.ID, ev.Type, err)
 			evs[i] = nil
 		default:
-			ev.Seq, ev.Subject = seq, curs[i].Job.Subject()
+			ev.Seq, ev.Subject = seq, streams.JobSubject(curs[i].Job)
 		}
 	}
 	crash(op + ":appended")
-	nexts := make([]*streams.Job, len(curs))
+	nexts := make([]*domain.Job, len(curs))
 	for i, ev := range evs {
 		if ev == nil {
 			continue
@@ -420,7 +421,7 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 	}
 	crash(op + ":projected")
 	for i, ev := range evs {
-		if ev != nil && ev.To != streams.StateQueued && ev.To != streams.StateScheduled {
+		if ev != nil && ev.To != domain.StateQueued && ev.To != domain.StateScheduled {
 			evs[i] = nil
 		}
 	}
@@ -444,7 +445,7 @@ func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decid
 // project writes the fold of ev (just appended) into the job's KV record.
 // If the record moved meanwhile (the Projector repaired it, or a later
 // writer got there first), Load reconciles it with the log, which has ev.
-func (s *Store) project(ctx context.Context, cur Snapshot, ev *streams.Event) (Snapshot, error) {
+func (s *Store) project(ctx context.Context, cur Snapshot, ev *domain.Event) (Snapshot, error) {
 	next, err := projections.Fold(cur.Job, ev)
 	if err != nil {
 		return cur, fmt.Errorf("fold %s into job %s: %w", ev.Type, ev.JobID, err)
@@ -462,7 +463,7 @@ func (s *Store) project(ctx context.Context, cur Snapshot, ev *streams.Event) (S
 // Dispatch makes a runnable snapshot claimable: a work item for a queued
 // job, a schedule for a scheduled one. Anything else is left alone.
 func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
-	if st := snap.Job.State; st != streams.StateQueued && st != streams.StateScheduled {
+	if st := snap.Job.State; st != domain.StateQueued && st != domain.StateScheduled {
 		return nil
 	}
 	_, err := s.dispatchAsync(snap).Wait(ctx)
@@ -470,7 +471,7 @@ func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
 }
 
 func (s *Store) dispatchAsync(snap Snapshot) streams.Future {
-	return s.W.DispatchAsync(&streams.WorkItem{Rev: snap.Rev, Job: *snap.Job})
+	return s.W.DispatchAsync(&domain.WorkItem{Rev: snap.Rev, Job: *snap.Job})
 }
 
 // Submitted is the outcome of one submit.
@@ -497,7 +498,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	if p := PrincipalOf(ctx); p != nil {
 		actor = p.Actor()
 	}
-	evs := make([]*streams.Event, len(reqs))
+	evs := make([]*domain.Event, len(reqs))
 	futs := make([]streams.Future, len(reqs))
 	for i, req := range reqs {
 		spec, err := req.Spec(now)
@@ -508,12 +509,12 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			out[i].Err = err
 			continue
 		}
-		id := streams.NewID()
+		id := domain.NewID()
 		switch {
 		case req.ID != "":
 			id = req.ID
 		case spec.Key != "":
-			id = streams.KeyedID(spec.Namespace, spec.Key)
+			id = domain.KeyedID(spec.Namespace, spec.Key)
 		}
 		lim, err := s.Limits.Of(ctx, spec.Queue)
 		if err != nil {
@@ -553,7 +554,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 		ev.Seq = seq
 	}
 	crash("submit:appended")
-	jobs := make([]*streams.Job, len(reqs))
+	jobs := make([]*domain.Job, len(reqs))
 	for i, ev := range evs {
 		if ev == nil {
 			continue
@@ -587,7 +588,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	}
 	crash("submit:projected")
 	for i, ev := range evs {
-		if ev == nil || out[i].Job.Seq != ev.Seq || ev.To == streams.StatePending {
+		if ev == nil || out[i].Job.Seq != ev.Seq || ev.To == domain.StatePending {
 			evs[i] = nil // failed, moved on already (cancelled), or waits for admission: nothing to dispatch
 		}
 	}
@@ -604,7 +605,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 // dispatchMany publishes the work item (or schedule) of each snaps[i]
 // whose evs[i] is not nil, pipelined, and waits for them. A failure is
 // logged: the job is in the log, and the Projector dispatches it.
-func (s *Store) dispatchMany(ctx context.Context, snaps []Snapshot, evs []*streams.Event) {
+func (s *Store) dispatchMany(ctx context.Context, snaps []Snapshot, evs []*domain.Event) {
 	futs := make([]streams.Future, len(evs))
 	for i, ev := range evs {
 		if ev != nil {
@@ -629,13 +630,13 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error)
 	if err != nil {
 		return cur, err
 	}
-	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *streams.Job) (*streams.Event, error) {
+	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Cancel(j, reason, s.ActorOf(ctx), time.Now().UTC())
 	})
 	if err != nil {
 		return snap, err
 	}
-	if ev.From == streams.StateRunning || ev.From == streams.StateClaimed || ev.From == streams.StateWaiting {
+	if ev.From == domain.StateRunning || ev.From == domain.StateClaimed || ev.From == domain.StateWaiting {
 		// Best effort: a worker that misses this sees the cancel at its next
 		// lease renewal.
 		_ = s.NC.Publish(streams.CancelSubject, []byte(id))

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Task is a running attempt, as its handler sees it.
 type Task struct {
-	Job *streams.Job // the record as claimed: spec, payload, attempt
+	Job *domain.Job // the record as claimed: spec, payload, attempt
 	run *run
 }
 
@@ -27,7 +27,7 @@ func (t *Task) Progress(current, total int64, message string) error {
 	if t.run == nil {
 		return errors.New("progress: not a running attempt")
 	}
-	t.run.setProgress(streams.Progress{Current: current, Total: total, Message: message})
+	t.run.setProgress(domain.Progress{Current: current, Total: total, Message: message})
 	return nil
 }
 
@@ -39,8 +39,8 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 	}
 	switch level {
 	case "":
-		level = streams.LevelInfo
-	case streams.LevelInfo, streams.LevelWarning, streams.LevelError:
+		level = domain.LevelInfo
+	case domain.LevelInfo, domain.LevelWarning, domain.LevelError:
 	default:
 		return &commands.InputError{Field: "level", Reason: fmt.Sprintf("%q: want info, warning or error", level)}
 	}
@@ -48,7 +48,7 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 		return &commands.InputError{Field: "name", Reason: "want 1-128 characters"}
 	}
 	rn := t.run
-	return rn.write(ctx, "emit", func(j *streams.Job, now time.Time) (*streams.Event, error) {
+	return rn.write(ctx, "emit", func(j *domain.Job, now time.Time) (*domain.Event, error) {
 		return commands.Emit(j, name, level, message, fields, rn.rt.cfg.WorkerID, now)
 	})
 }
@@ -57,16 +57,16 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 // work item.
 func (rn *run) guard() attempt {
 	return attempt{worker: rn.rt.cfg.WorkerID, item: rn.lease, number: rn.number,
-		settle: func(*streams.Job) { _ = rn.msg.Ack() }}
+		settle: func(*domain.Job) { _ = rn.msg.Ack() }}
 }
 
 // write appends one annotation of this attempt on the snapshot its last
 // write left, as long as the attempt still holds the job.
-func (rn *run) write(ctx context.Context, op string, decide func(j *streams.Job, now time.Time) (*streams.Event, error)) error {
+func (rn *run) write(ctx context.Context, op string, decide func(j *domain.Job, now time.Time) (*domain.Event, error)) error {
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
 	a := rn.guard()
-	next, _, err := rn.rt.store.Apply(ctx, op, rn.snap, func(j *streams.Job) (*streams.Event, error) {
+	next, _, err := rn.rt.store.Apply(ctx, op, rn.snap, func(j *domain.Job) (*domain.Event, error) {
 		if err := a.holds(j); err != nil {
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func (rn *run) write(ctx context.Context, op string, decide func(j *streams.Job,
 	return nil
 }
 
-func (rn *run) setProgress(p streams.Progress) {
+func (rn *run) setProgress(p domain.Progress) {
 	rn.pmu.Lock()
 	defer rn.pmu.Unlock()
 	rn.pending = &p
@@ -106,7 +106,7 @@ func (rn *run) flushProgress(ctx context.Context) {
 	if p == nil {
 		return
 	}
-	err := rn.write(ctx, "progress", func(j *streams.Job, now time.Time) (*streams.Event, error) {
+	err := rn.write(ctx, "progress", func(j *domain.Job, now time.Time) (*domain.Event, error) {
 		return commands.Progress(j, *p, rn.rt.cfg.WorkerID, now)
 	})
 	if err != nil && !errors.Is(err, commands.ErrNotClaimant) {
@@ -137,7 +137,7 @@ func (r *Runtime) parentGone(ctx context.Context, rn *run) bool {
 }
 
 // parentEnded reports whether j has a parent that is terminal (or gone).
-func (s *Store) parentEnded(ctx context.Context, j *streams.Job) bool {
+func (s *Store) parentEnded(ctx context.Context, j *domain.Job) bool {
 	if j.Spec.Parent == "" {
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -27,7 +28,7 @@ type Tokens struct {
 	once  sync.Once
 	ready chan struct{}
 	mu    sync.RWMutex
-	byID  map[string]*streams.TokenRecord
+	byID  map[string]*domain.TokenRecord
 }
 
 func openTokens(ctx context.Context, s *Store) (*Tokens, error) {
@@ -35,7 +36,7 @@ func openTokens(ctx context.Context, s *Store) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens bucket: %w", err)
 	}
-	return &Tokens{store: s, kv: kv, ready: make(chan struct{}), byID: map[string]*streams.TokenRecord{}}, nil
+	return &Tokens{store: s, kv: kv, ready: make(chan struct{}), byID: map[string]*domain.TokenRecord{}}, nil
 }
 
 func (t *Tokens) watch(ctx context.Context) error {
@@ -44,7 +45,7 @@ func (t *Tokens) watch(ctx context.Context) error {
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go followBucket(t.store, t.kv, &wg, func(e jetstream.KeyValueEntry) {
-				var r streams.TokenRecord
+				var r domain.TokenRecord
 				if streams.Unmarshal(e.Value(), &r) == nil {
 					t.remember(&r)
 				}
@@ -61,7 +62,7 @@ func (t *Tokens) watch(ctx context.Context) error {
 	}
 }
 
-func (t *Tokens) remember(r *streams.TokenRecord) {
+func (t *Tokens) remember(r *domain.TokenRecord) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if cur := t.byID[r.ID]; cur == nil || cur.Seq < r.Seq {
@@ -136,7 +137,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (*Principal, error) {
 
 // Create creates a token and returns its record and the token itself,
 // which is not stored anywhere: the caller hands it out once.
-func (t *Tokens) Create(ctx context.Context, spec commands.TokenSpec, actor string) (*streams.TokenRecord, string, error) {
+func (t *Tokens) Create(ctx context.Context, spec commands.TokenSpec, actor string) (*domain.TokenRecord, string, error) {
 	id, token, hash, err := commands.NewToken()
 	if err != nil {
 		return nil, "", err
@@ -164,8 +165,8 @@ func (t *Tokens) Create(ctx context.Context, spec commands.TokenSpec, actor stri
 
 // Revoke revokes a token (commands.ErrUnknownToken if there is none); a
 // token revoked already is returned as it is.
-func (t *Tokens) Revoke(ctx context.Context, id, actor string) (*streams.TokenRecord, error) {
-	if !streams.ValidID(id) {
+func (t *Tokens) Revoke(ctx context.Context, id, actor string) (*domain.TokenRecord, error) {
+	if !domain.ValidID(id) {
 		return nil, fmt.Errorf("token %q: %w", id, commands.ErrUnknownToken)
 	}
 	for try := 0; ; try++ {
@@ -198,12 +199,12 @@ func (t *Tokens) Revoke(ctx context.Context, id, actor string) (*streams.TokenRe
 }
 
 // List returns every token, newest first.
-func (t *Tokens) List(ctx context.Context) ([]*streams.TokenRecord, error) {
+func (t *Tokens) List(ctx context.Context) ([]*domain.TokenRecord, error) {
 	if err := t.watch(ctx); err != nil {
 		return nil, err
 	}
 	t.mu.RLock()
-	out := make([]*streams.TokenRecord, 0, len(t.byID))
+	out := make([]*domain.TokenRecord, 0, len(t.byID))
 	for _, r := range t.byID {
 		out = append(out, r)
 	}
@@ -212,7 +213,7 @@ func (t *Tokens) List(ctx context.Context) ([]*streams.TokenRecord, error) {
 	return out, nil
 }
 
-func (t *Tokens) put(ctx context.Context, r *streams.TokenRecord, rev uint64) (uint64, error) {
+func (t *Tokens) put(ctx context.Context, r *domain.TokenRecord, rev uint64) (uint64, error) {
 	b, err := streams.Marshal(r)
 	if err != nil {
 		return 0, err
@@ -226,9 +227,9 @@ func (t *Tokens) put(ctx context.Context, r *streams.TokenRecord, rev uint64) (u
 // load reads a token's record and revision (nil, 0: no such token),
 // folding in the events the record is missing (a writer that crashed
 // between its append and its record) and writing them back.
-func (t *Tokens) load(ctx context.Context, id string) (*streams.TokenRecord, uint64, error) {
+func (t *Tokens) load(ctx context.Context, id string) (*domain.TokenRecord, uint64, error) {
 	for try := 0; ; try++ {
-		var cur *streams.TokenRecord
+		var cur *domain.TokenRecord
 		var rev uint64
 		e, err := t.kv.Get(ctx, id)
 		switch {
@@ -236,14 +237,14 @@ func (t *Tokens) load(ctx context.Context, id string) (*streams.TokenRecord, uin
 		case err != nil:
 			return nil, 0, fmt.Errorf("token %s: %w", id, err)
 		default:
-			var r streams.TokenRecord
+			var r domain.TokenRecord
 			if err := streams.Unmarshal(e.Value(), &r); err != nil {
 				return nil, 0, fmt.Errorf("token %s record: %w", id, err)
 			}
 			cur, rev = &r, e.Revision()
 		}
 		folded, behind, err := catchUp(ctx, t.store, streams.TokenSubject(id), cur,
-			func(r *streams.TokenRecord) uint64 { return r.Seq }, projections.FoldToken)
+			func(r *domain.TokenRecord) uint64 { return r.Seq }, projections.FoldToken)
 		if err != nil || !behind {
 			return cur, rev, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -93,7 +94,7 @@ func (s *TypeSweeper) Sweep(ctx context.Context) (int, error) {
 		}
 	}
 	now := time.Now()
-	var due []*streams.TypeRecord
+	var due []*domain.TypeRecord
 	s.mu.Lock()
 	for _, t := range types {
 		name := t.FullName()
@@ -126,7 +127,7 @@ func (s *TypeSweeper) Sweep(ctx context.Context) (int, error) {
 		name := commands.TypeName{Scope: t.Scope, Category: t.Category, Name: t.Name}
 		seq := t.Seq
 		_, err := s.store.Types.Delete(ctx, name, "no worker and no job for "+s.grace.String(), s.store.Actor,
-			func(cur *streams.TypeRecord) bool { return cur.Seq == seq })
+			func(cur *domain.TypeRecord) bool { return cur.Seq == seq })
 		if err != nil {
 			s.log.Info("type not deleted", "type", name, "err", err)
 			continue

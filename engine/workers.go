@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -30,7 +31,7 @@ type Workers struct {
 // Worker is a worker's record as read, with the server's time of its
 // last write: the moment of its last heartbeat, on the server's clock.
 type Worker struct {
-	*streams.WorkerRecord
+	*domain.WorkerRecord
 	Rev    uint64
 	BeatAt time.Time
 }
@@ -46,15 +47,15 @@ func openWorkers(ctx context.Context, js jetstream.JetStream) (*Workers, error) 
 // Lists is how many times the whole registry was read.
 func (w *Workers) Lists() int64 { return w.lists.Load() }
 
-func marshalWorker(rec *streams.WorkerRecord) ([]byte, error) {
-	if !streams.ValidWorkerID(rec.ID) {
+func marshalWorker(rec *domain.WorkerRecord) ([]byte, error) {
+	if !domain.ValidWorkerID(rec.ID) {
 		return nil, &commands.InputError{Field: "worker_id", Reason: fmt.Sprintf("%q: want 1-128 of [A-Za-z0-9_.-]", rec.ID)}
 	}
 	return streams.Marshal(rec)
 }
 
 // Register adds a worker's record; it fails if the id is taken.
-func (w *Workers) Register(ctx context.Context, rec *streams.WorkerRecord) error {
+func (w *Workers) Register(ctx context.Context, rec *domain.WorkerRecord) error {
 	b, err := marshalWorker(rec)
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func (w *Workers) Register(ctx context.Context, rec *streams.WorkerRecord) error
 
 // Put writes a worker's record as it is (a worker beating for itself: it
 // is the only writer of its record).
-func (w *Workers) Put(ctx context.Context, rec *streams.WorkerRecord) error {
+func (w *Workers) Put(ctx context.Context, rec *domain.WorkerRecord) error {
 	b, err := marshalWorker(rec)
 	if err != nil {
 		return err
@@ -80,7 +81,7 @@ func (w *Workers) Put(ctx context.Context, rec *streams.WorkerRecord) error {
 
 // Get reads a worker's record.
 func (w *Workers) Get(ctx context.Context, id string) (Worker, error) {
-	if !streams.ValidWorkerID(id) {
+	if !domain.ValidWorkerID(id) {
 		return Worker{}, fmt.Errorf("%q: %w", id, ErrWorkerNotFound)
 	}
 	e, err := w.kv.Get(ctx, id)
@@ -94,7 +95,7 @@ func (w *Workers) Get(ctx context.Context, id string) (Worker, error) {
 }
 
 func decodeWorker(e jetstream.KeyValueEntry) (Worker, error) {
-	var rec streams.WorkerRecord
+	var rec domain.WorkerRecord
 	if err := streams.Unmarshal(e.Value(), &rec); err != nil {
 		return Worker{}, fmt.Errorf("worker %s record: %w", e.Key(), err)
 	}
@@ -103,7 +104,7 @@ func decodeWorker(e jetstream.KeyValueEntry) (Worker, error) {
 
 // Update changes a worker's record with fn, revision-checked: fn runs
 // again on the newer record if another writer got there first.
-func (w *Workers) Update(ctx context.Context, id string, fn func(*streams.WorkerRecord)) (*streams.WorkerRecord, error) {
+func (w *Workers) Update(ctx context.Context, id string, fn func(*domain.WorkerRecord)) (*domain.WorkerRecord, error) {
 	for try := 0; ; try++ {
 		cur, err := w.Get(ctx, id)
 		if err != nil {
@@ -125,7 +126,7 @@ func (w *Workers) Update(ctx context.Context, id string, fn func(*streams.Worker
 
 // Delete removes a worker's record.
 func (w *Workers) Delete(ctx context.Context, id string) error {
-	if !streams.ValidWorkerID(id) {
+	if !domain.ValidWorkerID(id) {
 		return nil
 	}
 	return w.kv.Delete(ctx, id)
@@ -173,7 +174,7 @@ func (w Worker) BeatOf(jobID string) commands.Beat {
 
 // Beat reads the last heartbeat of the worker that holds j (a zero Beat if
 // it has no record: it is gone).
-func (w *Workers) Beat(ctx context.Context, j *streams.Job) (commands.Beat, error) {
+func (w *Workers) Beat(ctx context.Context, j *domain.Job) (commands.Beat, error) {
 	rec, err := w.Get(ctx, j.Worker)
 	if errors.Is(err, ErrWorkerNotFound) {
 		return commands.Beat{}, nil
@@ -186,7 +187,7 @@ func (w *Workers) Beat(ctx context.Context, j *streams.Job) (commands.Beat, erro
 
 // WorkerView is a registered worker as clients see it.
 type WorkerView struct {
-	streams.WorkerRecord
+	domain.WorkerRecord
 	// Live is false once the worker missed its heartbeats for a lease: its
 	// claims are being requeued by the lease rules.
 	Live                     bool    `json:"live"`
@@ -197,7 +198,7 @@ type WorkerView struct {
 // ViewWorker renders a worker's record for clients, judged live by lease.
 // It does not change rec (records are shared by the readers of a cached
 // registry).
-func ViewWorker(rec *streams.WorkerRecord, lease time.Duration) *WorkerView {
+func ViewWorker(rec *domain.WorkerRecord, lease time.Duration) *WorkerView {
 	v := &WorkerView{WorkerRecord: *rec, Live: time.Since(rec.LastHeartbeat) <= lease,
 		LeaseSeconds: lease.Seconds(), HeartbeatIntervalSeconds: (lease / 3).Seconds()}
 	if v.Claims == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -46,20 +47,20 @@ func InputKey(jobID, name string) string { return jobID + "/in/" + name }
 // ResultKey is the object of a job's result archive.
 func ResultKey(jobID string) string { return jobID + "/" + ResultName }
 
-func ref(name string, info *jetstream.ObjectInfo) streams.FileRef {
-	return streams.FileRef{Name: name, Size: int64(info.Size), Digest: info.Digest}
+func ref(name string, info *jetstream.ObjectInfo) domain.FileRef {
+	return domain.FileRef{Name: name, Size: int64(info.Size), Digest: info.Digest}
 }
 
 // PutInput stores an input file of a job from r, streaming it in chunks.
 // The name must pass commands.CheckFileName. A read error (a limit, a
 // broken upload) leaves no object.
-func (s *Store) PutInput(ctx context.Context, jobID, name string, r io.Reader) (streams.FileRef, error) {
+func (s *Store) PutInput(ctx context.Context, jobID, name string, r io.Reader) (domain.FileRef, error) {
 	if err := commands.CheckFileName(name); err != nil {
-		return streams.FileRef{}, err
+		return domain.FileRef{}, err
 	}
 	info, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: InputKey(jobID, name)}, r)
 	if err != nil {
-		return streams.FileRef{}, fmt.Errorf("store %s of job %s: %w", name, jobID, err)
+		return domain.FileRef{}, fmt.Errorf("store %s of job %s: %w", name, jobID, err)
 	}
 	return ref(name, info), nil
 }
@@ -78,7 +79,7 @@ func (s *Store) DeleteInputs(ctx context.Context, jobID string, names []string) 
 
 // Input opens an input file of a job; its digest must be the one the
 // job's spec recorded, else the file was replaced and is refused.
-func (s *Store) Input(ctx context.Context, jobID string, f streams.FileRef) (jetstream.ObjectResult, error) {
+func (s *Store) Input(ctx context.Context, jobID string, f domain.FileRef) (jetstream.ObjectResult, error) {
 	if err := commands.CheckFileName(f.Name); err != nil {
 		return nil, err
 	}
@@ -103,22 +104,22 @@ func (s *Store) Input(ctx context.Context, jobID string, f streams.FileRef) (jet
 }
 
 // PutResult stores a job's result archive, replacing an earlier attempt's.
-func (s *Store) PutResult(ctx context.Context, jobID string, r io.Reader) (streams.FileRef, error) {
+func (s *Store) PutResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error) {
 	info, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: ResultKey(jobID)}, r)
 	if err != nil {
-		return streams.FileRef{}, fmt.Errorf("store the result of job %s: %w", jobID, err)
+		return domain.FileRef{}, fmt.Errorf("store the result of job %s: %w", jobID, err)
 	}
 	return ref(ResultName, info), nil
 }
 
 // ResultInfo describes a job's result archive; ErrNoFile if it has none.
-func (s *Store) ResultInfo(ctx context.Context, jobID string) (streams.FileRef, error) {
+func (s *Store) ResultInfo(ctx context.Context, jobID string) (domain.FileRef, error) {
 	info, err := s.obs.GetInfo(ctx, ResultKey(jobID))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return streams.FileRef{}, fmt.Errorf("result of job %s: %w", jobID, ErrNoFile)
+		return domain.FileRef{}, fmt.Errorf("result of job %s: %w", jobID, ErrNoFile)
 	}
 	if err != nil {
-		return streams.FileRef{}, fmt.Errorf("result of job %s: %w", jobID, err)
+		return domain.FileRef{}, fmt.Errorf("result of job %s: %w", jobID, err)
 	}
 	return ref(ResultName, info), nil
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // authEnv is a gateway with access control on, and one token of each kind.
@@ -253,7 +253,7 @@ func TestWorkerClaimsOnlyItsNamespace(t *testing.T) {
 	if none.Job != nil {
 		t.Fatalf("workA claimed %s of namespace %s", none.Job.ID, none.Job.Namespace)
 	}
-	if s := e.as("admin", "GET", "/api/v1/jobs/"+b.ID, nil).job(t); s.State != streams.StateQueued {
+	if s := e.as("admin", "GET", "/api/v1/jobs/"+b.ID, nil).job(t); s.State != domain.StateQueued {
 		t.Fatalf("other's job is %s, want queued", s.State)
 	}
 	var wkB WorkerView

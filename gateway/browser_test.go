@@ -17,7 +17,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // chromium finds a Chromium to drive, or skips the test.
@@ -86,7 +86,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	blocked := e.submit(`{"type":"ui.block"}`)
-	e.waitState(blocked.ID, streams.StateRunning)
+	e.waitState(blocked.ID, domain.StateRunning)
 	run("open the job page", chromedp.Navigate(e.ts.URL+"/jobs/"+blocked.ID),
 		chromedp.WaitVisible(`#job[data-state="running"]`), chromedp.WaitVisible(`#cancel-btn`))
 	run("click cancel", chromedp.Click(`#cancel-btn`))
@@ -103,10 +103,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler was not cancelled")
 	}
-	if j := e.get(blocked.ID); j.State != streams.StateCancelled {
+	if j := e.get(blocked.ID); j.State != domain.StateCancelled {
 		t.Fatalf("job %s", j.State)
 	}
-	e.wantEvents(blocked.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCancelled)
+	e.wantEvents(blocked.ID, domain.EvSubmitted, domain.EvStarted, domain.EvCancelled)
 	run("back to the list", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`))
 	shot(t, ctx, "dashboard")
 }
@@ -141,7 +141,7 @@ func TestDashboardTypesAndNamespacesInBrowser(t *testing.T) {
 	})
 	running := e.submit(`{"type": "billing:invoice", "payload": {"amount": 1}}`)
 	e.submit(`{"type": "billing:invoice", "payload": {"amount": 2}, "queue": "unserved"}`)
-	e.waitState(running.ID, streams.StateRunning)
+	e.waitState(running.ID, domain.StateRunning)
 
 	b := openBrowser(t, e, exe)
 	invoice := `#types tr[data-type="default:billing:invoice"]`
@@ -341,7 +341,7 @@ func TestDashboardQuotasInBrowser(t *testing.T) {
 	e := newEnv(t)
 	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 1}`).want(t, http.StatusOK)
 	first := e.submit(`{"type": "ui.quota", "queue": "lim", "user": "ann"}`)
-	e.waitState(first.ID, streams.StateQueued) // holds the slot: no worker takes it
+	e.waitState(first.ID, domain.StateQueued) // holds the slot: no worker takes it
 	held := e.submit(`{"type": "ui.quota", "queue": "lim", "user": "bob"}`)
 
 	b := openBrowser(t, e, exe)

@@ -18,8 +18,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // The dashboard: server-rendered pages (html/template) with a little
@@ -33,7 +33,7 @@ var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound"
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
-		"stateClass": func(s streams.State) string { return "st-" + string(s) },
+		"stateClass": func(s domain.State) string { return "st-" + string(s) },
 		"ts":         func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 		"tsp": func(t *time.Time) string {
 			if t == nil {
@@ -64,11 +64,11 @@ func parseTemplates() map[string]*template.Template {
 			}
 			return fmtSeconds(*f)
 		},
-		"terminal": func(s streams.State) bool { return s.Terminal() },
+		"terminal": func(s domain.State) bool { return s.Terminal() },
 		// A progress bar is shown while the job can still move: the last
 		// report of a finished job (50% of a job that then succeeded) is
 		// stale. app.js's showProgress is the same rule.
-		"showProgress": func(s streams.State, p *projections.ProgressView) bool { return p != nil && !s.Terminal() },
+		"showProgress": func(s domain.State, p *projections.ProgressView) bool { return p != nil && !s.Terminal() },
 		"present":      func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
 		"json": func(v any) template.JS {
 			b, _ := json.Marshal(v)
@@ -92,7 +92,7 @@ func parseTemplates() map[string]*template.Template {
 			if q.Slots != nil {
 				return q.Slots.Pending
 			}
-			return q.Jobs[streams.StatePending]
+			return q.Jobs[domain.StatePending]
 		},
 		// slotUsers says how a queue's slots are shared by user.
 		"slotUsers": func(q *QueueInfo) string {
@@ -237,7 +237,7 @@ func pageNamespace(r *http.Request) (string, error) {
 // namespaceNames are the namespaces to choose from: those with jobs, with
 // settings or with registered types, the default one, and the one shown.
 func (g *Gateway) namespaceNames(ctx context.Context, shown string) []string {
-	seen := map[string]bool{streams.DefaultNS: true}
+	seen := map[string]bool{domain.DefaultNS: true}
 	if shown != "" {
 		seen[shown] = true
 	}
@@ -285,7 +285,7 @@ type jobsPage struct {
 	Namespace          string
 	Cursor, Next       string
 	Stats              *Stats
-	States             []streams.State
+	States             []domain.State
 	Jobs               []*Summary
 	PageSize           int
 	Error              string
@@ -295,7 +295,7 @@ type jobsPage struct {
 func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	q, qerr := strictQuery(r)
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
-		States: streams.States, PageSize: DefaultPageSize}
+		States: domain.States, PageSize: DefaultPageSize}
 	status := http.StatusOK
 	ns, err := pageNamespace(r)
 	d.Namespace = ns
@@ -342,7 +342,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var snap engine.Snapshot
 	err := fmt.Errorf("job %q: %w", id, errNotAJob)
-	if streams.ValidID(id) {
+	if domain.ValidID(id) {
 		snap, err = g.store.Lookup(r.Context(), id)
 	}
 	if err != nil {
@@ -352,7 +352,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
 	n := 0
-	_ = g.store.History(r.Context(), id, 0, false, func(e *streams.Event) error {
+	_ = g.store.History(r.Context(), id, 0, false, func(e *domain.Event) error {
 		v := projections.ViewEvent(e)
 		if k := len(d.Events); k > 0 && collapses(v.Type) && d.Events[k-1].Type == v.Type {
 			d.Events[k-1].EventView, d.Events[k-1].Repeat = v, d.Events[k-1].Repeat+1
@@ -379,7 +379,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 // collapses reports whether a run of events of this type is one line of the
 // timeline (the last of them, and how many): progress reports, and the
 // fan-in counts of a waiting parent.
-func collapses(typ string) bool { return typ == streams.EvProgress || typ == streams.EvFanIn }
+func collapses(typ string) bool { return typ == domain.EvProgress || typ == domain.EvFanIn }
 
 // timelineEntry is one line of a job's timeline: an event, or the last of
 // a run of progress or fan-in events (Repeat of them).
@@ -405,7 +405,7 @@ func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
 	for _, q := range qs {
 		if ns != "" {
 			q.Jobs = g.index.CountsIn(ns, q.Name, "")
-			q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+			q.Running = q.Jobs[domain.StateRunning] + q.Jobs[domain.StateClaimed]
 		}
 	}
 	qs = g.scopedQueues(r, qs)
@@ -455,7 +455,7 @@ func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
 		v := g.typeView(r, t, workers)
 		if d.Namespace != "" {
 			c := g.index.CountsIn(d.Namespace, "", v.FullName)
-			v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]
+			v.Queued, v.Running = c[domain.StateQueued], c[domain.StateClaimed]+c[domain.StateRunning]
 		}
 		d.Types = append(d.Types, v)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // readBody reads a request body of at most limit bytes. A larger one is a
@@ -147,13 +147,13 @@ func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 // PatchRequest is the body of PATCH /jobs/{id}: a report of the worker
 // that claimed the job.
 type PatchRequest struct {
-	WorkerID  string            `json:"worker_id"`
-	State     streams.State     `json:"state,omitempty"`
-	Progress  *streams.Progress `json:"progress,omitempty"`
-	Result    commands.RawJSON  `json:"result,omitempty"`
-	Error     *streams.JobError `json:"error,omitempty"`
-	Retryable *bool             `json:"retryable,omitempty"`
-	Reason    string            `json:"reason,omitempty"` // state "queued": why the job is given back
+	WorkerID  string           `json:"worker_id"`
+	State     domain.State     `json:"state,omitempty"`
+	Progress  *domain.Progress `json:"progress,omitempty"`
+	Result    commands.RawJSON `json:"result,omitempty"`
+	Error     *domain.JobError `json:"error,omitempty"`
+	Retryable *bool            `json:"retryable,omitempty"`
+	Reason    string           `json:"reason,omitempty"` // state "queued": why the job is given back
 }
 
 // DecodePatch decodes and checks a PATCH /jobs/{id} body.
@@ -178,22 +178,22 @@ func (p *PatchRequest) validate() error {
 	if p.State != "" && !p.State.Valid() {
 		return in("state", "%q is not a state", p.State)
 	}
-	if len(p.Result) > 0 && p.State != streams.StateSucceeded {
+	if len(p.Result) > 0 && p.State != domain.StateSucceeded {
 		return in("result", `only with state "succeeded"`)
 	}
-	if p.Error != nil && p.State != streams.StateFailed {
+	if p.Error != nil && p.State != domain.StateFailed {
 		return in("error", `only with state "failed"`)
 	}
-	if p.Retryable != nil && p.State != streams.StateFailed {
+	if p.Retryable != nil && p.State != domain.StateFailed {
 		return in("retryable", `only with state "failed"`)
 	}
-	if p.Reason != "" && p.State != streams.StateQueued {
+	if p.Reason != "" && p.State != domain.StateQueued {
 		return in("reason", `only with state "queued"`)
 	}
 	if err := commands.CheckReason("reason", p.Reason); err != nil {
 		return err
 	}
-	if p.State == streams.StateFailed && (p.Error == nil || p.Error.Message == "") {
+	if p.State == domain.StateFailed && (p.Error == nil || p.Error.Message == "") {
 		return in("error", `state "failed" needs an error with a message`)
 	}
 	if e := p.Error; e != nil && (len(e.Code) > 128 || len(e.Message) > 64<<10 || len(e.Stack) > 256<<10) {
@@ -299,7 +299,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		return nil, in("name", "longer than 128 bytes")
 	}
 	if req.Namespace == "" {
-		req.Namespace = streams.DefaultNS
+		req.Namespace = domain.DefaultNS
 	}
 	if err := commands.CheckNamespace(req.Namespace); err != nil {
 		return nil, err
@@ -308,7 +308,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		return nil, in("types", "a worker needs at least one job type")
 	}
 	for i, t := range b.Types {
-		if !streams.ValidType(t.Name) {
+		if !domain.ValidType(t.Name) {
 			return nil, in("types", "%q is not a job type", t.Name)
 		}
 		if slices.ContainsFunc(b.Types[:i], func(o typeEntry) bool { return o.Name == t.Name && !sameSchema(o.Schema, t.Schema) }) {
@@ -337,7 +337,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		return nil, in("queues", `an empty list: name at least one queue, or leave "queues" out to serve every queue`)
 	}
 	for _, q := range req.Queues {
-		if !streams.ValidQueue(q) {
+		if !domain.ValidQueue(q) {
 			return nil, in("queues", "%q is not a queue name", q)
 		}
 	}
@@ -376,14 +376,14 @@ func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
 	if err := decodeStrict(body, &q, false); err != nil {
 		return nil, err
 	}
-	if err := commands.CheckLimits(q.Apply(streams.QueueLimits{})); err != nil {
+	if err := commands.CheckLimits(q.Apply(domain.QueueLimits{})); err != nil {
 		return nil, err
 	}
 	return &q, nil
 }
 
 // Apply returns cur with the limits the request gives.
-func (q *QueueLimitsRequest) Apply(cur streams.QueueLimits) streams.QueueLimits {
+func (q *QueueLimitsRequest) Apply(cur domain.QueueLimits) domain.QueueLimits {
 	if q.MaxRunning != nil {
 		cur.MaxRunning = *q.MaxRunning
 	}

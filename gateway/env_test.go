@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // env is what `jetflow serve` runs, in process: an embedded server, an
@@ -167,7 +167,7 @@ func (e *env) get(id string) *projections.JobView {
 	return e.do("GET", "/api/v1/jobs/"+id, nil).want(e.t, http.StatusOK).job(e.t)
 }
 
-func (e *env) waitState(id string, want streams.State) *projections.JobView {
+func (e *env) waitState(id string, want domain.State) *projections.JobView {
 	e.t.Helper()
 	var v *projections.JobView
 	testkit.WaitFor(e.t, 20*time.Second, func() error {
@@ -184,7 +184,7 @@ func (e *env) waitState(id string, want streams.State) *projections.JobView {
 func (e *env) eventTypes(id string) []string {
 	e.t.Helper()
 	var out []string
-	err := e.store.History(e.ctx, id, 0, false, func(ev *streams.Event) error {
+	err := e.store.History(e.ctx, id, 0, false, func(ev *domain.Event) error {
 		out = append(out, ev.Type)
 		return nil
 	})

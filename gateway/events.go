@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of the events route.
@@ -68,7 +68,7 @@ func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	out := &EventList{Events: []*projections.EventView{}}
-	err = g.store.History(r.Context(), id, after, false, func(e *streams.Event) error {
+	err = g.store.History(r.Context(), id, after, false, func(e *domain.Event) error {
 		if len(out.Events) == limit {
 			out.More = true
 			return errPageFull
@@ -119,10 +119,10 @@ func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
-	evs := make(chan *streams.Event, 64)
+	evs := make(chan *domain.Event, 64)
 	done := make(chan error, 1)
 	go func() {
-		done <- g.store.History(ctx, id, after, true, func(e *streams.Event) error {
+		done <- g.store.History(ctx, id, after, true, func(e *domain.Event) error {
 			select {
 			case evs <- e:
 				return nil

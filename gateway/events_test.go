@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // ephemeralConsumers counts the consumers of the event log that are not
@@ -99,7 +99,7 @@ func TestOpenStreamsAreCapped(t *testing.T) {
 		}
 		return nil
 	})
-	if j := e.get(id); j.State != streams.StateQueued {
+	if j := e.get(id); j.State != domain.StateQueued {
 		t.Fatalf("job %s", j.State)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/files"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Defaults of the limits of a submit with files.
@@ -58,7 +58,7 @@ func (l uploadLimits) body() int64 {
 // put each file as it streams.
 type upload struct {
 	check func(req *commands.SubmitRequest) error
-	put   func(name string, r io.Reader) (streams.FileRef, error)
+	put   func(name string, r io.Reader) (domain.FileRef, error)
 }
 
 // readUpload decodes a multipart/form-data submit: first a part named
@@ -67,7 +67,7 @@ type upload struct {
 // reduced to its base name as multipart.Part.FileName would). A file's
 // content is handed to put as it arrives, never held whole. Every error is
 // a problem of the client's (4xx) unless put's own.
-func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.SubmitRequest, []streams.FileRef, error) {
+func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.SubmitRequest, []domain.FileRef, error) {
 	part, err := mr.NextPart()
 	if err != nil {
 		return nil, nil, malformedUpload("no job part", err)
@@ -93,7 +93,7 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 	}
 	set := commands.NewFileSet(lim.maxFiles)
 	left := &countingReader{left: lim.maxUpload}
-	var refs []streams.FileRef
+	var refs []domain.FileRef
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -216,12 +216,12 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 		if err := g.store.CheckRefs(ctx, principal(r), req); err != nil {
 			return err
 		}
-		id = streams.NewID()
+		id = domain.NewID()
 		if req.IdempotencyKey != "" {
 			if ns == "" {
-				ns = streams.DefaultNS
+				ns = domain.DefaultNS
 			}
-			id = streams.KeyedID(ns, req.IdempotencyKey)
+			id = domain.KeyedID(ns, req.IdempotencyKey)
 			// A key that names a job already: that job is the answer, and
 			// its files are not written again.
 			if snap, err := g.store.Lookup(ctx, id); err == nil {
@@ -233,7 +233,7 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	put := func(name string, rd io.Reader) (streams.FileRef, error) { return fs.PutInput(ctx, id, name, rd) }
+	put := func(name string, rd io.Reader) (domain.FileRef, error) { return fs.PutInput(ctx, id, name, rd) }
 	req, refs, err := readUpload(multipart.NewReader(body, params["boundary"]), lim, upload{check: check, put: put})
 	if errors.Is(err, errExisting) {
 		drainBody(w, body, drainLimit(lim.body()))
@@ -275,9 +275,9 @@ var errExisting = errors.New("the idempotency key names an existing job")
 // FileList is a job's files: its inputs as its spec recorded them, and
 // its outputs (the result archive, once an attempt stored one).
 type FileList struct {
-	JobID   string            `json:"job_id"`
-	Inputs  []streams.FileRef `json:"inputs"`
-	Outputs []streams.FileRef `json:"outputs"`
+	JobID   string           `json:"job_id"`
+	Inputs  []domain.FileRef `json:"inputs"`
+	Outputs []domain.FileRef `json:"outputs"`
 	// Download fetches the outputs as one zip (absent until there is one).
 	Download string `json:"download,omitempty"`
 }
@@ -302,9 +302,9 @@ func (g *Gateway) fileList(ctx context.Context, id string) (*FileList, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := &FileList{JobID: id, Inputs: snap.Job.Spec.Files, Outputs: []streams.FileRef{}}
+	list := &FileList{JobID: id, Inputs: snap.Job.Spec.Files, Outputs: []domain.FileRef{}}
 	if list.Inputs == nil {
-		list.Inputs = []streams.FileRef{}
+		list.Inputs = []domain.FileRef{}
 	}
 	fs, err := g.files(ctx)
 	if err != nil {

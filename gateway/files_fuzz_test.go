@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // FuzzUpload runs the multipart decoder of a submit with files on
@@ -43,13 +43,13 @@ func FuzzUpload(f *testing.F) {
 		var total int64
 		u := upload{
 			check: func(*commands.SubmitRequest) error { return nil },
-			put: func(name string, r io.Reader) (streams.FileRef, error) {
+			put: func(name string, r io.Reader) (domain.FileRef, error) {
 				n, err := io.Copy(io.Discard, r)
 				total += n
 				if err == nil {
 					stored = append(stored, name)
 				}
-				return streams.FileRef{Name: name, Size: n, Digest: "d"}, err
+				return domain.FileRef{Name: name, Size: n, Digest: "d"}, err
 			},
 		}
 		req, refs, err := readUpload(multipart.NewReader(bytes.NewReader([]byte(body)), boundary), lim, u)

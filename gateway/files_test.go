@@ -25,6 +25,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -98,10 +99,10 @@ func TestSubmitWithFiles(t *testing.T) {
 	r := e.submitFiles(`{"type":"shell.run","payload":{"n":1}}`,
 		upFile{"run.sh", "echo hi\n"}, upFile{"data/in.txt", "hello"}, upFile{"empty", ""})
 	v := r.want(t, http.StatusCreated).job(t)
-	if v.State != streams.StateQueued || string(v.Payload) != `{"n":1}` {
+	if v.State != domain.StateQueued || string(v.Payload) != `{"n":1}` {
 		t.Fatalf("job %+v", v)
 	}
-	want := []streams.FileRef{{Name: "run.sh", Size: 8, Digest: digest("echo hi\n")},
+	want := []domain.FileRef{{Name: "run.sh", Size: 8, Digest: digest("echo hi\n")},
 		{Name: "data/in.txt", Size: 5, Digest: digest("hello")}, {Name: "empty", Size: 0, Digest: digest("")}}
 	var list FileList
 	e.do("GET", "/api/v1/jobs/"+v.ID+"/files", nil).want(t, http.StatusOK).json(t, &list)
@@ -137,7 +138,7 @@ func TestSubmitWithFiles(t *testing.T) {
 	if len(list.Inputs) != 0 {
 		t.Errorf("plain job's inputs: %+v", list.Inputs)
 	}
-	e.do("GET", "/api/v1/jobs/"+streams.NewID()+"/files", nil).problem(t, http.StatusNotFound, "not-found")
+	e.do("GET", "/api/v1/jobs/"+domain.NewID()+"/files", nil).problem(t, http.StatusNotFound, "not-found")
 }
 
 // TestSubmitBadFileNames: every refused name is 400 invalid-file-name
@@ -303,10 +304,10 @@ func TestDownload(t *testing.T) {
 	e := newEnv(t)
 	v := e.submitFiles(`{"type":"t"}`, upFile{"in.txt", "in"}).want(t, http.StatusCreated).job(t)
 	r := e.do("GET", "/api/v1/jobs/"+v.ID+"/download", nil).want(t, http.StatusAccepted)
-	if got := r.job(t); got.ID != v.ID || got.State != streams.StateQueued {
+	if got := r.job(t); got.ID != v.ID || got.State != domain.StateQueued {
 		t.Errorf("202 body %+v", got)
 	}
-	e.do("GET", "/api/v1/jobs/"+streams.NewID()+"/download", nil).problem(t, http.StatusNotFound, "not-found")
+	e.do("GET", "/api/v1/jobs/"+domain.NewID()+"/download", nil).problem(t, http.StatusNotFound, "not-found")
 	e.do("DELETE", "/api/v1/jobs/"+v.ID, nil).want(t, http.StatusOK)
 	p := e.do("GET", "/api/v1/jobs/"+v.ID+"/download", nil).problem(t, http.StatusNotFound, "no-archive")
 	if p.JobID != v.ID {
@@ -352,7 +353,7 @@ func TestFileSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := streams.NewID()
+	orphan := domain.NewID()
 	for _, n := range []string{"a", "b/c"} {
 		if _, err := fs.PutInput(e.ctx, orphan, n, strings.NewReader("x")); err != nil {
 			t.Fatal(err)
@@ -483,7 +484,7 @@ func TestPythonWorkerFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker.py: %v\n%s", err, out)
 	}
-	if done := e.get(v.ID); done.State != streams.StateSucceeded || string(done.Result) != `{"files":2}` {
+	if done := e.get(v.ID); done.State != domain.StateSucceeded || string(done.Result) != `{"files":2}` {
 		t.Fatalf("job %+v\n%s", done, out)
 	}
 	r := e.do("GET", "/api/v1/jobs/"+v.ID+"/download", nil).want(t, http.StatusOK)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // checkDecodeError fails unless err is nil or a client error: a problem of
@@ -104,7 +104,7 @@ func FuzzDecodeQueueLimits(f *testing.F) {
 			return
 		}
 		// Taken as given: what it sets is in range, what it leaves out is kept.
-		cur := streams.QueueLimits{MaxRunning: 7, MaxRunningPerUser: 3}
+		cur := domain.QueueLimits{MaxRunning: 7, MaxRunningPerUser: 3}
 		got := q.Apply(cur)
 		if err := commands.CheckLimits(got); err != nil {
 			t.Fatalf("accepted %s: %v", body, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
@@ -26,13 +27,13 @@ type Summary struct {
 	Namespace       string                    `json:"namespace"`
 	Type            string                    `json:"type"`
 	Queue           string                    `json:"queue"`
-	State           streams.State             `json:"state"`
+	State           domain.State              `json:"state"`
 	ParentID        string                    `json:"parent_id,omitempty"`
 	RetryOf         string                    `json:"retry_of,omitempty"`
 	Attempts        int                       `json:"attempts"`
 	Worker          string                    `json:"worker,omitempty"`
 	Progress        *projections.ProgressView `json:"progress,omitempty"`
-	Error           *streams.JobError         `json:"error,omitempty"`
+	Error           *domain.JobError          `json:"error,omitempty"`
 	CreatedAt       time.Time                 `json:"created_at"`
 	UpdatedAt       time.Time                 `json:"updated_at"`
 	FinishedAt      *time.Time                `json:"finished_at,omitempty"`
@@ -42,7 +43,7 @@ type Summary struct {
 	Deleted         bool                      `json:"deleted,omitempty"` // in the live stream: the record was purged
 }
 
-func summarize(j *streams.Job, rev uint64) *Summary {
+func summarize(j *domain.Job, rev uint64) *Summary {
 	v := projections.View(j)
 	s := &Summary{ID: v.ID, Namespace: v.Namespace, Type: v.Type, Queue: v.Queue, State: v.State,
 		ParentID: v.ParentID, RetryOf: v.RetryOf, Attempts: v.Attempts, Worker: v.Worker, Progress: v.Progress,
@@ -81,7 +82,7 @@ type Index struct {
 	mu     sync.RWMutex
 	byID   map[string]*Summary
 	order  []*Summary // oldest first
-	counts map[pairKey]map[streams.State]int
+	counts map[pairKey]map[domain.State]int
 	subs   map[*subscriber]struct{}
 	loaded bool
 
@@ -96,7 +97,7 @@ func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
 		log = slog.Default()
 	}
 	return &Index{kv: kv, log: log.With("component", "index"), byID: map[string]*Summary{},
-		counts: map[pairKey]map[streams.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{})}
+		counts: map[pairKey]map[domain.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{})}
 }
 
 // Start starts watching the bucket. Idempotent.
@@ -201,7 +202,7 @@ func (x *Index) decode(e jetstream.KeyValueEntry) *Summary {
 // replace swaps in a full load (the first, or after a watch was lost).
 func (x *Index) replace(fresh map[string]*Summary) {
 	order := make([]*Summary, 0, len(fresh))
-	counts := map[pairKey]map[streams.State]int{}
+	counts := map[pairKey]map[domain.State]int{}
 	for _, s := range fresh {
 		order = append(order, s)
 		addCount(counts, s, 1)
@@ -220,11 +221,11 @@ func (x *Index) replace(fresh map[string]*Summary) {
 	x.mu.Unlock()
 }
 
-func addCount(counts map[pairKey]map[streams.State]int, s *Summary, n int) {
+func addCount(counts map[pairKey]map[domain.State]int, s *Summary, n int) {
 	k := pairKey{s.Namespace, s.Queue, s.Type}
 	m := counts[k]
 	if m == nil {
-		m = map[streams.State]int{}
+		m = map[domain.State]int{}
 		counts[k] = m
 	}
 	m[s.State] += n
@@ -236,7 +237,7 @@ func addCount(counts map[pairKey]map[streams.State]int, s *Summary, n int) {
 // Put records a job's record at KV revision rev, unless the index already
 // has a newer one. The gateway calls it with what it wrote itself, so that
 // a client reads its own writes in lists at once.
-func (x *Index) Put(j *streams.Job, rev uint64) {
+func (x *Index) Put(j *domain.Job, rev uint64) {
 	if j == nil {
 		return
 	}
@@ -316,15 +317,15 @@ func (x *Index) Len() int {
 
 // Counts returns the number of jobs in each state among those of queue
 // and jobType (empty: any).
-func (x *Index) Counts(queue, jobType string) map[streams.State]int {
+func (x *Index) Counts(queue, jobType string) map[domain.State]int {
 	return x.CountsIn("", queue, jobType)
 }
 
 // CountsIn counts the jobs of a namespace ("": every one) by state, for a
 // queue and a type ("": every one).
-func (x *Index) CountsIn(ns, queue, jobType string) map[streams.State]int {
-	out := make(map[streams.State]int, len(streams.States))
-	for _, s := range streams.States {
+func (x *Index) CountsIn(ns, queue, jobType string) map[domain.State]int {
+	out := make(map[domain.State]int, len(domain.States))
+	for _, s := range domain.States {
 		out[s] = 0
 	}
 	x.mu.RLock()
@@ -406,7 +407,7 @@ func DecodeCursor(s string) (Cursor, error) {
 		return Cursor{}, bad
 	}
 	id := string(b[9:])
-	if !streams.ValidID(id) {
+	if !domain.ValidID(id) {
 		return Cursor{}, bad
 	}
 	return Cursor{CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil

@@ -8,25 +8,25 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 func TestIndexOrderCountsAndCursors(t *testing.T) {
 	t.Parallel()
 	x := NewIndex(nil, nil)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	job := func(id string, at time.Duration, state streams.State, queue string) *streams.Job {
-		return &streams.Job{ID: id, State: state, CreatedAt: t0.Add(at), Spec: streams.Spec{Namespace: "default", Type: "t", Queue: queue}}
+	job := func(id string, at time.Duration, state domain.State, queue string) *domain.Job {
+		return &domain.Job{ID: id, State: state, CreatedAt: t0.Add(at), Spec: domain.Spec{Namespace: "default", Type: "t", Queue: queue}}
 	}
 	ids := []string{"01ARZ3NDEKTSV4RRFFQ69G5FA1", "01ARZ3NDEKTSV4RRFFQ69G5FA2", "01ARZ3NDEKTSV4RRFFQ69G5FA3", "01ARZ3NDEKTSV4RRFFQ69G5FA4"}
-	x.replace(map[string]*Summary{ids[0]: summarize(job(ids[0], 0, streams.StateQueued, "a"), 1)})
+	x.replace(map[string]*Summary{ids[0]: summarize(job(ids[0], 0, domain.StateQueued, "a"), 1)})
 	// Out of order and with equal times: the order is (created_at, id).
-	x.Put(job(ids[3], time.Second, streams.StateQueued, "a"), 5)
-	x.Put(job(ids[2], time.Second, streams.StateQueued, "b"), 4)
-	x.Put(job(ids[1], -time.Second, streams.StateQueued, "a"), 3)
+	x.Put(job(ids[3], time.Second, domain.StateQueued, "a"), 5)
+	x.Put(job(ids[2], time.Second, domain.StateQueued, "b"), 4)
+	x.Put(job(ids[1], -time.Second, domain.StateQueued, "a"), 3)
 	// An older revision does not replace a newer one.
-	x.Put(job(ids[3], time.Second, streams.StateRunning, "a"), 6)
-	x.Put(job(ids[3], time.Second, streams.StateQueued, "a"), 5)
+	x.Put(job(ids[3], time.Second, domain.StateRunning, "a"), 6)
+	x.Put(job(ids[3], time.Second, domain.StateQueued, "a"), 5)
 	list := func(f engine.Filter, cur *Cursor, limit int) (string, *Cursor) {
 		sums, next := x.List(f, cur, limit)
 		var out []string
@@ -47,13 +47,13 @@ func TestIndexOrderCountsAndCursors(t *testing.T) {
 	if got, next := list(engine.Filter{}, next, 2); got != "12" || next != nil {
 		t.Fatalf("page 2 %s %v", got, next)
 	}
-	if got, _ := list(engine.Filter{State: streams.StateRunning}, nil, 10); got != "4" {
+	if got, _ := list(engine.Filter{State: domain.StateRunning}, nil, 10); got != "4" {
 		t.Fatalf("running %s", got)
 	}
-	if c := x.Counts("a", ""); c[streams.StateQueued] != 2 || c[streams.StateRunning] != 1 || c[streams.StateFailed] != 0 {
+	if c := x.Counts("a", ""); c[domain.StateQueued] != 2 || c[domain.StateRunning] != 1 || c[domain.StateFailed] != 0 {
 		t.Fatalf("counts %v", c)
 	}
-	if c := x.Counts("b", ""); c[streams.StateQueued] != 0 {
+	if c := x.Counts("b", ""); c[domain.StateQueued] != 0 {
 		t.Fatalf("counts of b after the removal %v", c)
 	}
 	if x.Len() != 3 || x.Get(ids[2]) != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -22,7 +23,7 @@ import (
 // unknown job (404), like an id no job has.
 func jobID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if !streams.ValidID(id) {
+	if !domain.ValidID(id) {
 		p := newProblem(engine.ProblemNotFound, http.StatusNotFound, fmt.Sprintf("no job has the id %q", id))
 		p.JobID = id
 		return "", p
@@ -41,7 +42,7 @@ func fail(w http.ResponseWriter, r *http.Request, err error, jobID string) {
 
 // view renders a job as the API returns it: the one JSON object of the
 // CLI's --json, with the queue position of a queued job.
-func (g *Gateway) view(ctx context.Context, j *streams.Job) *projections.JobView {
+func (g *Gateway) view(ctx context.Context, j *domain.Job) *projections.JobView {
 	return g.store.View(ctx, j)
 }
 
@@ -186,7 +187,7 @@ func preferWait(h string, limit time.Duration) (time.Duration, bool) {
 // waitTerminal watches a job's record until it is terminal or d passed,
 // and returns the last record seen (nil if none). It is pushed by the KV
 // watch: nothing polls.
-func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*streams.Job, error) {
+func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
@@ -199,7 +200,7 @@ func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) 
 		return nil, fmt.Errorf("watch job %s: %w", id, err)
 	}
 	defer func() { _ = w.Stop() }()
-	var last *streams.Job
+	var last *domain.Job
 	for {
 		select {
 		case <-ctx.Done():
@@ -305,7 +306,7 @@ func strictQuery(r *http.Request) (url.Values, error) {
 
 // listParams reads the filter, cursor and limit of a list request.
 func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
-	f := engine.Filter{State: streams.State(q.Get("state")), Queue: q.Get("queue"), Type: q.Get("type"),
+	f := engine.Filter{State: domain.State(q.Get("state")), Queue: q.Get("queue"), Type: q.Get("type"),
 		Namespace: q.Get("namespace"), Parent: q.Get("parent")}
 	if err := f.Validate(); err != nil {
 		return f, nil, 0, err
@@ -406,7 +407,7 @@ func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit 
 }
 
 // records reads the current records of the summarized jobs, in order.
-func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*streams.Job, error) {
+func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*domain.Job, error) {
 	if len(sums) == 0 {
 		return nil, nil
 	}
@@ -418,7 +419,7 @@ func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*streams.Job,
 	if err != nil {
 		return nil, fmt.Errorf("read a page of jobs: %w", err)
 	}
-	out := make([]*streams.Job, 0, len(sums))
+	out := make([]*domain.Job, 0, len(sums))
 	for i, s := range sums {
 		m, ok := msgs[subjects[i]]
 		if !ok {

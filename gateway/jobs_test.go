@@ -12,9 +12,9 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 func TestSubmitGetIdempotency(t *testing.T) {
@@ -27,7 +27,7 @@ func TestSubmitGetIdempotency(t *testing.T) {
 	if r.header.Get("Location") != "/api/v1/jobs/"+v.ID {
 		t.Fatalf("Location %q", r.header.Get("Location"))
 	}
-	if v.State != streams.StateQueued || v.Type != "mail.send" || v.Queue != "mail" || v.MaxRetries != 5 ||
+	if v.State != domain.StateQueued || v.Type != "mail.send" || v.Queue != "mail" || v.MaxRetries != 5 ||
 		v.TimeoutSeconds != 90 || v.BackoffSeconds != 2.5 || v.IdempotencyKey != "order-1" || v.Priority != 3 ||
 		strings.Join(v.Tags, ",") != "x,y" || string(v.Payload) != `{"to":"a@example.com"}` {
 		t.Fatalf("submitted %+v", v)
@@ -56,11 +56,11 @@ func TestSubmitGetIdempotency(t *testing.T) {
 	}
 	// Delay makes it scheduled; run_at in the past is now.
 	d := e.submit(`{"type":"later","delay":3600}`)
-	if d.State != streams.StateScheduled || d.RunAt == nil || time.Until(*d.RunAt) < 59*time.Minute {
+	if d.State != domain.StateScheduled || d.RunAt == nil || time.Until(*d.RunAt) < 59*time.Minute {
 		t.Fatalf("delayed %+v", d)
 	}
 	p := e.submit(map[string]any{"type": "now", "run_at": time.Now().Add(-time.Hour)})
-	if p.State != streams.StateQueued {
+	if p.State != domain.StateQueued {
 		t.Fatalf("run_at in the past: %s", p.State)
 	}
 }
@@ -192,7 +192,7 @@ func TestListNewestFirstWithFiltersAndCursor(t *testing.T) {
 	check("state=cancelled", ids[2])
 	var st Stats
 	e.do("GET", "/api/v1/stats?queue=qa", nil).want(t, 200).json(t, &st)
-	if st.Total != 7 || st.States[streams.StateCancelled] != 1 || st.States[streams.StateQueued] != 6 ||
+	if st.Total != 7 || st.States[domain.StateCancelled] != 1 || st.States[domain.StateQueued] != 6 ||
 		strings.Join(st.Queues, ",") != "qa,qb" || strings.Join(st.Types, ",") != "t1,t2" {
 		t.Fatalf("stats %+v", st)
 	}
@@ -211,7 +211,7 @@ func TestPreferWait(t *testing.T) {
 		if took := time.Since(t0); r.header.Get("Preference-Applied") != "wait=2" || took < 2*time.Second || took > 10*time.Second {
 			t.Fatalf("Prefer %q: applied %q after %s", pref, r.header.Get("Preference-Applied"), took)
 		}
-		if r.job(t).State != streams.StateQueued {
+		if r.job(t).State != domain.StateQueued {
 			t.Fatalf("after the wait: %s", r.job(t).State)
 		}
 	}
@@ -235,7 +235,7 @@ func TestPreferWaitEndsEarly(t *testing.T) {
 	}
 	// A malformed preference is ignored: no wait, no Preference-Applied.
 	for _, pref := range []string{"wait=abc", "wait=-1", "wait", "wait=1.5", "respond-async", "wait=0"} {
-		if r := quick(pref); r.header.Get("Preference-Applied") != "" || r.job(t).State != streams.StateQueued {
+		if r := quick(pref); r.header.Get("Preference-Applied") != "" || r.job(t).State != domain.StateQueued {
 			t.Fatalf("Prefer %q: applied %q, %s", pref, r.header.Get("Preference-Applied"), r.body)
 		}
 	}
@@ -254,12 +254,12 @@ func TestPreferWaitEndsEarly(t *testing.T) {
 	e.do("POST", "/api/v1/jobs/"+id+"/cancel", nil).want(t, 200)
 	r := <-got
 	if took := time.Since(t0); r.status != 200 || r.header.Get("Preference-Applied") != "wait=30" ||
-		r.job(t).State != streams.StateCancelled || took > 10*time.Second {
+		r.job(t).State != domain.StateCancelled || took > 10*time.Second {
 		t.Fatalf("wait ended %s after the cancel: %d, applied %q: %s", took, r.status, r.header.Get("Preference-Applied"), r.body)
 	}
 	// A terminal job returns at once, and says it did not wait.
 	if r := quick("wait=30"); r.header.Get("Preference-Applied") != "" || r.header.Get("Vary") != "Prefer" ||
-		r.job(t).State != streams.StateCancelled {
+		r.job(t).State != domain.StateCancelled {
 		t.Fatalf("terminal job: applied %q, vary %q: %s", r.header.Get("Preference-Applied"), r.header.Get("Vary"), r.body)
 	}
 }
@@ -287,21 +287,21 @@ func TestCancelRetryChildren(t *testing.T) {
 		t.Fatalf("retry of a queued job: %+v, %d events written", p, e.eventCount()-before)
 	}
 	c := e.do("POST", "/api/v1/jobs/"+orig.ID+"/cancel", `{"reason":"changed my mind"}`).want(t, 200).job(t)
-	if c.State != streams.StateCancelled {
+	if c.State != domain.StateCancelled {
 		t.Fatalf("cancel: %s", c.State)
 	}
 	// Cancel of a terminal job: 200, unchanged, nothing written.
 	before = e.eventCount()
 	again := e.do("DELETE", "/api/v1/jobs/"+orig.ID, nil).want(t, 200).job(t)
-	if again.State != streams.StateCancelled || again.Seq != c.Seq || e.eventCount() != before {
+	if again.State != domain.StateCancelled || again.Seq != c.Seq || e.eventCount() != before {
 		t.Fatalf("cancel again: %+v, %d events written", again, e.eventCount()-before)
 	}
-	e.wantEvents(orig.ID, streams.EvSubmitted, streams.EvCancelled)
+	e.wantEvents(orig.ID, domain.EvSubmitted, domain.EvCancelled)
 	r := e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", nil).want(t, 201)
 	nj := r.job(t)
 	if r.header.Get("Location") != "/api/v1/jobs/"+nj.ID || nj.ID == orig.ID || nj.RetryOf != orig.ID ||
 		nj.Type != orig.Type || nj.Queue != "img" || string(nj.Payload) != `{"w":10}` || nj.MaxRetries != 7 ||
-		nj.TimeoutSeconds != 300 || strings.Join(nj.Tags, ",") != "t" || nj.State != streams.StateQueued {
+		nj.TimeoutSeconds != 300 || strings.Join(nj.Tags, ",") != "t" || nj.State != domain.StateQueued {
 		t.Fatalf("retry %+v", nj)
 	}
 	// With an idempotency key, a repeated retry is the same new job.
@@ -335,7 +335,7 @@ func TestEventsJSONAndStream(t *testing.T) {
 	e.claimJob(wk, id)
 	var l EventList
 	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200).json(t, &l)
-	if len(l.Events) != 2 || l.Events[0].Type != streams.EvSubmitted || l.Events[1].Type != streams.EvClaimed || l.More {
+	if len(l.Events) != 2 || l.Events[0].Type != domain.EvSubmitted || l.Events[1].Type != domain.EvClaimed || l.More {
 		t.Fatalf("events %+v", l)
 	}
 	first := l.Events[0].Seq
@@ -344,7 +344,7 @@ func TestEventsJSONAndStream(t *testing.T) {
 		t.Fatalf("limit 1: %+v", l)
 	}
 	e.do("GET", fmt.Sprintf("/api/v1/jobs/%s/events?after=%d", id, first), nil).want(t, 200).json(t, &l)
-	if len(l.Events) != 1 || l.Events[0].Type != streams.EvClaimed {
+	if len(l.Events) != 1 || l.Events[0].Type != domain.EvClaimed {
 		t.Fatalf("after: %+v", l)
 	}
 	e.do("GET", "/api/v1/jobs/"+id+"/events?after=x", nil).problem(t, 400, engine.ProblemInvalidInput)
@@ -371,7 +371,7 @@ func TestEventsJSONAndStream(t *testing.T) {
 		got = append(got, v.Type)
 	}
 	next(t, ch, "end")
-	want := []string{streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded}
+	want := []string{domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvProgress, domain.EvSucceeded}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("stream %v, want %v", got, want)
 	}
@@ -430,11 +430,11 @@ func TestLiveStream(t *testing.T) {
 	flush()
 	var s Summary
 	_ = json.Unmarshal([]byte(next(t, ch, "job").data), &s)
-	if s.ID != res.Job.ID || s.State != streams.StateQueued || s.Queue != "live" {
+	if s.ID != res.Job.ID || s.State != domain.StateQueued || s.Queue != "live" {
 		t.Fatalf("job event %+v", s)
 	}
 	_ = json.Unmarshal([]byte(next(t, ch, "counts").data), &c)
-	if c.Total != 1 || c.States[streams.StateQueued] != 1 {
+	if c.Total != 1 || c.States[domain.StateQueued] != 1 {
 		t.Fatalf("counts %+v", c)
 	}
 	var qs []QueueInfo
@@ -444,8 +444,8 @@ func TestLiveStream(t *testing.T) {
 	}
 	// More changes at once than a page shows: one "bulk" event instead.
 	for i := 0; i < streamMaxBatch+50; i++ {
-		e.g.index.Put(&streams.Job{ID: streams.NewID(), State: streams.StateQueued, CreatedAt: time.Now(),
-			Spec: streams.Spec{Namespace: "default", Type: "x", Queue: "live"}}, 1)
+		e.g.index.Put(&domain.Job{ID: domain.NewID(), State: domain.StateQueued, CreatedAt: time.Now(),
+			Spec: domain.Spec{Namespace: "default", Type: "x", Queue: "live"}}, 1)
 	}
 	flush()
 	var bulk struct{ Changed int }

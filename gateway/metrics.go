@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -174,7 +175,7 @@ func (m *Metrics) observe(msg jetstream.Msg) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.track[ev.JobID]
-	if ev.Type == streams.EvSubmitted {
+	if ev.Type == domain.EvSubmitted {
 		m.submitted.WithLabelValues(queue).Inc()
 		if t == nil && len(m.track) < maxTracked {
 			t = &jobTimes{created: ev.Time}
@@ -188,18 +189,18 @@ func (m *Metrics) observe(msg jetstream.Msg) {
 		}
 		return
 	}
-	if ev.From == streams.StateQueued && (ev.Type == streams.EvStarted || ev.Type == streams.EvClaimed) && !t.queued.IsZero() {
+	if ev.From == domain.StateQueued && (ev.Type == domain.EvStarted || ev.Type == domain.EvClaimed) && !t.queued.IsZero() {
 		m.wait.WithLabelValues(queue).Observe(ev.Time.Sub(t.queued).Seconds())
 		t.queued = time.Time{}
 	}
-	if ev.Type == streams.EvStarted {
+	if ev.Type == domain.EvStarted {
 		t.started = ev.Time
 	}
-	if ev.From == streams.StateRunning && ev.To != "" && ev.To != streams.StateRunning && !t.started.IsZero() {
+	if ev.From == domain.StateRunning && ev.To != "" && ev.To != domain.StateRunning && !t.started.IsZero() {
 		m.run.WithLabelValues(queue, string(ev.To)).Observe(ev.Time.Sub(t.started).Seconds())
 		t.started = time.Time{}
 	}
-	if ev.To == streams.StateQueued {
+	if ev.To == domain.StateQueued {
 		t.queued = ev.Time
 	}
 	if ev.To.Terminal() {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -62,10 +63,10 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 // Stats is what GET /stats answers: job counts by state (for a namespace,
 // a queue and a type, or all), and the queues and types seen.
 type Stats struct {
-	States map[streams.State]int `json:"states"`
-	Total  int                   `json:"total"`
-	Queues []string              `json:"queues"`
-	Types  []string              `json:"types"`
+	States map[domain.State]int `json:"states"`
+	Total  int                  `json:"total"`
+	Queues []string             `json:"queues"`
+	Types  []string             `json:"types"`
 }
 
 func (g *Gateway) statsFor(ns, queue, jobType string) *Stats {

@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // sdkWorker runs Go handlers in process, as `serve --demo` does.
@@ -94,7 +94,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	cancelled := e.submit(`{"type":"m.remote","queue":"mq"}`).ID
 	e.do("POST", "/api/v1/jobs/"+cancelled+"/cancel", nil).want(t, 200)
 	for _, id := range ids {
-		e.waitState(id, streams.StateSucceeded)
+		e.waitState(id, domain.StateSucceeded)
 	}
 	want := []struct {
 		name   string
@@ -209,7 +209,7 @@ func TestQueueDepthAndConsumerLag(t *testing.T) {
 			lonely = &qs.Queues[i]
 		}
 	}
-	if lonely == nil || lonely.Depth != 1 || lonely.Held != 0 || lonely.Jobs[streams.StateQueued] != 1 {
+	if lonely == nil || lonely.Depth != 1 || lonely.Held != 0 || lonely.Jobs[domain.StateQueued] != 1 {
 		t.Fatalf("queues %+v", qs.Queues)
 	}
 	if pos := e.get(id).QueuePosition; pos == nil || *pos != 0 {
@@ -292,7 +292,7 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 		e.do("POST", "/api/v1/queues/default/pause", nil, h...).problem(t, 403, ProblemCrossOrigin)
 		e.do("GET", "/api/v1/jobs/"+id, nil, h...).want(t, 200) // safe: served
 	}
-	if n := e.eventCount() - before; n != 0 || e.get(id).State != streams.StateQueued {
+	if n := e.eventCount() - before; n != 0 || e.get(id).State != domain.StateQueued {
 		t.Fatalf("refused requests wrote %d events", n)
 	}
 	// Same origin (the dashboard's fetch), a trusted origin, and clients

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // progressCoalescer keeps a flood of progress reports from a remote worker
@@ -24,7 +24,7 @@ type progressCoalescer struct {
 
 type pendingProgress struct {
 	last    time.Time
-	value   *streams.Progress
+	value   *domain.Progress
 	worker  string
 	timer   *time.Timer
 	touched time.Time
@@ -37,7 +37,7 @@ func newProgressCoalescer(g *Gateway, interval time.Duration) *progressCoalescer
 // report writes p now, or keeps it to write at the end of the job's
 // interval (deferred true). A report that the index says cannot be the
 // holder's is written at once, so that it is refused at once.
-func (c *progressCoalescer) report(ctx context.Context, id, worker string, p streams.Progress) (snap engine.Snapshot, deferred bool, err error) {
+func (c *progressCoalescer) report(ctx context.Context, id, worker string, p domain.Progress) (snap engine.Snapshot, deferred bool, err error) {
 	now := time.Now()
 	c.mu.Lock()
 	e := c.jobs[id]
@@ -48,7 +48,7 @@ func (c *progressCoalescer) report(ctx context.Context, id, worker string, p str
 	}
 	e.touched = now
 	s := c.g.index.Get(id)
-	holder := s != nil && s.Worker == worker && (s.State == streams.StateRunning || s.State == streams.StateClaimed)
+	holder := s != nil && s.Worker == worker && (s.State == domain.StateRunning || s.State == domain.StateClaimed)
 	if holder && (e.timer != nil || now.Sub(e.last) < c.interval) {
 		e.value, e.worker = &p, worker
 		if e.timer == nil {
@@ -89,14 +89,14 @@ func (c *progressCoalescer) flush(id string) {
 // take removes and returns the progress pending for a job from worker (nil
 // if none): a state report carries it. With end, the job's entry is
 // dropped (its worker reports an outcome).
-func (c *progressCoalescer) take(id, worker string, end bool) *streams.Progress {
+func (c *progressCoalescer) take(id, worker string, end bool) *domain.Progress {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.jobs[id]
 	if e == nil {
 		return nil
 	}
-	var value *streams.Progress
+	var value *domain.Progress
 	if e.worker == worker {
 		value, e.value = e.value, nil
 		if e.timer != nil {
@@ -113,7 +113,7 @@ func (c *progressCoalescer) take(id, worker string, end bool) *streams.Progress 
 
 // putBack returns a value taken for a report that was refused: it is
 // written at the end of its interval, as if never taken.
-func (c *progressCoalescer) putBack(id, worker string, p *streams.Progress) {
+func (c *progressCoalescer) putBack(id, worker string, p *domain.Progress) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.jobs[id]

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // TestPythonWorker runs examples/python-worker/worker.py (standard library
@@ -37,16 +37,16 @@ func TestPythonWorker(t *testing.T) {
 	}
 	t.Logf("worker.py:\n%s", out.String())
 	done := e.get(ok.ID)
-	if done.State != streams.StateSucceeded || string(done.Result) != `{"reversed":"wolftej"}` ||
+	if done.State != domain.StateSucceeded || string(done.Result) != `{"reversed":"wolftej"}` ||
 		done.Progress == nil || done.Progress.Current != 2 || done.Progress.Message != "reversed 7 characters" {
 		t.Fatalf("py.reverse: %+v", done)
 	}
-	e.wantEvents(ok.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvProgress, streams.EvSucceeded)
+	e.wantEvents(ok.ID, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvProgress, domain.EvProgress, domain.EvSucceeded)
 	failed := e.get(bad.ID)
-	if failed.State != streams.StateFailed || failed.Error == nil || failed.Error.Code != "PY_FAIL" || failed.Attempts != 1 {
+	if failed.State != domain.StateFailed || failed.Error == nil || failed.Error.Code != "PY_FAIL" || failed.Attempts != 1 {
 		t.Fatalf("py.fail: %+v (retryable false must not be retried)", failed)
 	}
-	e.wantEvents(bad.ID, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvFailed)
+	e.wantEvents(bad.ID, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvFailed)
 	var list struct{ Workers []WorkerView }
 	e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &list)
 	if len(list.Workers) != 0 {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // QueueInfo is a queue as the API shows it.
@@ -30,10 +30,10 @@ func (g *Gateway) queues(ctx context.Context) ([]*QueueInfo, error) {
 // once the index is loaded, depth is at most the queue's queued jobs.
 func (g *Gateway) withCounts(q *QueueInfo) {
 	q.Jobs = g.index.Counts(q.Name, "")
-	q.Running = q.Jobs[streams.StateRunning] + q.Jobs[streams.StateClaimed]
+	q.Running = q.Jobs[domain.StateRunning] + q.Jobs[domain.StateClaimed]
 	select {
 	case <-g.index.Synced():
-		q.Depth = min(q.Depth, uint64(q.Jobs[streams.StateQueued]))
+		q.Depth = min(q.Depth, uint64(q.Jobs[domain.StateQueued]))
 	default:
 	}
 }
@@ -58,12 +58,12 @@ func (g *Gateway) scopedQueues(r *http.Request, qs []*QueueInfo) []*QueueInfo {
 		for _, n := range c.Jobs {
 			total += n
 		}
-		if total == 0 && q.Name != streams.DefaultQueue {
+		if total == 0 && q.Name != domain.DefaultQueue {
 			continue
 		}
-		c.Running = c.Jobs[streams.StateRunning] + c.Jobs[streams.StateClaimed]
-		c.Depth, c.Held = uint64(c.Jobs[streams.StateQueued]), c.Running
-		c.Delayed = uint64(c.Jobs[streams.StateScheduled])
+		c.Running = c.Jobs[domain.StateRunning] + c.Jobs[domain.StateClaimed]
+		c.Depth, c.Held = uint64(c.Jobs[domain.StateQueued]), c.Running
+		c.Delayed = uint64(c.Jobs[domain.StateScheduled])
 		c.Slots = nil
 		out = append(out, &c)
 	}
@@ -125,7 +125,7 @@ func (g *Gateway) queueInfo(ctx context.Context, name string) (*QueueInfo, error
 // does not exist yet.
 func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !streams.ValidQueue(name) {
+	if !domain.ValidQueue(name) {
 		fail(w, r, &commands.InputError{Field: "queue", Value: fmt.Sprintf("%q", name), Reason: "want 1-64 of [A-Za-z0-9_-]"}, "")
 		return
 	}

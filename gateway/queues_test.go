@@ -11,17 +11,17 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // limitsOf reads a queue's limits from its record (none: no record).
-func (e *env) limitsOf(queue string) streams.QueueLimits {
+func (e *env) limitsOf(queue string) domain.QueueLimits {
 	e.t.Helper()
 	rec, err := e.store.Queue(e.ctx, queue)
 	if err != nil {
-		return streams.QueueLimits{}
+		return domain.QueueLimits{}
 	}
 	return rec.Limits
 }
@@ -53,7 +53,7 @@ func TestQueueLimitsPut(t *testing.T) {
 	if q.MaxRunning != 3 || q.MaxRunningPerUser != 2 {
 		t.Fatalf("after max_running_per_user 2 (max_running left out): %+v", q)
 	}
-	if got := e.limitsOf("lim"); got != (streams.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}) {
+	if got := e.limitsOf("lim"); got != (domain.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}) {
 		t.Fatalf("record's limits %+v", got)
 	}
 	e.do("PUT", "/api/v1/queues/lim", `{}`).want(t, http.StatusOK).json(t, &q)
@@ -86,7 +86,7 @@ func TestQueueLimitsPut(t *testing.T) {
 		if after := e.eventCount(); after != before {
 			t.Errorf("PUT %s %s: refused, but the log grew by %d", c.path, c.body, after-before)
 		}
-		if got := e.limitsOf("lim"); got != (streams.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}) {
+		if got := e.limitsOf("lim"); got != (domain.QueueLimits{MaxRunning: 3, MaxRunningPerUser: 2}) {
 			t.Errorf("PUT %s %s: refused, but the limits are %+v", c.path, c.body, got)
 		}
 	}
@@ -134,7 +134,7 @@ func TestPendingJobView(t *testing.T) {
 	if first.User != "ann" {
 		t.Fatalf("user %q: without access control the user is as given", first.User)
 	}
-	e.waitState(first.ID, streams.StateQueued)
+	e.waitState(first.ID, domain.StateQueued)
 	var pend []string
 	for range 2 {
 		pend = append(pend, e.submit(map[string]any{"type": "t.block", "queue": "lim", "user": "ann"}).ID)
@@ -142,14 +142,14 @@ func TestPendingJobView(t *testing.T) {
 	for i, id := range pend {
 		testkit.WaitFor(t, 20*time.Second, func() error {
 			v := e.get(id)
-			if v.State != streams.StatePending || v.PendingPosition == nil || v.Hold == nil {
+			if v.State != domain.StatePending || v.PendingPosition == nil || v.Hold == nil {
 				return fmt.Errorf("job %s: %s, position %v, hold %+v", id, v.State, v.PendingPosition, v.Hold)
 			}
 			if *v.PendingPosition != i {
 				return fmt.Errorf("job %s: pending_position %d, want %d", id, *v.PendingPosition, i)
 			}
-			want := commands.HoldMessage("lim", "ann", streams.Hold{Limit: streams.LimitQueue, Max: 1})
-			if v.Hold.Limit != streams.LimitQueue || v.Hold.Max != 1 || v.Hold.Message != want || v.Hold.Since.IsZero() {
+			want := commands.HoldMessage("lim", "ann", domain.Hold{Limit: domain.LimitQueue, Max: 1})
+			if v.Hold.Limit != domain.LimitQueue || v.Hold.Max != 1 || v.Hold.Message != want || v.Hold.Since.IsZero() {
 				return fmt.Errorf("job %s: hold %+v, want max_running 1 %q", id, v.Hold, want)
 			}
 			if v.User != "ann" {
@@ -215,12 +215,12 @@ func TestPendingJobView(t *testing.T) {
 	// Without max_running, ann's limit of 2 admits one more; the last
 	// waits for ann's slot.
 	e.do("PUT", "/api/v1/queues/lim", `{"max_running": 0}`).want(t, http.StatusOK)
-	e.waitState(pend[0], streams.StateQueued)
+	e.waitState(pend[0], domain.StateQueued)
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		v := e.get(pend[1])
-		want := commands.HoldMessage("lim", "ann", streams.Hold{Limit: streams.LimitUser, Max: 2})
-		if v.State != streams.StatePending || v.PendingPosition == nil || *v.PendingPosition != 0 ||
-			v.Hold == nil || v.Hold.Limit != streams.LimitUser || v.Hold.Message != want {
+		want := commands.HoldMessage("lim", "ann", domain.Hold{Limit: domain.LimitUser, Max: 2})
+		if v.State != domain.StatePending || v.PendingPosition == nil || *v.PendingPosition != 0 ||
+			v.Hold == nil || v.Hold.Limit != domain.LimitUser || v.Hold.Message != want {
 			return fmt.Errorf("the last job: %s, position %v, hold %+v; want pending, first in line, held by ann's limit", v.State, v.PendingPosition, v.Hold)
 		}
 		return nil
@@ -234,7 +234,7 @@ func TestPendingJobView(t *testing.T) {
 func TestQueueLimitsAccess(t *testing.T) {
 	e := newAuthEnv(t)
 	e.as("admin", "PUT", "/api/v1/queues/lim", `{"max_running": 1, "max_running_per_user": 1}`).want(t, http.StatusOK)
-	want := streams.QueueLimits{MaxRunning: 1, MaxRunningPerUser: 1}
+	want := domain.QueueLimits{MaxRunning: 1, MaxRunningPerUser: 1}
 	refused := func(what string, r resp, status int, slug string) {
 		t.Helper()
 		r.problem(t, status, slug)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // TestTwoGatewaysBehindABalancer: a worker's requests may reach any
@@ -47,10 +47,10 @@ func TestTwoGatewaysBehindABalancer(t *testing.T) {
 		t.Fatalf("heartbeat through gateway 2: %+v", hb)
 	}
 	b.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "result": "ok"}).want(t, 200)
-	if j := a.get(id); j.State != streams.StateSucceeded || string(j.Result) != `"ok"` {
+	if j := a.get(id); j.State != domain.StateSucceeded || string(j.Result) != `"ok"` {
 		t.Fatalf("job %+v", j)
 	}
-	a.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvSucceeded)
+	a.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvSucceeded)
 	a.do("DELETE", "/api/v1/workers/"+wk, nil).want(t, 200)
 	b.do("GET", "/api/v1/workers/"+wk, nil).want(t, 404)
 }

@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // TypeView is a registered type as the API shows it: the type, who serves
@@ -23,7 +23,7 @@ type TypeView struct {
 
 // typeView renders a type with its live workers and job counts, those a
 // namespaced token may see: its namespace's.
-func (g *Gateway) typeView(r *http.Request, t *streams.TypeRecord, workers []*WorkerRecord) *TypeView {
+func (g *Gateway) typeView(r *http.Request, t *domain.TypeRecord, workers []*WorkerRecord) *TypeView {
 	v := &TypeView{TypeView: projections.ViewType(t), LiveWorkers: []string{}}
 	for _, w := range workers {
 		if g.workers.View(w).Live && slices.Contains(w.Types, v.FullName) && seesWorker(r, w) == nil {
@@ -31,7 +31,7 @@ func (g *Gateway) typeView(r *http.Request, t *streams.TypeRecord, workers []*Wo
 		}
 	}
 	c := g.index.CountsIn(ownNamespace(r), "", v.FullName)
-	v.Queued, v.Running = c[streams.StateQueued], c[streams.StateClaimed]+c[streams.StateRunning]
+	v.Queued, v.Running = c[domain.StateQueued], c[domain.StateClaimed]+c[domain.StateRunning]
 	return v
 }
 
@@ -138,9 +138,9 @@ func (g *Gateway) listTypes(w http.ResponseWriter, r *http.Request) {
 // NamespaceView is a namespace as the API shows it: its settings and its
 // jobs by state.
 type NamespaceView struct {
-	Name     string                    `json:"name"`
-	Settings streams.NamespaceSettings `json:"settings"`
-	Jobs     map[streams.State]int     `json:"jobs"`
+	Name     string                   `json:"name"`
+	Settings domain.NamespaceSettings `json:"settings"`
+	Jobs     map[domain.State]int     `json:"jobs"`
 }
 
 // GET /namespaces: every namespace with jobs or settings.
@@ -154,7 +154,7 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	settings := map[string]streams.NamespaceSettings{}
+	settings := map[string]domain.NamespaceSettings{}
 	names := g.index.Namespaces()
 	for _, rec := range recs {
 		settings[rec.Name] = rec.Settings
@@ -162,8 +162,8 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
 			names = append(names, rec.Name)
 		}
 	}
-	if !slices.Contains(names, streams.DefaultNS) {
-		names = append(names, streams.DefaultNS)
+	if !slices.Contains(names, domain.DefaultNS) {
+		names = append(names, domain.DefaultNS)
 	}
 	if p := principal(r); p != nil && p.Namespace != commands.AllNamespaces && !slices.Contains(names, p.Namespace) {
 		names = append(names, p.Namespace) // its own, with no job and no settings yet
@@ -186,7 +186,7 @@ func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	var b streams.NamespaceSettings
+	var b domain.NamespaceSettings
 	if err := g.readJSON(w, r, &b, false); err != nil {
 		fail(w, r, err, "")
 		return

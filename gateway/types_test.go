@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // The registry over HTTP: registration statuses, the listing from a
@@ -93,7 +93,7 @@ func TestTypesOverHTTP(t *testing.T) {
 	if j.Type != "acme:img:thumb" || j.Namespace != "acme" {
 		t.Fatalf("submitted %+v", j)
 	}
-	e.waitState(j.ID, streams.StateQueued)
+	e.waitState(j.ID, domain.StateQueued)
 	e.do("GET", "/api/v1/types/acme/img/thumb", nil).want(t, 200).json(t, &tv)
 	if tv.Queued != 1 {
 		t.Fatalf("counts %+v", tv)
@@ -120,7 +120,7 @@ func TestNamespacesOverHTTP(t *testing.T) {
 		var list struct{ Namespaces []NamespaceView }
 		e.do("GET", "/api/v1/namespaces", nil).want(t, 200).json(t, &list)
 		for _, n := range list.Namespaces {
-			if n.Name == "acme" && n.Settings.StrictTypes && n.Jobs[streams.StateQueued] == 2 {
+			if n.Name == "acme" && n.Settings.StrictTypes && n.Jobs[domain.StateQueued] == 2 {
 				return nil
 			}
 		}
@@ -200,7 +200,7 @@ func TestInternalAndGeneratedSchema(t *testing.T) {
 	}
 	e.do("POST", "/api/v1/jobs", `{"namespace":"acme","type":"img:thumb","payload":{"width":3}}`).problem(t, 422, "schema-violation")
 	ok := e.submit(`{"namespace":"acme","type":"img:thumb","payload":{"src":"a.png"}}`)
-	if done := e.waitState(ok.ID, streams.StateSucceeded); string(done.Result) != `"thumb of a.png"` {
+	if done := e.waitState(ok.ID, domain.StateSucceeded); string(done.Result) != `"thumb of a.png"` {
 		t.Fatalf("result %s", done.Result)
 	}
 	var schema struct {
@@ -213,7 +213,7 @@ func TestInternalAndGeneratedSchema(t *testing.T) {
 	}
 
 	internal := e.submit(`{"namespace":"acme","type":"@internal:demo:clock"}`)
-	if done := e.waitState(internal.ID, streams.StateSucceeded); done.Worker != w.ID() {
+	if done := e.waitState(internal.ID, domain.StateSucceeded); done.Worker != w.ID() {
 		t.Fatalf("@internal job run by %q", done.Worker)
 	}
 	// A claim of an @internal type is refused, whoever asks.

@@ -12,13 +12,13 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/files"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // claimant reads the worker_id of a worker file route and refuses a
 // worker that does not hold the job (409 not-claimant), or that another
 // token registered (404). It returns the job.
-func (g *Gateway) claimant(r *http.Request, id string) (*streams.Job, error) {
+func (g *Gateway) claimant(r *http.Request, id string) (*domain.Job, error) {
 	wid := r.URL.Query().Get("worker_id")
 	if wid == "" {
 		return nil, &commands.InputError{Field: "worker_id", Reason: "is required (?worker_id=, the claimant's id)"}
@@ -57,7 +57,7 @@ func (g *Gateway) workerInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	var ref *streams.FileRef
+	var ref *domain.FileRef
 	for i := range job.Spec.Files {
 		if job.Spec.Files[i].Name == name {
 			ref = &job.Spec.Files[i]

@@ -13,13 +13,13 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // WorkerRecord is a registered worker (the worker registry's value,
 // msgpack; JSON in the API).
-type WorkerRecord = streams.WorkerRecord
+type WorkerRecord = domain.WorkerRecord
 
 // WorkerView is a registered worker as the API shows it.
 type WorkerView = engine.WorkerView
@@ -54,7 +54,7 @@ func errNoWorker(id string) error {
 // Register adds an HTTP worker.
 func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerRecord, error) {
 	now := time.Now().UTC()
-	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Kind: streams.WorkerHTTP, Types: req.Types,
+	rec := &WorkerRecord{ID: "wk-" + domain.NewID(), Name: req.Name, Kind: domain.WorkerHTTP, Types: req.Types,
 		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{},
 		Namespace: req.Namespace}
 	if p := engine.PrincipalOf(ctx); p != nil {
@@ -443,7 +443,7 @@ func errConcurrency(rec *WorkerRecord) error {
 func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[string]bool, error) {
 	gone := map[string]bool{}
 	held := func(s *Summary) bool {
-		return s.Worker == rec.ID && (s.State == streams.StateClaimed || s.State == streams.StateRunning)
+		return s.Worker == rec.ID && (s.State == domain.StateClaimed || s.State == domain.StateRunning)
 	}
 	live := 0
 	for _, c := range rec.Claims {
@@ -529,7 +529,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	// A state report carries the progress still pending from earlier
 	// reports, unless it brings a newer one: it is written with the report,
 	// before the move, and only if the report as a whole is accepted.
-	pending := g.progress.take(id, p.WorkerID, p.State != streams.StateRunning)
+	pending := g.progress.take(id, p.WorkerID, p.State != domain.StateRunning)
 	if progress == nil {
 		progress = pending
 	}
@@ -542,7 +542,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.index.Put(snap.Job, snap.Rev)
-	if snap.Job.State != streams.StateClaimed && snap.Job.State != streams.StateRunning {
+	if snap.Job.State != domain.StateClaimed && snap.Job.State != domain.StateRunning {
 		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *WorkerRecord) {
 			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
 		})

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // register registers a worker and returns its id.
@@ -33,7 +33,7 @@ func (e *env) claim(worker string, wait float64) ClaimResponse {
 func (e *env) claimJob(worker, id string) {
 	e.t.Helper()
 	c := e.claim(worker, 10)
-	if c.Job == nil || c.Job.ID != id || c.Job.State != streams.StateClaimed || c.Job.Worker != worker {
+	if c.Job == nil || c.Job.ID != id || c.Job.State != domain.StateClaimed || c.Job.Worker != worker {
 		e.t.Fatalf("claim: %+v, want job %s", c.Job, id)
 	}
 }
@@ -75,7 +75,7 @@ func TestWorkerProtocol(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting claim did not get the job")
 	}
-	if c.Job == nil || c.Job.ID != id || c.Job.State != streams.StateClaimed || string(c.Job.Payload) != `{"src":"a.png"}` {
+	if c.Job == nil || c.Job.ID != id || c.Job.State != domain.StateClaimed || string(c.Job.Payload) != `{"src":"a.png"}` {
 		t.Fatalf("claimed %+v", c.Job)
 	}
 	// Reports: by another worker, not-claimant; succeeded before running, invalid-transition.
@@ -92,7 +92,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if e.eventCount() != before {
 		t.Fatalf("refused reports wrote %d events", e.eventCount()-before)
 	}
-	if v := e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200).job(t); v.State != streams.StateRunning {
+	if v := e.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200).job(t); v.State != domain.StateRunning {
 		t.Fatalf("running: %s", v.State)
 	}
 	v := e.patch(id, map[string]any{"worker_id": wk, "progress": map[string]any{"current": 3, "total": 4, "message": "resizing"}}).want(t, 200).job(t)
@@ -105,10 +105,10 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Fatalf("heartbeat %+v", hb)
 	}
 	done := e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "result": map[string]any{"thumb": "a-small.png"}}).want(t, 200).job(t)
-	if done.State != streams.StateSucceeded || string(done.Result) != `{"thumb":"a-small.png"}` || done.Worker != wk {
+	if done.State != domain.StateSucceeded || string(done.Result) != `{"thumb":"a-small.png"}` || done.Worker != wk {
 		t.Fatalf("succeeded %+v", done)
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvProgress, domain.EvSucceeded)
 	// After the end: the claim is gone from the record; later reports are refused.
 	var w WorkerView
 	e.do("GET", "/api/v1/workers/"+wk, nil).want(t, 200).json(t, &w)
@@ -128,7 +128,7 @@ func TestWorkerProtocol(t *testing.T) {
 			t.Fatalf("report %v on a succeeded job: %+v", p, pr)
 		}
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvProgress, streams.EvSucceeded)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvProgress, domain.EvSucceeded)
 
 	// A failed report with retryable false fails the job for good; with
 	// retries left and retryable, it is scheduled for a retry.
@@ -136,13 +136,13 @@ func TestWorkerProtocol(t *testing.T) {
 	e.claimJob(wk, id2)
 	e.patch(id2, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
 	v = e.patch(id2, map[string]any{"worker_id": wk, "state": "failed", "error": map[string]string{"code": "IO", "message": "disk"}}).want(t, 200).job(t)
-	if v.State != streams.StateScheduled || v.Error == nil || v.Error.Code != "IO" {
+	if v.State != domain.StateScheduled || v.Error == nil || v.Error.Code != "IO" {
 		t.Fatalf("retryable failure: %+v", v)
 	}
 	id3 := e.submit(`{"type":"thumb","queue":"img"}`).ID
 	e.claimJob(wk, id3)
 	v = e.patch(id3, map[string]any{"worker_id": wk, "state": "failed", "retryable": false, "error": map[string]string{"message": "bad input"}}).want(t, 200).job(t)
-	if v.State != streams.StateFailed {
+	if v.State != domain.StateFailed {
 		t.Fatalf("permanent failure from claimed: %s", v.State)
 	}
 	// A job given back (state queued) is claimable again at once.
@@ -156,8 +156,8 @@ func TestWorkerProtocol(t *testing.T) {
 	if strings.Join(out.Released, ",") != id4 {
 		t.Fatalf("released %v", out.Released)
 	}
-	e.waitState(id4, streams.StateQueued)
-	e.wantEvents(id4, streams.EvSubmitted, streams.EvClaimed, streams.EvRequeued, streams.EvClaimed, streams.EvRequeued)
+	e.waitState(id4, domain.StateQueued)
+	e.wantEvents(id4, domain.EvSubmitted, domain.EvClaimed, domain.EvRequeued, domain.EvClaimed, domain.EvRequeued)
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).problem(t, 404, engine.ProblemNotFound)
 	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk}).problem(t, 404, engine.ProblemNotFound)
 	var list struct{ Workers []WorkerView }
@@ -203,10 +203,10 @@ func TestTenWorkersClaimOneJob(t *testing.T) {
 	if len(winners) != 1 {
 		t.Fatalf("%d workers got the job: %v", len(winners), winners)
 	}
-	if j := e.get(id); j.Worker != winners[0] || j.State != streams.StateClaimed {
+	if j := e.get(id); j.Worker != winners[0] || j.State != domain.StateClaimed {
 		t.Fatalf("job %+v", j)
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed)
 }
 
 func TestSilentWorkerLosesItsClaim(t *testing.T) {
@@ -231,7 +231,7 @@ func TestSilentWorkerLosesItsClaim(t *testing.T) {
 	if c.Job == nil || c.Job.ID != id || c.Job.Worker != b {
 		t.Fatalf("b claimed %+v", c.Job)
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvLeaseExpiredRequeue, streams.EvClaimed)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvLeaseExpiredRequeue, domain.EvClaimed)
 	// The zombie's reports are refused, and its heartbeat says it lost the job.
 	e.patch(id, map[string]any{"worker_id": a, "state": "succeeded"}).problem(t, 409, engine.ProblemNotClaimant)
 	var hb HeartbeatResponse
@@ -275,8 +275,8 @@ func TestQueuePauseResume(t *testing.T) {
 			found = &qs.Queues[i]
 		}
 	}
-	if found == nil || !found.Paused || found.Depth != 1 || found.Held != 1 || found.Jobs[streams.StateQueued] != 1 ||
-		found.Jobs[streams.StateClaimed] != 1 {
+	if found == nil || !found.Paused || found.Depth != 1 || found.Held != 1 || found.Jobs[domain.StateQueued] != 1 ||
+		found.Jobs[domain.StateClaimed] != 1 {
 		t.Fatalf("queues %+v", qs.Queues)
 	}
 	e.do("POST", "/api/v1/queues/pq/resume", nil).want(t, 200).json(t, &q)
@@ -309,8 +309,8 @@ func TestRemoteProgressIsCoalesced(t *testing.T) {
 		problem(t, 409, engine.ProblemNotClaimant)
 	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded"}).want(t, 200)
 	var progress []int64
-	err := e.store.History(e.ctx, id, 0, false, func(ev *streams.Event) error {
-		if ev.Type == streams.EvProgress {
+	err := e.store.History(e.ctx, id, 0, false, func(ev *domain.Event) error {
+		if ev.Type == domain.EvProgress {
 			progress = append(progress, ev.Progress.Current)
 		}
 		return nil
@@ -322,7 +322,7 @@ func TestRemoteProgressIsCoalesced(t *testing.T) {
 		t.Fatalf("%d reports coalesced into %d events %v (%d accepted for later)", 50, len(progress), progress, accepted)
 	}
 	types := e.eventTypes(id)
-	if types[len(types)-1] != streams.EvSucceeded || types[len(types)-2] != streams.EvProgress {
+	if types[len(types)-1] != domain.EvSucceeded || types[len(types)-2] != domain.EvProgress {
 		t.Fatalf("the last progress is not written before the outcome: %v", types)
 	}
 }
@@ -344,13 +344,13 @@ func TestRefusedReportWritesNothing(t *testing.T) {
 	if n := e.eventCount() - before; n != 0 {
 		t.Fatalf("refused reports wrote %d events", n)
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed)
 	// The same progress with an allowed move is written, before the move.
 	v := e.patch(id, map[string]any{"worker_id": wk, "state": "running", "progress": progress}).want(t, 200).job(t)
-	if v.State != streams.StateRunning {
+	if v.State != domain.StateRunning {
 		t.Fatalf("running with progress: %+v", v)
 	}
-	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvProgress, streams.EvStarted)
+	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvProgress, domain.EvStarted)
 }
 
 // POST /tasks/claim takes the oldest queued job of the worker's types.

@@ -3,118 +3,118 @@ package projections
 import (
 	"fmt"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Fold folds one event into a job's state. Events at or below the job's Seq
 // have been folded already and are ignored, so a stale or replayed event
 // never moves a job backwards. j may be nil for the first event.
-func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
+func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 	if j != nil && ev.Seq != 0 && ev.Seq <= j.Seq {
 		return j, nil
 	}
 	if j == nil {
-		if ev.Type != streams.EvSubmitted || ev.Spec == nil {
-			return nil, fmt.Errorf("job %s: first event is %s, not %s", ev.JobID, ev.Type, streams.EvSubmitted)
+		if ev.Type != domain.EvSubmitted || ev.Spec == nil {
+			return nil, fmt.Errorf("job %s: first event is %s, not %s", ev.JobID, ev.Type, domain.EvSubmitted)
 		}
-		j = &streams.Job{ID: ev.JobID}
+		j = &domain.Job{ID: ev.JobID}
 	} else if ev.JobID != j.ID {
 		return nil, fmt.Errorf("event for job %s folded into job %s", ev.JobID, j.ID)
 	}
 	n := *j // fold into a copy: the caller's record stays as it was
 	t := ev.Time.UTC()
-	if ev.To != streams.StateNew {
+	if ev.To != domain.StateNew {
 		n.State = ev.To
 		n.Hold = nil // why it waited is over once it moves
 	}
 	switch ev.Type {
-	case streams.EvSubmitted:
+	case domain.EvSubmitted:
 		if j.Seq != 0 {
 			return nil, fmt.Errorf("job %s: %s after the job was created", ev.JobID, ev.Type)
 		}
 		n.Spec = *ev.Spec
 		n.CreatedAt = t
 		n.RunAt = ev.RunAt
-		if ev.To == streams.StateQueued {
+		if ev.To == domain.StateQueued {
 			n.QueuedAt = t
 		}
-	case streams.EvDue, streams.EvAdmitted:
-		if ev.To == streams.StateQueued {
+	case domain.EvDue, domain.EvAdmitted:
+		if ev.To == domain.StateQueued {
 			n.QueuedAt = t
 		}
-		if ev.To == streams.StateScheduled {
+		if ev.To == domain.StateScheduled {
 			n.RunAt = ev.RunAt
 		}
-	case streams.EvPending:
+	case domain.EvPending:
 		if ev.Hold != nil {
 			h := *ev.Hold
 			n.Hold = &h
 		}
-	case streams.EvClaimed:
+	case domain.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
-	case streams.EvStarted:
+	case domain.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.Progress = nil
-	case streams.EvSucceeded:
+	case domain.EvSucceeded:
 		n.Result = ev.Result
 		n.Error = nil
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
-	case streams.EvFailed, streams.EvLeaseExpired:
+	case domain.EvFailed, domain.EvLeaseExpired:
 		n.Error = ev.Error
 		if ev.Result != nil { // a fan-out parent's summary
 			n.Result = ev.Result
 		}
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
-	case streams.EvCancelled:
-		n.Error = &streams.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
+	case domain.EvCancelled:
+		n.Error = &domain.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
-	case streams.EvRetryScheduled, streams.EvRetryLater, streams.EvRequeued, streams.EvLeaseExpiredRequeue:
+	case domain.EvRetryScheduled, domain.EvRetryLater, domain.EvRequeued, domain.EvLeaseExpiredRequeue:
 		switch ev.Type {
-		case streams.EvRetryScheduled:
+		case domain.EvRetryScheduled:
 			n.Retries++
 			n.Error = ev.Error
-		case streams.EvLeaseExpiredRequeue:
+		case domain.EvLeaseExpiredRequeue:
 			n.LeaseRequeues++
 		}
 		n.LeaseItem, n.LeaseAck = 0, ""
 		n.Worker = ""
-		if ev.To == streams.StateScheduled {
+		if ev.To == domain.StateScheduled {
 			n.RunAt = ev.RunAt
 		} else {
 			n.QueuedAt = t
 		}
-	case streams.EvWaiting:
+	case domain.EvWaiting:
 		n.LeaseItem, n.LeaseAck = 0, ""
 		if ev.Plan != nil {
-			n.Fanout = &streams.Fanout{Plan: *ev.Plan}
+			n.Fanout = &domain.Fanout{Plan: *ev.Plan}
 		}
-	case streams.EvFanIn:
+	case domain.EvFanIn:
 		if ev.Counts != nil && n.Fanout != nil {
 			f := *n.Fanout
 			f.Counts = *ev.Counts
 			n.Fanout = &f
 		}
-	case streams.EvStalled:
+	case domain.EvStalled:
 		n.Error = ev.Error
 		n.FinishedAt = t
-	case streams.EvProgress:
+	case domain.EvProgress:
 		if ev.Progress != nil {
 			p := *ev.Progress
 			n.Progress = &p
 		}
-	case streams.EvPurged:
+	case domain.EvPurged:
 		n.PurgedAt = t
-	case streams.EvCustom:
+	case domain.EvCustom:
 	default:
 		// An event type this build does not know: its state change (if any)
 		// is taken, the rest is left to newer code.
 	}
-	if ev.Counts != nil && n.Fanout != nil && ev.Type != streams.EvFanIn {
+	if ev.Counts != nil && n.Fanout != nil && ev.Type != domain.EvFanIn {
 		f := *n.Fanout
 		f.Counts = *ev.Counts
 		n.Fanout = &f

@@ -7,14 +7,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 // fold runs decisions through Fold, numbering events 1, 2, ...
-func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) (*streams.Job, []*streams.Event) {
+func fold(t *testing.T, decide ...func(j *domain.Job) (*domain.Event, error)) (*domain.Job, []*domain.Event) {
 	t.Helper()
 	spec, err := (&commands.SubmitRequest{Type: "t", Payload: commands.RawJSON(`{"x":1}`)}).Spec(t0)
 	if err != nil {
@@ -30,7 +30,7 @@ func fold(t *testing.T, decide ...func(j *streams.Job) (*streams.Event, error)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := []*streams.Event{ev}
+	evs := []*domain.Event{ev}
 	for i, d := range decide {
 		ev, err := d(j)
 		if err != nil {
@@ -49,19 +49,19 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func TestFoldRetryThenSuccess(t *testing.T) {
 	j, _ := fold(t,
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) {
-			return commands.Fail(j, streams.JobError{Code: "E", Message: "boom"}, true, "w1", at(2*time.Second), 0.5)
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) {
+			return commands.Fail(j, domain.JobError{Code: "E", Message: "boom"}, true, "w1", at(2*time.Second), 0.5)
 		},
-		func(j *streams.Job) (*streams.Event, error) {
+		func(j *domain.Job) (*domain.Event, error) {
 			return commands.Due(j, false, "engine", at(32*time.Second))
 		},
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w2", 12, at(33*time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) {
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w2", 12, at(33*time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) {
 			return commands.Succeed(j, []byte(`"ok"`), "w2", at(34*time.Second))
 		},
 	)
-	want := &streams.Job{ID: "J", Spec: j.Spec, State: streams.StateSucceeded, Attempt: 2, Retries: 1,
+	want := &domain.Job{ID: "J", Spec: j.Spec, State: domain.StateSucceeded, Attempt: 2, Retries: 1,
 		Worker: "w2", Result: []byte(`"ok"`), CreatedAt: t0, RunAt: at(32 * time.Second), QueuedAt: at(32 * time.Second),
 		StartedAt: at(33 * time.Second), FinishedAt: at(34 * time.Second), UpdatedAt: at(34 * time.Second), Seq: 6, Events: 6}
 	if d := cmp.Diff(want, j); d != "" {
@@ -71,26 +71,26 @@ func TestFoldRetryThenSuccess(t *testing.T) {
 
 func TestFoldLeaseAndCancel(t *testing.T) {
 	j, evs := fold(t,
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) { return commands.LeaseLost(j, "w2", at(40*time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w2", 11, at(41*time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) {
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) { return commands.LeaseLost(j, "w2", at(40*time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w2", 11, at(41*time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) {
 			return commands.Cancel(j, "operator", "cli", at(42*time.Second))
 		},
 	)
-	if j.State != streams.StateCancelled || j.LeaseRequeues != 1 || j.Attempt != 2 || j.LeaseItem != 0 ||
+	if j.State != domain.StateCancelled || j.LeaseRequeues != 1 || j.Attempt != 2 || j.LeaseItem != 0 ||
 		!j.FinishedAt.Equal(at(42*time.Second)) || j.Error == nil || j.Error.Code != "CANCELLED" {
 		t.Fatalf("job %+v", j)
 	}
-	if evs[2].Type != streams.EvLeaseExpiredRequeue || evs[4].Type != streams.EvCancelled {
+	if evs[2].Type != domain.EvLeaseExpiredRequeue || evs[4].Type != domain.EvCancelled {
 		t.Fatalf("events %s %s", evs[2].Type, evs[4].Type)
 	}
 }
 
 func TestFoldIsMonotonic(t *testing.T) {
 	j, evs := fold(t,
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) { return commands.Succeed(j, nil, "w1", at(2*time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) { return commands.Succeed(j, nil, "w1", at(2*time.Second)) },
 	)
 	for _, old := range evs { // replaying any event already folded changes nothing
 		again, err := projections.Fold(j, old)
@@ -101,7 +101,7 @@ func TestFoldIsMonotonic(t *testing.T) {
 }
 
 func TestFoldRefusesNonsense(t *testing.T) {
-	if _, err := projections.Fold(nil, &streams.Event{Type: streams.EvStarted, JobID: "J", Seq: 1}); err == nil {
+	if _, err := projections.Fold(nil, &domain.Event{Type: domain.EvStarted, JobID: "J", Seq: 1}); err == nil {
 		t.Fatal("a job's first event must be job.submitted")
 	}
 	j, evs := fold(t)
@@ -119,9 +119,9 @@ func TestFoldRefusesNonsense(t *testing.T) {
 
 func TestViewPercentAndDuration(t *testing.T) {
 	j, _ := fold(t,
-		func(j *streams.Job) (*streams.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
-		func(j *streams.Job) (*streams.Event, error) {
-			return commands.Progress(j, streams.Progress{Current: 1, Total: 4}, "w1", at(2*time.Second))
+		func(j *domain.Job) (*domain.Event, error) { return commands.Start(j, "w1", 11, at(time.Second)) },
+		func(j *domain.Job) (*domain.Event, error) {
+			return commands.Progress(j, domain.Progress{Current: 1, Total: 4}, "w1", at(2*time.Second))
 		},
 	)
 	v := projections.View(j)
@@ -149,10 +149,10 @@ func TestViewUserAndHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := projections.View(j); v.State != streams.StatePending || v.User != "ann" || v.Hold != nil || v.PendingPosition != nil {
+	if v := projections.View(j); v.State != domain.StatePending || v.User != "ann" || v.Hold != nil || v.PendingPosition != nil {
 		t.Fatalf("a pending job no admitter looked at: %+v", v)
 	}
-	h := streams.Hold{Limit: streams.LimitUser, Max: 2, Since: at(time.Second)}
+	h := domain.Hold{Limit: domain.LimitUser, Max: 2, Since: at(time.Second)}
 	hev, err := commands.HoldPending(j, h, "adm", at(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestViewUserAndHold(t *testing.T) {
 	if j, err = projections.Fold(j, hev); err != nil {
 		t.Fatal(err)
 	}
-	want := &projections.HoldView{Limit: streams.LimitUser, Max: 2, Since: at(time.Second),
+	want := &projections.HoldView{Limit: domain.LimitUser, Max: 2, Since: at(time.Second),
 		Message: commands.HoldMessage("q", "ann", h)}
 	if diff := cmp.Diff(want, projections.View(j).Hold); diff != "" {
 		t.Fatalf("hold (-want +got):\n%s", diff)
@@ -174,7 +174,7 @@ func TestViewUserAndHold(t *testing.T) {
 	if j, err = projections.Fold(j, aev); err != nil {
 		t.Fatal(err)
 	}
-	if v := projections.View(j); v.State != streams.StateQueued || v.Hold != nil || v.User != "ann" {
+	if v := projections.View(j); v.State != domain.StateQueued || v.Hold != nil || v.User != "ann" {
 		t.Fatalf("an admitted job: %+v", v)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -15,9 +16,9 @@ import (
 // reported twice is not counted twice. The fan-in counter and replay
 // --verify both count with it, so they agree by construction.
 type Pieces struct {
-	Plan    *streams.FanoutPlan // from piece.planned; nil until the parent waits
-	Planned bool                // a piece.planned was folded (events before v1.1 carry no plan)
-	Counts  streams.FanoutCounts
+	Plan    *domain.FanoutPlan // from piece.planned; nil until the parent waits
+	Planned bool               // a piece.planned was folded (events before v1.1 carry no plan)
+	Counts  domain.FanoutCounts
 	// UpTo is the last piece event folded: Pieces is the fold of the
 	// parent's piece events up to and including it.
 	UpTo uint64
@@ -33,12 +34,12 @@ func NewPieces() *Pieces {
 
 // Fold adds the piece event at seq; events at or before UpTo are ignored
 // (already folded).
-func (p *Pieces) Fold(seq uint64, ev *streams.Event) {
+func (p *Pieces) Fold(seq uint64, ev *domain.Event) {
 	if seq <= p.UpTo {
 		return
 	}
 	p.UpTo = seq
-	if ev.Type == streams.PcPlanned {
+	if ev.Type == domain.PcPlanned {
 		p.Planned = true
 		if ev.Plan != nil && p.Plan == nil {
 			plan := *ev.Plan
@@ -53,16 +54,16 @@ func (p *Pieces) Fold(seq uint64, ev *streams.Event) {
 		return // a repeat: redelivered, or run again after a crash
 	}
 	switch ev.Type {
-	case streams.PcSucceeded:
+	case domain.PcSucceeded:
 		p.Counts.Succeeded++
-	case streams.PcFailed:
+	case domain.PcFailed:
 		p.Counts.Failed++
 		msg := "failed"
 		if ev.Error != nil {
 			msg = ev.Error.Message
 		}
 		p.errs[msg]++
-	case streams.PcCancelled:
+	case domain.PcCancelled:
 		p.Counts.Cancelled++
 	default:
 		return
@@ -77,7 +78,7 @@ func (p *Pieces) Ended(n int) bool {
 }
 
 // Tally is the counts with the n most common failure messages and UpTo.
-func (p *Pieces) Tally(n int) streams.FanoutCounts {
+func (p *Pieces) Tally(n int) domain.FanoutCounts {
 	c := p.Counts
 	c.Errors = topErrors(p.errs, n)
 	c.UpTo = p.UpTo
@@ -108,19 +109,19 @@ var errPastUpTo = errors.New("past the last piece event asked for")
 
 // CountPieces counts what became of a fan-out parent's pieces from its
 // piece events in the log up to sequence upTo (0: all).
-func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (streams.FanoutCounts, error) {
+func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (domain.FanoutCounts, error) {
 	p := NewPieces()
 	if err := ReadPieces(ctx, nc, parent, p, upTo); err != nil {
-		return streams.FanoutCounts{}, err
+		return domain.FanoutCounts{}, err
 	}
 	return p.Counts, nil
 }
 
 // topErrors returns the n most common messages of counts.
-func topErrors(counts map[string]int, n int) []streams.ErrorCount {
-	out := make([]streams.ErrorCount, 0, len(counts))
+func topErrors(counts map[string]int, n int) []domain.ErrorCount {
+	out := make([]domain.ErrorCount, 0, len(counts))
 	for m, c := range counts {
-		out = append(out, streams.ErrorCount{Message: m, Count: c})
+		out = append(out, domain.ErrorCount{Message: m, Count: c})
 	}
 	sort.Slice(out, func(i, k int) bool {
 		if out[i].Count != out[k].Count {

@@ -10,31 +10,32 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // FoldType folds one registry event into a type's record (nil before its
 // first event). Events at or below the record's Seq are ignored.
-func FoldType(t *streams.TypeRecord, ev *streams.Event) (*streams.TypeRecord, error) {
+func FoldType(t *domain.TypeRecord, ev *domain.Event) (*domain.TypeRecord, error) {
 	if ev.TypeDef == nil {
 		return nil, fmt.Errorf("%s event %d without a type", ev.Type, ev.Seq)
 	}
 	if t != nil && ev.Seq != 0 && ev.Seq <= t.Seq {
 		return t, nil
 	}
-	var n streams.TypeRecord
+	var n domain.TypeRecord
 	if t != nil {
 		n = *t
 	}
 	d := ev.TypeDef
 	switch ev.Type {
-	case streams.EvTypeRegistered:
+	case domain.EvTypeRegistered:
 		if t == nil {
 			n.RegisteredAt = ev.Time.UTC()
 		}
 		n.Scope, n.Category, n.Name = d.Scope, d.Category, d.Name
 		n.Schema, n.Description, n.Deleted = d.Schema, d.Description, false
-	case streams.EvTypeDeleted:
+	case domain.EvTypeDeleted:
 		if t == nil {
 			return nil, fmt.Errorf("type %s: deleted before it was registered", ev.JobID)
 		}
@@ -47,19 +48,19 @@ func FoldType(t *streams.TypeRecord, ev *streams.Event) (*streams.TypeRecord, er
 }
 
 // FoldNamespace folds a namespace.set event into a namespace's record.
-func FoldNamespace(r *streams.NamespaceRecord, ev *streams.Event) (*streams.NamespaceRecord, error) {
-	if ev.Type != streams.EvNamespaceSet || ev.Namespace == nil {
+func FoldNamespace(r *domain.NamespaceRecord, ev *domain.Event) (*domain.NamespaceRecord, error) {
+	if ev.Type != domain.EvNamespaceSet || ev.Namespace == nil {
 		return nil, fmt.Errorf("namespace %s: %s is not a namespace event", ev.JobID, ev.Type)
 	}
 	if r != nil && ev.Seq != 0 && ev.Seq <= r.Seq {
 		return r, nil
 	}
-	return &streams.NamespaceRecord{Name: ev.Namespace.Name, Settings: ev.Namespace.Settings,
+	return &domain.NamespaceRecord{Name: ev.Namespace.Name, Settings: ev.Namespace.Settings,
 		UpdatedAt: ev.Time.UTC(), Seq: ev.Seq}, nil
 }
 
 // FoldQueueLimits folds a queue.set event into a queue's record.
-func FoldQueueLimits(rec streams.QueueRecord, ev *streams.Event) streams.QueueRecord {
+func FoldQueueLimits(rec domain.QueueRecord, ev *domain.Event) domain.QueueRecord {
 	if ev.Queue == nil || ev.Seq != 0 && ev.Seq <= rec.LimitsSeq {
 		return rec
 	}
@@ -73,16 +74,16 @@ func FoldQueueLimits(rec streams.QueueRecord, ev *streams.Event) streams.QueueRe
 // Registry is the type registry and the namespaces as the log says they
 // are, by their keys in TypesBucket and NamespacesBucket.
 type Registry struct {
-	Types      map[string]*streams.TypeRecord
-	Namespaces map[string]*streams.NamespaceRecord
-	Tokens     map[string]*streams.TokenRecord
-	Queues     map[string]streams.QueueRecord // queues' limits (only the Limits fields)
+	Types      map[string]*domain.TypeRecord
+	Namespaces map[string]*domain.NamespaceRecord
+	Tokens     map[string]*domain.TokenRecord
+	Queues     map[string]domain.QueueRecord // queues' limits (only the Limits fields)
 }
 
 // RebuildRegistry folds every registry event of the log.
 func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
-	reg := &Registry{Types: map[string]*streams.TypeRecord{}, Namespaces: map[string]*streams.NamespaceRecord{},
-		Tokens: map[string]*streams.TokenRecord{}, Queues: map[string]streams.QueueRecord{}}
+	reg := &Registry{Types: map[string]*domain.TypeRecord{}, Namespaces: map[string]*domain.NamespaceRecord{},
+		Tokens: map[string]*domain.TokenRecord{}, Queues: map[string]domain.QueueRecord{}}
 	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
 		if err != nil {
@@ -139,7 +140,7 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 		if err != nil {
 			return nil, 0, err
 		}
-		var got streams.TypeRecord
+		var got domain.TypeRecord
 		if err := streams.Unmarshal(e.Value(), &got); err != nil {
 			return nil, 0, err
 		}
@@ -161,7 +162,7 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 		if err != nil {
 			return nil, 0, err
 		}
-		var got streams.NamespaceRecord
+		var got domain.NamespaceRecord
 		if err := streams.Unmarshal(e.Value(), &got); err != nil {
 			return nil, 0, err
 		}
@@ -182,7 +183,7 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 		if err != nil {
 			return nil, 0, err
 		}
-		var got streams.TokenRecord
+		var got domain.TokenRecord
 		if err := streams.Unmarshal(e.Value(), &got); err != nil {
 			return nil, 0, err
 		}
@@ -203,7 +204,7 @@ func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, e
 		if err != nil {
 			return nil, 0, err
 		}
-		var got streams.QueueRecord
+		var got domain.QueueRecord
 		if err := streams.Unmarshal(e.Value(), &got); err != nil {
 			return nil, 0, err
 		}
@@ -229,7 +230,7 @@ type TypeView struct {
 }
 
 // ViewType renders a type's record.
-func ViewType(t *streams.TypeRecord) *TypeView {
+func ViewType(t *domain.TypeRecord) *TypeView {
 	v := &TypeView{FullName: t.FullName(), Scope: t.Scope, Category: t.Category, Name: t.Name,
 		Schema: json.RawMessage("null"), Description: t.Description, Deleted: t.Deleted,
 		RegisteredAt: t.RegisteredAt, UpdatedAt: t.UpdatedAt}

@@ -12,13 +12,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
 // Rebuild folds the event log, from the first event up to and including
 // sequence upTo (0: the last one now), into job records: the state of every
 // job as the log says it is.
-func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*streams.Job, uint64, error) {
+func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*domain.Job, uint64, error) {
 	s, err := js.Stream(ctx, streams.EventsStream)
 	if err != nil {
 		return nil, 0, fmt.Errorf("events stream: %w", err)
@@ -26,7 +27,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 	if upTo == 0 {
 		upTo = s.CachedInfo().State.LastSeq
 	}
-	jobs := map[string]*streams.Job{}
+	jobs := map[string]*domain.Job{}
 	if upTo == 0 {
 		return jobs, 0, nil
 	}
@@ -69,7 +70,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
 		}
 		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
-		if jobs[ev.JobID] == nil && ev.Type != streams.EvSubmitted {
+		if jobs[ev.JobID] == nil && ev.Type != domain.EvSubmitted {
 			// Its first events aged out of the log (the events stream's
 			// MaxAge): what is left cannot rebuild it.
 			if meta.Sequence.Stream >= upTo {
@@ -207,7 +208,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	// A finished fan-out's counts must be what its piece events say.
 	for id, j := range log {
-		if j.Fanout == nil || !j.State.Terminal() || j.State == streams.StateCancelled || j.Events == 0 {
+		if j.Fanout == nil || !j.State.Terminal() || j.State == domain.StateCancelled || j.Events == 0 {
 			continue
 		}
 		if j.Error != nil && j.Error.Code == "STALLED" {
@@ -238,8 +239,8 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 }
 
 // foldTail folds the job's events after j.Seq up to upTo from the log.
-func foldTail(ctx context.Context, evs jetstream.Stream, j *streams.Job, upTo uint64) (*streams.Job, error) {
-	subject := j.Subject()
+func foldTail(ctx context.Context, evs jetstream.Stream, j *domain.Job, upTo uint64) (*domain.Job, error) {
+	subject := streams.JobSubject(j)
 	for seq := j.Seq + 1; seq <= upTo; {
 		m, err := evs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -264,7 +265,7 @@ func foldTail(ctx context.Context, evs jetstream.Stream, j *streams.Job, upTo ui
 	return j, nil
 }
 
-func compare(want, got *streams.Job) *Diff {
+func compare(want, got *domain.Job) *Diff {
 	a, err1 := streams.EncodeJob(want)
 	b, err2 := streams.EncodeJob(got)
 	if err1 == nil && err2 == nil && bytes.Equal(a, b) {
@@ -275,7 +276,7 @@ func compare(want, got *streams.Job) *Diff {
 
 // fieldDiff names the top-level fields of the job's JSON view (and the
 // record's internals) that differ.
-func fieldDiff(want, got *streams.Job) []string {
+func fieldDiff(want, got *domain.Job) []string {
 	var fields []string
 	toMap := func(v any) map[string]json.RawMessage {
 		b, _ := json.Marshal(v)
@@ -298,13 +299,13 @@ func fieldDiff(want, got *streams.Job) []string {
 	return fields
 }
 
-func readAll(ctx context.Context, kv jetstream.KeyValue) (map[string]*streams.Job, error) {
+func readAll(ctx context.Context, kv jetstream.KeyValue) (map[string]*domain.Job, error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
-	out := map[string]*streams.Job{}
+	out := map[string]*domain.Job{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -325,7 +326,7 @@ func readAll(ctx context.Context, kv jetstream.KeyValue) (map[string]*streams.Jo
 	}
 }
 
-func readOne(ctx context.Context, kv jetstream.KeyValue, id string) (*streams.Job, error) {
+func readOne(ctx context.Context, kv jetstream.KeyValue, id string) (*domain.Job, error) {
 	e, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
@@ -338,7 +339,7 @@ func readOne(ctx context.Context, kv jetstream.KeyValue, id string) (*streams.Jo
 
 // slotsOf counts the slots of the jobs of every queue with limits as the
 // rebuilt log gives them (commands.CountSlots).
-func slotsOf(reg *Registry, log map[string]*streams.Job) map[string]commands.Counts {
+func slotsOf(reg *Registry, log map[string]*domain.Job) map[string]commands.Counts {
 	byQueue := map[string][]commands.Slot{}
 	for name, q := range reg.Queues {
 		if q.LimitsSeq != 0 {
@@ -400,7 +401,7 @@ func slotDiffs(want, got map[string]commands.Counts) []Diff {
 // from the log, with the live admitter's, if one answers. Counts that
 // differ are compared again after settle, on a new rebuild (the system may
 // have been moving).
-func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*streams.Job, settle time.Duration, rep *Report) error {
+func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*domain.Job, settle time.Duration, rep *Report) error {
 	reg, err := RebuildRegistry(ctx, js)
 	if err != nil {
 		return err

@@ -4,31 +4,31 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // FoldToken folds a token event into the token's record (nil before its
 // creation). Events at or below the record's Seq are ignored.
-func FoldToken(t *streams.TokenRecord, ev *streams.Event) (*streams.TokenRecord, error) {
+func FoldToken(t *domain.TokenRecord, ev *domain.Event) (*domain.TokenRecord, error) {
 	if ev.Token == nil {
 		return nil, fmt.Errorf("%s event %d without a token", ev.Type, ev.Seq)
 	}
 	if t != nil && ev.Seq != 0 && ev.Seq <= t.Seq {
 		return t, nil
 	}
-	var n streams.TokenRecord
+	var n domain.TokenRecord
 	if t != nil {
 		n = *t
 	}
 	switch ev.Type {
-	case streams.EvTokenCreated:
+	case domain.EvTokenCreated:
 		if t != nil {
 			return nil, fmt.Errorf("token %s: created twice", ev.Token.ID)
 		}
 		c := ev.Token
-		n = streams.TokenRecord{ID: c.ID, Name: c.Name, Namespace: c.Namespace, Role: c.Role, Hash: c.Hash,
+		n = domain.TokenRecord{ID: c.ID, Name: c.Name, Namespace: c.Namespace, Role: c.Role, Hash: c.Hash,
 			CreatedAt: ev.Time.UTC(), CreatedBy: ev.Actor, ExpiresAt: c.ExpiresAt.UTC()}
-	case streams.EvTokenRevoked:
+	case domain.EvTokenRevoked:
 		if t == nil {
 			return nil, fmt.Errorf("token %s: revoked before it was created", ev.Token.ID)
 		}
@@ -57,7 +57,7 @@ type TokenView struct {
 }
 
 // ViewToken renders a token's record.
-func ViewToken(t *streams.TokenRecord) *TokenView {
+func ViewToken(t *domain.TokenRecord) *TokenView {
 	v := &TokenView{ID: t.ID, Name: t.Name, Namespace: t.Namespace, Role: t.Role, CreatedAt: t.CreatedAt,
 		CreatedBy: t.CreatedBy, Revoked: t.Revoked, RevokedBy: t.RevokedBy}
 	if !t.ExpiresAt.IsZero() {

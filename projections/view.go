@@ -6,49 +6,49 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // JobView is a job as the outside world sees it: the object `jetflow get
 // --json`, the SDK and the HTTP API all return, from this one encoder.
 type JobView struct {
-	ID               string            `json:"id"`
-	Namespace        string            `json:"namespace"`
-	Type             string            `json:"type"`
-	Queue            string            `json:"queue"`
-	State            streams.State     `json:"state"`
-	Payload          json.RawMessage   `json:"payload"`
-	Result           json.RawMessage   `json:"result"`
-	Error            *streams.JobError `json:"error"`
-	Attempts         int               `json:"attempts"`
-	MaxRetries       int               `json:"max_retries"`
-	Retries          int               `json:"retries"`
-	LeaseRequeues    int               `json:"lease_requeues"`
-	MaxLeaseRequeues int               `json:"max_lease_requeues"`
-	TimeoutSeconds   float64           `json:"timeout_seconds"`
-	BackoffSeconds   float64           `json:"backoff_seconds"`
-	Tags             []string          `json:"tags"`
-	Files            []streams.FileRef `json:"files,omitempty"` // input files (GET /jobs/{id}/files adds the outputs)
-	IdempotencyKey   string            `json:"idempotency_key,omitempty"`
-	ParentID         string            `json:"parent_id,omitempty"`
-	RetryOf          string            `json:"retry_of,omitempty"`
-	Priority         int               `json:"priority"`
-	Worker           string            `json:"worker,omitempty"`
-	Progress         *ProgressView     `json:"progress,omitempty"`
-	Fanout           *FanoutView       `json:"fanout,omitempty"`
-	QueuePosition    *int              `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
-	User             string            `json:"user,omitempty"`             // who the job runs for (quotas)
-	Hold             *HoldView         `json:"hold,omitempty"`             // a pending job: the limit that holds it
-	PendingPosition  *int              `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
-	CreatedAt        time.Time         `json:"created_at"`
-	RunAt            *time.Time        `json:"run_at"`
-	QueuedAt         *time.Time        `json:"queued_at"`
-	StartedAt        *time.Time        `json:"started_at"`
-	FinishedAt       *time.Time        `json:"finished_at"`
-	UpdatedAt        time.Time         `json:"updated_at"`
-	DurationSeconds  *float64          `json:"duration_seconds"`
-	Seq              uint64            `json:"seq"`
-	Events           int               `json:"events"`
+	ID               string           `json:"id"`
+	Namespace        string           `json:"namespace"`
+	Type             string           `json:"type"`
+	Queue            string           `json:"queue"`
+	State            domain.State     `json:"state"`
+	Payload          json.RawMessage  `json:"payload"`
+	Result           json.RawMessage  `json:"result"`
+	Error            *domain.JobError `json:"error"`
+	Attempts         int              `json:"attempts"`
+	MaxRetries       int              `json:"max_retries"`
+	Retries          int              `json:"retries"`
+	LeaseRequeues    int              `json:"lease_requeues"`
+	MaxLeaseRequeues int              `json:"max_lease_requeues"`
+	TimeoutSeconds   float64          `json:"timeout_seconds"`
+	BackoffSeconds   float64          `json:"backoff_seconds"`
+	Tags             []string         `json:"tags"`
+	Files            []domain.FileRef `json:"files,omitempty"` // input files (GET /jobs/{id}/files adds the outputs)
+	IdempotencyKey   string           `json:"idempotency_key,omitempty"`
+	ParentID         string           `json:"parent_id,omitempty"`
+	RetryOf          string           `json:"retry_of,omitempty"`
+	Priority         int              `json:"priority"`
+	Worker           string           `json:"worker,omitempty"`
+	Progress         *ProgressView    `json:"progress,omitempty"`
+	Fanout           *FanoutView      `json:"fanout,omitempty"`
+	QueuePosition    *int             `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
+	User             string           `json:"user,omitempty"`             // who the job runs for (quotas)
+	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it
+	PendingPosition  *int             `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
+	CreatedAt        time.Time        `json:"created_at"`
+	RunAt            *time.Time       `json:"run_at"`
+	QueuedAt         *time.Time       `json:"queued_at"`
+	StartedAt        *time.Time       `json:"started_at"`
+	FinishedAt       *time.Time       `json:"finished_at"`
+	UpdatedAt        time.Time        `json:"updated_at"`
+	DurationSeconds  *float64         `json:"duration_seconds"`
+	Seq              uint64           `json:"seq"`
+	Events           int              `json:"events"`
 }
 
 // HoldView is why a pending job waits: the limit of its queue that held
@@ -62,23 +62,23 @@ type HoldView struct {
 
 // ViewHold renders why pending job j waits: h, the hold its record says
 // (job.pending) or the one its admitter tells now.
-func ViewHold(j *streams.Job, h streams.Hold) *HoldView {
+func ViewHold(j *domain.Job, h domain.Hold) *HoldView {
 	return &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
 }
 
 // FanoutView is a coordinator's pieces: how many, and how they ended.
 type FanoutView struct {
-	Kind            string               `json:"kind"`
-	Total           int                  `json:"total"`
-	Succeeded       int                  `json:"succeeded"`
-	Failed          int                  `json:"failed"`
-	Cancelled       int                  `json:"cancelled"`
-	Finished        int                  `json:"finished"`
-	Percent         float64              `json:"percent"`
-	Policy          string               `json:"policy"`
-	MaxFailureRatio float64              `json:"max_failure_ratio,omitempty"`
-	BatchType       string               `json:"batch_type,omitempty"`
-	Errors          []streams.ErrorCount `json:"errors,omitempty"`
+	Kind            string              `json:"kind"`
+	Total           int                 `json:"total"`
+	Succeeded       int                 `json:"succeeded"`
+	Failed          int                 `json:"failed"`
+	Cancelled       int                 `json:"cancelled"`
+	Finished        int                 `json:"finished"`
+	Percent         float64             `json:"percent"`
+	Policy          string              `json:"policy"`
+	MaxFailureRatio float64             `json:"max_failure_ratio,omitempty"`
+	BatchType       string              `json:"batch_type,omitempty"`
+	Errors          []domain.ErrorCount `json:"errors,omitempty"`
 }
 
 // ProgressView is a job's last reported progress.
@@ -90,7 +90,7 @@ type ProgressView struct {
 }
 
 // View renders a job record.
-func View(j *streams.Job) *JobView {
+func View(j *domain.Job) *JobView {
 	v := &JobView{
 		ID: j.ID, Namespace: j.Spec.Namespace, Type: j.Spec.Type, Queue: j.Spec.Queue, State: j.State,
 		Payload: rawJSON(j.Spec.Payload), Result: rawJSON(j.Result), Error: j.Error,
@@ -128,7 +128,7 @@ func View(j *streams.Job) *JobView {
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
-	if j.Hold != nil && j.State == streams.StatePending {
+	if j.Hold != nil && j.State == domain.StatePending {
 		v.Hold = ViewHold(j, *j.Hold)
 	}
 	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
@@ -155,35 +155,35 @@ func timePtr(t time.Time) *time.Time {
 
 // EventView is one event of a job's history, as JSON.
 type EventView struct {
-	Seq      uint64            `json:"seq"`
-	Type     string            `json:"type"`
-	Name     string            `json:"name,omitempty"`
-	JobID    string            `json:"job_id"`
-	Time     time.Time         `json:"time"`
-	Attempt  int               `json:"attempt"`
-	Actor    string            `json:"actor,omitempty"`
-	Level    string            `json:"level,omitempty"`
-	Message  string            `json:"message,omitempty"`
-	Fields   map[string]any    `json:"fields,omitempty"`
-	From     streams.State     `json:"from,omitempty"`
-	To       streams.State     `json:"to,omitempty"`
-	Error    *streams.JobError `json:"error,omitempty"`
-	Result   json.RawMessage   `json:"result,omitempty"`
-	RunAt    *time.Time        `json:"run_at,omitempty"`
-	Progress *streams.Progress `json:"progress,omitempty"`
-	Counts   *CountsView       `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	Seq      uint64           `json:"seq"`
+	Type     string           `json:"type"`
+	Name     string           `json:"name,omitempty"`
+	JobID    string           `json:"job_id"`
+	Time     time.Time        `json:"time"`
+	Attempt  int              `json:"attempt"`
+	Actor    string           `json:"actor,omitempty"`
+	Level    string           `json:"level,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Fields   map[string]any   `json:"fields,omitempty"`
+	From     domain.State     `json:"from,omitempty"`
+	To       domain.State     `json:"to,omitempty"`
+	Error    *domain.JobError `json:"error,omitempty"`
+	Result   json.RawMessage  `json:"result,omitempty"`
+	RunAt    *time.Time       `json:"run_at,omitempty"`
+	Progress *domain.Progress `json:"progress,omitempty"`
+	Counts   *CountsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
 }
 
 // CountsView is how a fan-out's pieces ended so far.
 type CountsView struct {
-	Succeeded int                  `json:"succeeded"`
-	Failed    int                  `json:"failed"`
-	Cancelled int                  `json:"cancelled"`
-	Errors    []streams.ErrorCount `json:"errors,omitempty"`
+	Succeeded int                 `json:"succeeded"`
+	Failed    int                 `json:"failed"`
+	Cancelled int                 `json:"cancelled"`
+	Errors    []domain.ErrorCount `json:"errors,omitempty"`
 }
 
 // ViewEvent renders an event.
-func ViewEvent(e *streams.Event) *EventView {
+func ViewEvent(e *domain.Event) *EventView {
 	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
 		Actor: e.Actor, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
 		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}

@@ -17,10 +17,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/jetflowtest"
 	"github.com/jetflow/jetflow/shell"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // setup starts an embedded jetflow whose worker runs script for jobType
@@ -87,7 +87,7 @@ func named(t *testing.T, env *jetflowtest.Env, id, name string) []*jetflow.Event
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		got = got[:0]
 		for _, e := range events(t, env, id) {
-			if e.Type == streams.EvCustom && e.Name == name {
+			if e.Type == domain.EvCustom && e.Name == name {
 				got = append(got, e)
 			}
 		}
@@ -195,19 +195,19 @@ echo "$JETFLOW_JOB_ID $JETFLOW_ATTEMPT $JETFLOW_TYPE $JETFLOW_NAMESPACE $JETFLOW
 	c.mu.Unlock()
 
 	evs := events(t, env, job.ID)
-	var progress []streams.Progress
+	var progress []domain.Progress
 	var custom []string
 	for _, e := range evs {
 		switch e.Type {
-		case streams.EvProgress:
+		case domain.EvProgress:
 			progress = append(progress, *e.Progress)
-		case streams.EvCustom:
+		case domain.EvCustom:
 			custom = append(custom, e.Name+": "+e.Message)
 		}
 	}
 	// Progress is coalesced (at most one write per 250ms): the first and
 	// the last are written, or the last alone.
-	if len(progress) == 0 || progress[len(progress)-1] != (streams.Progress{Current: 2, Total: 2, Message: "done"}) {
+	if len(progress) == 0 || progress[len(progress)-1] != (domain.Progress{Current: 2, Total: 2, Message: "done"}) {
 		t.Fatalf("progress events %+v", progress)
 	}
 	if len(custom) != 2 || custom[0] != "step.done: wrote two files" || !strings.HasPrefix(custom[1], "pgid: ") {
@@ -290,9 +290,9 @@ echo "attempt $JETFLOW_ATTEMPT"
 	var later, second *jetflow.EventInfo
 	for _, e := range events(t, env, job.ID) {
 		switch {
-		case e.Type == streams.EvRetryLater:
+		case e.Type == domain.EvRetryLater:
 			later = e
-		case e.Type == streams.EvStarted && e.Attempt == 2:
+		case e.Type == domain.EvStarted && e.Attempt == 2:
 			second = e
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jetflow/jetflow/internal/domain"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -57,34 +59,34 @@ func UnmarshalStrict(data []byte, v any) error {
 }
 
 // EncodeEvent encodes an event envelope.
-func EncodeEvent(e *Event) ([]byte, error) {
+func EncodeEvent(e *domain.Event) ([]byte, error) {
 	if e.V == 0 {
-		e.V = EnvelopeVersion
+		e.V = domain.EnvelopeVersion
 	}
 	return Marshal(e)
 }
 
 // DecodeEvent decodes an event envelope and checks that it is one.
-func DecodeEvent(data []byte) (*Event, error) {
-	var e Event
+func DecodeEvent(data []byte) (*domain.Event, error) {
+	var e domain.Event
 	if err := Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("%w: event: %v", ErrBadRecord, err)
 	}
 	if e.V < 1 || e.Type == "" || e.JobID == "" {
 		return nil, fmt.Errorf("%w: event without version, type or job id", ErrBadRecord)
 	}
-	if e.V > EnvelopeVersion {
-		return nil, fmt.Errorf("%w: event envelope version %d is newer than this build (%d)", ErrBadRecord, e.V, EnvelopeVersion)
+	if e.V > domain.EnvelopeVersion {
+		return nil, fmt.Errorf("%w: event envelope version %d is newer than this build (%d)", ErrBadRecord, e.V, domain.EnvelopeVersion)
 	}
 	return &e, nil
 }
 
 // EncodeJob encodes a job record.
-func EncodeJob(j *Job) ([]byte, error) { return Marshal(j) }
+func EncodeJob(j *domain.Job) ([]byte, error) { return Marshal(j) }
 
 // DecodeJob decodes a job record.
-func DecodeJob(data []byte) (*Job, error) {
-	var j Job
+func DecodeJob(data []byte) (*domain.Job, error) {
+	var j domain.Job
 	if err := Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("%w: job: %v", ErrBadRecord, err)
 	}
@@ -95,8 +97,8 @@ func DecodeJob(data []byte) (*Job, error) {
 }
 
 // DecodeWorkItem decodes a work item.
-func DecodeWorkItem(data []byte) (*WorkItem, error) {
-	var w WorkItem
+func DecodeWorkItem(data []byte) (*domain.WorkItem, error) {
+	var w domain.WorkItem
 	if err := Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("%w: work item: %v", ErrBadRecord, err)
 	}

@@ -13,15 +13,6 @@ import (
 // "<job id>/out/result.zip" (package files).
 const FilesBucket = "jetflow_files"
 
-// FileRef is one of a job's files as its spec records it: the name in the
-// job's directory (slash-separated, checked by commands.CheckFileName),
-// its size and the object store's digest of it ("SHA-256=<base64url>").
-type FileRef struct {
-	Name   string `msgpack:"name" json:"name"`
-	Size   int64  `msgpack:"size" json:"size"`
-	Digest string `msgpack:"digest" json:"digest"`
-}
-
 // FilesConfig is the configuration of FilesBucket.
 func (t Topology) FilesConfig() jetstream.ObjectStoreConfig {
 	t = t.withDefaults()

@@ -7,13 +7,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/domain"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// ErrConflict is returned (wrapped) when an expected-sequence check failed:
-// someone else appended to the job's subject, or wrote its KV record, first.
-var ErrConflict = errors.New("jetflow: concurrent write conflict")
 
 // IsConflict reports whether err is JetStream's "wrong last sequence"
 // refusal, in both its single-node (10071) and replicated (10164) forms.
@@ -21,7 +19,7 @@ func IsConflict(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrConflict) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if errors.Is(err, domain.ErrConflict) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return true
 	}
 	var apiErr *jetstream.APIError
@@ -58,7 +56,7 @@ func (f Future) Wait(ctx context.Context) (uint64, error) {
 		return ack.Sequence, nil
 	case err := <-f.paf.Err():
 		if IsConflict(err) {
-			return 0, fmt.Errorf("%w: %v", ErrConflict, err)
+			return 0, fmt.Errorf("%w: %v", domain.ErrConflict, err)
 		}
 		return 0, err
 	case <-ctx.Done():
@@ -90,7 +88,7 @@ func (w Writer) Publish(ctx context.Context, m *nats.Msg, opts ...jetstream.Publ
 
 // AppendAsync appends ev to subject on the condition that the last event on
 // that subject is expectSeq (0: none yet).
-func (w Writer) AppendAsync(subject string, ev *Event, expectSeq uint64) Future {
+func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) Future {
 	data, err := EncodeEvent(ev)
 	if err != nil {
 		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
@@ -104,7 +102,7 @@ func (w Writer) AppendAsync(subject string, ev *Event, expectSeq uint64) Future 
 // for a derived id, which makes idempotency keys hold across namespaces,
 // queues and types; a random id only needs its own subject to be empty,
 // which is cheaper to check).
-func (w Writer) AppendFirstAsync(ev *Event, subject string, derived bool) Future {
+func (w Writer) AppendFirstAsync(ev *domain.Event, subject string, derived bool) Future {
 	data, err := EncodeEvent(ev)
 	if err != nil {
 		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
@@ -118,7 +116,7 @@ func (w Writer) AppendFirstAsync(ev *Event, subject string, derived bool) Future
 
 // PutJobAsync writes a job record on the condition that the key's current
 // revision is rev (0: the key must not exist).
-func (w Writer) PutJobAsync(j *Job, rev uint64) Future {
+func (w Writer) PutJobAsync(j *domain.Job, rev uint64) Future {
 	data, err := EncodeJob(j)
 	if err != nil {
 		return Future{err: fmt.Errorf("encode job %s: %w", j.ID, err)}
@@ -132,17 +130,17 @@ func (w Writer) PutJobAsync(j *Job, rev uint64) Future {
 // makes a repeated dispatch of the same job state a no-op within the queue
 // stream's duplicate window; after that a duplicate is harmless, because
 // claims are checked against the job's sequence.
-func (w Writer) DispatchAsync(item *WorkItem) Future {
+func (w Writer) DispatchAsync(item *domain.WorkItem) Future {
 	j := &item.Job
 	data, err := Marshal(item)
 	if err != nil {
 		return Future{err: fmt.Errorf("encode work item %s: %w", j.ID, err)}
 	}
 	switch j.State {
-	case StateQueued:
+	case domain.StateQueued:
 		return w.PublishAsync(&nats.Msg{Subject: RunSubject(j.Spec.Queue, j.Spec.Type), Data: data, Header: nats.Header{}},
 			jetstream.WithMsgID(j.ID+"-"+strconv.FormatUint(j.Seq, 10)))
-	case StateScheduled:
+	case domain.StateScheduled:
 		// One schedule per job subject: publishing again replaces it, so this
 		// is idempotent without a message id. Schedules have a resolution of
 		// a second: round up, so that a job never runs early.

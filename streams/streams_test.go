@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -56,8 +57,8 @@ func FuzzToken(f *testing.F) {
 func TestIDs(t *testing.T) {
 	ids := make([]string, 2000)
 	for i := range ids {
-		ids[i] = streams.NewID()
-		if !streams.ValidID(ids[i]) {
+		ids[i] = domain.NewID()
+		if !domain.ValidID(ids[i]) {
 			t.Fatalf("invalid id %q", ids[i])
 		}
 	}
@@ -71,15 +72,15 @@ func TestIDs(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	k1, k2 := streams.KeyedID("default", "order-1"), streams.KeyedID("default", "order-1")
-	if k1 != k2 || !streams.ValidID(k1) || k1[0] != 'Z' {
+	k1, k2 := domain.KeyedID("default", "order-1"), domain.KeyedID("default", "order-1")
+	if k1 != k2 || !domain.ValidID(k1) || k1[0] != 'Z' {
 		t.Fatalf("keyed ids %q %q", k1, k2)
 	}
-	if streams.KeyedID("other", "order-1") == k1 || streams.KeyedID("default", "order-2") == k1 {
+	if domain.KeyedID("other", "order-1") == k1 || domain.KeyedID("default", "order-2") == k1 {
 		t.Fatal("keyed ids collide across namespaces or keys")
 	}
 	for _, bad := range []string{"", "short", strings.Repeat("I", 26), strings.Repeat("a", 26), ids[0] + "0"} {
-		if streams.ValidID(bad) {
+		if domain.ValidID(bad) {
 			t.Errorf("ValidID(%q) = true", bad)
 		}
 	}
@@ -87,26 +88,26 @@ func TestIDs(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	for _, ok := range []string{"demo.echo", "ns:cat:name", "@global:modifiers:Rotate", "a-b_c"} {
-		if !streams.ValidType(ok) {
+		if !domain.ValidType(ok) {
 			t.Errorf("ValidType(%q) = false", ok)
 		}
 	}
 	for _, bad := range []string{"", ".a", "a.", "a b", "a*", "a>b", "a/b", strings.Repeat("x", 129)} {
-		if streams.ValidType(bad) {
+		if domain.ValidType(bad) {
 			t.Errorf("ValidType(%q) = true", bad)
 		}
 	}
-	if !streams.ValidNamespace("@global") || streams.ValidNamespace("@x") || streams.ValidNamespace("a:b") {
+	if !domain.ValidNamespace("@global") || domain.ValidNamespace("@x") || domain.ValidNamespace("a:b") {
 		t.Error("namespace rules")
 	}
-	if streams.ValidQueue("a.b") || !streams.ValidQueue("q-1") {
+	if domain.ValidQueue("a.b") || !domain.ValidQueue("q-1") {
 		t.Error("queue rules")
 	}
 }
 
 func TestEventRoundTrip(t *testing.T) {
-	ev := &streams.Event{Type: streams.EvSubmitted, JobID: streams.NewID(), Time: time.Now().UTC(),
-		To: streams.StateQueued, Spec: &streams.Spec{Type: "t", Queue: "q", Namespace: "n", Payload: []byte(`{"a":1}`)},
+	ev := &domain.Event{Type: domain.EvSubmitted, JobID: domain.NewID(), Time: time.Now().UTC(),
+		To: domain.StateQueued, Spec: &domain.Spec{Type: "t", Queue: "q", Namespace: "n", Payload: []byte(`{"a":1}`)},
 		Fields: map[string]any{"n": int64(3), "s": "x"}}
 	b, err := streams.EncodeEvent(ev)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestEventRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.V != streams.EnvelopeVersion || got.Type != ev.Type || got.JobID != ev.JobID || !got.Time.Equal(ev.Time) ||
+	if got.V != domain.EnvelopeVersion || got.Type != ev.Type || got.JobID != ev.JobID || !got.Time.Equal(ev.Time) ||
 		got.To != ev.To || !bytes.Equal(got.Spec.Payload, ev.Spec.Payload) || got.Fields["s"] != "x" {
 		t.Fatalf("round trip: %+v", got)
 	}
@@ -165,7 +166,7 @@ func TestCheckMsgpack(t *testing.T) {
 }
 
 func FuzzDecodeEvent(f *testing.F) {
-	b, _ := streams.EncodeEvent(&streams.Event{Type: streams.EvStarted, JobID: "J", Time: time.Now(), Lease: 3})
+	b, _ := streams.EncodeEvent(&domain.Event{Type: domain.EvStarted, JobID: "J", Time: time.Now(), Lease: 3})
 	f.Add(b)
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -177,7 +178,7 @@ func FuzzDecodeEvent(f *testing.F) {
 }
 
 func FuzzDecodeWorkItem(f *testing.F) {
-	b, _ := streams.Marshal(&streams.WorkItem{Rev: 4, Job: streams.Job{ID: "J", Seq: 2, State: streams.StateQueued}})
+	b, _ := streams.Marshal(&domain.WorkItem{Rev: 4, Job: domain.Job{ID: "J", Seq: 2, State: domain.StateQueued}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w, err := streams.DecodeWorkItem(data)

@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Subjects. Every name that goes into a subject is a single token: queue
@@ -26,10 +28,6 @@ const (
 	QueueStreamPfx  = "JETFLOW_Q_"
 	CommandPrefix   = "jetflow.cmd"
 	CancelSubject   = "jetflow.ctl.cancel"
-	DefaultNS       = "default"
-	DefaultQueue    = "default"
-	maxNameLen      = 64
-	maxTypeLen      = 128
 	tokenEscapeChar = '~'
 )
 
@@ -93,14 +91,14 @@ func KVSubject(id string) string { return "$KV." + JobsBucket + "." + id }
 // name and file name: every byte outside [A-Za-z0-9_-] becomes ~XX (hex).
 // "demo.echo" -> "demo~2Eecho".
 func Token(s string) string {
-	if isPlain(s) {
+	if domain.IsPlain(s) {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if plainByte(c) {
+		if domain.PlainByte(c) {
 			b.WriteByte(c)
 		} else {
 			fmt.Fprintf(&b, "%c%02X", tokenEscapeChar, c)
@@ -133,39 +131,7 @@ func ParseToken(t string) (string, error) {
 	return b.String(), nil
 }
 
-func plainByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
-
-func isPlain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !plainByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidQueue reports whether q can name a queue: 1-64 of [A-Za-z0-9_-].
-func ValidQueue(q string) bool { return q != "" && len(q) <= maxNameLen && isPlain(q) }
-
-// ValidNamespace reports whether ns can name a namespace: 1-64 of
-// [A-Za-z0-9_-], or one of the reserved "@global" and "@internal".
-func ValidNamespace(ns string) bool {
-	return ns == "@global" || ns == "@internal" || (ns != "" && len(ns) <= maxNameLen && isPlain(ns))
-}
-
-// ValidType reports whether t can name a job type: 1-128 printable ASCII
-// characters from [A-Za-z0-9_-.:@], not starting or ending with '.'.
-func ValidType(t string) bool {
-	if t == "" || len(t) > maxTypeLen || t[0] == '.' || t[len(t)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !plainByte(c) && c != '.' && c != ':' && c != '@' {
-			return false
-		}
-	}
-	return true
+// JobSubject is the subject a job's events are appended to.
+func JobSubject(j *domain.Job) string {
+	return EventSubject(j.Spec.Namespace, j.Spec.Queue, j.Spec.Type, j.ID)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetflow/jetflow/internal/domain"
+
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -184,19 +186,6 @@ func NewQueues(js jetstream.JetStream, t Topology) *Queues {
 	return &Queues{topo: t.withDefaults(), js: js, known: map[string]bool{}}
 }
 
-// QueueRecord is a queue's entry in QueuesBucket.
-type QueueRecord struct {
-	Name      string    `msgpack:"name" json:"name"`
-	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
-	Paused    bool      `msgpack:"paused" json:"paused"`
-	// Limits are the queue's quotas, the fold of its last queue.set
-	// (LimitsSeq; 0: never set).
-	Limits    QueueLimits `msgpack:"limits" json:"limits"`
-	LimitsSeq uint64      `msgpack:"limits_seq,omitempty" json:"-"`
-	LimitsAt  time.Time   `msgpack:"limits_at,omitempty" json:"limits_updated_at,omitempty"`
-	LimitsBy  string      `msgpack:"limits_by,omitempty" json:"limits_updated_by,omitempty"`
-}
-
 // Ensure makes sure the queue's stream exists and the queue is registered.
 func (q *Queues) Ensure(ctx context.Context, queue string) error {
 	q.mu.Lock()
@@ -205,7 +194,7 @@ func (q *Queues) Ensure(ctx context.Context, queue string) error {
 	if ok {
 		return nil
 	}
-	if !ValidQueue(queue) {
+	if !domain.ValidQueue(queue) {
 		return fmt.Errorf("queue %q: invalid name", queue)
 	}
 	cfg := q.topo.QueueConfig(queue)
@@ -223,7 +212,7 @@ func (q *Queues) Ensure(ctx context.Context, queue string) error {
 	// Read before creating: a process that may not write the bucket (an
 	// SDK worker's NATS user) serves a queue that exists.
 	if _, err := kv.Get(ctx, queue); errors.Is(err, jetstream.ErrKeyNotFound) {
-		rec, _ := Marshal(&QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
+		rec, _ := Marshal(&domain.QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
 		if _, err := kv.Create(ctx, queue, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("register queue %s: %w", queue, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -59,13 +60,13 @@ func (f Filter) Subject() string {
 
 func (f Filter) validate() error {
 	switch {
-	case f.Namespace != "" && !streams.ValidNamespace(f.Namespace):
+	case f.Namespace != "" && !domain.ValidNamespace(f.Namespace):
 		return fmt.Errorf("subscribe: filter: invalid namespace %q", f.Namespace)
-	case f.Queue != "" && !streams.ValidQueue(f.Queue):
+	case f.Queue != "" && !domain.ValidQueue(f.Queue):
 		return fmt.Errorf("subscribe: filter: invalid queue %q", f.Queue)
-	case f.Type != "" && !streams.ValidType(f.Type):
+	case f.Type != "" && !domain.ValidType(f.Type):
 		return fmt.Errorf("subscribe: filter: invalid job type %q", f.Type)
-	case f.JobID != "" && !streams.ValidID(f.JobID):
+	case f.JobID != "" && !domain.ValidID(f.JobID):
 		return fmt.Errorf("subscribe: filter: invalid job id %q", f.JobID)
 	}
 	for _, e := range f.Events {

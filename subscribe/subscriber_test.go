@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 	"github.com/jetflow/jetflow/subscribe"
@@ -630,7 +631,7 @@ func TestEventRefusesWhatIsNotAnEvent(t *testing.T) {
 	if _, err := subscribe.Event(message.NewMessage("7", []byte("not msgpack"))); !errors.Is(err, streams.ErrBadRecord) {
 		t.Errorf("bad payload: %v", err)
 	}
-	data, _ := streams.EncodeEvent(&streams.Event{Type: streams.EvFailed, JobID: "01JC0000000000000000000000", Time: time.Now()})
+	data, _ := streams.EncodeEvent(&domain.Event{Type: domain.EvFailed, JobID: "01JC0000000000000000000000", Time: time.Now()})
 	if _, err := subscribe.Event(message.NewMessage("a-uuid", data)); err == nil {
 		t.Error("a UUID that is no sequence was taken")
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // written is what the system holds: jobs and events.
@@ -51,7 +51,7 @@ func runBounded(t *testing.T, args []string) (stderr string, code int) {
 // and a message naming the flag, before anything is written.
 func TestCLIRefusesBadFlagValues(t *testing.T) {
 	e := newCLIEnv(t)
-	id := streams.NewID()
+	id := domain.NewID()
 	data := t.TempDir() // serve's store: it must stay empty
 	serve := func(args ...string) []string {
 		return append([]string{"serve", "--data", data, "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -136,9 +137,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{"submit", "demo.echo", "1", "2", "3"},
 		{"submit", "demo.echo", "--delay", "soon"},
 		{"get", "NOT-AN-ID"},
-		{"get", streams.NewID()},
-		{"wait", streams.NewID()},
-		{"cancel", streams.NewID()},
+		{"get", domain.NewID()},
+		{"wait", domain.NewID()},
+		{"cancel", domain.NewID()},
 		{"ls", "--state", "sleeping"},
 	} {
 		if _, errs, code := e.jetflow(args...); code != exitUsage || errs == "" {
@@ -151,7 +152,7 @@ func TestCLIExitCodes(t *testing.T) {
 	}
 	// No server there: exit 2.
 	var out2, errb bytes.Buffer
-	if code := run([]string{"get", streams.NewID(), "--nats", "nats://127.0.0.1:1"}, &out2, &errb); code != exitUsage {
+	if code := run([]string{"get", domain.NewID(), "--nats", "nats://127.0.0.1:1"}, &out2, &errb); code != exitUsage {
 		t.Fatalf("connection error: exit %d", code)
 	}
 	if code := run([]string{"frobnicate"}, &out2, &errb); code != exitUsage {
@@ -179,7 +180,7 @@ func TestCLIReplayVerifyFindsTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := *snap.Job
-	bad.State = streams.StateFailed
+	bad.State = domain.StateFailed
 	b, _ := streams.EncodeJob(&bad)
 	if _, err := st.KV.Update(ctx, id, b, snap.Rev); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -236,7 +237,7 @@ func TestClusterClaimRace(t *testing.T) {
 		go func() {
 			defer rawWG.Done()
 			<-rawBegin
-			m := &nats.Msg{Subject: rawSnap.Job.Subject(), Data: []byte("x"), Header: nats.Header{}}
+			m := &nats.Msg{Subject: streams.JobSubject(rawSnap.Job), Data: []byte("x"), Header: nats.Header{}}
 			_, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rawSnap.Job.Seq))
 			mu.Lock()
 			defer mu.Unlock()
@@ -267,7 +268,7 @@ func TestClusterClaimRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-begin
-			_, _, err := st.Apply(ctx, "claim", snap, func(j *streams.Job) (*streams.Event, error) {
+			_, _, err := st.Apply(ctx, "claim", snap, func(j *domain.Job) (*domain.Event, error) {
 				return commands.Start(j, fmt.Sprintf("racer%d", i), uint64(100+i), time.Now())
 			})
 			switch {
@@ -289,7 +290,7 @@ func TestClusterClaimRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 2 || evs[1].Type != streams.EvStarted {
+	if len(evs) != 2 || evs[1].Type != domain.EvStarted {
 		t.Fatalf("events %+v", evs)
 	}
 }
@@ -383,7 +384,7 @@ func TestClusterNodeLoss(t *testing.T) {
 				terminal++
 			}
 		}
-		if terminal != 1 || evs[len(evs)-1].Type != streams.EvSucceeded {
+		if terminal != 1 || evs[len(evs)-1].Type != domain.EvSucceeded {
 			t.Fatalf("job %d (%s): %d terminal events, last %s", i, j.Type, terminal, evs[len(evs)-1].Type)
 		}
 		if i%3 == 0 {

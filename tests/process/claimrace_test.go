@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -100,7 +101,7 @@ func TestClaimRace16Processes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	item, err := streams.Marshal(&streams.WorkItem{Rev: snap.Rev, Job: *snap.Job})
+	item, err := streams.Marshal(&domain.WorkItem{Rev: snap.Rev, Job: *snap.Job})
 	if err != nil {
 		t.Fatal(err)
 	}

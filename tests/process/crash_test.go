@@ -11,18 +11,19 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
 
 const (
-	evSubmitted = streams.EvSubmitted
-	evStarted   = streams.EvStarted
-	evSucceeded = streams.EvSucceeded
-	evRetry     = streams.EvRetryScheduled
-	evDue       = streams.EvDue
-	evRequeue   = streams.EvLeaseExpiredRequeue
-	evCancelled = streams.EvCancelled
+	evSubmitted = domain.EvSubmitted
+	evStarted   = domain.EvStarted
+	evSucceeded = domain.EvSucceeded
+	evRetry     = domain.EvRetryScheduled
+	evDue       = domain.EvDue
+	evRequeue   = domain.EvLeaseExpiredRequeue
+	evCancelled = domain.EvCancelled
 )
 
 // A worker process killed between two writes of a claim or of an attempt's
@@ -100,7 +101,7 @@ func TestSubmitCrashPoints(t *testing.T) {
 			if sig != syscall.SIGKILL {
 				t.Fatalf("submit was not killed at %s:\n%s", point, out)
 			}
-			id := streams.KeyedID(streams.DefaultNS, key)
+			id := domain.KeyedID(domain.DefaultNS, key)
 			// The record appears without any reader repairing it: the
 			// projector built it (submit:appended) or it was there.
 			ctx := testkit.Ctx(t)

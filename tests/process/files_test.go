@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -138,7 +139,7 @@ func TestShellJobWithFiles(t *testing.T) {
 	wantFile(t, dir, "stdout.txt", "done\n")
 	wantFile(t, dir, "stderr.txt", "a warning\n")
 	job := testkit.WaitTerminal(t, s.client, id, 10*time.Second)
-	if job.State != streams.StateSucceeded || len(job.Files) != 2 {
+	if job.State != domain.StateSucceeded || len(job.Files) != 2 {
 		t.Errorf("job %s with files %+v", job.State, job.Files)
 	}
 
@@ -147,7 +148,7 @@ func TestShellJobWithFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list struct{ Inputs, Outputs []streams.FileRef }
+	var list struct{ Inputs, Outputs []domain.FileRef }
 	json.NewDecoder(res.Body).Decode(&list)
 	res.Body.Close()
 	if len(list.Inputs) != 2 || list.Inputs[0].Name != "data/in.txt" || list.Inputs[1].Name != "run.sh" ||
@@ -164,7 +165,7 @@ func TestShellJobWithFiles(t *testing.T) {
 	}
 	wantFile(t, dir, "out/upper.txt", "X")
 	wantFile(t, dir, "stderr.txt", "failing\n")
-	if job := testkit.WaitTerminal(t, s.client, id, 10*time.Second); job.State != streams.StateFailed || job.Error.Code != "EXIT_3" {
+	if job := testkit.WaitTerminal(t, s.client, id, 10*time.Second); job.State != domain.StateFailed || job.Error.Code != "EXIT_3" {
 		t.Errorf("job %s %+v", job.State, job.Error)
 	}
 }
@@ -187,7 +188,7 @@ func TestShellJobWithFilesCLI(t *testing.T) {
 	}
 	var v struct {
 		ID    string
-		Files []streams.FileRef
+		Files []domain.FileRef
 	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Files) != 2 {
 		t.Fatalf("submit printed %s (%v)", out, err)
@@ -209,7 +210,7 @@ func TestShellJobWithFilesCLI(t *testing.T) {
 	wantFile(t, dir, "out/sub/count.txt", "12\n")
 	wantFile(t, dir, "stdout.txt", "done\n")
 
-	if code, _, out := s.cli(nil, "download", streams.NewID()); code != 2 {
+	if code, _, out := s.cli(nil, "download", domain.NewID()); code != 2 {
 		t.Errorf("download of an unknown job exited %d: %s", code, out)
 	}
 	code, _, out = s.cli(nil, "submit", "shell.cli", "--file", filepath.Join(src, "run.sh"), "--file", filepath.Join(src, "run.sh"))

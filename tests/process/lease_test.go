@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 func actors(evs []*jetflow.EventInfo) []string {
@@ -69,7 +69,7 @@ func TestMaxLeaseRequeuesFailsTheJob(t *testing.T) {
 	s.worker("C", nil)
 	done := testkit.WaitTerminal(t, s.client, job.ID, 30*time.Second)
 	wantLeaseExpired(t, done)
-	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvLeaseExpired)
+	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, domain.EvLeaseExpired)
 	s.waitDrained("default")
 	s.verify()
 }
@@ -122,7 +122,7 @@ func TestSigtermRequeuesRunningJobs(t *testing.T) {
 	if done.State != jetflow.Succeeded || done.Worker != "B" || done.LeaseRequeues != 0 {
 		t.Fatalf("job %s under %s", done.State, done.Worker)
 	}
-	s.wantEvents(job.ID, evSubmitted, evStarted, streams.EvRequeued, evStarted, evSucceeded)
+	s.wantEvents(job.ID, evSubmitted, evStarted, domain.EvRequeued, evStarted, evSucceeded)
 	s.waitDrained("default")
 	s.verify()
 }

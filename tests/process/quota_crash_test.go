@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -31,15 +32,15 @@ import (
 func TestAdmissionCrashPoints(t *testing.T) {
 	for _, tc := range []struct {
 		point  string
-		record streams.State // A's record when the engine died
-		items  uint64        // work items in the queue when the engine died
+		record domain.State // A's record when the engine died
+		items  uint64       // work items in the queue when the engine died
 	}{
 		// Queued in the log only: the record says pending, no item.
-		{"admit:appended", streams.StatePending, 0},
+		{"admit:appended", domain.StatePending, 0},
 		// Queued in the log and the record, no item.
-		{"admit:projected", streams.StateQueued, 0},
+		{"admit:projected", domain.StateQueued, 0},
 		// Queued, with its item: only the admitter's own report is lost.
-		{"admit:dispatched", streams.StateQueued, 1},
+		{"admit:dispatched", domain.StateQueued, 1},
 	} {
 		t.Run(strings.ReplaceAll(tc.point, ":", "-"), func(t *testing.T) {
 			t.Parallel()
@@ -66,7 +67,7 @@ func TestAdmissionCrashPoints(t *testing.T) {
 			// What it left, no engine running: A's admission in the log,
 			// by the engine that died, and its record and item as the
 			// point says; B untouched.
-			evA := s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted)
+			evA := s.wantEvents(a.ID, evSubmitted, domain.EvAdmitted)
 			if pid := fmt.Sprintf("-%d", crashed.Cmd.Process.Pid); !strings.HasSuffix(evA[1].Actor, pid) {
 				t.Fatalf("A admitted by %q, not by the engine that crashed", evA[1].Actor)
 			}
@@ -91,8 +92,8 @@ func TestAdmissionCrashPoints(t *testing.T) {
 			// killed engine's Projector held those events for its ack
 			// wait, a minute), and it says why B waits.
 			users := map[string]commands.Count{
-				commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1},
-				commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1},
+				commands.SlotUser(domain.DefaultNS, "ann"): {Holding: 1},
+				commands.SlotUser(domain.DefaultNS, "bob"): {Pending: 1},
 			}
 			s.waitCounts(quotaQueue, 1, 1, users, 30*time.Second)
 			s.waitState(a.ID, jetflow.Queued)
@@ -105,7 +106,7 @@ func TestAdmissionCrashPoints(t *testing.T) {
 			s.waitHeld(b.ID)
 			s.waitCounts(quotaQueue, 1, 1, users, 10*time.Second)
 			s.wantState(a.ID, jetflow.Queued)
-			s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted)
+			s.wantEvents(a.ID, evSubmitted, domain.EvAdmitted)
 
 			// A worker with room for four: the limit, not the worker,
 			// keeps B out until A has ended.
@@ -116,8 +117,8 @@ func TestAdmissionCrashPoints(t *testing.T) {
 					t.Fatalf("job %s %s under %q after %d attempts", id, done.State, done.Worker, done.Attempts)
 				}
 			}
-			evA = s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
-			evB := s.wantEvents(b.ID, evSubmitted, streams.EvPending, streams.EvAdmitted, evStarted, evSucceeded)
+			evA = s.wantEvents(a.ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
+			evB := s.wantEvents(b.ID, evSubmitted, domain.EvPending, domain.EvAdmitted, evStarted, evSucceeded)
 			if evB[2].Seq < evA[3].Seq {
 				t.Fatalf("B admitted at seq %d, before A ended at seq %d", evB[2].Seq, evA[3].Seq)
 			}
@@ -130,8 +131,8 @@ func TestAdmissionCrashPoints(t *testing.T) {
 			w.wantMax(1, 1)
 			s.waitCounts(quotaQueue, 0, 0, map[string]commands.Count{}, 10*time.Second)
 			s.waitDrained(quotaQueue)
-			s.wantEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded) // nothing written since
-			s.wantEvents(b.ID, evSubmitted, streams.EvPending, streams.EvAdmitted, evStarted, evSucceeded)
+			s.wantEvents(a.ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded) // nothing written since
+			s.wantEvents(b.ID, evSubmitted, domain.EvPending, domain.EvAdmitted, evStarted, evSucceeded)
 			s.verifySlots()
 			t.Logf("serve 3 led %s after the kill; %s in all", leading.Sub(killed).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -38,7 +39,7 @@ const recordLag = 2 * time.Second
 // showed more than the limits.
 type slotFold struct {
 	name              string
-	state             map[string]streams.State
+	state             map[string]domain.State
 	user              map[string]string
 	maxTotal, maxUser int
 
@@ -50,7 +51,7 @@ type slotFold struct {
 }
 
 func newSlotFold(name string) slotFold {
-	return slotFold{name: name, state: map[string]streams.State{}, user: map[string]string{}}
+	return slotFold{name: name, state: map[string]domain.State{}, user: map[string]string{}}
 }
 
 // holding counts the jobs holding a slot: queued (in a queue whose limits
@@ -59,7 +60,7 @@ func newSlotFold(name string) slotFold {
 func (f *slotFold) holding() (total int, byUser map[string]int) {
 	byUser = map[string]int{}
 	for id, s := range f.state {
-		if s == streams.StateQueued || s == streams.StateClaimed || s == streams.StateRunning {
+		if s == domain.StateQueued || s == domain.StateClaimed || s == domain.StateRunning {
 			total++
 			byUser[f.user[id]]++
 		}
@@ -110,7 +111,7 @@ func watchSlots(t *testing.T, s *system, queue string, lim jetflow.QueueLimits) 
 		if ev.Spec != nil {
 			w.log.user[ev.JobID] = ev.Spec.User
 		}
-		if ev.To != streams.StateNew {
+		if ev.To != domain.StateNew {
 			w.check(&w.log, ev.JobID, ev.To, fmt.Sprintf("%s of %s", ev.Type, ev.JobID))
 		}
 	})
@@ -191,7 +192,7 @@ func watchSlots(t *testing.T, s *system, queue string, lim jetflow.QueueLimits) 
 // holds more slots than its limits: in the log, that fails the test at
 // once; in the jobs bucket, if it lasts longer than recordLag (the
 // sampler's look). w.mu is held.
-func (w *slotWatch) check(f *slotFold, id string, s streams.State, what string) {
+func (w *slotWatch) check(f *slotFold, id string, s domain.State, what string) {
 	f.state[id] = s
 	total, byUser := f.holding()
 	f.maxTotal = max(f.maxTotal, total)
@@ -339,7 +340,7 @@ func (s *system) waitHeld(id string) {
 		if err != nil {
 			return err
 		}
-		if snap.Job.State != streams.StatePending || snap.Job.Hold == nil {
+		if snap.Job.State != domain.StatePending || snap.Job.Hold == nil {
 			return testkit.Errorf("job %s is %s, hold %+v", id, snap.Job.State, snap.Job.Hold)
 		}
 		return nil
@@ -368,7 +369,7 @@ func (s *system) stateEvents(id string) []*jetflow.EventInfo {
 	}
 	var out []*jetflow.EventInfo
 	for _, e := range evs {
-		if e.To != streams.StateNew {
+		if e.To != domain.StateNew {
 			out = append(out, e)
 		}
 	}
@@ -493,7 +494,7 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		b := s.submitIn(quotaQueue, "bob", 0.2)
 		w1 := s.worker("W1", nil, "--lease", lease.String())
 		s.waitRunning(a.ID, "W1")
-		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
+		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(domain.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(domain.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
 		s.wantState(b.ID, jetflow.Pending)
 
 		w1.Kill(t)
@@ -509,8 +510,8 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		if done := testkit.WaitTerminal(t, s.client, b.ID, 20*time.Second); done.State != jetflow.Succeeded || done.Worker != "W2" {
 			t.Fatalf("job B %s under %q", done.State, done.Worker)
 		}
-		evA := s.wantStateEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, streams.EvLeaseExpired)
-		evB := s.wantStateEvents(b.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
+		evA := s.wantStateEvents(a.ID, evSubmitted, domain.EvAdmitted, evStarted, domain.EvLeaseExpired)
+		evB := s.wantStateEvents(b.ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
 		if evB[1].Seq < evA[3].Seq {
 			t.Fatalf("B admitted at seq %d, before A gave its slot back at seq %d", evB[1].Seq, evA[3].Seq)
 		}
@@ -536,7 +537,7 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		// Requeued and running again: it kept its slot all along (the
 		// watch saw no second job holding one), B waits.
 		s.wantState(b.ID, jetflow.Pending)
-		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
+		s.waitCounts(quotaQueue, 1, 1, map[string]commands.Count{commands.SlotUser(domain.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(domain.DefaultNS, "bob"): {Pending: 1}}, 20*time.Second)
 
 		done := testkit.WaitTerminal(t, s.client, a.ID, 20*time.Second)
 		if done.State != jetflow.Succeeded || done.Worker != "W2" || done.Attempts != 2 || done.LeaseRequeues != 1 {
@@ -545,8 +546,8 @@ func TestQuotaSlotOfKilledWorker(t *testing.T) {
 		if done := testkit.WaitTerminal(t, s.client, b.ID, 20*time.Second); done.State != jetflow.Succeeded || done.Worker != "W2" {
 			t.Fatalf("job B %s under %q", done.State, done.Worker)
 		}
-		evA := s.wantStateEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evRequeue, evStarted, evSucceeded)
-		evB := s.wantStateEvents(b.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
+		evA := s.wantStateEvents(a.ID, evSubmitted, domain.EvAdmitted, evStarted, evRequeue, evStarted, evSucceeded)
+		evB := s.wantStateEvents(b.ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
 		if evB[1].Seq < evA[5].Seq {
 			t.Fatalf("B admitted at seq %d, before A finished at seq %d", evB[1].Seq, evA[5].Seq)
 		}
@@ -573,7 +574,7 @@ func TestQuotaSlotsSurviveEngineKill(t *testing.T) {
 	b := s.submitIn(quotaQueue, "bob", 0.2)
 	s.worker("W1", nil, "--lease", "3s", "--concurrency", "4")
 	s.waitRunning(a.ID, "W1")
-	want := map[string]commands.Count{commands.SlotUser(streams.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(streams.DefaultNS, "bob"): {Pending: 1}}
+	want := map[string]commands.Count{commands.SlotUser(domain.DefaultNS, "ann"): {Holding: 1}, commands.SlotUser(domain.DefaultNS, "bob"): {Pending: 1}}
 	s.waitCounts(quotaQueue, 1, 1, want, 20*time.Second)
 
 	// B's last event is the job.pending that says why it waits: the next
@@ -604,8 +605,8 @@ func TestQuotaSlotsSurviveEngineKill(t *testing.T) {
 	if done := testkit.WaitTerminal(t, s.client, b.ID, 20*time.Second); done.State != jetflow.Succeeded || done.Worker != "W1" {
 		t.Fatalf("job B %s under %q", done.State, done.Worker)
 	}
-	evA := s.wantStateEvents(a.ID, evSubmitted, streams.EvAdmitted, evStarted, evCancelled)
-	evB := s.wantStateEvents(b.ID, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
+	evA := s.wantStateEvents(a.ID, evSubmitted, domain.EvAdmitted, evStarted, evCancelled)
+	evB := s.wantStateEvents(b.ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
 	if evB[1].Seq < evA[3].Seq {
 		t.Fatalf("B admitted at seq %d, before A gave its slot back at seq %d", evB[1].Seq, evA[3].Seq)
 	}
@@ -710,7 +711,7 @@ func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 	// at the kill by the one that took over.
 	byOther := 0
 	for _, id := range ids {
-		evs := s.wantStateEvents(id, evSubmitted, streams.EvAdmitted, evStarted, evSucceeded)
+		evs := s.wantStateEvents(id, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
 		switch actor := evs[1].Actor; {
 		case strings.HasSuffix(actor, fmt.Sprintf("-%d", other.Cmd.Process.Pid)):
 			byOther++

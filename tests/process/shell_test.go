@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/shell"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // shellScript reports its process group, its own pid and a background
@@ -51,7 +51,7 @@ func (s *system) pidsOf(id string, attempt int) []int {
 			return err
 		}
 		for _, e := range evs {
-			if e.Type == streams.EvCustom && e.Name == "pids" && e.Attempt == attempt {
+			if e.Type == domain.EvCustom && e.Name == "pids" && e.Attempt == attempt {
 				for _, f := range strings.Fields(e.Message) {
 					n, err := strconv.Atoi(f)
 					if err != nil {
@@ -102,8 +102,8 @@ func TestShellJobOfKilledWorkerRunsAgain(t *testing.T) {
 		len(res.Outputs) != 1 || res.Outputs[0] != "result.txt" || res.OutputBytes != int64(len("attempt 2\n")) {
 		t.Fatalf("result %s (%v)", done.Result, err)
 	}
-	evs := s.wantEvents(job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCustom, streams.EvLeaseExpiredRequeue,
-		streams.EvStarted, streams.EvCustom, streams.EvSucceeded)
+	evs := s.wantEvents(job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvCustom, domain.EvLeaseExpiredRequeue,
+		domain.EvStarted, domain.EvCustom, domain.EvSucceeded)
 	wantLeaseTakeover(t, []*jetflow.EventInfo{evs[0], evs[1], evs[3], evs[4], evs[6]}, "A", "B")
 	// B's directory is gone; A's, killed with it, is left behind.
 	if entries, err := os.ReadDir(workDir); err != nil || len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), job.ID+"-1-") {
@@ -139,5 +139,5 @@ func TestShellWorkerSigtermKillsTheScript(t *testing.T) {
 	if err != nil || j.State != jetflow.Queued || j.Attempts != 1 {
 		t.Fatalf("job %+v (%v): want queued again", j, err)
 	}
-	s.wantEvents(job.ID, streams.EvSubmitted, streams.EvStarted, streams.EvCustom, streams.EvRequeued)
+	s.wantEvents(job.ID, domain.EvSubmitted, domain.EvStarted, domain.EvCustom, domain.EvRequeued)
 }

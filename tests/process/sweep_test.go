@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // requeueBound is how soon a job whose worker died must be back in its
@@ -62,7 +62,7 @@ func TestOnlyWorkerKilledJobIsRequeued(t *testing.T) {
 	if _, err := s.client.Cancel(testkit.Ctx(t), job.ID, "done testing"); err != nil {
 		t.Fatal(err)
 	}
-	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvCancelled)
+	s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, domain.EvCancelled)
 	s.waitDrained("default")
 	s.verify()
 }
@@ -87,7 +87,7 @@ func TestLeaseBudgetSpentWithNoWorkerLeft(t *testing.T) {
 		t.Errorf("failed %s after the last worker died", took.Round(time.Millisecond))
 	}
 	wantLeaseExpired(t, done)
-	evs := s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, streams.EvLeaseExpired)
+	evs := s.wantEvents(job.ID, evSubmitted, evStarted, evRequeue, evStarted, domain.EvLeaseExpired)
 	if got := actors(evs); got[2] != "engine" || got[4] != "engine" {
 		t.Fatalf("actors %v: the leases were written off by the engine", got)
 	}
@@ -155,7 +155,7 @@ func TestSilentHTTPWorkerJobIsRequeued(t *testing.T) {
 	}
 	silent := time.Now()
 	s.waitQueuedAfter(job.ID, silent)
-	evs := s.wantEvents(job.ID, evSubmitted, streams.EvClaimed, evStarted, evRequeue)
+	evs := s.wantEvents(job.ID, evSubmitted, domain.EvClaimed, evStarted, evRequeue)
 	if got := actors(evs)[3]; got != "engine" {
 		t.Fatalf("lease written off by %q, want the engine", got)
 	}
@@ -166,7 +166,7 @@ func TestSilentHTTPWorkerJobIsRequeued(t *testing.T) {
 		problem.Type != "not-claimant" {
 		t.Fatalf("late report: %d %+v", code, problem)
 	}
-	s.wantEvents(job.ID, evSubmitted, streams.EvClaimed, evStarted, evRequeue)
+	s.wantEvents(job.ID, evSubmitted, domain.EvClaimed, evStarted, evRequeue)
 	s.verify()
 }
 

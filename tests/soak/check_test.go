@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Invariants: each is a count of violations that must be 0.
@@ -49,23 +49,23 @@ type report struct {
 	violations map[string]int
 	examples   map[string][]string // a few, with the job's history
 
-	kinds      map[string]int                   // top-level jobs by kind
-	finals     map[string]map[streams.State]int // by kind
+	kinds      map[string]int                  // top-level jobs by kind
+	finals     map[string]map[domain.State]int // by kind
 	children   int
 	pieces     int // batch pieces planned
 	events     int
 	pieceEvs   int
-	otherEvs   int                              // the registry's
-	cancelFrom map[string]map[streams.State]int // cancel scenario -> the state it cancelled from
-	requeues   map[string]int                   // lease and shutdown requeues, by how they were justified
-	stuck      map[string][]int                 // fan-out parents not terminal -> pieces with no outcome in the log
-	finishedAt []time.Time                      // when each job (top-level or child) ended, sorted
-	batchesAt  []time.Time                      // when each batch first had an outcome, sorted
+	otherEvs   int                             // the registry's
+	cancelFrom map[string]map[domain.State]int // cancel scenario -> the state it cancelled from
+	requeues   map[string]int                  // lease and shutdown requeues, by how they were justified
+	stuck      map[string][]int                // fan-out parents not terminal -> pieces with no outcome in the log
+	finishedAt []time.Time                     // when each job (top-level or child) ended, sorted
+	batchesAt  []time.Time                     // when each batch first had an outcome, sorted
 }
 
 func newReport() *report {
 	r := &report{violations: map[string]int{}, examples: map[string][]string{}, kinds: map[string]int{},
-		finals: map[string]map[streams.State]int{}, cancelFrom: map[string]map[streams.State]int{}, requeues: map[string]int{},
+		finals: map[string]map[domain.State]int{}, cancelFrom: map[string]map[domain.State]int{}, requeues: map[string]int{},
 		stuck: map[string][]int{}}
 	for _, inv := range invariants {
 		r.violations[inv] = 0
@@ -136,7 +136,7 @@ func check(l *eventLog, ld *load, s *system) *report {
 	for _, pieces := range l.pieces {
 		seen := map[int]bool{}
 		for _, e := range pieces {
-			if e.typ != streams.PcPlanned && e.piece > 0 && !seen[e.piece] {
+			if e.typ != domain.PcPlanned && e.piece > 0 && !seen[e.piece] {
 				seen[e.piece] = true
 				r.batchesAt = append(r.batchesAt, e.at)
 			}
@@ -174,15 +174,15 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 			r.bad(invDeadWriter, j, "%s by %s at %s, gone at %s", e.typ, e.actor, e.at.Format(time.StampMicro), w.dead.Format(time.StampMicro))
 		}
 		switch e.typ {
-		case streams.EvStarted, streams.EvClaimed:
-			if e.typ == streams.EvStarted {
+		case domain.EvStarted, domain.EvClaimed:
+			if e.typ == domain.EvStarted {
 				starts[e.attempt]++
 				if starts[e.attempt] == 2 {
 					r.bad(invDoubleStart, j, "attempt %d started twice", e.attempt)
 				}
 			}
 			holder = e.actor
-		case streams.EvLeaseExpiredRequeue, streams.EvLeaseExpired:
+		case domain.EvLeaseExpiredRequeue, domain.EvLeaseExpired:
 			w := s.all[holder]
 			switch {
 			case w != nil && !w.signalled.IsZero() && !e.at.Before(w.signalled):
@@ -204,7 +204,7 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 				r.requeues["lease expired under a live worker"]++
 				r.bad(invLeaseLive, j, "%s at %s, holder %s never stopped before it", e.typ, e.at.Format("15:04:05.000"), holder)
 			}
-		case streams.EvRequeued:
+		case domain.EvRequeued:
 			if w := s.all[e.actor]; w == nil || w.sig != syscall.SIGTERM || e.at.Before(w.signalled) {
 				r.bad(invRequeueLive, j, "requeued by %s, not stopped", e.actor)
 			} else {
@@ -266,38 +266,38 @@ func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 		return
 	}
 	if r.finals[p.kind] == nil {
-		r.finals[p.kind] = map[streams.State]int{}
+		r.finals[p.kind] = map[domain.State]int{}
 	}
 	r.finals[p.kind][last.to]++
 
-	want, code := streams.StateSucceeded, ""
+	want, code := domain.StateSucceeded, ""
 	switch p.kind {
 	case kDoomed:
-		want, code = streams.StateFailed, "DEMO_FAIL"
+		want, code = domain.StateFailed, "DEMO_FAIL"
 	case kBatches:
 		if p.failEvery > 0 && p.n/p.failEvery > 0 {
-			want, code = streams.StateFailed, "FANOUT_FAILED"
+			want, code = domain.StateFailed, "FANOUT_FAILED"
 		}
 	}
 	if p.cancelled != nil {
 		// The cancel decides: cancelled, or the job had ended already and
 		// Cancel returned it as it was.
 		want, code = p.cancelled.State, ""
-		if want == streams.StateFailed && p.kind == kDoomed {
+		if want == domain.StateFailed && p.kind == kDoomed {
 			code = "DEMO_FAIL"
 		}
-		if want == streams.StateCancelled {
+		if want == domain.StateCancelled {
 			if r.cancelFrom[p.kind] == nil {
-				r.cancelFrom[p.kind] = map[streams.State]int{}
+				r.cancelFrom[p.kind] = map[domain.State]int{}
 			}
 			for _, e := range j.evs {
-				if e.typ == streams.EvCancelled {
+				if e.typ == domain.EvCancelled {
 					r.cancelFrom[p.kind][e.from]++
 				}
 			}
 		}
 	} else if p.kind == kQueued || p.kind == kSched || p.kind == kRunning || p.kind == kWaiting {
-		want = streams.StateCancelled // the scenario's cancel was never answered
+		want = domain.StateCancelled // the scenario's cancel was never answered
 	}
 	if last.to != want || (code != "" && (last.err == nil || last.err.Code != code)) {
 		r.bad(invOutcome, j, "%s ended %s (error %+v), want %s %s", p.kind, last.to, last.err, want, code)
@@ -305,7 +305,7 @@ func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 	}
 
 	switch {
-	case want != streams.StateSucceeded && want != streams.StateFailed:
+	case want != domain.StateSucceeded && want != domain.StateFailed:
 	case p.kind == kEcho || p.kind == kDelayed:
 		if !bytes.Equal(last.result, p.payload) {
 			r.bad(invResult, j, "result %s, payload %s", last.result, p.payload)
@@ -317,11 +317,11 @@ func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 		if err := json.Unmarshal(last.result, &res); err != nil || res.Attempts != last.attempt || res.Attempts <= p.times {
 			r.bad(invResult, j, "result %s of attempt %d, %d planned failures", last.result, last.attempt, p.times)
 		}
-		if n := j.count(streams.EvRetryScheduled); n > p.times {
+		if n := j.count(domain.EvRetryScheduled); n > p.times {
 			r.bad(invOutcome, j, "%d retries for %d planned failures", n, p.times)
 		}
 	case p.kind == kDoomed:
-		if n := j.count(streams.EvRetryScheduled); n != p.maxRetries {
+		if n := j.count(domain.EvRetryScheduled); n != p.maxRetries {
 			r.bad(invOutcome, j, "failed after %d retries, max_retries %d", n, p.maxRetries)
 		}
 	}
@@ -346,12 +346,12 @@ func (r *report) checkSleep(j *jobLog, last *ev, seconds float64) {
 }
 
 func (r *report) checkDelay(j *jobLog) {
-	if !j.has(streams.EvDue) {
+	if !j.has(domain.EvDue) {
 		r.bad(invDelay, j, "no job.due")
 		return
 	}
 	for _, e := range j.evs {
-		if e.typ == streams.EvStarted {
+		if e.typ == domain.EvStarted {
 			if e.at.Before(j.spec.RunAt) {
 				r.bad(invDelay, j, "started at %s, run_at %s", e.at.Format(time.RFC3339Nano), j.spec.RunAt.Format(time.RFC3339Nano))
 			}
@@ -361,9 +361,9 @@ func (r *report) checkDelay(j *jobLog) {
 }
 
 // waitingPlan is the plan of the parent's job.waiting event.
-func waitingPlan(j *jobLog) *streams.FanoutPlan {
+func waitingPlan(j *jobLog) *domain.FanoutPlan {
 	for _, e := range j.evs {
-		if e.typ == streams.EvWaiting && e.plan != nil {
+		if e.typ == domain.EvWaiting && e.plan != nil {
 			return e.plan
 		}
 	}
@@ -375,7 +375,7 @@ func waitingPlan(j *jobLog) *streams.FanoutPlan {
 func firstOutcomes(pieces []ev) map[int]string {
 	out := map[int]string{}
 	for _, e := range pieces {
-		if e.typ == streams.PcPlanned || e.piece < 1 {
+		if e.typ == domain.PcPlanned || e.piece < 1 {
 			continue
 		}
 		if _, ok := out[e.piece]; !ok {
@@ -385,22 +385,22 @@ func firstOutcomes(pieces []ev) map[int]string {
 	return out
 }
 
-func tally(outcomes map[int]string) streams.FanoutCounts {
-	var c streams.FanoutCounts
+func tally(outcomes map[int]string) domain.FanoutCounts {
+	var c domain.FanoutCounts
 	for _, o := range outcomes {
 		switch o {
-		case streams.PcSucceeded:
+		case domain.PcSucceeded:
 			c.Succeeded++
-		case streams.PcFailed:
+		case domain.PcFailed:
 			c.Failed++
-		case streams.PcCancelled:
+		case domain.PcCancelled:
 			c.Cancelled++
 		}
 	}
 	return c
 }
 
-func sameCounts(a, b streams.FanoutCounts) bool {
+func sameCounts(a, b domain.FanoutCounts) bool {
 	return a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.Cancelled == b.Cancelled
 }
 
@@ -415,36 +415,36 @@ func (r *report) checkChildren(p *job, j *jobLog, last *ev, kids []*jobLog, piec
 		}
 		seen[k.spec.Piece] = k
 	}
-	waited := j.has(streams.EvWaiting)
+	waited := j.has(domain.EvWaiting)
 	if waited && len(seen) != p.n {
 		r.bad(invChildren, j, "%d children of %d", len(seen), p.n)
 	}
-	var got streams.FanoutCounts // the children's own ends
+	var got domain.FanoutCounts // the children's own ends
 	for _, k := range kids {
 		kl := k.last()
 		if kl == nil {
 			continue // counted as not terminal
 		}
 		switch kl.to {
-		case streams.StateSucceeded:
+		case domain.StateSucceeded:
 			got.Succeeded++
 			r.checkSleep(k, kl, p.seconds)
-		case streams.StateFailed:
+		case domain.StateFailed:
 			got.Failed++
-		case streams.StateCancelled:
+		case domain.StateCancelled:
 			got.Cancelled++
 		}
-		if last.to == streams.StateCancelled && kl.to != streams.StateCancelled && p.kind == kWaiting {
+		if last.to == domain.StateCancelled && kl.to != domain.StateCancelled && p.kind == kWaiting {
 			r.bad(invChildren, k, "child of cancelled %s ended %s", j.id, kl.to)
 		}
 	}
-	if last.to == streams.StateCancelled {
+	if last.to == domain.StateCancelled {
 		return // a cancelled parent has no counts to check
 	}
-	if plan := waitingPlan(j); plan == nil || plan.Total != p.n || plan.Kind != streams.FanoutChildren {
+	if plan := waitingPlan(j); plan == nil || plan.Total != p.n || plan.Kind != domain.FanoutChildren {
 		r.bad(invFanIn, j, "plan %+v, want %d children", plan, p.n)
 	}
-	want := streams.FanoutCounts{Succeeded: p.n}
+	want := domain.FanoutCounts{Succeeded: p.n}
 	if last.counts == nil || !sameCounts(*last.counts, got) || !sameCounts(got, want) {
 		r.bad(invFanIn, j, "parent counts %+v, children ended %+v, plan %+v", last.counts, got, want)
 	}
@@ -459,15 +459,15 @@ func (r *report) checkChildren(p *job, j *jobLog, last *ev, kids []*jobLog, piec
 // parent's counts are those outcomes.
 func (r *report) checkBatches(p *job, j *jobLog, last *ev, pieces []ev) {
 	r.pieces += p.n
-	if plan := waitingPlan(j); plan == nil || plan.Total != p.n || plan.Kind != streams.FanoutBatches {
+	if plan := waitingPlan(j); plan == nil || plan.Total != p.n || plan.Kind != domain.FanoutBatches {
 		r.bad(invFanIn, j, "plan %+v, want %d batches", plan, p.n)
 	}
 	first := firstOutcomes(pieces)
-	want := streams.FanoutCounts{}
+	want := domain.FanoutCounts{}
 	for i := 1; i <= p.n; i++ {
-		out := streams.PcSucceeded
+		out := domain.PcSucceeded
 		if p.failEvery > 0 && i%p.failEvery == 0 {
-			out = streams.PcFailed
+			out = domain.PcFailed
 			want.Failed++
 		} else {
 			want.Succeeded++

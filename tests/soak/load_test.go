@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -100,7 +101,7 @@ func (ld *load) ids() []string {
 func (ld *load) newJob(k string) (*job, *jetflow.SubmitRequest) {
 	n := ld.seq.Add(1)
 	key := fmt.Sprintf("soak-%s-%d", ld.run, n)
-	j := &job{key: key, id: streams.KeyedID(streams.DefaultNS, key), kind: k}
+	j := &job{key: key, id: domain.KeyedID(domain.DefaultNS, key), kind: k}
 	opts := []jetflow.SubmitOption{jetflow.IdempotencyKey(key), jetflow.MaxLeaseRequeues(100)}
 	typ := ""
 	var payload any
@@ -374,15 +375,15 @@ func (ld *load) duplicate(stop <-chan struct{}) {
 			if parent == "" {
 				continue
 			}
-			subj = streams.BatchSubject(streams.DefaultQueue, "demo.batch", parent)
+			subj = streams.BatchSubject(domain.DefaultQueue, "demo.batch", parent)
 		} else {
-			subj = streams.RunSubject(streams.DefaultQueue, types[rand.IntN(len(types))])
+			subj = streams.RunSubject(domain.DefaultQueue, types[rand.IntN(len(types))])
 		}
 		ctx, cancel := callCtx(5 * time.Second)
 		js, err := jetstream.New(ld.client.Conn())
 		var qs jetstream.Stream
 		if err == nil {
-			qs, err = js.Stream(ctx, streams.QueueStream(streams.DefaultQueue))
+			qs, err = js.Stream(ctx, streams.QueueStream(domain.DefaultQueue))
 		}
 		if err == nil {
 			var m *jetstream.RawStreamMsg

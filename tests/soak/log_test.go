@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -24,22 +25,22 @@ type ev struct {
 	attempt int
 	actor   string
 	at      time.Time
-	from    streams.State
-	to      streams.State
+	from    domain.State
+	to      domain.State
 	lease   uint64
 	piece   int
 	runAt   time.Time
 	result  []byte
-	err     *streams.JobError
-	counts  *streams.FanoutCounts
-	plan    *streams.FanoutPlan
+	err     *domain.JobError
+	counts  *domain.FanoutCounts
+	plan    *domain.FanoutPlan
 	message string
 }
 
 // jobLog is one job's history.
 type jobLog struct {
 	id   string
-	spec *streams.Spec // from job.submitted (nil: the log has no job.submitted)
+	spec *domain.Spec // from job.submitted (nil: the log has no job.submitted)
 	evs  []ev
 }
 
@@ -152,7 +153,7 @@ func (l *eventLog) add(seq uint64, subject string, data []byte) {
 		j = &jobLog{id: e.JobID}
 		l.jobs[e.JobID] = j
 	}
-	if e.Type == streams.EvSubmitted && j.spec == nil {
+	if e.Type == domain.EvSubmitted && j.spec == nil {
 		j.spec = e.Spec
 	}
 	j.evs = append(j.evs, r)
@@ -248,7 +249,7 @@ func (tl *tail) poll(ctx context.Context) error {
 		if err != nil {
 			return nil
 		}
-		if e.Type == streams.EvSubmitted && e.Spec != nil {
+		if e.Type == domain.EvSubmitted && e.Spec != nil {
 			if _, ok := tl.jobs[e.JobID]; !ok {
 				tl.jobs[e.JobID] = false
 				if e.Spec.Parent == "" {
@@ -258,7 +259,7 @@ func (tl *tail) poll(ctx context.Context) error {
 		}
 		switch e.To {
 		case "":
-		case streams.StateRunning, streams.StateClaimed:
+		case domain.StateRunning, domain.StateClaimed:
 			tl.held[e.JobID] = e.Actor
 		default:
 			delete(tl.held, e.JobID)

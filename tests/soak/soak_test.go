@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -87,13 +88,13 @@ func runSoak(t *testing.T, s *system) {
 	ld.mu.Lock()
 	for _, id := range ids {
 		if j := ld.jobs[id]; j.kind == kSched {
-			skip[streams.SchedSubject(streams.DefaultQueue, id)] = true
+			skip[streams.SchedSubject(domain.DefaultQueue, id)] = true
 		}
 	}
 	ld.mu.Unlock()
 	var leftover map[string]uint64
 	items := settle(30*time.Second, func() (n int, err error) {
-		n, leftover, err = queueItems(s, streams.DefaultQueue, skip)
+		n, leftover, err = queueItems(s, domain.DefaultQueue, skip)
 		return n, err
 	})
 	drained := time.Now()
@@ -168,9 +169,9 @@ func batchItems(s *system, parent string) string {
 	ctx, cancel := callCtx(30 * time.Second)
 	defer cancel()
 	var b strings.Builder
-	req := map[string]any{"seq": 1, "next_by_subj": streams.BatchSubject(streams.DefaultQueue, "demo.batch", parent), "batch": 1000}
-	_, err := streams.DirectBatch(ctx, s.client.Conn(), streams.QueueStream(streams.DefaultQueue), req, func(m *nats.Msg) error {
-		var item streams.BatchItem
+	req := map[string]any{"seq": 1, "next_by_subj": streams.BatchSubject(domain.DefaultQueue, "demo.batch", parent), "batch": 1000}
+	_, err := streams.DirectBatch(ctx, s.client.Conn(), streams.QueueStream(domain.DefaultQueue), req, func(m *nats.Msg) error {
+		var item domain.BatchItem
 		_ = streams.Unmarshal(m.Data, &item)
 		fmt.Fprintf(&b, "  queue item seq %s (stored %s): piece %d\n", m.Header.Get("Nats-Sequence"), m.Header.Get("Nats-Time-Stamp"), item.Piece)
 		return nil
@@ -181,7 +182,7 @@ func batchItems(s *system, parent string) string {
 	js, err := jetstream.New(s.client.Conn())
 	var c jetstream.Consumer
 	if err == nil {
-		c, err = js.Consumer(ctx, streams.QueueStream(streams.DefaultQueue), engine.BatchConsumerName("demo.batch"))
+		c, err = js.Consumer(ctx, streams.QueueStream(domain.DefaultQueue), engine.BatchConsumerName("demo.batch"))
 	}
 	if err == nil {
 		var ci *jetstream.ConsumerInfo

@@ -1,4 +1,4 @@
-package streams
+package domain
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package streams
+package domain
 
 import (
 	"time"
@@ -215,11 +215,6 @@ type Job struct {
 	// Hold is why a pending job waits (job.pending); nil once it left
 	// pending.
 	Hold *Hold `msgpack:"hold,omitempty"`
-}
-
-// Subject is the subject the job's events are appended to.
-func (j *Job) Subject() string {
-	return EventSubject(j.Spec.Namespace, j.Spec.Queue, j.Spec.Type, j.ID)
 }
 
 // Event is the envelope of every entry in the events stream. The common part
