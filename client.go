@@ -3,14 +3,13 @@ package jetflow
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -21,10 +20,10 @@ import (
 
 // Client submits jobs and follows them. It is safe for concurrent use.
 type Client struct {
-	store *engine.Store // nil for a token client
+	b     backend       // direct (the store) or command (a token)
+	store *engine.Store // nil for a token client: what workers and engines run on
 	nc    *nats.Conn
 	owned bool
-	token string // a token client's (tokenclient.go)
 }
 
 // ClientOptions configure a Client. The zero value means defaults.
@@ -75,7 +74,7 @@ func Connect(ctx context.Context, url string, o ClientOptions) (*Client, error) 
 // jetflow's streams and buckets if they do not exist.
 func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, error) {
 	if o.Token != "" {
-		return &Client{nc: nc, token: o.Token}, nil
+		return &Client{b: command{nc: nc, token: o.Token}, nc: nc}, nil
 	}
 	name := o.Name
 	if name == "" {
@@ -88,7 +87,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 	if o.Logger != nil {
 		st.Log = o.Logger
 	}
-	return &Client{store: st, nc: nc}, nil
+	return &Client{b: direct{st}, store: st, nc: nc}, nil
 }
 
 func defaultName() string {
@@ -115,8 +114,70 @@ func (c *Client) Replicas() int {
 }
 
 // SubmitRequest is a job to submit, with every option; see Submit for the
-// short form.
-type SubmitRequest = commands.SubmitRequest
+// short form and the options (Queue, Delay, MaxRetries, ...) for what each
+// field means. A nil pointer leaves the option to its default.
+type SubmitRequest struct {
+	Type             string
+	Payload          json.RawMessage // JSON; nil is null
+	Namespace        string          // "" : "default"
+	Queue            string          // "" : "default"
+	Delay            *time.Duration
+	RunAt            *time.Time
+	MaxRetries       *int
+	Backoff          *time.Duration
+	BackoffCap       *time.Duration
+	Jitter           *float64
+	Timeout          *time.Duration
+	QueueTimeout     *time.Duration
+	MaxLeaseRequeues *int
+	IdempotencyKey   string
+	Tags             []string
+	Parent           string
+	Priority         int
+	RetryOn          []string
+	NoRetryOn        []string
+	User             string
+	// Uploads are input files, stored with the job before it is submitted
+	// (see Files).
+	Uploads []FileUpload
+}
+
+// FileUpload is an input file to store with a job: its name in the job's
+// directory (a relative, slash-separated path) and its content.
+type FileUpload struct {
+	Name   string
+	Reader io.Reader
+}
+
+func duration(d *time.Duration) *commands.Duration {
+	if d == nil {
+		return nil
+	}
+	v := commands.Duration(*d)
+	return &v
+}
+
+// command is the request as the engine takes it.
+func (r *SubmitRequest) command() *commands.SubmitRequest {
+	c := &commands.SubmitRequest{Namespace: r.Namespace, Type: r.Type, Payload: commands.RawJSON(r.Payload),
+		Queue: r.Queue, Delay: duration(r.Delay), RunAt: r.RunAt, MaxRetries: r.MaxRetries,
+		Backoff: duration(r.Backoff), BackoffCap: duration(r.BackoffCap), Jitter: r.Jitter,
+		Timeout: duration(r.Timeout), IdempotencyKey: r.IdempotencyKey, Tags: r.Tags, Parent: r.Parent,
+		Priority: r.Priority, RetryOn: r.RetryOn, NoRetryOn: r.NoRetryOn, MaxLeaseRequeues: r.MaxLeaseRequeues,
+		QueueTimeout: duration(r.QueueTimeout), User: r.User}
+	for _, u := range r.Uploads {
+		c.Uploads = append(c.Uploads, commands.FileUpload{Name: u.Name, Reader: u.Reader})
+	}
+	return c
+}
+
+// Validate checks a request as a submit would, without sending it: an
+// option out of range is an *InputError naming the field.
+func (r *SubmitRequest) Validate() error {
+	c := r.command()
+	c.Uploads = nil
+	return publicErr(c.Validate())
+}
 
 // Submit submits a job of type jobType with payload (any value that
 // marshals to JSON; a json.RawMessage or []byte is taken as JSON as is).
@@ -131,14 +192,14 @@ func (c *Client) Submit(ctx context.Context, jobType string, payload any, opts .
 
 // NewRequest builds a SubmitRequest from Submit's arguments and checks it
 // as a submit would: an option out of range (MaxRetries(-1), Jitter(2),
-// Timeout(0), ...) is an error matching ErrInvalidInput, an
-// *commands.InputError naming the field, before anything is sent.
+// Timeout(0), ...) is an error matching ErrInvalidInput, an *InputError
+// naming the field, before anything is sent.
 func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitRequest, error) {
 	raw, err := marshalPayload(payload)
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	req := &SubmitRequest{Type: jobType, Payload: commands.RawJSON(raw)}
+	req := &SubmitRequest{Type: jobType, Payload: raw}
 	for _, o := range opts {
 		o(req)
 	}
@@ -152,46 +213,41 @@ func NewRequest(jobType string, payload any, opts ...SubmitOption) (*SubmitReque
 // by hand). created is false when the request's idempotency key named an
 // existing job, which is returned as it is.
 func (c *Client) Send(ctx context.Context, req *SubmitRequest) (info *JobInfo, created bool, err error) {
+	var v *projections.JobView
 	if len(req.Uploads) > 0 {
-		return c.sendWithFiles(ctx, req)
+		v, created, err = c.b.sendWithFiles(ctx, req.command())
+	} else {
+		v, created, err = c.b.send(ctx, req.command())
 	}
-	if c.store == nil {
-		return c.sendByCommand(ctx, req)
-	}
-	res, err := c.store.Submit(ctx, req)
 	if err != nil {
-		return nil, false, err
+		return nil, false, publicErr(err)
 	}
-	return projections.View(res.Job), res.Created, nil
+	return jobInfo(v), created, nil
 }
 
 // SubmitMany submits jobs with their writes pipelined. The i-th result and
 // error belong to the i-th request.
 func (c *Client) SubmitMany(ctx context.Context, reqs []*SubmitRequest) ([]*JobInfo, []error) {
-	if c.store == nil {
-		infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
-		for i, r := range reqs {
-			infos[i], _, errs[i] = c.Send(ctx, r) // sendByCommand, or ErrNeedsEngine for files
-		}
-		return infos, errs
-	}
+	infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
 	for _, r := range reqs {
 		if len(r.Uploads) > 0 { // files are stored before each submit: one at a time
-			infos, errs := make([]*JobInfo, len(reqs)), make([]error, len(reqs))
 			for i, r := range reqs {
 				infos[i], _, errs[i] = c.Send(ctx, r)
 			}
 			return infos, errs
 		}
 	}
-	res := c.store.SubmitBatch(ctx, reqs)
-	infos, errs := make([]*JobInfo, len(res)), make([]error, len(res))
-	for i, r := range res {
-		if r.Err != nil {
-			errs[i] = r.Err
+	creqs := make([]*commands.SubmitRequest, len(reqs))
+	for i, r := range reqs {
+		creqs[i] = r.command()
+	}
+	views, werrs := c.b.sendMany(ctx, creqs)
+	for i := range views {
+		if werrs[i] != nil {
+			errs[i] = publicErr(werrs[i])
 			continue
 		}
-		infos[i] = projections.View(r.Job)
+		infos[i] = jobInfo(views[i])
 	}
 	return infos, errs
 }
@@ -214,58 +270,32 @@ func marshalPayload(p any) (json.RawMessage, error) {
 
 // Get returns a job.
 func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
-	if c.store == nil {
-		return c.jobByCommand(ctx, "get", map[string]string{"id": id})
-	}
-	snap, err := c.store.Lookup(ctx, id)
+	v, err := c.b.get(ctx, id)
+	return jobInfo(v), publicErr(err)
+}
+
+func jobInfos(vs []*projections.JobView, err error) ([]*JobInfo, error) {
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	return c.store.View(ctx, snap.Job), nil
+	out := make([]*JobInfo, len(vs))
+	for i, v := range vs {
+		out[i] = jobInfo(v)
+	}
+	return out, nil
 }
 
 // Children returns the children of a fan-out parent, in piece order.
 func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("children")
-	}
-	snap, err := c.store.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	f := snap.Job.Fanout
-	if f == nil || f.Plan.Kind != domain.FanoutChildren {
-		return []*JobInfo{}, nil
-	}
-	out := make([]*JobInfo, 0, f.Plan.Total)
-	for n := 1; n <= f.Plan.Total; n++ {
-		child, err := c.store.Get(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
-		if errors.Is(err, ErrNotFound) {
-			continue // not created (yet)
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, projections.View(child.Job))
-	}
-	return out, nil
+	return jobInfos(c.b.children(ctx, id))
 }
 
 // Cancel cancels a job. A queued or scheduled job is cancelled at once; a
 // running job's handler sees its context cancelled. Cancelling a terminal
 // job changes nothing and returns it as it is.
 func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error) {
-	if c.store == nil {
-		return c.jobByCommand(ctx, "cancel", map[string]string{"id": id, "reason": reason})
-	}
-	snap, err := c.store.Cancel(ctx, id, reason)
-	if errors.Is(err, ErrTerminal) {
-		return projections.View(snap.Job), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return projections.View(snap.Job), nil
+	v, err := c.b.cancel(ctx, id, reason)
+	return jobInfo(v), publicErr(err)
 }
 
 // Retry runs a terminal job again: a new job with the original's spec and
@@ -273,120 +303,64 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error
 // ErrInvalidTransition). With an idempotency key, a repeated retry returns
 // the same new job.
 func (c *Client) Retry(ctx context.Context, id, idempotencyKey string) (*JobInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("retry")
-	}
-	res, err := c.store.Retry(ctx, id, idempotencyKey)
-	if err != nil {
-		return nil, err
-	}
-	return projections.View(res.Job), nil
+	v, err := c.b.retry(ctx, id, idempotencyKey)
+	return jobInfo(v), publicErr(err)
 }
 
-// Wait blocks until the job is terminal (or ctx is done) and returns it. It
-// watches the job's record: no polling.
+// Wait blocks until the job is terminal (or ctx is done) and returns it,
+// told by the engine when the job ends: no polling.
 func (c *Client) Wait(ctx context.Context, id string) (*JobInfo, error) {
-	if c.store == nil {
-		return c.waitByCommand(ctx, id)
-	}
-	if _, err := c.Get(ctx, id); err != nil {
-		return nil, err
-	}
-	w, err := c.store.KV.Watch(ctx, streams.KVKey(id))
-	if err != nil {
-		return nil, fmt.Errorf("watch job %s: %w", id, err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("watch job %s: closed", id)
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			j, err := streams.DecodeJob(e.Value())
-			if err != nil {
-				return nil, err
-			}
-			if j.State.Terminal() {
-				return projections.View(j), nil
-			}
-		}
-	}
+	v, err := c.b.wait(ctx, id)
+	return jobInfo(v), publicErr(err)
 }
-
-// ListFilter selects jobs; empty fields match everything.
-type ListFilter = engine.Filter
 
 // List returns the jobs that match f, newest first. It reads the whole jobs
 // bucket (one ordered consumer), which is fine for thousands of jobs; the
 // HTTP API keeps an index for more.
 func (c *Client) List(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
-	if c.store == nil {
-		return c.listByCommand(ctx, f)
-	}
-	jobs, err := c.store.List(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	views := make([]*JobInfo, len(jobs))
-	for i, j := range jobs {
-		views[i] = projections.View(j)
-	}
-	return views, nil
+	return jobInfos(c.b.list(ctx, f.engine()))
 }
 
 // Events returns a job's history, oldest first.
 func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
-	if c.store == nil {
-		return c.eventsByCommand(ctx, id)
-	}
 	var out []*EventInfo
-	err := c.store.History(ctx, id, 0, false, func(e *domain.Event) error {
-		out = append(out, projections.ViewEvent(e))
+	err := c.b.history(ctx, id, false, func(e *projections.EventView) error {
+		out = append(out, eventInfo(e))
 		return nil
 	})
-	return out, err
+	return out, publicErr(err)
 }
 
 // Follow calls fn with a job's history, then with each new event as it is
 // appended, until the job's terminal event was delivered, fn returns an
 // error, or ctx is done.
 func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) error) error {
-	if c.store == nil {
-		return c.followByCommand(ctx, id, fn)
-	}
-	return c.store.History(ctx, id, 0, true, func(e *domain.Event) error { return fn(projections.ViewEvent(e)) })
+	return publicErr(c.b.history(ctx, id, true, func(e *projections.EventView) error { return fn(eventInfo(e)) }))
 }
-
-// QueueInfo is a queue: its settings and what it holds.
-type QueueInfo = engine.QueueInfo
 
 // Queues lists the queues, by name, with their depth.
 func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("queues")
+	qs, err := c.b.queues(ctx)
+	if err != nil {
+		return nil, publicErr(err)
 	}
-	return c.store.QueueInfos(ctx)
+	out := make([]*QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = queueInfo(q)
+	}
+	return out, nil
 }
 
 // PauseQueue pauses a queue: it accepts jobs but dispatches none, to every
 // worker at once, until ResumeQueue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	if c.store == nil {
-		return c.needsEngine("pause")
-	}
-	_, err := c.store.SetQueuePaused(ctx, queue, true)
-	return err
+	return publicErr(c.b.pauseQueue(ctx, queue, true))
 }
 
-// QueueLimits are a queue's quotas: the most jobs running at once in all
-// (MaxRunning) and per user (MaxRunningPerUser); 0 is no limit.
-type QueueLimits = domain.QueueLimits
+// ResumeQueue resumes a paused queue.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	return publicErr(c.b.pauseQueue(ctx, queue, false))
+}
 
 // MaxQueueLimit bounds a queue limit's value.
 const MaxQueueLimit = commands.MaxLimit
@@ -396,92 +370,61 @@ const MaxQueueLimit = commands.MaxLimit
 // free, admitted fairly across users. Lowering a limit stops no running
 // job; raising one admits pending jobs at once. docs/quotas.md.
 func (c *Client) SetQueueLimits(ctx context.Context, queue string, l QueueLimits) error {
-	if c.store == nil {
-		return c.needsEngine("queue set")
-	}
-	_, err := c.store.SetQueueLimits(ctx, queue, l)
+	_, err := c.ChangeQueueLimits(ctx, queue, func(QueueLimits) QueueLimits { return l })
 	return err
 }
 
 // ChangeQueueLimits gives a queue the limits change returns for its current
 // ones (decided on the limits as they are when written), and returns them.
 func (c *Client) ChangeQueueLimits(ctx context.Context, queue string, change func(QueueLimits) QueueLimits) (QueueLimits, error) {
-	if c.store == nil {
-		return QueueLimits{}, c.needsEngine("queue set")
-	}
-	rec, err := c.store.ChangeQueueLimits(ctx, queue, change)
+	l, err := c.b.changeQueueLimits(ctx, queue, func(cur domain.QueueLimits) domain.QueueLimits {
+		n := change(QueueLimits{MaxRunning: cur.MaxRunning, MaxRunningPerUser: cur.MaxRunningPerUser})
+		return domain.QueueLimits{MaxRunning: n.MaxRunning, MaxRunningPerUser: n.MaxRunningPerUser}
+	})
 	if err != nil {
-		return QueueLimits{}, err
+		return QueueLimits{}, publicErr(err)
 	}
-	return rec.Limits, nil
+	return QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser}, nil
 }
-
-// ResumeQueue resumes a paused queue.
-func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	if c.store == nil {
-		return c.needsEngine("resume")
-	}
-	_, err := c.store.SetQueuePaused(ctx, queue, false)
-	return err
-}
-
-// WorkerInfo is a worker of the registry (SDK or HTTP) with its heartbeat.
-type WorkerInfo = engine.WorkerView
 
 // Workers lists the registered workers by registration time; live says
 // whether each beat within DefaultLease.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("workers")
-	}
-	ws, err := c.store.Workers.List(ctx)
+	ws, err := c.b.workers(ctx)
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
 	out := make([]*WorkerInfo, len(ws))
 	for i, w := range ws {
-		out[i] = engine.ViewWorker(w.WorkerRecord, DefaultLease)
+		out[i] = workerInfo(w)
 	}
 	return out, nil
 }
-
-// VerifyDiff is one job whose record differs from its rebuild.
-type VerifyDiff = projections.Diff
-
-// VerifyReport is what Verify found: jobs rebuilt from the log, records
-// read, and every difference.
-type VerifyReport = projections.Report
 
 // Verify rebuilds every job from the event log and compares it with the
 // live projection; a record behind the log may catch up within settle
 // before it counts as a difference.
 func (c *Client) Verify(ctx context.Context, settle time.Duration) (*VerifyReport, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("verify")
+	r, err := c.b.verify(ctx, settle)
+	if err != nil {
+		return nil, publicErr(err)
 	}
-	return projections.Verify(ctx, c.store.JS, settle)
+	return verifyReport(r), nil
 }
 
 // Replay rebuilds every job from the event log (the live projection is not
 // read) and returns how many are in each state, and the last event folded.
 func (c *Client) Replay(ctx context.Context) (map[State]int, uint64, error) {
-	if c.store == nil {
-		return nil, 0, c.needsEngine("replay")
-	}
-	jobs, last, err := projections.Rebuild(ctx, c.store.JS, 0)
+	counts, last, err := c.b.replay(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, publicErr(err)
 	}
-	counts := map[State]int{}
-	for _, j := range jobs {
-		counts[j.State]++
+	out := make(map[State]int, len(counts))
+	for s, n := range counts {
+		out[State(s)] = n
 	}
-	return counts, last, nil
+	return out, last, nil
 }
-
-// TypeInfo is a registered job type: scope:category:name, its payload's
-// JSON Schema, and whether it is soft-deleted.
-type TypeInfo = projections.TypeView
 
 // RegisterType registers a job type by its full name (scope:category:name;
 // the scope a namespace, @global or @internal) with a JSON Schema of its
@@ -493,16 +436,13 @@ type TypeInfo = projections.TypeView
 func (c *Client) RegisterType(ctx context.Context, fullName string, schema json.RawMessage, description string) (info *TypeInfo, created bool, err error) {
 	n, err := commands.ParseTypeName(fullName)
 	if err != nil {
-		return nil, false, err
+		return nil, false, publicErr(err)
 	}
-	if c.store == nil {
-		return nil, false, c.needsEngine("register a type")
-	}
-	t, created, err := c.store.Types.Register(ctx, commands.TypeDef{Name: n, Schema: schema, Description: description}, c.store.Actor)
+	t, created, err := c.b.registerType(ctx, commands.TypeDef{Name: n, Schema: schema, Description: description})
 	if err != nil {
-		return nil, false, err
+		return nil, false, publicErr(err)
 	}
-	return projections.ViewType(t), created, nil
+	return typeInfo(t), created, nil
 }
 
 // Types lists the types visible from namespace ns (its own and @global;
@@ -510,32 +450,26 @@ func (c *Client) RegisterType(ctx context.Context, fullName string, schema json.
 func (c *Client) Types(ctx context.Context, ns string, deleted bool) ([]*TypeInfo, error) {
 	if ns != "" {
 		if err := commands.CheckNamespace(ns); err != nil {
-			return nil, err
+			return nil, publicErr(err)
 		}
 	}
-	if c.store == nil {
-		return nil, c.needsEngine("types")
-	}
-	ts, err := c.store.Types.Types(ctx, ns, deleted)
+	ts, err := c.b.types(ctx, ns, deleted)
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
 	out := make([]*TypeInfo, len(ts))
 	for i, t := range ts {
-		out[i] = projections.ViewType(t)
+		out[i] = typeInfo(t)
 	}
 	return out, nil
 }
 
-// NamespaceSettings are a namespace's settings.
-type NamespaceSettings = domain.NamespaceSettings
-
 // SetNamespace sets a namespace's settings (StrictTypes: only registered
-// types are accepted in it).
+// types are accepted in it; Retention: how long its finished jobs are
+// kept).
 func (c *Client) SetNamespace(ctx context.Context, ns string, s NamespaceSettings) error {
-	if c.store == nil {
-		return c.needsEngine("namespace settings")
+	if s.Retention < 0 {
+		return publicErr(&commands.InputError{Field: "retention", Reason: "must not be negative"})
 	}
-	_, err := c.store.Types.SetNamespace(ctx, ns, s, c.store.Actor)
-	return err
+	return publicErr(c.b.setNamespace(ctx, ns, domain.NamespaceSettings{StrictTypes: s.StrictTypes, Retention: domain.Period(s.Retention)}))
 }

@@ -49,9 +49,12 @@ type FanOutSpec struct {
 // the job starts waiting: a handler that runs again after a crash must fan
 // out the same pieces (children are keyed by their position).
 func FanOut(spec FanOutSpec) error {
-	f := &engine.FanOut{Children: spec.Children, BatchType: spec.BatchType, BatchQueue: spec.BatchQueue,
+	f := &engine.FanOut{BatchType: spec.BatchType, BatchQueue: spec.BatchQueue,
 		BatchMaxRetries: spec.BatchMaxRetries, BatchBackoff: spec.BatchBackoff, BatchTimeout: spec.BatchTimeout,
 		Policy: spec.Policy, MaxFailureRatio: spec.MaxFailureRatio, StallTimeout: spec.StallTimeout}
+	for _, c := range spec.Children {
+		f.Children = append(f.Children, c.command())
+	}
 	for i, p := range spec.Batches {
 		b, err := marshalPayload(p)
 		if err != nil {

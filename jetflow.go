@@ -26,31 +26,6 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/projections"
-)
-
-// JobInfo is a job as clients see it (the JSON object of the CLI and the
-// HTTP API).
-type JobInfo = projections.JobView
-
-// EventInfo is one event of a job's history.
-type EventInfo = projections.EventView
-
-// State is where a job is in its lifecycle.
-type State = domain.State
-
-// The states of a job. Succeeded, Failed and Cancelled are terminal.
-const (
-	Pending   = domain.StatePending
-	Scheduled = domain.StateScheduled
-	Queued    = domain.StateQueued
-	Claimed   = domain.StateClaimed
-	Running   = domain.StateRunning
-	Waiting   = domain.StateWaiting
-	Succeeded = domain.StateSucceeded
-	Failed    = domain.StateFailed
-	Cancelled = domain.StateCancelled
 )
 
 // Errors returned by the Client and Worker; match them with errors.Is.
@@ -74,15 +49,6 @@ var (
 	// execution timeout passed.
 	ErrTimeout = engine.ErrTimeout
 )
-
-// TransitionError is a refused move of a job (errors.As): which job, which
-// event, from which state to which. It matches ErrInvalidTransition, and
-// ErrTerminal when the job is terminal.
-type TransitionError = commands.TransitionError
-
-// InputError is a refused input (errors.As): which field, and why. It
-// matches ErrInvalidInput.
-type InputError = commands.InputError
 
 // Permanent marks a handler error that must not be retried: the job fails
 // at once.
@@ -119,5 +85,3 @@ type codedError struct {
 func (e *codedError) Error() string { return e.err.Error() }
 func (e *codedError) Unwrap() error { return e.err }
 func (e *codedError) Code() string  { return e.code }
-
-func viewOf(j *domain.Job) *JobInfo { return projections.View(j) }

@@ -13,9 +13,36 @@ import (
 // (ServerConfig.Users): one per role, each limited to its role's subjects.
 // See docs/security.md.
 type (
-	NATSUser  = engine.NATSUser
-	NATSUsers = engine.NATSUsers
+	// NATSUser is one user of an embedded server that requires credentials.
+	NATSUser struct {
+		Role     string `json:"role"`
+		User     string `json:"user"`
+		Password string `json:"password"`
+	}
+	// NATSUsers are the users of such a server: one per role.
+	NATSUsers []NATSUser
 )
+
+// Role returns the user that has role.
+func (u NATSUsers) Role(role string) (NATSUser, bool) {
+	for _, x := range u {
+		if x.Role == role {
+			return x, true
+		}
+	}
+	return NATSUser{}, false
+}
+
+func (u NATSUsers) engine() engine.NATSUsers {
+	if u == nil {
+		return nil
+	}
+	out := make(engine.NATSUsers, len(u))
+	for i, x := range u {
+		out[i] = engine.NATSUser{Role: x.Role, User: x.User, Password: x.Password}
+	}
+	return out
+}
 
 // NATS roles.
 const (
@@ -37,7 +64,15 @@ const NATSUsersFile = engine.NATSUsersFile
 // LoadOrCreateNATSUsers reads the users of path, or creates one user per
 // role with a random password and writes them there (mode 0600).
 func LoadOrCreateNATSUsers(path string) (users NATSUsers, created bool, err error) {
-	return engine.LoadOrCreateNATSUsers(path)
+	eu, created, err := engine.LoadOrCreateNATSUsers(path)
+	if err != nil {
+		return nil, false, err
+	}
+	users = make(NATSUsers, len(eu))
+	for i, x := range eu {
+		users[i] = NATSUser{Role: x.Role, User: x.User, Password: x.Password}
+	}
+	return users, created, nil
 }
 
 // NATSPermissions are the subject permissions of a NATS role (nil for an

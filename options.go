@@ -2,8 +2,6 @@ package jetflow
 
 import (
 	"time"
-
-	"github.com/jetflow/jetflow/commands"
 )
 
 // SubmitOption sets an option of a job at submit.
@@ -17,7 +15,7 @@ func Namespace(ns string) SubmitOption { return func(r *SubmitRequest) { r.Names
 
 // Delay makes the job due d from now; until then it is scheduled.
 func Delay(d time.Duration) SubmitOption {
-	return func(r *SubmitRequest) { v := commands.Duration(d); r.Delay = &v }
+	return func(r *SubmitRequest) { r.Delay = &d }
 }
 
 // RunAt makes the job due at t.
@@ -29,12 +27,12 @@ func MaxRetries(n int) SubmitOption { return func(r *SubmitRequest) { r.MaxRetri
 // Backoff sets the delay before the first retry (default 30s); retry n waits
 // min(base*2^(n-1), cap), spread by the jitter.
 func Backoff(base time.Duration) SubmitOption {
-	return func(r *SubmitRequest) { v := commands.Duration(base); r.Backoff = &v }
+	return func(r *SubmitRequest) { r.Backoff = &base }
 }
 
 // BackoffCap bounds a retry's delay (default 1h).
 func BackoffCap(limit time.Duration) SubmitOption {
-	return func(r *SubmitRequest) { v := commands.Duration(limit); r.BackoffCap = &v }
+	return func(r *SubmitRequest) { r.BackoffCap = &limit }
 }
 
 // Jitter spreads retry delays by +-fraction (default 0.1; 0: exact).
@@ -43,7 +41,7 @@ func Jitter(fraction float64) SubmitOption { return func(r *SubmitRequest) { r.J
 // Timeout bounds one attempt (default 1h): the handler's context is
 // cancelled with ErrTimeout and the attempt fails with code TIMEOUT.
 func Timeout(d time.Duration) SubmitOption {
-	return func(r *SubmitRequest) { v := commands.Duration(d); r.Timeout = &v }
+	return func(r *SubmitRequest) { r.Timeout = &d }
 }
 
 // IdempotencyKey makes submits with the same key in a namespace return the
@@ -81,3 +79,9 @@ func NoRetryOn(codes ...string) SubmitOption {
 // MaxLeaseRequeues sets how often a job whose worker died is requeued
 // before it fails with job.lease_expired (default 3).
 func MaxLeaseRequeues(n int) SubmitOption { return func(r *SubmitRequest) { r.MaxLeaseRequeues = &n } }
+
+// QueueTimeout fails the job (code QUEUE_TIMEOUT) if it is still queued d
+// after it was queued (default: never).
+func QueueTimeout(d time.Duration) SubmitOption {
+	return func(r *SubmitRequest) { r.QueueTimeout = &d }
+}

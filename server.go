@@ -12,9 +12,22 @@ import (
 	"github.com/jetflow/jetflow/engine"
 )
 
-// ServerConfig configures an embedded NATS server with JetStream: the
-// zero-setup default of one machine.
-type ServerConfig = engine.ServerConfig
+// ServerConfig configures an embedded NATS server with JetStream.
+type ServerConfig struct {
+	Dir    string // JetStream store directory
+	Listen string // host:port for other processes; "" = in-process connections only
+	// SyncAlways fsyncs before every acknowledgement. Otherwise the server
+	// fsyncs every SyncInterval (default DefaultSyncInterval), which loses
+	// nothing on a process crash and at most the last interval on a power
+	// loss.
+	SyncAlways   bool
+	SyncInterval time.Duration
+	Name         string
+	Debug        bool
+	// Users, if any, are the only ones who may connect, each limited to
+	// its role's subjects (NATSPermissions); none: anyone may.
+	Users NATSUsers
+}
 
 // Defaults of the engine and its workers.
 const (
@@ -34,7 +47,10 @@ const (
 // StartServer starts an embedded NATS server with JetStream (data in
 // cfg.Dir; listening on cfg.Listen, or in-process only) and waits until it
 // accepts connections. Shut it down with Shutdown and WaitForShutdown.
-func StartServer(cfg ServerConfig) (*server.Server, error) { return engine.StartServer(cfg) }
+func StartServer(cfg ServerConfig) (*server.Server, error) {
+	return engine.StartServer(engine.ServerConfig{Dir: cfg.Dir, Listen: cfg.Listen, SyncAlways: cfg.SyncAlways,
+		SyncInterval: cfg.SyncInterval, Name: cfg.Name, Debug: cfg.Debug, Users: cfg.Users.engine()})
+}
 
 // ConnectInProcess connects to an embedded server without a socket, with
 // opts (credentials: nats.UserInfo) after its own.

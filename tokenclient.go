@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -18,10 +22,7 @@ import (
 // writing to JetStream itself: what it may do is what the token's role
 // allows in its namespace, checked by the engine (serve --auth), and its
 // NATS user needs no more than the command subjects (the client role of
-// docs/security.md). Such a client submits, gets, cancels, lists, waits
-// for and reads the events of jobs; the rest (queues, workers, types,
-// tokens, retry, children, replay) needs the engine's NATS permissions or
-// the HTTP API, and answers ErrNeedsEngine.
+// docs/security.md).
 
 // ErrNeedsEngine is the error of a call a token client cannot make.
 var ErrNeedsEngine = errors.New("this needs the engine's NATS permissions (a client without a token) or the HTTP API")
@@ -30,18 +31,24 @@ var ErrNeedsEngine = errors.New("this needs the engine's NATS permissions (a cli
 // follows (the command service answers requests; it pushes nothing).
 const tokenPoll = 250 * time.Millisecond
 
-type commandReply struct {
-	Job     *JobInfo        `json:"job"`
-	Created *bool           `json:"created"`
-	Jobs    []*JobInfo      `json:"jobs"`
-	Events  []*EventInfo    `json:"events"`
-	Error   *engine.Problem `json:"error"`
+// command is the backend of a token client: the engine's command service.
+type command struct {
+	nc    *nats.Conn
+	token string
 }
 
-// command sends one command with the client's token and decodes its
-// reply; a refusal is returned as its *Problem (errors.Is matches it with
+type commandReply struct {
+	Job     *projections.JobView     `json:"job"`
+	Created *bool                    `json:"created"`
+	Jobs    []*projections.JobView   `json:"jobs"`
+	Events  []*projections.EventView `json:"events"`
+	Error   *engine.Problem          `json:"error"`
+}
+
+// do sends one command with the client's token and decodes its reply; a
+// refusal is returned as its problem (errors.Is matches it with
 // ErrNotFound, ErrInvalidInput, ...).
-func (c *Client) command(ctx context.Context, verb string, req any) (*commandReply, error) {
+func (c command) do(ctx context.Context, verb string, req any) (*commandReply, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -73,51 +80,67 @@ func (c *Client) command(ctx context.Context, verb string, req any) (*commandRep
 }
 
 // needsEngine is the error of a call a token client cannot make.
-func (c *Client) needsEngine(what string) error {
+func needsEngine(what string) error {
 	return fmt.Errorf("%s: %w", what, ErrNeedsEngine)
 }
 
-func (c *Client) sendByCommand(ctx context.Context, req *SubmitRequest) (*JobInfo, bool, error) {
-	out, err := c.command(ctx, "submit", req)
+func (c command) send(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error) {
+	out, err := c.do(ctx, "submit", req)
 	if err != nil {
 		return nil, false, err
 	}
 	return out.Job, out.Created != nil && *out.Created, nil
 }
 
-func (c *Client) jobByCommand(ctx context.Context, verb string, req any) (*JobInfo, error) {
-	out, err := c.command(ctx, verb, req)
+func (c command) sendMany(ctx context.Context, reqs []*commands.SubmitRequest) ([]*projections.JobView, []error) {
+	views, errs := make([]*projections.JobView, len(reqs)), make([]error, len(reqs))
+	for i, r := range reqs {
+		views[i], _, errs[i] = c.send(ctx, r)
+	}
+	return views, errs
+}
+
+func (c command) job(ctx context.Context, verb string, req any) (*projections.JobView, error) {
+	out, err := c.do(ctx, verb, req)
 	if err != nil {
 		return nil, err
 	}
 	return out.Job, nil
 }
 
-func (c *Client) listByCommand(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
-	out, err := c.command(ctx, "list", f)
+func (c command) get(ctx context.Context, id string) (*projections.JobView, error) {
+	return c.job(ctx, "get", map[string]string{"id": id})
+}
+
+func (c command) cancel(ctx context.Context, id, reason string) (*projections.JobView, error) {
+	return c.job(ctx, "cancel", map[string]string{"id": id, "reason": reason})
+}
+
+func (c command) list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
+	out, err := c.do(ctx, "list", f)
 	if err != nil {
 		return nil, err
 	}
 	if out.Jobs == nil {
-		out.Jobs = []*JobInfo{}
+		out.Jobs = []*projections.JobView{}
 	}
 	return out.Jobs, nil
 }
 
-func (c *Client) eventsByCommand(ctx context.Context, id string) ([]*EventInfo, error) {
-	out, err := c.command(ctx, "events", map[string]string{"id": id})
+func (c command) events(ctx context.Context, id string) ([]*projections.EventView, error) {
+	out, err := c.do(ctx, "events", map[string]string{"id": id})
 	if err != nil {
 		return nil, err
 	}
 	return out.Events, nil
 }
 
-// waitByCommand looks at the job every tokenPoll until it is terminal.
-func (c *Client) waitByCommand(ctx context.Context, id string) (*JobInfo, error) {
+// wait looks at the job every tokenPoll until it is terminal.
+func (c command) wait(ctx context.Context, id string) (*projections.JobView, error) {
 	t := time.NewTicker(tokenPoll)
 	defer t.Stop()
 	for {
-		j, err := c.jobByCommand(ctx, "get", map[string]string{"id": id})
+		j, err := c.get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -132,14 +155,14 @@ func (c *Client) waitByCommand(ctx context.Context, id string) (*JobInfo, error)
 	}
 }
 
-// followByCommand reads the job's events every tokenPoll and hands fn
-// those it has not seen, until the job's terminal event.
-func (c *Client) followByCommand(ctx context.Context, id string, fn func(*EventInfo) error) error {
+// history reads the job's events, and with follow every tokenPoll those
+// it has not seen, until the job's terminal event.
+func (c command) history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error {
 	t := time.NewTicker(tokenPoll)
 	defer t.Stop()
 	var last uint64
 	for {
-		evs, err := c.eventsByCommand(ctx, id)
+		evs, err := c.events(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -151,9 +174,12 @@ func (c *Client) followByCommand(ctx context.Context, id string, fn func(*EventI
 			if err := fn(e); err != nil {
 				return err
 			}
-			if e.To.Terminal() {
+			if follow && e.To.Terminal() {
 				return nil
 			}
+		}
+		if !follow {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -161,4 +187,87 @@ func (c *Client) followByCommand(ctx context.Context, id string, fn func(*EventI
 		case <-t.C:
 		}
 	}
+}
+
+func (c command) sendWithFiles(context.Context, *commands.SubmitRequest) (*projections.JobView, bool, error) {
+	return nil, false, needsEngine("submit with files")
+}
+
+func (c command) children(context.Context, string) ([]*projections.JobView, error) {
+	return nil, needsEngine("children")
+}
+
+func (c command) retry(context.Context, string, string) (*projections.JobView, error) {
+	return nil, needsEngine("retry")
+}
+
+func (c command) queues(context.Context) ([]*engine.QueueInfo, error) {
+	return nil, needsEngine("queues")
+}
+
+func (c command) pauseQueue(_ context.Context, _ string, paused bool) error {
+	if paused {
+		return needsEngine("pause")
+	}
+	return needsEngine("resume")
+}
+
+func (c command) changeQueueLimits(context.Context, string, func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error) {
+	return domain.QueueLimits{}, needsEngine("queue set")
+}
+
+func (c command) workers(context.Context) ([]*engine.WorkerView, error) {
+	return nil, needsEngine("workers")
+}
+
+func (c command) verify(context.Context, time.Duration) (*projections.Report, error) {
+	return nil, needsEngine("verify")
+}
+
+func (c command) replay(context.Context) (map[domain.State]int, uint64, error) {
+	return nil, 0, needsEngine("replay")
+}
+
+func (c command) registerType(context.Context, commands.TypeDef) (*projections.TypeView, bool, error) {
+	return nil, false, needsEngine("register a type")
+}
+
+func (c command) typ(context.Context, commands.TypeName) (*projections.TypeView, error) {
+	return nil, needsEngine("type")
+}
+
+func (c command) types(context.Context, string, bool) ([]*projections.TypeView, error) {
+	return nil, needsEngine("types")
+}
+
+func (c command) setNamespace(context.Context, string, domain.NamespaceSettings) error {
+	return needsEngine("namespace settings")
+}
+
+func (c command) createToken(context.Context, commands.TokenSpec) (*projections.TokenView, error) {
+	return nil, needsEngine("create a token")
+}
+
+func (c command) tokens(context.Context) ([]*projections.TokenView, error) {
+	return nil, needsEngine("tokens")
+}
+
+func (c command) revokeToken(context.Context, string) (*projections.TokenView, error) {
+	return nil, needsEngine("revoke a token")
+}
+
+func (c command) purge(context.Context, PurgeOptions) ([]string, int, error) {
+	return nil, 0, needsEngine("purge")
+}
+
+func (c command) openInput(context.Context, string, domain.FileRef) (io.ReadCloser, error) {
+	return nil, needsEngine("open an input file")
+}
+
+func (c command) putResult(context.Context, string, io.Reader) (domain.FileRef, error) {
+	return domain.FileRef{}, needsEngine("store a result")
+}
+
+func (c command) download(context.Context, string, io.Writer) (domain.FileRef, error) {
+	return domain.FileRef{}, needsEngine("download")
 }

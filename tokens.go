@@ -2,9 +2,6 @@ package jetflow
 
 import (
 	"context"
-
-	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/projections"
 )
 
 // Access tokens for the HTTP API and the dashboard (served with access
@@ -14,53 +11,26 @@ import (
 // secret is stored. These calls write through the client's NATS
 // connection: they need the engine's NATS permissions, which is what makes
 // an operator an operator (docs/security.md).
-type (
-	// TokenSpec is what a token is created with.
-	TokenSpec = commands.TokenSpec
-	// TokenInfo is a token as an admin sees it; Token (the secret) is set
-	// only in what CreateToken returns.
-	TokenInfo = projections.TokenView
-	// Role is what a token may do.
-	Role = commands.Role
-)
-
-// Roles of tokens.
-const (
-	RoleAdmin     = commands.RoleAdmin
-	RoleProducer  = commands.RoleProducer
-	RoleWorker    = commands.RoleWorker
-	RoleReader    = commands.RoleReader
-	AllNamespaces = commands.AllNamespaces
-)
-
 // CreateToken creates a token and returns it, with the token itself in
 // Token: the only time it is shown. A spec out of range is an error
 // matching ErrInvalidInput that names the field.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*TokenInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("create a token")
-	}
-	rec, tok, err := c.store.Tokens.Create(ctx, spec, c.store.ActorOf(ctx))
+	t, err := c.b.createToken(ctx, spec.command())
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	v := projections.ViewToken(rec)
-	v.Token = tok
-	return v, nil
+	return tokenInfo(t), nil
 }
 
 // Tokens lists every token, newest first, revoked ones included.
 func (c *Client) Tokens(ctx context.Context) ([]*TokenInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("tokens")
-	}
-	recs, err := c.store.Tokens.List(ctx)
+	ts, err := c.b.tokens(ctx)
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	out := make([]*TokenInfo, len(recs))
-	for i, r := range recs {
-		out[i] = projections.ViewToken(r)
+	out := make([]*TokenInfo, len(ts))
+	for i, t := range ts {
+		out[i] = tokenInfo(t)
 	}
 	return out, nil
 }
@@ -70,12 +40,9 @@ func (c *Client) Tokens(ctx context.Context) ([]*TokenInfo, error) {
 // An unknown id is an error matching ErrNotFound; revoking twice is not
 // an error.
 func (c *Client) RevokeToken(ctx context.Context, id string) (*TokenInfo, error) {
-	if c.store == nil {
-		return nil, c.needsEngine("revoke a token")
-	}
-	rec, err := c.store.Tokens.Revoke(ctx, id, c.store.ActorOf(ctx))
+	t, err := c.b.revokeToken(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, publicErr(err)
 	}
-	return projections.ViewToken(rec), nil
+	return tokenInfo(t), nil
 }

@@ -195,7 +195,7 @@ echo "$JETFLOW_JOB_ID $JETFLOW_ATTEMPT $JETFLOW_TYPE $JETFLOW_NAMESPACE $JETFLOW
 	c.mu.Unlock()
 
 	evs := events(t, env, job.ID)
-	var progress []domain.Progress
+	var progress []jetflow.ProgressReport
 	var custom []string
 	for _, e := range evs {
 		switch e.Type {
@@ -207,7 +207,7 @@ echo "$JETFLOW_JOB_ID $JETFLOW_ATTEMPT $JETFLOW_TYPE $JETFLOW_NAMESPACE $JETFLOW
 	}
 	// Progress is coalesced (at most one write per 250ms): the first and
 	// the last are written, or the last alone.
-	if len(progress) == 0 || progress[len(progress)-1] != (domain.Progress{Current: 2, Total: 2, Message: "done"}) {
+	if len(progress) == 0 || progress[len(progress)-1] != (jetflow.ProgressReport{Current: 2, Total: 2, Message: "done"}) {
 		t.Fatalf("progress events %+v", progress)
 	}
 	if len(custom) != 2 || custom[0] != "step.done: wrote two files" || !strings.HasPrefix(custom[1], "pgid: ") {

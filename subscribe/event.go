@@ -8,7 +8,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -26,19 +26,18 @@ const (
 // carries: the same view of an event as jetflow.EventInfo (Client.Events),
 // with Seq, the event's sequence in the log, taken from msg.UUID.
 //
-// The error wraps streams.ErrBadRecord when the payload is not a jetflow
+// The error matches jetflow.ErrBadEvent when the payload is not a jetflow
 // event; such a message will not decode on a later delivery either.
-func Event(msg *message.Message) (*projections.EventView, error) {
+func Event(msg *message.Message) (*jetflow.EventInfo, error) {
 	seq, err := strconv.ParseUint(msg.UUID, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: message %q: its UUID is not an event sequence", msg.UUID)
 	}
-	e, err := streams.DecodeEvent(msg.Payload)
+	e, err := jetflow.DecodeEvent(msg.Payload, seq)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: event %d: %w", seq, err)
 	}
-	e.Seq = seq
-	return projections.ViewEvent(e), nil
+	return e, nil
 }
 
 // unmarshaler makes a watermill message of an event: the msgpack event as

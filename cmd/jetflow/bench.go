@@ -208,7 +208,7 @@ func cmdBench(c *cli, args []string) int {
 		}
 		return r
 	}
-	if limits.Limited() {
+	if limits.MaxRunning > 0 || limits.MaxRunningPerUser > 0 {
 		// Every job then goes through admission: pending, then admitted as
 		// slots free (the processing rate is the admission rate).
 		if err := subCl.SetQueueLimits(ctx, queue, limits); err != nil {
@@ -327,7 +327,7 @@ func cmdBench(c *cli, args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.out, "jetflow bench: %d jobs, %d handlers, %s\n", jobs, workers, storage)
-	if limits.Limited() {
+	if limits.MaxRunning > 0 || limits.MaxRunningPerUser > 0 {
 		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, %d users: every job admitted from pending\n",
 			limits.MaxRunning, limits.MaxRunningPerUser, users)
 	}

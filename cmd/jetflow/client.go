@@ -477,7 +477,7 @@ func cmdReplay(c *cli, args []string) int {
 				if rep.SlotsChecked {
 					checked = "the admitter agrees"
 				}
-				fmt.Fprintf(c.out, "  queue %s: %d running, %d pending (from the log; %s)\n", name, sl.Holding, sl.Pending, checked)
+				fmt.Fprintf(c.out, "  queue %s: %d running, %d pending (from the log; %s)\n", name, sl.Running, sl.Pending, checked)
 			}
 			for _, d := range rep.Diffs {
 				fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)

@@ -174,7 +174,7 @@ func bootstrapAdmin(ctx context.Context, c *cli, cl *jetflow.Client, path string
 		return err
 	}
 	if slices.ContainsFunc(ts, func(t *jetflow.TokenInfo) bool {
-		return t.Role == string(jetflow.RoleAdmin) && !t.Revoked && (t.ExpiresAt == nil || time.Now().Before(*t.ExpiresAt))
+		return t.Role == jetflow.RoleAdmin && !t.Revoked && (t.ExpiresAt == nil || time.Now().Before(*t.ExpiresAt))
 	}) {
 		return nil
 	}

@@ -148,7 +148,7 @@ func TestCancelCrashPoint(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if snap.Job.State != jetflow.Cancelled {
+		if snap.Job.State != domain.StateCancelled {
 			return testkit.Errorf("record says %s", snap.Job.State)
 		}
 		return nil

@@ -139,7 +139,7 @@ func TestShellJobWithFiles(t *testing.T) {
 	wantFile(t, dir, "stdout.txt", "done\n")
 	wantFile(t, dir, "stderr.txt", "a warning\n")
 	job := testkit.WaitTerminal(t, s.client, id, 10*time.Second)
-	if job.State != domain.StateSucceeded || len(job.Files) != 2 {
+	if job.State != jetflow.Succeeded || len(job.Files) != 2 {
 		t.Errorf("job %s with files %+v", job.State, job.Files)
 	}
 
@@ -165,7 +165,7 @@ func TestShellJobWithFiles(t *testing.T) {
 	}
 	wantFile(t, dir, "out/upper.txt", "X")
 	wantFile(t, dir, "stderr.txt", "failing\n")
-	if job := testkit.WaitTerminal(t, s.client, id, 10*time.Second); job.State != domain.StateFailed || job.Error.Code != "EXIT_3" {
+	if job := testkit.WaitTerminal(t, s.client, id, 10*time.Second); job.State != jetflow.Failed || job.Error.Code != "EXIT_3" {
 		t.Errorf("job %s %+v", job.State, job.Error)
 	}
 }

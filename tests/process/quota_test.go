@@ -369,7 +369,7 @@ func (s *system) stateEvents(id string) []*jetflow.EventInfo {
 	}
 	var out []*jetflow.EventInfo
 	for _, e := range evs {
-		if e.To != domain.StateNew {
+		if e.To != "" {
 			out = append(out, e)
 		}
 	}

@@ -282,7 +282,7 @@ func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 	if p.cancelled != nil {
 		// The cancel decides: cancelled, or the job had ended already and
 		// Cancel returned it as it was.
-		want, code = p.cancelled.State, ""
+		want, code = domain.State(p.cancelled.State), ""
 		if want == domain.StateFailed && p.kind == kDoomed {
 			code = "DEMO_FAIL"
 		}

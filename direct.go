@@ -1,0 +1,413 @@
+package jetflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/files"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// backend is what a Client stands on: the engine's store, writing to
+// JetStream itself (direct), or the engine's command service, with a token
+// (command, tokenclient.go). Both serve every call; the Client converts
+// what they return into jetflow's own types.
+type backend interface {
+	send(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error)
+	sendMany(ctx context.Context, reqs []*commands.SubmitRequest) ([]*projections.JobView, []error)
+	sendWithFiles(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error)
+	get(ctx context.Context, id string) (*projections.JobView, error)
+	children(ctx context.Context, id string) ([]*projections.JobView, error)
+	cancel(ctx context.Context, id, reason string) (*projections.JobView, error)
+	retry(ctx context.Context, id, key string) (*projections.JobView, error)
+	wait(ctx context.Context, id string) (*projections.JobView, error)
+	list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error)
+	history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error
+	queues(ctx context.Context) ([]*engine.QueueInfo, error)
+	pauseQueue(ctx context.Context, queue string, paused bool) error
+	changeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error)
+	workers(ctx context.Context) ([]*engine.WorkerView, error)
+	verify(ctx context.Context, settle time.Duration) (*projections.Report, error)
+	replay(ctx context.Context) (map[domain.State]int, uint64, error)
+	registerType(ctx context.Context, def commands.TypeDef) (*projections.TypeView, bool, error)
+	typ(ctx context.Context, n commands.TypeName) (*projections.TypeView, error)
+	types(ctx context.Context, ns string, deleted bool) ([]*projections.TypeView, error)
+	setNamespace(ctx context.Context, ns string, s domain.NamespaceSettings) error
+	createToken(ctx context.Context, spec commands.TokenSpec) (*projections.TokenView, error)
+	tokens(ctx context.Context) ([]*projections.TokenView, error)
+	revokeToken(ctx context.Context, id string) (*projections.TokenView, error)
+	purge(ctx context.Context, opts PurgeOptions) ([]string, int, error)
+	openInput(ctx context.Context, jobID string, f domain.FileRef) (io.ReadCloser, error)
+	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
+	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
+}
+
+// direct is the backend of a Client without a token: the engine's store,
+// on a NATS user with the engine's permissions.
+type direct struct{ store *engine.Store }
+
+func (d direct) send(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error) {
+	res, err := d.store.Submit(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	return projections.View(res.Job), res.Created, nil
+}
+
+func (d direct) sendMany(ctx context.Context, reqs []*commands.SubmitRequest) ([]*projections.JobView, []error) {
+	res := d.store.SubmitBatch(ctx, reqs)
+	views, errs := make([]*projections.JobView, len(res)), make([]error, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			errs[i] = r.Err
+			continue
+		}
+		views[i] = projections.View(r.Job)
+	}
+	return views, errs
+}
+
+func (d direct) get(ctx context.Context, id string) (*projections.JobView, error) {
+	snap, err := d.store.Lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return d.store.View(ctx, snap.Job), nil
+}
+
+func (d direct) children(ctx context.Context, id string) ([]*projections.JobView, error) {
+	snap, err := d.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	f := snap.Job.Fanout
+	if f == nil || f.Plan.Kind != domain.FanoutChildren {
+		return []*projections.JobView{}, nil
+	}
+	out := make([]*projections.JobView, 0, f.Plan.Total)
+	for n := 1; n <= f.Plan.Total; n++ {
+		child, err := d.store.Get(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
+		if errors.Is(err, commands.ErrNotFound) {
+			continue // not created (yet)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, projections.View(child.Job))
+	}
+	return out, nil
+}
+
+func (d direct) cancel(ctx context.Context, id, reason string) (*projections.JobView, error) {
+	snap, err := d.store.Cancel(ctx, id, reason)
+	if errors.Is(err, commands.ErrTerminal) {
+		return projections.View(snap.Job), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(snap.Job), nil
+}
+
+func (d direct) retry(ctx context.Context, id, key string) (*projections.JobView, error) {
+	res, err := d.store.Retry(ctx, id, key)
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(res.Job), nil
+}
+
+// wait watches the job's record: no polling.
+func (d direct) wait(ctx context.Context, id string) (*projections.JobView, error) {
+	if _, err := d.get(ctx, id); err != nil {
+		return nil, err
+	}
+	w, err := d.store.KV.Watch(ctx, streams.KVKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("watch job %s: %w", id, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("watch job %s: closed", id)
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			if j.State.Terminal() {
+				return projections.View(j), nil
+			}
+		}
+	}
+}
+
+func (d direct) list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
+	jobs, err := d.store.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]*projections.JobView, len(jobs))
+	for i, j := range jobs {
+		views[i] = projections.View(j)
+	}
+	return views, nil
+}
+
+func (d direct) history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error {
+	return d.store.History(ctx, id, 0, follow, func(e *domain.Event) error { return fn(projections.ViewEvent(e)) })
+}
+
+func (d direct) queues(ctx context.Context) ([]*engine.QueueInfo, error) {
+	return d.store.QueueInfos(ctx)
+}
+
+func (d direct) pauseQueue(ctx context.Context, queue string, paused bool) error {
+	_, err := d.store.SetQueuePaused(ctx, queue, paused)
+	return err
+}
+
+func (d direct) changeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error) {
+	rec, err := d.store.ChangeQueueLimits(ctx, queue, change)
+	if err != nil {
+		return domain.QueueLimits{}, err
+	}
+	return rec.Limits, nil
+}
+
+func (d direct) workers(ctx context.Context) ([]*engine.WorkerView, error) {
+	ws, err := d.store.Workers.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*engine.WorkerView, len(ws))
+	for i, w := range ws {
+		out[i] = engine.ViewWorker(w.WorkerRecord, DefaultLease)
+	}
+	return out, nil
+}
+
+func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.Report, error) {
+	return projections.Verify(ctx, d.store.JS, settle)
+}
+
+func (d direct) replay(ctx context.Context) (map[domain.State]int, uint64, error) {
+	jobs, last, err := projections.Rebuild(ctx, d.store.JS, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	counts := map[domain.State]int{}
+	for _, j := range jobs {
+		counts[j.State]++
+	}
+	return counts, last, nil
+}
+
+func (d direct) registerType(ctx context.Context, def commands.TypeDef) (*projections.TypeView, bool, error) {
+	t, created, err := d.store.Types.Register(ctx, def, d.store.Actor)
+	if err != nil {
+		return nil, false, err
+	}
+	return projections.ViewType(t), created, nil
+}
+
+func (d direct) typ(ctx context.Context, n commands.TypeName) (*projections.TypeView, error) {
+	t, err := d.store.Types.Type(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return projections.ViewType(t), nil
+}
+
+func (d direct) types(ctx context.Context, ns string, deleted bool) ([]*projections.TypeView, error) {
+	ts, err := d.store.Types.Types(ctx, ns, deleted)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*projections.TypeView, len(ts))
+	for i, t := range ts {
+		out[i] = projections.ViewType(t)
+	}
+	return out, nil
+}
+
+func (d direct) setNamespace(ctx context.Context, ns string, s domain.NamespaceSettings) error {
+	_, err := d.store.Types.SetNamespace(ctx, ns, s, d.store.Actor)
+	return err
+}
+
+func (d direct) createToken(ctx context.Context, spec commands.TokenSpec) (*projections.TokenView, error) {
+	rec, tok, err := d.store.Tokens.Create(ctx, spec, d.store.ActorOf(ctx))
+	if err != nil {
+		return nil, err
+	}
+	v := projections.ViewToken(rec)
+	v.Token = tok
+	return v, nil
+}
+
+func (d direct) tokens(ctx context.Context) ([]*projections.TokenView, error) {
+	recs, err := d.store.Tokens.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*projections.TokenView, len(recs))
+	for i, r := range recs {
+		out[i] = projections.ViewToken(r)
+	}
+	return out, nil
+}
+
+func (d direct) revokeToken(ctx context.Context, id string) (*projections.TokenView, error) {
+	rec, err := d.store.Tokens.Revoke(ctx, id, d.store.ActorOf(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return projections.ViewToken(rec), nil
+}
+
+func (d direct) purge(ctx context.Context, opts PurgeOptions) (ids []string, purged int, err error) {
+	older := func(string) time.Duration { return opts.OlderThan }
+	const batch = engine.DefaultPurgeMax
+	seen := map[string]bool{}
+	for {
+		next, err := engine.Expired(ctx, d.store, older, opts.Namespace, batch)
+		if err != nil {
+			return ids, purged, err
+		}
+		fresh := 0
+		for _, id := range next {
+			if seen[id] {
+				continue // refused before (a child still running)
+			}
+			seen[id] = true
+			fresh++
+			ids = append(ids, id)
+			if opts.DryRun {
+				continue
+			}
+			n, err := d.store.Purge(ctx, id, "purge --older-than "+opts.OlderThan.String())
+			purged += n
+			if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidTransition) {
+				return ids, purged, err
+			}
+		}
+		if opts.DryRun || fresh == 0 || len(next) < batch {
+			return ids, purged, nil
+		}
+	}
+}
+
+// sendWithFiles stores a request's uploads under the job's id, then
+// submits it recording them (docs/files.md, "Crash safety").
+func (d direct) sendWithFiles(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error) {
+	fs, err := d.store.Files(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	names := make([]string, len(req.Uploads))
+	for i, u := range req.Uploads {
+		names[i] = u.Name
+	}
+	if err := commands.CheckFileNames(names, commands.MaxFiles); err != nil {
+		return nil, false, err
+	}
+	r := *req
+	r.Uploads = nil
+	if err := r.Validate(); err != nil {
+		return nil, false, err
+	}
+	id := domain.NewID()
+	if r.IdempotencyKey != "" {
+		ns := r.Namespace
+		if ns == "" {
+			ns = domain.DefaultNS
+		}
+		id = domain.KeyedID(ns, r.IdempotencyKey)
+		if snap, err := d.store.Lookup(ctx, id); err == nil {
+			return projections.View(snap.Job), false, nil
+		} else if !errors.Is(err, commands.ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	var stored []string
+	drop := func(err error) (*projections.JobView, bool, error) {
+		if derr := fs.DeleteInputs(context.WithoutCancel(ctx), id, stored); derr != nil {
+			err = errors.Join(err, fmt.Errorf("delete the files of a refused submit: %w", derr))
+		}
+		return nil, false, err
+	}
+	for _, u := range req.Uploads {
+		stored = append(stored, u.Name)
+		ref, err := fs.PutInput(ctx, id, u.Name, u.Reader)
+		if err != nil {
+			return drop(err)
+		}
+		r.Files = append(r.Files, ref)
+	}
+	r.ID = id
+	res, err := d.store.Submit(ctx, &r)
+	if err != nil {
+		return drop(err)
+	}
+	return projections.View(res.Job), res.Created, nil
+}
+
+func (d direct) openInput(ctx context.Context, jobID string, f domain.FileRef) (io.ReadCloser, error) {
+	fs, err := d.store.Files(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fs.Input(ctx, jobID, f)
+}
+
+func (d direct) putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error) {
+	fs, err := d.store.Files(ctx)
+	if err != nil {
+		return domain.FileRef{}, err
+	}
+	return fs.PutResult(ctx, jobID, r)
+}
+
+func (d direct) download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error) {
+	fs, err := d.store.Files(ctx)
+	if err != nil {
+		return domain.FileRef{}, err
+	}
+	snap, err := d.store.Lookup(ctx, id)
+	if err != nil {
+		return domain.FileRef{}, err
+	}
+	if !snap.Job.State.Terminal() {
+		return domain.FileRef{}, fmt.Errorf("download %s (%s): %w", id, snap.Job.State, ErrNotEnded)
+	}
+	res, err := fs.Result(ctx, id)
+	if err != nil {
+		return domain.FileRef{}, err
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return domain.FileRef{}, err
+	}
+	if _, err := io.Copy(w, res); err != nil {
+		return domain.FileRef{}, fmt.Errorf("download %s: %w", id, err)
+	}
+	return domain.FileRef{Name: files.ResultName, Size: int64(info.Size), Digest: info.Digest}, nil
+}
