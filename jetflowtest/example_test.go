@@ -56,3 +56,37 @@ func Example() {
 	fmt.Println(done.State, string(done.Result))
 	// Output: succeeded 42
 }
+
+// One handler, one job, through the real claim and recording: a handler
+// that asks to be run later leaves its job scheduled, with no retry used.
+func TestRunJob(t *testing.T) {
+	env := jetflowtest.New(t)
+	ok := jetflowtest.RunJob(t, env, "greet", func(ctx context.Context, job *jetflow.Job[string]) (string, error) {
+		return "hello " + job.Payload, nil
+	}, "Ada")
+	if ok.State != jetflow.Succeeded || string(ok.Result) != `"hello Ada"` || ok.Attempts != 1 {
+		t.Fatalf("%+v", ok)
+	}
+	jetflowtest.RequireEvents(t, env.Client, ok.ID, "job.submitted", "job.started", "job.succeeded")
+
+	later := jetflowtest.RunJob(t, env, "gpu", func(ctx context.Context, job *jetflow.Job[int]) (int, error) {
+		return 0, jetflow.RetryLater(time.Hour, "GPU busy")
+	}, 7)
+	if later.State != jetflow.Scheduled || later.Retries != 0 || later.RunAt == nil {
+		t.Fatalf("%+v", later)
+	}
+	evs := jetflowtest.RequireEvents(t, env.Client, later.ID, "job.submitted", "job.started", "job.retry_later")
+	if evs[2].Message != "GPU busy" {
+		t.Fatalf("retry_later %+v", evs[2])
+	}
+
+	bad := jetflowtest.RunJob(t, env, "fails", func(ctx context.Context, job *jetflow.Job[int]) (int, error) {
+		return 0, jetflow.WithCode("NOPE", fmt.Errorf("no"))
+	}, 1)
+	if bad.State != jetflow.Failed || bad.Error == nil || bad.Error.Code != "NOPE" {
+		t.Fatalf("%+v", bad)
+	}
+	if got := jetflowtest.RequireSubmitted(t, env.Client, "fails", jetflow.ListFilter{State: jetflow.Failed}); len(got) != 1 || got[0].ID != bad.ID {
+		t.Fatalf("RequireSubmitted: %+v", got)
+	}
+}
