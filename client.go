@@ -274,16 +274,19 @@ func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
 	return jobInfo(v), publicErr(err)
 }
 
-func jobInfos(vs []*projections.JobView, err error) ([]*JobInfo, error) {
+// all converts what a backend listed, or its error.
+func all[W, P any](ws []W, err error, conv func(W) P) ([]P, error) {
 	if err != nil {
 		return nil, publicErr(err)
 	}
-	out := make([]*JobInfo, len(vs))
-	for i, v := range vs {
-		out[i] = jobInfo(v)
+	out := make([]P, len(ws))
+	for i, w := range ws {
+		out[i] = conv(w)
 	}
 	return out, nil
 }
+
+func jobInfos(vs []*projections.JobView, err error) ([]*JobInfo, error) { return all(vs, err, jobInfo) }
 
 // Children returns the children of a fan-out parent, in piece order.
 func (c *Client) Children(ctx context.Context, id string) ([]*JobInfo, error) {
@@ -341,14 +344,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) erro
 // Queues lists the queues, by name, with their depth.
 func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
 	qs, err := c.b.queues(ctx)
-	if err != nil {
-		return nil, publicErr(err)
-	}
-	out := make([]*QueueInfo, len(qs))
-	for i, q := range qs {
-		out[i] = queueInfo(q)
-	}
-	return out, nil
+	return all(qs, err, queueInfo)
 }
 
 // PauseQueue pauses a queue: it accepts jobs but dispatches none, to every
@@ -391,14 +387,7 @@ func (c *Client) ChangeQueueLimits(ctx context.Context, queue string, change fun
 // whether each beat within DefaultLease.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
 	ws, err := c.b.workers(ctx)
-	if err != nil {
-		return nil, publicErr(err)
-	}
-	out := make([]*WorkerInfo, len(ws))
-	for i, w := range ws {
-		out[i] = workerInfo(w)
-	}
-	return out, nil
+	return all(ws, err, workerInfo)
 }
 
 // Verify rebuilds every job from the event log and compares it with the
@@ -454,14 +443,7 @@ func (c *Client) Types(ctx context.Context, ns string, deleted bool) ([]*TypeInf
 		}
 	}
 	ts, err := c.b.types(ctx, ns, deleted)
-	if err != nil {
-		return nil, publicErr(err)
-	}
-	out := make([]*TypeInfo, len(ts))
-	for i, t := range ts {
-		out[i] = typeInfo(t)
-	}
-	return out, nil
+	return all(ts, err, typeInfo)
 }
 
 // SetNamespace sets a namespace's settings (StrictTypes: only registered

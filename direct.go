@@ -51,6 +51,18 @@ type backend interface {
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
 }
 
+// views renders what the store listed, or passes its error on.
+func views[R, V any](recs []R, err error, view func(R) V) ([]V, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]V, len(recs))
+	for i, r := range recs {
+		out[i] = view(r)
+	}
+	return out, nil
+}
+
 // direct is the backend of a Client without a token: the engine's store,
 // on a NATS user with the engine's permissions.
 type direct struct{ store *engine.Store }
@@ -160,14 +172,7 @@ func (d direct) wait(ctx context.Context, id string) (*projections.JobView, erro
 
 func (d direct) list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
 	jobs, err := d.store.List(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	views := make([]*projections.JobView, len(jobs))
-	for i, j := range jobs {
-		views[i] = projections.View(j)
-	}
-	return views, nil
+	return views(jobs, err, projections.View)
 }
 
 func (d direct) history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error {
@@ -193,14 +198,7 @@ func (d direct) changeQueueLimits(ctx context.Context, queue string, change func
 
 func (d direct) workers(ctx context.Context) ([]*engine.WorkerView, error) {
 	ws, err := d.store.Workers.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*engine.WorkerView, len(ws))
-	for i, w := range ws {
-		out[i] = engine.ViewWorker(w.WorkerRecord, DefaultLease)
-	}
-	return out, nil
+	return views(ws, err, func(w engine.Worker) *engine.WorkerView { return engine.ViewWorker(w.WorkerRecord, DefaultLease) })
 }
 
 func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.Report, error) {
@@ -237,14 +235,7 @@ func (d direct) typ(ctx context.Context, n commands.TypeName) (*projections.Type
 
 func (d direct) types(ctx context.Context, ns string, deleted bool) ([]*projections.TypeView, error) {
 	ts, err := d.store.Types.Types(ctx, ns, deleted)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*projections.TypeView, len(ts))
-	for i, t := range ts {
-		out[i] = projections.ViewType(t)
-	}
-	return out, nil
+	return views(ts, err, projections.ViewType)
 }
 
 func (d direct) setNamespace(ctx context.Context, ns string, s domain.NamespaceSettings) error {
@@ -264,14 +255,7 @@ func (d direct) createToken(ctx context.Context, spec commands.TokenSpec) (*proj
 
 func (d direct) tokens(ctx context.Context) ([]*projections.TokenView, error) {
 	recs, err := d.store.Tokens.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*projections.TokenView, len(recs))
-	for i, r := range recs {
-		out[i] = projections.ViewToken(r)
-	}
-	return out, nil
+	return views(recs, err, projections.ViewToken)
 }
 
 func (d direct) revokeToken(ctx context.Context, id string) (*projections.TokenView, error) {

@@ -25,14 +25,7 @@ func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*TokenInfo, e
 // Tokens lists every token, newest first, revoked ones included.
 func (c *Client) Tokens(ctx context.Context) ([]*TokenInfo, error) {
 	ts, err := c.b.tokens(ctx)
-	if err != nil {
-		return nil, publicErr(err)
-	}
-	out := make([]*TokenInfo, len(ts))
-	for i, t := range ts {
-		out[i] = tokenInfo(t)
-	}
-	return out, nil
+	return all(ts, err, tokenInfo)
 }
 
 // RevokeToken revokes a token: every gateway refuses it from then on

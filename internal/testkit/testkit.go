@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/jetflowtest"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -73,24 +74,10 @@ type tWriter struct{ t testing.TB }
 func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // WaitFor polls cond until it returns nil or the deadline passes, then
-// fails the test with cond's last error.
+// fails the test with cond's last error (jetflowtest.WaitFor).
 func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	delay := time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(delay)
-		if delay < 50*time.Millisecond {
-			delay *= 2
-		}
-	}
+	jetflowtest.WaitFor(t, timeout, cond)
 }
 
 // WaitDrained polls left (how much work remains) until it reports 0. It
