@@ -151,6 +151,20 @@ def requires(*features):
     return deco
 
 
+def lacks(*features):
+    """Runs the test only on a server without the features (it checks what
+    the package does there); skips with "server has <feature>" otherwise."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kw):
+            for f in features:
+                if has(f):
+                    raise unittest.SkipTest("server has %s" % f)
+            return fn(self, *args, **kw)
+        return wrapper
+    return deco
+
+
 class ServerTest(unittest.TestCase):
     """A test against the open server (JETFLOW_URL)."""
 
