@@ -214,8 +214,17 @@ class Client:
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             left = MAX_WAIT if end is None else end - time.monotonic()
+            if left < 1:
+                # The server waits whole seconds: the last one is polled.
+                job = self.get(id)
+                if job.terminal:
+                    return job
+                if left <= 0:
+                    raise errors.WaitTimeout("job %s is %s after %gs" % (id, job.state, timeout), job=job)
+                time.sleep(min(0.1, left))
+                continue
             try:
-                job = self.get(id, wait=max(0, min(left, MAX_WAIT)))
+                job = self.get(id, wait=min(int(left), MAX_WAIT))
             except errors.Overloaded as e:
                 pause = e.retry_after or 1.0
                 if end is not None and time.monotonic() + pause >= end:
@@ -224,8 +233,6 @@ class Client:
                 continue
             if job.terminal:
                 return job
-            if end is not None and time.monotonic() >= end:
-                raise errors.WaitTimeout("job %s is %s after %gs" % (id, job.state, timeout), job=job)
 
     def cancel(self, id, reason=None):
         """Cancels the job (and its unfinished descendants); a terminal job is

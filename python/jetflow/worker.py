@@ -448,6 +448,7 @@ class Worker:
         self.lease_seconds = None
         self.heartbeat_interval = None
         self.heartbeat_mode = None  # "long-poll" or "periodic", once known
+        self.heartbeats = 0  # heartbeats answered
         self.registration = None
         self._tasks = {}
         self._batches = {}
@@ -678,6 +679,7 @@ class Worker:
                 continue
             finally:
                 self._hb_call = None
+            self.heartbeats += 1
             lost = hb.get("lost") or []
             for i in lost:
                 with self._lock:
@@ -868,6 +870,9 @@ class Worker:
             self._upload(a)
             self._report_outcome(a, "failed", a._timeout_error(), retryable=True)
             return
+        if isinstance(outcome, _Returned) and isinstance(a, Batch):
+            self._report_outcome(a, "succeeded", None)  # a batch has no result
+            return
         if isinstance(outcome, _Returned):
             try:
                 result = json.loads(dumps(outcome.value))
@@ -931,8 +936,10 @@ class Worker:
                 self._retry_later_fallback(job, value)
                 return
             try:
-                self._patch_job(job, {"state": "retry_later", "delay": value.delay_seconds,
-                                      "reason": value.reason[:MAX_REASON]})
+                body = {"state": "retry_later", "delay": value.delay_seconds}
+                if value.reason:
+                    body["reason"] = value.reason[:MAX_REASON]
+                self._patch_job(job, body)
                 self._features["retry_later"] = True
             except errors.InvalidInput as e:
                 # A server without it refuses the field "delay" or the state.

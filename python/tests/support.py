@@ -185,6 +185,12 @@ class ServerTest(unittest.TestCase):
         if w.id is not None:
             w.stop(grace=0)
 
+    def wait_count(self, w, what, n):
+        """Waits until the worker counted n reports of what (it counts once
+        the server answered the report, a moment after the job changed)."""
+        wait_until(lambda: w.counts.get(what, 0) >= n, what="%d %s reports" % (n, what))
+        self.assertEqual(w.counts.get(what, 0), n, "%s reports" % what)
+
     def wait_state(self, job_id, *states, timeout=15.0):
         """Waits until the job is in one of states and returns it."""
         last = [None]

@@ -1,5 +1,6 @@
 """The examples (examples/python) against a real server."""
 
+import contextlib
 import importlib
 import io
 import json
@@ -50,7 +51,10 @@ class ExamplesTest(ServerTest):
         self.assertEqual(lines[1:], ["running (attempt 1)", "[0/2] starting", "[1/2] fetched https://a.example/x",
                                      "[2/2] fetched https://b.example/y/z", lines[-1]])
         self.assertTrue(lines[-1].startswith("succeeded: "))
-        self.assertEqual(client.main(["--url", URL, "bad type!"], out=io.StringIO()), 2)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(client.main(["--url", URL, "bad type!"], out=io.StringIO()), 2)
+        self.assertTrue(err.getvalue().startswith("submit: 400 invalid-input: "), err.getvalue())
 
     def test_file_job(self):
         mod = example("file_job")

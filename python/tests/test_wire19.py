@@ -41,7 +41,7 @@ class RetryLaterTest(ServerTest):
                                    "job.claimed", "job.started", "job.succeeded"])
         ev = c.events(job.id)[3]
         self.assertEqual((ev.message, ev["from"], ev.to), ("GPU busy", "running", "queued"))
-        self.assertEqual(w.counts["retry_later"], 1)
+        self.wait_count(w, "retry_later", 1)
 
     @requires("retry_later")
     def test_retry_later_after_a_delay(self):
@@ -128,7 +128,7 @@ class FanOutTest(ServerTest):
                          {(parent.id, ct, "succeeded", 0)})
         self.assertEvents(parent.id, ["job.submitted", "job.claimed", "job.started", "job.waiting",
                                       "job.succeeded"], ignore=FANIN)
-        self.assertEqual(w.counts["waiting"], 1)
+        self.wait_count(w, "waiting", 1)
 
     @requires("fanout")
     def test_tolerate_policy(self):
@@ -286,6 +286,8 @@ class HeartbeatWaitTest(ServerTest):
         job = c.submit(t)
         self.wait_state(job.id, "running")
         wait_until(lambda: w.heartbeat_mode == "long-poll", what="heartbeats long-polled")
+        n = w.heartbeats  # one more answered: the one in flight now knows the job
+        wait_until(lambda: w.heartbeats > n, what="a heartbeat answered")
         t0 = time.monotonic()
         c.cancel(job.id)
         wait_until(lambda: "at" in seen, timeout=5, what="the cancel heard")

@@ -41,7 +41,7 @@ class RunTest(ServerTest):
         self.assertEvents(job.id, ["job.submitted", "job.claimed", "job.started", "job.progress", "job.succeeded"])
         ev = self.client.events(job.id)[3]
         self.assertEqual(ev.progress, {"current": 3, "total": 4, "message": "almost"})
-        self.assertEqual(w.counts["succeeded"], 1)
+        self.wait_count(w, "succeeded", 1)
         self.assertIn(w.id, [x.id for x in self.client.workers()])
 
     def test_async_handler(self):
@@ -103,7 +103,7 @@ class RunTest(ServerTest):
         d = self.wait_done(j.id)
         self.assertEqual((d.state, d.error["code"], d.attempts), ("failed", "ERROR", 1))
         self.assertIn("handler result", d.error["message"])
-        self.assertEqual(w.counts["failed"], 6)
+        self.wait_count(w, "failed", 6)
 
 
 class ConcurrencyTest(ServerTest):
@@ -223,8 +223,8 @@ class DeadlineTest(ServerTest):
         d = self.wait_done(job.id)
         self.assertEqual((d.state, d.error["code"], d.attempts), ("failed", "TIMEOUT", 1))
         self.assertEqual(seen["reason"], "deadline")
-        self.assertGreater(seen["after"], 0.7)
-        self.assertLess(seen["after"], 1.5)
+        self.assertGreater(seen["after"], 0.5)  # the deadline runs from the claim (or the server's start)
+        self.assertLess(seen["after"], 2.0)
         self.assertEvents(job.id, ["job.submitted", "job.claimed", "job.started", "job.failed"])
 
     def test_overrun_reported_timeout(self):
@@ -235,16 +235,17 @@ class DeadlineTest(ServerTest):
 
         @w.task(t)
         def run(job):
-            time.sleep(3.5)  # ignores job.cancelled
+            time.sleep(4.5)  # ignores job.cancelled
             returned.set()
             return "too late"
         w.start()
         job = c.submit(t, timeout=1, max_retries=1, backoff=30)
         t0 = time.monotonic()
         d = self.wait_state(job.id, "scheduled", "failed")
-        # Reported by the worker at deadline + overrun, while the handler runs.
+        # Reported by the worker at deadline + overrun (about 2 s after the
+        # start), while the handler runs (4.5 s).
         self.assertFalse(returned.is_set())
-        self.assertLess(time.monotonic() - t0, 3.3)
+        self.assertLess(time.monotonic() - t0, 4.4)
         self.assertEqual((d.state, d.error["code"], d.retries), ("scheduled", "TIMEOUT", 1))
         self.assertTrue(returned.wait(10))
         wait_until(lambda: not w.active(), what="the attempt over")
@@ -287,7 +288,7 @@ class StopTest(ServerTest):
         release.set()
         wait_until(lambda: "cancelled" in seen, what="the handler ended")
         self.assertEqual(seen["cancelled"], "shutdown")
-        self.assertEqual(w.counts["given_back"], 1)
+        self.wait_count(w, "given_back", 1)
         self.assertEvents(slow.id, ["job.submitted", "job.claimed", "job.started", "job.requeued"])
         c.cancel(slow.id)
 
