@@ -48,6 +48,7 @@ DEADLINE_OVERRUN = 1.0
 MAX_MESSAGE = 64 << 10
 MAX_STACK = 256 << 10
 MAX_REASON = 1024
+MAX_EVENT_MESSAGE = 4096
 
 
 # Outcomes a handler raises (or, for FanOut, returns).
@@ -359,7 +360,7 @@ class Job(_Attempt):
             raise TypeError("fields: want a dict")
         ev = {"name": name, "level": level}
         if message:
-            ev["message"] = message
+            ev["message"] = str(message).encode("utf-8")[:MAX_EVENT_MESSAGE].decode("utf-8", "ignore")
         if fields:
             ev["fields"] = fields
         w = self._worker

@@ -329,3 +329,20 @@ class AsyncClientTest(ServerTest):
         self.assertEqual([d.state for d in done], ["cancelled", "cancelled"])
         self.assertEqual(events, ["job.submitted", "job.cancelled"])
         self.assertEqual(missing, 404)
+
+
+class RegistryReadTest(ServerTest):
+    def test_queues_namespaces_ready(self):
+        c = self.client
+        q = unique("q").replace(".", "-")
+        job = c.submit(unique("qjob"), queue=q, namespace="py-ns")
+        self.assertTrue(c.ready())
+        got = {x.name: x for x in c.queues()}
+        self.assertEqual((got[q].paused, got[q].jobs.get("queued")), (False, 1))
+        ns = {x.name: x for x in c.namespaces()}
+        self.assertGreaterEqual(ns["py-ns"].jobs["queued"], 1)
+        self.assertIn("default", ns)
+        self.assertEqual([j.id for j in c.list(queue=q)], [job.id])
+        self.assertEqual([j.id for j in jetflow.Client(c.base_url, namespace="py-ns").list(queue=q)], [job.id])
+        self.assertEqual(list(jetflow.Client(c.base_url, namespace="elsewhere").list(queue=q)), [])
+        c.cancel(job.id)

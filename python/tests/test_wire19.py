@@ -311,6 +311,7 @@ class ServerDeadlineTest(ServerTest):
         run = c.request("PATCH", "/jobs/" + job.id, {"worker_id": wk["id"], "state": "running"})
         self.assertEqual(run["timeout_seconds"], 30)
         self.assertAlmostEqual(_secs(run["started_at"], run["deadline"]), 30, delta=0.05)
+        self.assertEqual(c.get(job.id).deadline, run["deadline"])  # every read of a held job shows it
         c.cancel(job.id)
 
     @requires("deadline")
@@ -371,14 +372,20 @@ class WorkerEventsTest(ServerTest):
         @w.task(t)
         def run(job):
             job.event("page.done", "page 1 of 2", level="warning", fields={"page": 1, "urls": ["a"]})
-            return "ok"
+            job.event("long", "x" * 5000)  # a message is cut at 4096 bytes
+            with self.assertRaises(jetflow.InvalidInput) as cm:
+                job.event("n" * 129)
+            return cm.exception.field
         w.start()
         job = c.submit(t)
-        self.wait_done(job.id)
-        self.assertEvents(job.id, ["job.submitted", "job.claimed", "job.started", "job.event", "job.succeeded"])
-        ev = c.events(job.id)[3]
-        self.assertEqual((ev.name, ev.message, ev.level, ev.fields),
+        d = self.wait_done(job.id)
+        self.assertEqual((d.state, d.result), ("succeeded", "event.name"))
+        self.assertEvents(job.id, ["job.submitted", "job.claimed", "job.started", "job.event", "job.event",
+                                   "job.succeeded"])
+        evs = c.events(job.id)
+        self.assertEqual((evs[3].name, evs[3].message, evs[3].level, evs[3].fields),
                          ("page.done", "page 1 of 2", "warning", {"page": 1, "urls": ["a"]}))
+        self.assertEqual((evs[4].name, evs[4].message, evs[4].level), ("long", "x" * 4096, "info"))
 
 
 class OlderServerTest(ServerTest):
