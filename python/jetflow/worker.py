@@ -457,6 +457,7 @@ class Worker:
         self._batch_types_active = False
         self._features = {}
         self._lock = threading.Lock()
+        self._reg_lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._active = {}
         self._slots = None
@@ -638,10 +639,14 @@ class Worker:
                  ", ".join(list(rec.get("types") or []) + sorted(self._batches if self._batch_types_active else [])),
                  self.heartbeat_interval)
 
-    def _reregister(self):
-        old = self.id
-        log.warning("worker %s expired (silent too long); registering again", old)
-        self._register()
+    def _reregister(self, old):
+        """Registers again after the registration ``old`` expired (once,
+        whichever of the claim and heartbeat threads saw it first)."""
+        with self._reg_lock:
+            if self.id != old or self._stop.is_set():
+                return
+            log.warning("worker %s expired (silent too long); registering again", old)
+            self._register()
         with self._lock:
             lost = [a for a in self._active.values() if a.worker_id == old]
         for a in lost:
@@ -667,7 +672,7 @@ class Worker:
                 if self._hb_stop.is_set():
                     return
                 try:
-                    self._reregister()
+                    self._reregister(wid)
                 except errors.JetflowError as e:
                     log.error("register again: %s", e)
                     self._hb_stop.wait(1.0)
@@ -733,8 +738,11 @@ class Worker:
                 failures = 0
             except errors.NotFound:
                 self._slots.release()
-                if not self._stop.is_set():
-                    self._reregister()
+                try:
+                    self._reregister(wid)
+                except errors.JetflowError as e:
+                    log.error("register again: %s", e)
+                    self._stop.wait(1.0)
                 continue
             except errors.ConcurrencyLimit:
                 # The server still counts a claim this worker let go of (a

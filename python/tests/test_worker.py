@@ -328,6 +328,20 @@ class RegisteredTypeTest(ServerTest):
 
 
 class ProtocolTest(ServerTest):
+    def test_registers_again_when_its_registration_is_gone(self):
+        c = self.client
+        t = unique("rereg")
+        w = self.worker()
+        w.task(t)(lambda job: job.payload)
+        w.start()
+        old = w.id
+        c.request("DELETE", "/workers/" + old)  # as if it had expired
+        wait_until(lambda: w.id != old, what="registered again")
+        self.assertEqual([x.name for x in c.workers() if x.id in (old, w.id)], [w.name])
+        job = c.submit(t, "again")
+        self.assertEqual(self.wait_done(job.id).result, "again")
+        self.assertEqual(c.get(job.id).worker, w.id)
+
     def test_heartbeat_mode(self):
         w = self.worker()
         w.task(unique("hb"))(lambda job: None)
