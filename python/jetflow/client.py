@@ -1,0 +1,480 @@
+"""The jetflow HTTP client: submit jobs, read them, wait for them, follow
+their events, cancel and retry them, download their result archives, and
+manage the registry of job types (docs/http.md)."""
+
+import datetime
+import json
+import math
+import os
+import time
+import urllib.parse
+
+from . import errors
+from ._http import SSE, Multipart, Transport
+
+__all__ = ["Client", "Record", "JobInfo", "Event", "Page", "TERMINAL", "DEFAULT_URL"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TERMINAL = ("succeeded", "failed", "cancelled")
+MAX_WAIT = 60  # the server caps Prefer: wait (gateway.Config.MaxWait)
+
+
+class Record(dict):
+    """A JSON object of the API with attribute access: ``rec.state`` is
+    ``rec["state"]``, and a field the server left out reads as None."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("%s is read-only; use item assignment" % type(self).__name__)
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, dict.__repr__(self))
+
+
+class JobInfo(Record):
+    """A job as the API returns it (docs/http.md, "The job object"):
+    ``.id``, ``.state``, ``.type``, ``.payload``, ``.result``, ``.error``,
+    ``.progress``, ``.fanout``, ``.attempts``, ..."""
+
+    __slots__ = ()
+
+    @property
+    def terminal(self):
+        return self.get("state") in TERMINAL
+
+
+class Event(Record):
+    """One event of a job's history: ``.seq``, ``.type``, ``.time``,
+    ``.attempt``, and as the type needs ``.name``, ``.level``, ``.message``,
+    ``.fields``, ``.from``, ``.to``, ``.error``, ``.progress``, ``.counts``."""
+
+    __slots__ = ()
+
+
+class Page:
+    """One page of a list: ``.jobs`` and ``.next_cursor`` (None on the last)."""
+
+    def __init__(self, jobs, next_cursor):
+        self.jobs = jobs
+        self.next_cursor = next_cursor
+
+    def __iter__(self):
+        return iter(self.jobs)
+
+    def __len__(self):
+        return len(self.jobs)
+
+
+def duration(value, name="duration"):
+    """A duration as the API takes it: seconds (int/float), a timedelta, or
+    a Go duration string ("90s", "1m30s") passed as is."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("%s: want seconds, a timedelta or a duration string, not a bool" % name)
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("%s: %r is not a duration" % (name, value))
+        return int(value) if float(value).is_integer() else value
+    raise TypeError("%s: want seconds, a timedelta or a duration string, not %s" % (name, type(value).__name__))
+
+
+def timestamp(value, name="time"):
+    """A time as RFC 3339: a datetime (naive means local time) or a string as is."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()
+        return value.isoformat()
+    raise TypeError("%s: want a datetime or an RFC 3339 string, not %s" % (name, type(value).__name__))
+
+
+def _upload_list(files):
+    """Normalises submit(files=...) into [(name, bytes | path)]: a path (its
+    base name; a directory: its regular files by their paths under it), a
+    (name, bytes | path) pair, or a dict {name: bytes | path}."""
+    if files is None:
+        return []
+    if isinstance(files, dict):
+        files = list(files.items())
+    out = []
+    for f in files:
+        if isinstance(f, tuple):
+            if len(f) != 2:
+                raise ValueError("a file is a path or a (name, bytes or path) pair, not %r" % (f,))
+            name, data = f
+            if isinstance(data, str):
+                raise TypeError("file %r: give its content as bytes, or its path as a pathlib.Path" % name)
+            if isinstance(data, (bytes, bytearray)):
+                out.append((str(name), bytes(data)))
+            elif isinstance(data, os.PathLike):
+                out.append((str(name), os.fspath(data)))
+            else:
+                raise TypeError("file %r: want bytes or a path, not %s" % (name, type(data).__name__))
+            continue
+        path = os.fspath(f)
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                for n in sorted(names):
+                    full = os.path.join(root, n)
+                    if os.path.islink(full) or not os.path.isfile(full):
+                        continue
+                    out.append((os.path.relpath(full, path).replace(os.sep, "/"), full))
+        else:
+            out.append((os.path.basename(path), path))
+    return out
+
+
+class Client:
+    """A client of a jetflow server's HTTP API.
+
+    ``base_url`` defaults to $JETFLOW_URL, else http://127.0.0.1:8080;
+    ``token`` (sent as ``Authorization: Bearer``) to $JETFLOW_TOKEN;
+    ``namespace`` is the namespace submits go to and lists read when they
+    name none; ``timeout`` is the socket timeout of a call, in seconds (long
+    polls add their wait to it).
+    """
+
+    def __init__(self, base_url=None, token=None, namespace=None, timeout=30.0, user_agent="jetflow-python"):
+        base_url = base_url or os.environ.get("JETFLOW_URL") or DEFAULT_URL
+        if token is None:
+            token = os.environ.get("JETFLOW_TOKEN") or None
+        self.namespace = namespace
+        self.timeout = timeout
+        self._t = Transport(base_url, token=token, timeout=timeout, user_agent=user_agent)
+
+    @property
+    def base_url(self):
+        return self._t.base_url
+
+    @property
+    def token(self):
+        return self._t.token
+
+    def __repr__(self):
+        return "Client(%r, namespace=%r)" % (self.base_url, self.namespace)
+
+    # Low level.
+
+    def request(self, method, path, body=None, query=None, headers=None, timeout=None, call=None, root=False):
+        """Calls a route of the API (``path`` under /api/v1 unless
+        ``root``) and returns the decoded JSON answer; an error answer
+        raises its JetflowError."""
+        return self._t.request(method, path, query=query, body=body, headers=headers, timeout=timeout,
+                               call=call, root=root).json()
+
+    def _job(self, method, path, body=None, query=None, headers=None, timeout=None):
+        return JobInfo(self.request(method, path, body, query, headers, timeout))
+
+    # Jobs.
+
+    def submit(self, type, payload=None, *, queue=None, delay=None, run_at=None, max_retries=None, backoff=None,
+               backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
+               max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
+               parent=None, retry_of=None, user=None, files=None):
+        """Submits a job and returns it (state ``queued``, ``scheduled`` or
+        ``pending``). Durations are seconds, timedeltas or Go duration
+        strings; ``run_at`` a datetime or an RFC 3339 string; ``files`` input
+        files (paths, ``(name, bytes)`` or ``(name, path)`` pairs, or a dict),
+        sent as a multipart upload. An ``idempotency_key`` that names an
+        existing job returns that job."""
+        body = submit_body(type, payload, queue=queue, delay=delay, run_at=run_at, max_retries=max_retries,
+                           backoff=backoff, backoff_cap=backoff_cap, jitter=jitter, retry_on=retry_on,
+                           no_retry_on=no_retry_on, timeout=timeout, queue_timeout=queue_timeout,
+                           max_lease_requeues=max_lease_requeues, idempotency_key=idempotency_key,
+                           priority=priority, tags=tags, namespace=namespace or self.namespace, parent=parent,
+                           retry_of=retry_of, user=user)
+        uploads = _upload_list(files)
+        if uploads:
+            return self._job("POST", "/jobs", Multipart(body, uploads), timeout=max(self.timeout, 300))
+        return self._job("POST", "/jobs", body)
+
+    def get(self, id, wait=None):
+        """The job. With ``wait`` (seconds, at most 60), the server answers as
+        soon as the job is terminal or when the wait passed (Prefer: wait)."""
+        if wait is None or wait <= 0:
+            return self._job("GET", "/jobs/" + _seg(id))
+        n = int(math.ceil(min(wait, MAX_WAIT)))
+        return self._job("GET", "/jobs/" + _seg(id), headers={"Prefer": "wait=%d" % n}, timeout=n + self.timeout)
+
+    def wait(self, id, timeout=None):
+        """Waits until the job is terminal and returns it, with the server's
+        long poll (Prefer: wait) asked again until then. With ``timeout``
+        (seconds), raises WaitTimeout (``.job``: the job then) when it passes."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = MAX_WAIT if end is None else end - time.monotonic()
+            if left < 1:
+                # The server waits whole seconds: the last one is polled.
+                job = self.get(id)
+                if job.terminal:
+                    return job
+                if left <= 0:
+                    raise errors.WaitTimeout("job %s is %s after %gs" % (id, job.state, timeout), job=job)
+                time.sleep(min(0.1, left))
+                continue
+            try:
+                job = self.get(id, wait=min(int(left), MAX_WAIT))
+            except errors.Overloaded as e:
+                pause = e.retry_after or 1.0
+                if end is not None and time.monotonic() + pause >= end:
+                    raise
+                time.sleep(pause)
+                continue
+            if job.terminal:
+                return job
+
+    def cancel(self, id, reason=None):
+        """Cancels the job (and its unfinished descendants); a terminal job is
+        returned unchanged."""
+        return self._job("POST", "/jobs/%s/cancel" % _seg(id), {"reason": reason} if reason else None)
+
+    def retry(self, id, idempotency_key=None):
+        """Submits a terminal job again (a new job, ``retry_of`` = id)."""
+        body = {"idempotency_key": idempotency_key} if idempotency_key else None
+        return self._job("POST", "/jobs/%s/retry" % _seg(id), body)
+
+    def list_page(self, state=None, type=None, queue=None, namespace=None, parent=None, limit=None, cursor=None):
+        """One page of jobs, newest first."""
+        q = {"state": state, "type": type, "queue": queue, "namespace": namespace or self.namespace,
+             "parent": parent, "limit": limit, "cursor": cursor}
+        out = self.request("GET", "/jobs", query=q)
+        return Page([JobInfo(j) for j in out.get("jobs") or []], out.get("next_cursor"))
+
+    def list(self, state=None, type=None, queue=None, namespace=None, parent=None, page_size=None, cursor=None):
+        """Every job that matches, newest first: an iterator that follows the
+        cursors page after page (``page_size`` jobs a request)."""
+        while True:
+            page = self.list_page(state, type, queue, namespace, parent, page_size, cursor)
+            for j in page.jobs:
+                yield j
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def children(self, id, state=None, type=None, queue=None, page_size=None, cursor=None):
+        """The jobs whose parent is ``id``, newest first, following cursors."""
+        while True:
+            q = {"state": state, "type": type, "queue": queue, "limit": page_size, "cursor": cursor}
+            out = self.request("GET", "/jobs/%s/children" % _seg(id), query=q)
+            for j in out.get("jobs") or []:
+                yield JobInfo(j)
+            cursor = out.get("next_cursor")
+            if not cursor:
+                return
+
+    def events(self, id, after=None, limit=None):
+        """The job's history, oldest first (every page; ``after`` an event
+        sequence: only later ones)."""
+        out = []
+        while True:
+            page = self.request("GET", "/jobs/%s/events" % _seg(id), query={"after": after, "limit": limit})
+            out.extend(Event(e) for e in page.get("events") or [])
+            if not page.get("more"):
+                return out
+            after = page.get("next_after")
+
+    def follow(self, id, after=None, timeout=None):
+        """The job's events as they happen (the text/event-stream route): the
+        history after ``after``, then each new event, ending after the
+        job's terminal event. A broken stream is resumed where it left off.
+        With ``timeout`` (seconds), raises WaitTimeout when it passes."""
+        end = None if timeout is None else time.monotonic() + timeout
+        retries = 0
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if after:
+                headers["Last-Event-ID"] = str(after)
+            read_timeout = 30.0 if end is None else max(0.05, min(30.0, end - time.monotonic()))
+            conn, res = self._t.open("GET", "/jobs/%s/events" % _seg(id), headers=headers, timeout=read_timeout)
+            try:
+                for event, eid, data in SSE(res):
+                    retries = 0
+                    if event == "end":
+                        return
+                    if event == "error":
+                        raise errors.error_from_problem(500, _loads(data))
+                    if event != "message":
+                        continue
+                    ev = Event(_loads(data))
+                    after = ev.get("seq") or (int(eid) if eid and eid.isdigit() else after)
+                    yield ev
+                    if end is not None:
+                        left = end - time.monotonic()
+                        if left <= 0:
+                            raise errors.WaitTimeout("following job %s: %gs passed" % (id, timeout))
+                        conn.sock.settimeout(max(0.05, min(30.0, left)))
+            except (OSError, ValueError) as e:
+                if end is not None and time.monotonic() >= end:
+                    raise errors.WaitTimeout("following job %s: %gs passed" % (id, timeout)) from None
+                retries += 1
+                if retries > 5:
+                    raise errors.ConnectionFailed("following job %s: %s" % (id, e)) from None
+                time.sleep(min(2.0, 0.1 * 2 ** retries))
+                continue
+            finally:
+                conn.close()
+            # the stream closed without its end (the gateway stopped): resume
+            retries += 1
+            if retries > 5:
+                raise errors.ConnectionFailed("following job %s: the stream keeps closing" % id)
+            time.sleep(min(2.0, 0.1 * 2 ** retries))
+
+    # Files.
+
+    def files(self, id):
+        """The job's input files and outputs (``{"inputs", "outputs", "download"}``)."""
+        return Record(self.request("GET", "/jobs/%s/files" % _seg(id)))
+
+    def download(self, id, dest=None, wait=False, timeout=None):
+        """The job's result archive (a zip): its bytes, or written to ``dest``
+        (a path or a binary file object; returns ``dest``). A job that has
+        not ended raises NotEnded unless ``wait``, which waits for it (up to
+        ``timeout`` seconds); one that ended without an archive NoArchive."""
+        if wait:
+            self.wait(id, timeout=timeout)
+        conn, res = self._t.open("GET", "/jobs/%s/download" % _seg(id), timeout=max(self.timeout, 300),
+                                 headers={"Accept": "application/zip, application/json"})
+        try:
+            if res.status == 202:
+                job = JobInfo(_loads(res.read()))
+                raise errors.NotEnded("job %s has not ended (%s)" % (id, job.get("state")), job=job, status=202)
+            if dest is None:
+                return res.read()
+            if hasattr(dest, "write"):
+                _copy(res, dest)
+                return dest
+            tmp = os.fspath(dest) + ".part"
+            with open(tmp, "wb") as f:
+                _copy(res, f)
+            os.replace(tmp, dest)
+            return dest
+        finally:
+            conn.close()
+
+    # Types, workers, queues, tokens.
+
+    def types(self, namespace=None, deleted=False):
+        """The registered types seen from ``namespace`` (its own and
+        @global; every type when neither it nor the client names one)."""
+        q = {"namespace": namespace or self.namespace, "deleted": True if deleted else None}
+        return [Record(t) for t in self.request("GET", "/types", query=q).get("types") or []]
+
+    def get_type(self, name):
+        """One registered type by ``scope:category:name`` (or ``category:name``
+        in the client's namespace, default ``default``)."""
+        return Record(self.request("GET", "/types/" + self._type_path(name)))
+
+    def register_type(self, name, schema=None, description=None):
+        """Registers a type: ``scope:category:name``, or ``category:name`` in
+        the client's namespace (default ``default``), with a JSON Schema
+        (dict) of its payload. Registering it again with the same schema is
+        a no-op; another schema of an active type raises SchemaConflict."""
+        body = {}
+        if schema is not None:
+            body["schema"] = schema
+        if description:
+            body["description"] = description
+        return Record(self.request("PUT", "/types/" + self._type_path(name), body))
+
+    def _type_path(self, name):
+        parts = name.split(":")
+        if len(parts) == 2:
+            parts = [self.namespace or "default"] + parts
+        if len(parts) != 3 or not all(parts):
+            raise ValueError("type %r: want scope:category:name or category:name" % name)
+        return "/".join(urllib.parse.quote(p, safe="@") for p in parts)
+
+    def namespaces(self):
+        return [Record(n) for n in self.request("GET", "/namespaces").get("namespaces") or []]
+
+    def workers(self):
+        """The registered workers (HTTP and SDK)."""
+        return [Record(w) for w in self.request("GET", "/workers").get("workers") or []]
+
+    def queues(self):
+        return [Record(q) for q in self.request("GET", "/queues").get("queues") or []]
+
+    def create_token(self, name, role, namespace, ttl=None):
+        """Creates an access token (admin only): ``role`` one of admin,
+        producer, worker, reader; ``namespace`` one or ``"*"``. The answer's
+        ``token`` is shown this once."""
+        body = {"name": name, "role": role, "namespace": namespace}
+        if ttl is not None:
+            body["ttl"] = duration(ttl, "ttl")
+        return Record(self.request("POST", "/tokens", body))
+
+    def tokens(self):
+        return [Record(t) for t in self.request("GET", "/tokens").get("tokens") or []]
+
+    def revoke_token(self, id):
+        return self.request("DELETE", "/tokens/" + _seg(id))
+
+    def ready(self):
+        """GET /readyz: True when the server is ready."""
+        try:
+            return self.request("GET", "/readyz", root=True).get("status") == "ready"
+        except (errors.Unavailable, errors.ConnectionFailed):
+            return False
+
+
+def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_retries=None, backoff=None,
+                backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
+                max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
+                parent=None, retry_of=None, user=None):
+    """The body of POST /jobs (a submit request) from keyword options; left
+    out options are left out of the body (the server's defaults apply)."""
+    if not isinstance(type, str) or not type:
+        raise TypeError("type: want a job type name")
+    body = {"type": type}
+    if payload is not None:
+        body["payload"] = payload
+    opts = {"queue": queue, "namespace": namespace, "max_retries": max_retries, "jitter": jitter,
+            "max_lease_requeues": max_lease_requeues, "idempotency_key": idempotency_key, "priority": priority,
+            "parent": parent, "retry_of": retry_of, "user": user,
+            "delay": duration(delay, "delay"), "backoff": duration(backoff, "backoff"),
+            "backoff_cap": duration(backoff_cap, "backoff_cap"), "timeout": duration(timeout, "timeout"),
+            "queue_timeout": duration(queue_timeout, "queue_timeout"), "run_at": timestamp(run_at, "run_at")}
+    for k, v in opts.items():
+        if v is not None:
+            body[k] = v
+    for k, v in (("tags", tags), ("retry_on", retry_on), ("no_retry_on", no_retry_on)):
+        if v is not None:
+            if isinstance(v, str):
+                raise TypeError("%s: want a list of strings, not a string" % k)
+            body[k] = list(v)
+    return body
+
+
+def _seg(s):
+    if not isinstance(s, str) or not s:
+        raise TypeError("want an id, not %r" % (s,))
+    return urllib.parse.quote(s, safe="")
+
+
+def _loads(data):
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        raise errors.ProtocolError("not JSON: %r" % data[:200]) from None
+
+
+def _copy(src, dst):
+    while True:
+        b = src.read(64 * 1024)
+        if not b:
+            return
+        dst.write(b)
+
