@@ -148,8 +148,8 @@ func (c *cli) parseFlags(args []string) ([]string, bool) {
 			if isBoolFlag(f) {
 				value = "true"
 			} else {
-				if i+1 >= len(args) {
-					c.refuseFlag(name, "", "needs a value")
+				if i+1 >= len(args) || c.isFlagOf(args[i+1]) {
+					c.reportAs(problemInput("--"+name), "--%s: needs a value", name)
 					return nil, false
 				}
 				i++
@@ -162,6 +162,12 @@ func (c *cli) parseFlags(args []string) ([]string, bool) {
 		}
 	}
 	return pos, true
+}
+
+// isFlagOf reports whether a is one of the command's flags (not a value).
+func (c *cli) isFlagOf(a string) bool {
+	name, _, _, ok := splitFlag(a)
+	return ok && c.fs.Lookup(name) != nil
 }
 
 // quoteIfString is how a refused value is shown: quoted if the flag is a

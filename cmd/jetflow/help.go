@@ -84,7 +84,7 @@ terminal), then prints it, and exits as wait does.`,
 		details: `At most --limit jobs (default 100); when there are more, a last line says how many
 and gives the command of the next page (--cursor). --json prints
 {"jobs": [...], "next_cursor": "..."} ("" on the last page).`,
-		examples: []string{"ls --state failed", "ls --type demo.echo --limit 20 --json", "ls --cursor 01JD3K2Q4V8ZB7R1X9C0M5T6NA.1fk3l2m9x0ab"}},
+		examples: []string{"ls --state failed", "ls --type demo.echo --limit 20 --json", "ls --state failed --cursor 01JD3K2Q4V8ZB7R1X9C0M5T6NA.1fk3l2m9x0ab"}},
 	{name: "tree", group: "Jobs", summary: "a fan-out parent and its children, with their states",
 		usage:    "tree ID [--max N] [flags]",
 		examples: []string{"tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA --max 10 --json"}},
@@ -107,7 +107,7 @@ cancel", exit 1 (--json: the job and "cancelled": false).`,
 		usage: "queues [flags]", aliases: []string{"queue ls"},
 		examples: []string{"queues", "queue ls --json"}},
 	{name: "queue", summary: "a queue's settings: queue ls, queue set, queue pause, queue resume",
-		usage: "queue ls | queue set QUEUE [flags] | queue pause QUEUE | queue resume QUEUE",
+		usage:    "queue ls | queue set QUEUE [flags] | queue pause QUEUE | queue resume QUEUE",
 		examples: []string{"queue ls", "queue set slow --max-running 2 --max-running-per-user 1", "queue pause slow"}},
 	{name: "queue set", group: "Queues and workers", summary: "set a queue's limits on running jobs",
 		usage: "queue set QUEUE [--max-running N] [--max-running-per-user M] [flags]",
@@ -142,8 +142,8 @@ created, exists or reactivated.`,
 		details:  `serve purges by itself after --retention (7 days); this purges now, whatever the retention.`,
 		examples: []string{"purge --older-than 1h --dry-run", "purge --older-than 720h --namespace shop"}},
 	{name: "token", summary: "access tokens of the HTTP API and the command service: token create, token ls, token revoke",
-		usage: "token create --namespace NS --role ROLE [flags] | token ls | token revoke ID",
-		examples: []string{"token create --namespace acme --role producer", "token ls", "token revoke tok_01JD3K2Q4V"}},
+		usage:    "token create --namespace NS --role ROLE [flags] | token ls | token revoke ID",
+		examples: []string{"token create --namespace acme --role producer", "token ls", "token revoke 01JD3K2Q4V8ZB7R1X9C0M5T6NA"}},
 	{name: "token create", group: "Maintenance", summary: "create an access token; it is printed once",
 		usage:    "token create --namespace NS --role admin|producer|worker|reader [--ttl D] [--name N] [flags]",
 		details:  `NS "*": every namespace. Roles and what they may do: docs/security.md.`,
@@ -151,7 +151,7 @@ created, exists or reactivated.`,
 	{name: "token ls", group: "Maintenance", summary: "list access tokens (never their secrets)", aliases: []string{"token list"},
 		usage: "token ls [flags]", examples: []string{"token ls", "token ls --json"}},
 	{name: "token revoke", group: "Maintenance", summary: "revoke an access token",
-		usage: "token revoke ID [flags]", examples: []string{"token revoke tok_01JD3K2Q4V"}},
+		usage: "token revoke ID [flags]", examples: []string{"token revoke 01JD3K2Q4V8ZB7R1X9C0M5T6NA"}},
 
 	{name: "version", group: "Other", summary: "print the version of jetflow and of Go it was built with",
 		usage: "version [--json]", examples: []string{"version", "--version"}},
@@ -252,7 +252,11 @@ func (c *cli) printHelp() {
 			if arg != "" {
 				name += " " + arg
 			}
-			if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" && !slices.Contains(secretFlags, f.Name) {
+			def := f.DefValue
+			if f.Name == "nats" {
+				def = redact(def) // from $JETFLOW_NATS, which may hold a password
+			}
+			if def != "" && def != "0" && def != "false" && def != "0s" && !slices.Contains(secretFlags, f.Name) {
 				usage += " (default " + def + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
@@ -295,6 +299,11 @@ func cmdHelp(c *cli, args []string) int {
 	}
 	if len(topic) == 0 {
 		printOverview(c.out)
+		return exitOK
+	}
+	if topic[0] == "help" {
+		c.name = "help"
+		c.printHelp()
 		return exitOK
 	}
 	f, ok := commandFuncs[topic[0]]

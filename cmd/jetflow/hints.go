@@ -151,8 +151,8 @@ func in(e *jetflow.EventInfo) string {
 	switch {
 	case d <= 0:
 		return "now"
-	case d < time.Second:
-		return "in " + d.Round(time.Millisecond).String()
+	case d < 10*time.Second:
+		return "in " + max(d.Round(100*time.Millisecond), 100*time.Millisecond).String()
 	}
 	return "in " + d.Round(time.Second).String()
 }
