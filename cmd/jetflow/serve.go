@@ -239,8 +239,8 @@ func cmdServe(c *cli, args []string) int {
 		go firstDemoJob(ctx, client, log)
 	}
 	fmt.Fprintf(c.errw, "jetflow is running. In another terminal:\n"+
-		"  go run ./cmd/jetflow submit demo.echo '{\"hello\":\"world\"}' --wait\n"+
-		"  go run ./cmd/jetflow ls\n(Ctrl-C stops it.)\n")
+		"  %[1]s submit demo.echo '{\"hello\":\"world\"}' --wait\n"+
+		"  %[1]s ls\n(Ctrl-C stops it.)\n", progName())
 	<-ctx.Done()
 	log.Info("shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -295,7 +295,26 @@ func firstDemoJob(ctx context.Context, client *jetflow.Client, log *slog.Logger)
 		return
 	}
 	log.Info("demo job finished", "id", done.ID, "state", done.State, "result", string(done.Result),
-		"events", done.Events, "see", "go run ./cmd/jetflow events "+done.ID)
+		"events", done.Events, "see", progName()+" events "+done.ID)
+}
+
+// progName is how to run this program again, for the messages that say
+// what to type: as it was run, or go run when it was (a binary in go's
+// build cache).
+func progName() string {
+	p := os.Args[0]
+	if strings.Contains(p, "go-build") || p == "" {
+		return "go run ./cmd/jetflow"
+	}
+	if !strings.Contains(p, "/") {
+		return p // found in PATH
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return p
 }
 
 func defaultID() string {

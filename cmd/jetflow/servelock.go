@@ -37,10 +37,11 @@ func (c *cli) claimDataDir(dir string) (release func(), ok bool) {
 			}
 		}
 		f.Close()
+		// The whole path (refuseFlag would shorten a long one).
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			c.refuseFlag("data", strconv.Quote(dir), "in use by another jetflow serve"+holder+": stop it, or give another --data")
+			c.reportAs(problemInput("--data"), "--data %q: in use by another jetflow serve%s: stop it, or give another --data", dir, holder)
 		} else {
-			c.refuseFlag("data", strconv.Quote(dir), fmt.Sprintf("cannot lock %s: %v", lockFile, err))
+			c.reportAs(problemInput("--data"), "--data %q: cannot lock %s: %v", dir, lockFile, err)
 		}
 		return nil, false
 	}
