@@ -120,7 +120,7 @@ func cmdBench(c *cli, args []string) int {
 		cfg := jetflow.ServerConfig{Dir: dir}
 		if syncMode == "always" {
 			cfg.SyncAlways = true
-		} else if cfg.SyncInterval, err = time.ParseDuration(syncMode); err != nil {
+		} else if cfg.SyncInterval, err = parseDuration(syncMode); err != nil {
 			c.errorf("--sync %q: %v", syncMode, err)
 			return exitUsage
 		}

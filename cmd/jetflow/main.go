@@ -125,7 +125,7 @@ func (c *cli) parse(args []string, minPos, maxPos int) ([]string, bool) {
 		return nil, false
 	}
 	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
-		fmt.Fprintf(c.errw, "jetflow %s: want %s, got %d: %s\n", c.name, argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
+		c.errorf("want %s, got %d: %s", argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
 		return nil, false
 	}
 	// nats.Connect reads "" as its default URL: an empty --nats would

@@ -157,7 +157,7 @@ func cmdServe(c *cli, args []string) int {
 		if sync == "always" {
 			cfg.SyncAlways = true
 		} else {
-			d, err := time.ParseDuration(sync)
+			d, err := parseDuration(sync)
 			if err != nil || d <= 0 {
 				c.errorf("--sync %q: want \"always\" or a positive duration", sync)
 				return exitUsage
@@ -266,7 +266,7 @@ func validSync(s string) bool {
 	if s == "always" {
 		return true
 	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	return err == nil && d > 0
 }
 
