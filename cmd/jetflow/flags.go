@@ -157,7 +157,7 @@ func (c *cli) parseFlags(args []string) ([]string, bool) {
 			}
 		}
 		if err := c.fs.Set(name, value); err != nil {
-			c.refuseFlag(name, quoteIfString(f, value), valueReason(f, err))
+			c.refuseFlag(name, quoteIfString(f, value), valueReason(f, value, err))
 			return nil, false
 		}
 	}
@@ -185,7 +185,7 @@ func quoteIfString(f *flag.Flag, v string) string {
 }
 
 // valueReason says why a flag refused a value: what it wants.
-func valueReason(f *flag.Flag, err error) string {
+func valueReason(f *flag.Flag, value string, err error) string {
 	g, ok := f.Value.(flag.Getter)
 	if !ok {
 		return err.Error()
@@ -194,7 +194,7 @@ func valueReason(f *flag.Flag, err error) string {
 	case bool:
 		return "want true or false"
 	case int, int64, uint, uint64:
-		if errors.Is(err, strconv.ErrRange) || strings.Contains(err.Error(), "range") {
+		if _, perr := strconv.ParseInt(value, 0, 64); errors.Is(perr, strconv.ErrRange) {
 			return "out of range"
 		}
 		return "want a whole number"
