@@ -317,11 +317,16 @@ func (c *Client) Wait(ctx context.Context, id string) (*JobInfo, error) {
 	return jobInfo(v), publicErr(err)
 }
 
-// List returns the jobs that match f, newest first. It reads the whole jobs
+// List returns the jobs that match f, newest first (after f.Before, a
+// job's Cursor, if given). It reads the whole jobs
 // bucket (one ordered consumer), which is fine for thousands of jobs; the
 // HTTP API keeps an index for more.
 func (c *Client) List(ctx context.Context, f ListFilter) ([]*JobInfo, error) {
-	return jobInfos(c.b.list(ctx, f.engine()))
+	cur, err := parseCursor(f.Before)
+	if err != nil {
+		return nil, publicErr(err)
+	}
+	return jobInfos(c.b.list(ctx, f.engine(), cur))
 }
 
 // Events returns a job's history, oldest first.

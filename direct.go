@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,7 @@ type backend interface {
 	cancel(ctx context.Context, id, reason string) (*projections.JobView, error)
 	retry(ctx context.Context, id, key string) (*projections.JobView, error)
 	wait(ctx context.Context, id string) (*projections.JobView, error)
-	list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error)
+	list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error)
 	history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error
 	queues(ctx context.Context) ([]*engine.QueueInfo, error)
 	pauseQueue(ctx context.Context, queue string, paused bool) error
@@ -170,7 +171,13 @@ func (d direct) wait(ctx context.Context, id string) (*projections.JobView, erro
 	}
 }
 
-func (d direct) list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
+// list reads the whole bucket whatever the limit: a page after a cursor
+// asks for every job once (listPage).
+func (d direct) list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error) {
+	return listPage(ctx, f, before, false, d.listAll)
+}
+
+func (d direct) listAll(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
 	jobs, err := d.store.List(ctx, f)
 	return views(jobs, err, projections.View)
 }
@@ -268,6 +275,12 @@ func (d direct) revokeToken(ctx context.Context, id string) (*projections.TokenV
 
 func (d direct) purge(ctx context.Context, opts PurgeOptions) (ids []string, purged int, err error) {
 	older := func(string) time.Duration { return opts.OlderThan }
+	if opts.DryRun {
+		// Nothing is purged, so a second page would be the first again:
+		// one scan selects them all, as the pages of a real purge would.
+		ids, err := engine.Expired(ctx, d.store, older, opts.Namespace, math.MaxInt)
+		return ids, 0, err
+	}
 	const batch = engine.DefaultPurgeMax
 	seen := map[string]bool{}
 	for {
@@ -283,16 +296,13 @@ func (d direct) purge(ctx context.Context, opts PurgeOptions) (ids []string, pur
 			seen[id] = true
 			fresh++
 			ids = append(ids, id)
-			if opts.DryRun {
-				continue
-			}
 			n, err := d.store.Purge(ctx, id, "purge --older-than "+opts.OlderThan.String())
 			purged += n
 			if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidTransition) {
 				return ids, purged, err
 			}
 		}
-		if opts.DryRun || fresh == 0 || len(next) < batch {
+		if fresh == 0 || len(next) < batch {
 			return ids, purged, nil
 		}
 	}

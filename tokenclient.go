@@ -116,7 +116,14 @@ func (c command) cancel(ctx context.Context, id, reason string) (*projections.Jo
 	return c.job(ctx, "cancel", map[string]string{"id": id, "reason": reason})
 }
 
-func (c command) list(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
+// list asks the command service, whose answer is one message: a page
+// after a cursor asks for growing pages rather than for every job
+// (listPage).
+func (c command) list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error) {
+	return listPage(ctx, f, before, true, c.listFrom)
+}
+
+func (c command) listFrom(ctx context.Context, f engine.Filter) ([]*projections.JobView, error) {
 	out, err := c.do(ctx, "list", f)
 	if err != nil {
 		return nil, err

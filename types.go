@@ -180,6 +180,9 @@ type ListFilter struct {
 	Namespace string `json:"namespace,omitempty"`
 	Parent    string `json:"parent,omitempty"`
 	Limit     int    `json:"limit,omitempty"` // 0: all
+	// Before is a job's Cursor: only the jobs after it in List's order
+	// (older ones), for the next page of a list.
+	Before string `json:"before,omitempty"`
 }
 
 // QueueLimits are a queue's quotas: the most jobs running at once in all
@@ -566,7 +569,11 @@ func (f ListFilter) engine() engine.Filter {
 // Validate checks a filter's fields (an *InputError naming the field).
 func (f ListFilter) Validate() error {
 	e := f.engine()
-	return publicErr(e.Validate())
+	if err := e.Validate(); err != nil {
+		return publicErr(err)
+	}
+	_, err := parseCursor(f.Before)
+	return publicErr(err)
 }
 
 func (s TokenSpec) command() commands.TokenSpec {

@@ -74,7 +74,7 @@ func TestCLIRefusesBadFlagValues(t *testing.T) {
 		{client("submit", "demo.echo", "--max-retries", "many"), "-max-retries"},
 		{client("submit", "demo.echo", "--backoff", "-1s"), "jetflow submit: --backoff -1s: must not be negative"},
 		{client("submit", "demo.echo", "--timeout", "0"), "jetflow submit: --timeout 0s: must be more than 0"},
-		{client("submit", "demo.echo", "--timeout", "-5s"), "--timeout -5s: must be more than 0"},
+		{client("submit", "demo.echo", "--timeout", "-5s"), "jetflow submit: --timeout -5s: must not be negative"},
 		{client("submit", "demo.echo", "--delay", "-1s"), "jetflow submit: --delay -1s: must not be negative"},
 		{client("submit", "demo.echo", "--queue", ""), `jetflow submit: --queue "": must not be empty`},
 		{client("submit", "demo.echo", "--queue", "a.b"), `jetflow submit: --queue "a.b": want 1-64 of [A-Za-z0-9_-]`},

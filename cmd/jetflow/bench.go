@@ -57,7 +57,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.IntVar(&workers, "workers", 64, "concurrent handlers draining them")
 	fs.IntVar(&batch, "batch", 1000, "jobs per pipelined submit batch")
 	fs.IntVar(&rate, "rate", 200, "jobs/s of the latency phase (0: skip it)")
-	fs.DurationVar(&latDur, "latency-duration", 5*time.Second, "length of the latency phase")
+	durationVar(fs, &latDur, "latency-duration", 5*time.Second, "length of the latency phase")
 	fs.StringVar(&syncMode, "sync", "1s", "embedded server fsync: interval or \"always\"")
 	fs.StringVar(&url, "nats", "", "benchmark against this NATS system instead of an embedded server in a temp dir")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
@@ -113,20 +113,20 @@ func cmdBench(c *cli, args []string) int {
 	if url == "" {
 		dir, err := os.MkdirTemp("", "jetflow-bench-")
 		if err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		defer os.RemoveAll(dir)
 		cfg := jetflow.ServerConfig{Dir: dir}
 		if syncMode == "always" {
 			cfg.SyncAlways = true
-		} else if cfg.SyncInterval, err = time.ParseDuration(syncMode); err != nil {
+		} else if cfg.SyncInterval, err = parseDuration(syncMode); err != nil {
 			c.errorf("--sync %q: %v", syncMode, err)
 			return exitUsage
 		}
 		srv, err := jetflow.StartServer(cfg)
 		if err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
@@ -144,7 +144,7 @@ func cmdBench(c *cli, args []string) int {
 		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger()})
 		if err != nil {
 			nc.Close()
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return nil, false
 		}
 		return cl, true
@@ -160,7 +160,7 @@ func cmdBench(c *cli, args []string) int {
 	defer engCl.Conn().Close()
 	eng := jetflow.NewEngine(engCl, jetflow.EngineConfig{Logger: c.logger()})
 	if err := eng.Start(ctx); err != nil {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return exitFailed
 	}
 	defer eng.Stop(context.Background())
@@ -212,7 +212,7 @@ func cmdBench(c *cli, args []string) int {
 		// Every job then goes through admission: pending, then admitted as
 		// slots free (the processing rate is the admission rate).
 		if err := subCl.SetQueueLimits(ctx, queue, limits); err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitFailed
 		}
 	}
@@ -272,7 +272,7 @@ func cmdBench(c *cli, args []string) int {
 		}
 	}
 	if err := w.Start(ctx); err != nil {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return exitFailed
 	}
 	defer w.Stop(context.Background())
@@ -420,14 +420,14 @@ func benchFanout(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, que
 	cpu0 := cpuTime()
 	t0 := time.Now()
 	if err := w.Start(ctx); err != nil {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return exitFailed
 	}
 	defer w.Stop(context.Background())
 	fmt.Fprintf(c.errw, "fanning out to %d batches with %d handlers...\n", n, workers)
 	job, err := subCl.Submit(ctx, coordType, nil, jetflow.Queue(queue))
 	if err != nil {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return exitFailed
 	}
 	parent, err := subCl.Wait(ctx, job.ID)

@@ -35,10 +35,10 @@ func cmdSubmit(c *cli, args []string) int {
 		paths                stringList
 	)
 	fs.StringVar(&queue, "queue", "default", "queue")
-	fs.DurationVar(&delay, "delay", 0, "run after this delay")
+	durationVar(fs, &delay, "delay", 0, "run after this delay")
 	fs.IntVar(&maxRetries, "max-retries", jetflow.DefaultMaxRetries, "retries of a failed attempt (0: none)")
-	fs.DurationVar(&backoff, "backoff", jetflow.DefaultBackoff, "base delay of the first retry (0: retry at once)")
-	fs.DurationVar(&tout, "timeout", jetflow.DefaultTimeout, "execution timeout of one attempt")
+	durationVar(fs, &backoff, "backoff", jetflow.DefaultBackoff, "base delay of the first retry (0: retry at once)")
+	durationVar(fs, &tout, "timeout", jetflow.DefaultTimeout, "execution timeout of one attempt")
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.StringVar(&user, "user", "", "who the job runs for (quotas: a queue's max_running_per_user; with --token, the token's name unless an admin names another)")
 	fs.Var(&tags, "tag", "tag (repeatable)")
@@ -80,7 +80,7 @@ func cmdSubmit(c *cli, args []string) int {
 	if len(paths) > 0 {
 		files, closeFiles, err := inputFiles(paths)
 		if err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		defer closeFiles()
@@ -98,6 +98,9 @@ func cmdSubmit(c *cli, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
+		if !job.State.Terminal() {
+			c.warnUnserved(ctx, cl, job)
+		}
 		if !wait {
 			if c.json {
 				c.printJSON(job)
@@ -111,25 +114,39 @@ func cmdSubmit(c *cli, args []string) int {
 		if !c.json {
 			fmt.Fprintf(c.errw, "submitted %s, waiting...\n", job.ID)
 		}
-		return c.waitAndPrint(ctx, cl, job.ID, 0)
+		return c.waitAndPrint(ctx, cl, job, 0)
 	})
 }
 
-func (c *cli) waitAndPrint(ctx context.Context, cl *jetflow.Client, id string, timeout time.Duration) int {
+// waitAndPrint waits for the job to end (at most timeout, if not 0) and
+// prints it; unless --json, each attempt's outcome is printed on stderr
+// as it happens.
+func (c *cli) waitAndPrint(ctx context.Context, cl *jetflow.Client, sent *jetflow.JobInfo, timeout time.Duration) int {
+	id := sent.ID
 	wctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	stop := func() {}
+	if !c.json {
+		stop = c.followAttempts(wctx, cl, sent)
+	}
 	job, err := cl.Wait(wctx, id)
+	stop()
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		cur, gerr := cl.Get(ctx, id)
 		if gerr != nil {
 			return c.fail(gerr)
 		}
+		msg := fmt.Sprintf("timed out after %s; job %s is %s", timeout, id, cur.State)
+		if c.json {
+			c.printJSON(map[string]any{"error": errorBody(problemTimeout(), msg), "job": cur})
+			return exitTimeout
+		}
 		c.printJob(cur)
-		c.errorf("timed out after %s; job %s is %s", timeout, id, cur.State)
+		c.errorf("%s", msg)
 		return exitTimeout
 	}
 	if err != nil {
@@ -220,8 +237,10 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 }
 
 func cmdGet(c *cli, args []string) int {
-	c.clientFlags()
+	fs := c.clientFlags()
 	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
+	var watch bool
+	fs.BoolVar(&watch, "watch", false, "redraw the job's line (state, progress) until it ends, then print it; exit as wait does")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !c.checkNamespace(*ns) {
 		return exitUsage
@@ -231,7 +250,16 @@ func cmdGet(c *cli, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
+		if watch {
+			if job.State == jetflow.Queued {
+				c.warnUnserved(ctx, cl, job)
+			}
+			return c.watchJob(ctx, cl, job)
+		}
 		c.printJob(job)
+		if job.State == jetflow.Queued {
+			c.warnUnserved(ctx, cl, job)
+		}
 		return exitOK
 	})
 }
@@ -239,22 +267,24 @@ func cmdGet(c *cli, args []string) int {
 func cmdWait(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var timeout time.Duration
-	fs.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 3); 0: wait as long as it takes")
+	durationVar(fs, &timeout, "timeout", 0, "give up after this long (exit 3); 0: wait as long as it takes")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !c.checkFlags(when("timeout", timeout < 0, "must not be negative")) {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		if _, err := cl.Get(ctx, pos[0]); err != nil {
-			c.errorf("%v", err)
+		job, err := cl.Get(ctx, pos[0])
+		if err != nil {
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
-		return c.waitAndPrint(ctx, cl, pos[0], timeout)
+		return c.waitAndPrint(ctx, cl, job, timeout)
 	})
 }
 
 // listFlags maps the fields of a list filter to the flags that set them.
-var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit"}
+var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
+	"before": "cursor"}
 
 func cmdList(c *cli, args []string) int {
 	fs := c.clientFlags()
@@ -265,6 +295,7 @@ func cmdList(c *cli, args []string) int {
 	fs.StringVar(&f.Type, "type", "", "only jobs of this type")
 	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
+	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
 	ns := c.namespaceFlag("only jobs of this namespace")
 	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
@@ -276,6 +307,7 @@ func cmdList(c *cli, args []string) int {
 	empty := "must not be empty (leave it out for every job)"
 	if !c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
 		when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
+		when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
 		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
 		return exitUsage
 	}
@@ -286,15 +318,33 @@ func cmdList(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		jobs, err := cl.List(ctx, f)
+		// One more than the page says whether there are more; the engine's
+		// client reads every job anyway, and counts them. A token's answer
+		// is one message: it asks for one more only.
+		ask := f
+		if f.Limit > 0 {
+			ask.Limit = 0
+			if c.token != "" {
+				ask.Limit = f.Limit + 1
+			}
+		}
+		jobs, err := cl.List(ctx, ask)
 		if err != nil {
 			return c.fail(err)
+		}
+		more, next := 0, ""
+		if f.Limit > 0 && len(jobs) > f.Limit {
+			more, jobs = len(jobs)-f.Limit, jobs[:f.Limit]
+			next = jobs[len(jobs)-1].Cursor()
 		}
 		if c.json {
 			if jobs == nil {
 				jobs = []*jetflow.JobInfo{}
 			}
-			c.printJSON(jobs)
+			c.printJSON(struct {
+				Jobs       []*jetflow.JobInfo `json:"jobs"`
+				NextCursor string             `json:"next_cursor"`
+			}{jobs, next})
 			return exitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
@@ -303,8 +353,37 @@ func cmdList(c *cli, args []string) int {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
 		}
 		w.Flush()
+		if more > 0 {
+			count := fmt.Sprintf("%d more", more)
+			if c.token != "" {
+				count = "more"
+			}
+			fmt.Fprintf(c.errw, "%s: %s\n", count, c.nextPage(next))
+		}
 		return exitOK
 	})
+}
+
+// nextPage is the command of ls's next page: the flags given, and the
+// cursor.
+func (c *cli) nextPage(cursor string) string {
+	cmd := []string{"jetflow", "ls", "--cursor", cursor}
+	for _, name := range []string{"state", "queue", "type", "parent", "limit", "namespace"} {
+		if c.given(name) {
+			cmd = append(cmd, "--"+name, shellQuote(c.fs.Lookup(name).Value.String()))
+		}
+	}
+	return strings.Join(cmd, " ")
+}
+
+// shellQuote quotes s for a shell if it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@,+=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func cmdCancel(c *cli, args []string) int {
@@ -320,14 +399,31 @@ func cmdCancel(c *cli, args []string) int {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		job, err := cl.Cancel(ctx, pos[0], reason)
+		// A job that has ended is left as it is (Cancel would return it
+		// unchanged): say so, rather than print it as if cancelled.
+		job, err := cl.Get(ctx, pos[0])
 		if err != nil {
 			return c.fail(err)
 		}
+		ended := job.State.Terminal()
+		if !ended {
+			if job, err = cl.Cancel(ctx, pos[0], reason); err != nil {
+				return c.fail(err)
+			}
+			ended = job.State != jetflow.Cancelled // it ended first
+		}
 		if c.json {
-			c.printJSON(job)
-		} else {
+			c.printJSON(struct {
+				*jetflow.JobInfo
+				Cancelled bool `json:"cancelled"`
+			}{job, !ended})
+		} else if !ended {
 			fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+		} else {
+			fmt.Fprintf(c.errw, "jetflow cancel: job %s already %s: nothing to cancel\n", job.ID, job.State)
+		}
+		if ended {
+			return exitFailed // nothing was cancelled
 		}
 		return exitOK
 	})
@@ -428,7 +524,7 @@ func cmdReplay(c *cli, args []string) int {
 	var verify bool
 	var settle time.Duration
 	fs.BoolVar(&verify, "verify", false, "diff the state rebuilt from the log against the jobs bucket; exit 1 if they differ")
-	fs.DurationVar(&settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up (0: no wait)")
+	durationVar(fs, &settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up (0: no wait)")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}

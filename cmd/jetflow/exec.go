@@ -27,10 +27,10 @@ type execFlags struct {
 
 func (e *execFlags) add(fs *flag.FlagSet) {
 	e.maxOutput = shell.DefaultMaxOutput
-	fs.Var(&e.execs, "exec", "run jobs of TYPE as processes: `TYPE=COMMAND`, run with bash -c in a private directory (TYPE= runs "+shell.DefaultCommand+"); repeatable; with it, the demo handlers are not run")
+	fs.Var(&e.execs, "exec", "run jobs of TYPE as processes: `TYPE=COMMAND`, run with bash -c in a private directory (TYPE= runs "+shell.DefaultCommand+"); a file of the worker's directory named by a relative path is found there; repeatable; with it, the demo handlers are not run")
 	fs.StringVar(&e.workDir, "work-dir", filepath.Join(os.TempDir(), "jetflow-jobs"), "--exec: where the attempts' directories are made")
 	fs.Var(&e.maxOutput, "max-output", "--exec: most `bytes` a job may write to its directory, stdout and stderr included (suffixes KiB, MiB, GiB)")
-	fs.DurationVar(&e.killGrace, "kill-grace", shell.DefaultKillGrace, "--exec: time between SIGTERM and SIGKILL of a job's process group")
+	durationVar(fs, &e.killGrace, "kill-grace", shell.DefaultKillGrace, "--exec: time between SIGTERM and SIGKILL of a job's process group")
 }
 
 // check refuses a bad --exec or shell flag (exit 2, naming the flag).
@@ -74,8 +74,18 @@ func (e *execFlags) register(w *jetflow.Worker, cl *jetflow.Client, queue string
 		on = append(on, jetflow.OnQueue(queue))
 	}
 	var runners []*shell.Runner
+	// A job runs in a directory of its own: the files of the worker's
+	// directory that the commands name are named by their absolute paths.
+	start, _ := os.Getwd()
 	for _, v := range e.execs {
 		typ, command, _ := strings.Cut(v, "=")
+		if command != "" && start != "" { // not the default, bash run.sh: run.sh is an input file
+			var resolved []string
+			if command, resolved = resolveCommand(command, start); resolved != nil {
+				log.Info("--exec: files of the worker's directory named by their absolute paths", "type", typ,
+					"files", resolved, "command", command)
+			}
+		}
 		r, err := shell.New(shell.Config{Command: command, WorkDir: e.workDir, MaxOutput: int64(e.maxOutput),
 			KillGrace: e.killGrace, Logger: log.With("type", typ),
 			Prepare: fileHooks{cl}.prepare, Collect: fileHooks{cl}.collect})

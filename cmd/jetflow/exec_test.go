@@ -23,10 +23,10 @@ func TestWorkerRefusesBadExecFlags(t *testing.T) {
 		{worker("--exec", "a=x", "--exec", "a=y"), `--exec "a=y": the type is given twice`},
 		{worker("--max-output", "0"), "jetflow worker: --max-output 0: must be more than 0"},
 		{worker("--max-output", "-1MiB"), "--max-output -1048576: must be more than 0"},
-		{worker("--max-output", "64XB"), `invalid value "64XB" for flag -max-output`},
-		{worker("--max-output", "1e3"), `invalid value "1e3" for flag -max-output`},
+		{worker("--max-output", "64XB"), `jetflow worker: --max-output 64XB: want a number of bytes, e.g. 67108864 or 64MiB`},
+		{worker("--max-output", "1e3"), `--max-output 1e3: want a number of bytes`},
 		{worker("--kill-grace", "0s"), "jetflow worker: --kill-grace 0s: must be more than 0"},
-		{worker("--kill-grace", "-1s"), "--kill-grace -1s: must be more than 0"},
+		{worker("--kill-grace", "-1s"), "jetflow worker: --kill-grace -1s: must not be negative"},
 		{worker("--work-dir", ""), `--work-dir "": must not be empty`},
 	} {
 		stderr, code := runBounded(t, tc.args)

@@ -99,7 +99,7 @@ func cmdDownload(c *cli, args []string) int {
 		}
 		info, err := cl.Download(ctx, id, w)
 		if errors.Is(err, jetflow.ErrNotEnded) {
-			c.errorf("%v (add --wait to wait for it)", err)
+			c.errorOf(err, "%v (add --wait to wait for it)", err)
 			return exitFailed
 		}
 		if err != nil {

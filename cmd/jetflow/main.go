@@ -28,86 +28,57 @@ const (
 	exitTimeout = 3 // wait gave up before the job was terminal
 )
 
-const usage = `jetflow: an event-sourced job engine on NATS JetStream
-
-Engine and workers:
-  jetflow serve [--data DIR] [--nats-listen HOST:PORT] [--nats URL] [--demo] [--sync always]
-                [--http HOST:PORT]    HTTP API and dashboard (default 127.0.0.1:8080; "off": none)
-                [--http-origin URL] [--http-max-body BYTES] [--http-max-streams N] [--http-lease D]
-                [--max-upload BYTES] [--max-files N]   files of a multipart submit (default 100MiB, 1000)
-                [--categories a,b,c] [--type-grace D] [--replicas N]
-                [--auth] [--open-ops] [--admin-token-file F]   tokens for the HTTP API (required beyond loopback)
-                [--nats-auth]         the embedded NATS server requires users per role (docs/security.md)
-  jetflow worker [--queue Q] [--concurrency N] [--lease D] [--grace D] [--id ID]   run the demo handlers
-                [--namespace NS]      (every queue unless --queue names one; demo:greet in NS)
-  jetflow bench [--jobs N] [--workers C] [--fanout] [--sync always] [--nats URL] [--json]
-
-Client (--nats URL, default nats://127.0.0.1:4222 or $JETFLOW_NATS; --json everywhere;
-NATS credentials, also on worker, serve --nats and bench --nats: --nats-creds FILE, --nats-user U with
---nats-password P, or --nats-token T, default $JETFLOW_NATS_CREDS, _USER, _PASSWORD, _TOKEN;
---namespace NS, default $JETFLOW_NAMESPACE, on submit, get, ls, events, types;
---token T, default $JETFLOW_TOKEN: speak the engine's command service with an access token,
-for submit, get, wait, ls, cancel and events, in the token's namespace):
-  jetflow submit TYPE [JSON] [--queue Q] [--delay D] [--max-retries N] [--backoff D]
-                 [--timeout D] [--key K] [--tag T] [--user U] [--wait] [--file PATH]...
-                 --file: input files (a directory: its tree), stored with the job (docs/files.md)
-                 TYPE: free-form (demo.echo), category:name (NS, then @global) or scope:category:name
-  jetflow get ID                        a job of another namespace than NS is not found
-  jetflow wait ID [--timeout D]
-  jetflow ls [--state S] [--queue Q] [--type T] [--parent ID] [--limit N]
-  jetflow tree ID                       a fan-out parent and its children, with states
-  jetflow cancel ID [--reason R]
-  jetflow retry ID [--key K] [--wait]   run a finished job again (a new job with retry_of)
-  jetflow queues                        queues: waiting, running, delayed, paused, limits, pending
-  jetflow queue set QUEUE [--max-running N] [--max-running-per-user M]
-                                        a queue's limits (0: none; a limit not given is kept):
-                                        over them, jobs wait in pending (docs/quotas.md)
-  jetflow pause QUEUE | jetflow resume QUEUE
-  jetflow workers                       workers and their heartbeats (SDK and HTTP)
-  jetflow events ID [--follow]
-  jetflow download ID [-o FILE] [--wait]  the job's result archive (a zip; default ID.zip)
-  jetflow types [--deleted]             registered types visible from NS (its own and @global;
-                                        every type without NS), with their live workers
-  jetflow type register FULLNAME [--schema FILE] [--description TEXT]
-                                        FULLNAME is scope:category:name (scope: a namespace,
-                                        @global or @internal); prints created, exists or reactivated
-  jetflow replay [--verify]
-  jetflow purge --older-than D [--namespace NS] [--dry-run]
-                                        purge terminal jobs that finished longer ago than D
-  jetflow token create --namespace NS --role admin|producer|worker|reader [--ttl D] [--name N]
-                                        prints the token once (NS "*": every namespace)
-  jetflow token ls | jetflow token revoke ID
-
-Exit codes: 0 ok (job succeeded); 1 job failed or cancelled, or the command failed;
-2 usage or connection error; 3 wait timed out.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// commandFuncs are the top-level commands (help.go describes them).
+var commandFuncs = map[string]func(*cli, []string) int{
+	"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
+	"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
+	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
+	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
+	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload,
+	"version": cmdVersion, // and help (cmdHelp), which runs these
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
-		if len(args) == 0 {
-			return exitUsage
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			args[0] = "help"
+		case "-version", "--version":
+			args[0] = "version"
 		}
-		return exitOK
 	}
-	cmds := map[string]func(*cli, []string) int{
-		"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
-		"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
-		"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
-		"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
-		"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload,
-	}
-	f, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "jetflow: unknown command %q\n\n%s", args[0], usage)
+	name, rest, err := hoistGlobals(args)
+	c := &cli{name: "", out: stdout, errw: stderr}
+	if err != nil {
+		c.json = jsonFlag(args)
+		c.reportAs(problemUsage(""), "%v", err)
 		return exitUsage
 	}
-	c := &cli{name: args[0], out: stdout, errw: stderr}
-	return f(c, args[1:])
+	if name == "" {
+		printOverview(stdout)
+		return exitUsage
+	}
+	f, ok := commandFuncs[name]
+	if name == "help" {
+		f, ok = cmdHelp, true
+	}
+	if !ok {
+		c.json = jsonFlag(rest)
+		c.unknownCommand(name, "")
+		return exitUsage
+	}
+	c.name = name
+	// An error found before the command parses its flags is JSON too.
+	c.json = jsonFlag(rest)
+	code := f(c, rest)
+	if c.helped {
+		return exitOK
+	}
+	return code
 }
 
 // cli is one command's context: its flags, output and connection.
@@ -121,6 +92,9 @@ type cli struct {
 	json  bool
 	debug bool
 	nats  natsCreds // --nats-creds, --nats-user, --nats-password, --nats-token
+	// helped: the command printed its help (-h, --help) instead of
+	// running; reported: an error was printed as JSON (--json), once.
+	helped, reported bool
 }
 
 func (c *cli) flags() *flag.FlagSet {
@@ -146,20 +120,12 @@ func (c *cli) clientFlags() *flag.FlagSet {
 // parse parses flags that may come before, between or after positional
 // arguments, and returns the positional ones.
 func (c *cli) parse(args []string, minPos, maxPos int) ([]string, bool) {
-	var pos []string
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			return nil, false
-		}
-		args = c.fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, ok := c.parseFlags(args)
+	if !ok {
+		return nil, false
 	}
 	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
-		fmt.Fprintf(c.errw, "jetflow %s: want %s, got %d: %s\n", c.name, argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
+		c.errorf("want %s, got %d: %s", argCount(minPos, maxPos), len(pos), strings.Join(pos, " "))
 		return nil, false
 	}
 	// nats.Connect reads "" as its default URL: an empty --nats would
@@ -221,13 +187,13 @@ func (c *cli) refuseFlag(name, value, reason string) {
 		}
 	}
 	if value == "" {
-		c.errorf("--%s: %s", name, reason)
+		c.reportAs(problemInput("--"+name), "--%s: %s", name, reason)
 		return
 	}
 	if r := []rune(value); len(r) > 40 { // a value too long: the reason says so
 		value = string(r[:32]) + "…"
 	}
-	c.errorf("--%s %s: %s", name, value, reason)
+	c.reportAs(problemInput("--"+name), "--%s %s: %s", name, value, reason)
 }
 
 // flagInput reports an *commands.InputError of a request built from flags
@@ -274,7 +240,7 @@ func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 	}
 	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), NATSOptions: opts, Token: c.token})
 	if err != nil {
-		c.errorf("%v", err)
+		c.reportAs(problemUnavailable(), "%v", err)
 		return nil, false
 	}
 	return cl, true
@@ -305,8 +271,34 @@ func (c *cli) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.errw, &slog.HandlerOptions{Level: level}))
 }
 
-func (c *cli) errorf(format string, args ...any) {
-	fmt.Fprintf(c.errw, "jetflow %s: %s\n", c.name, fmt.Sprintf(format, args...))
+// errorf reports a usage error: on stderr, or under --json as a problem
+// on stdout.
+func (c *cli) errorf(format string, args ...any) { c.reportAs(nil, format, args...) }
+
+// errorOf reports err's failure, described by format: under --json, as
+// err's problem.
+func (c *cli) errorOf(err error, format string, args ...any) {
+	c.reportAs(jetflow.ProblemOf(err), format, args...)
+}
+
+// reportAs reports a failure: on stderr ("jetflow CMD: message"), or
+// under --json on stdout as {"error": problem} (p nil: a usage error),
+// the first one only.
+func (c *cli) reportAs(p *jetflow.Problem, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !c.json {
+		prefix := "jetflow"
+		if c.name != "" {
+			prefix += " " + c.name
+		}
+		fmt.Fprintf(c.errw, "%s: %s\n", prefix, msg)
+		return
+	}
+	if c.reported {
+		return
+	}
+	c.reported = true
+	c.printJSON(map[string]any{"error": errorBody(p, msg)})
 }
 
 // fail reports err and returns its exit code: 2 for bad input and missing

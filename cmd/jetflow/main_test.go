@@ -87,8 +87,11 @@ func TestCLISubmitWaitAndJSONContract(t *testing.T) {
 		t.Fatalf("events: %d %q", code, out)
 	}
 	out, _, code = e.jetflow("ls", "--state", "succeeded", "--json")
-	var list []map[string]any
-	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 {
+	var list struct {
+		Jobs       []map[string]any `json:"jobs"`
+		NextCursor *string          `json:"next_cursor"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Jobs) != 1 || list.NextCursor == nil || *list.NextCursor != "" {
 		t.Fatalf("ls: %d %q", code, out)
 	}
 }
@@ -218,8 +221,8 @@ func TestCLIFanOutTree(t *testing.T) {
 		t.Fatalf("tree: %d\n%s", code, out)
 	}
 	out, _, code = e.jetflow("ls", "--parent", id, "--json")
-	var kids []map[string]any
-	if code != exitOK || json.Unmarshal([]byte(out), &kids) != nil || len(kids) != 3 {
+	var kids struct{ Jobs []map[string]any }
+	if code != exitOK || json.Unmarshal([]byte(out), &kids) != nil || len(kids.Jobs) != 3 {
 		t.Fatalf("ls --parent: %d %q", code, out)
 	}
 }

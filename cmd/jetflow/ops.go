@@ -126,8 +126,11 @@ func cmdRetry(c *cli, args []string) int {
 			}
 			return c.fail(err)
 		}
+		if !job.State.Terminal() {
+			c.warnUnserved(ctx, cl, job)
+		}
 		if wait {
-			return c.waitAndPrint(ctx, cl, job.ID, 0)
+			return c.waitAndPrint(ctx, cl, job, 0)
 		}
 		if c.json {
 			c.printJSON(job)
@@ -142,17 +145,39 @@ func cmdRetry(c *cli, args []string) int {
 // [--max-running N] [--max-running-per-user M]. A limit not given keeps
 // its value; 0 removes it.
 func cmdQueue(c *cli, args []string) int {
-	c.name = "queue set"
+	sub, rest := subcommand(args)
+	switch sub {
+	case "ls", "list":
+		c.name = "queue ls"
+		return cmdQueues(c, rest)
+	case "pause", "resume":
+		c.name = "queue " + sub
+		return setPaused(c, rest, sub == "pause")
+	case "set":
+		c.name = "queue set"
+		return queueSet(c, rest)
+	case "":
+		if wantsHelp(args) {
+			c.printHelp()
+			c.helped = true
+			return exitOK
+		}
+		c.errorf("want a subcommand: ls, set, pause or resume (jetflow help queue)")
+		return exitUsage
+	}
+	c.unknownCommand(sub, "queue")
+	return exitUsage
+}
+
+// queueSet: jetflow queue set QUEUE [--max-running N]
+// [--max-running-per-user M].
+func queueSet(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var maxRunning, perUser int
 	fs.IntVar(&maxRunning, "max-running", 0, "the most jobs of the queue running at once, in all (0: no limit)")
 	fs.IntVar(&perUser, "max-running-per-user", 0, "the most jobs of one user running at once in the queue (0: no limit)")
-	pos, ok := c.parse(args, 2, 2)
+	pos, ok := c.parse(args, 1, 1)
 	if !ok {
-		return exitUsage
-	}
-	if pos[0] != "set" {
-		c.errorf("unknown subcommand %q: want queue set QUEUE [--max-running N] [--max-running-per-user M]", pos[0])
 		return exitUsage
 	}
 	if !c.given("max-running") && !c.given("max-running-per-user") {
@@ -164,7 +189,7 @@ func cmdQueue(c *cli, args []string) int {
 		when("max-running-per-user", perUser < 0 || perUser > jetflow.MaxQueueLimit, bad)) {
 		return exitUsage
 	}
-	queue := pos[1]
+	queue := pos[0]
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		cur, err := cl.ChangeQueueLimits(ctx, queue, func(cur jetflow.QueueLimits) jetflow.QueueLimits {
 			if c.given("max-running") {

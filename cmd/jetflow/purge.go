@@ -13,7 +13,7 @@ func cmdPurge(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var older time.Duration
 	var dry bool
-	fs.DurationVar(&older, "older-than", 0, "purge terminal jobs that finished longer ago than this (required)")
+	durationVar(fs, &older, "older-than", 0, "purge terminal jobs that finished longer ago than this (required)")
 	fs.BoolVar(&dry, "dry-run", false, "print what would be purged, write nothing")
 	ns := c.namespaceFlag("only jobs of this namespace")
 	if _, ok := c.parse(args, 0, 0); !ok {

@@ -50,7 +50,7 @@ func cmdServe(c *cli, args []string) int {
 	fs.StringVar(&sync, "sync", "1s", "embedded server fsync: an interval (loses at most that much on power loss) or \"always\" (fsync before every ack)")
 	fs.BoolVar(&demo, "demo", false, "run the demo handlers (demo.echo, demo.sleep, demo.fail, demo.fanout) and submit a first job")
 	fs.IntVar(&replicas, "replicas", 0, "replicas of the streams jetflow creates (default: those of the existing event log; on a new system 3 on a cluster, else 1)")
-	fs.DurationVar(&lag, "projector-lag", jetflow.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
+	durationVar(fs, &lag, "projector-lag", jetflow.DefaultProjectorLag, "how long the projector lets writers project their own events before it verifies them")
 	fs.IntVar(&concurrency, "concurrency", 10, "demo handlers running at once")
 	fs.StringVar(&httpAddr, "http", gateway.DefaultAddr, "address of the HTTP API and dashboard (\"\" or \"off\": none)")
 	fs.Var(&origins, "http-origin", "an origin (https://ops.example.com) whose pages may send POST/PATCH/DELETE to the API besides the gateway's own (repeatable; for a proxy that rewrites Host)")
@@ -58,11 +58,11 @@ func cmdServe(c *cli, args []string) int {
 	fs.Var(&maxUpload, "max-upload", "most `bytes` of files one submit may upload (multipart POST /api/v1/jobs; suffixes KiB, MiB, GiB; more: 413)")
 	fs.IntVar(&maxFiles, "max-files", gateway.DefaultMaxFiles, fmt.Sprintf("most files one submit may upload (1-%d; more: 400)", gateway.DefaultMaxFiles))
 	fs.IntVar(&maxStreams, "http-max-streams", gateway.DefaultMaxStreams, "event streams and long polls open at once (more: 503 overloaded)")
-	fs.DurationVar(&httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
+	durationVar(fs, &httpLease, "http-lease", jetflow.DefaultLease, "how long an HTTP worker's claim lasts without a heartbeat (workers are told to beat every third of it)")
 	fs.StringVar(&categories, "categories", "", "the only categories a job type may be registered under over HTTP, comma-separated (default: any)")
-	fs.DurationVar(&retention, "retention", 7*24*time.Hour, "how long terminal jobs are kept before they are purged, in namespaces that set no retention of their own")
-	fs.DurationVar(&eventsRetention, "events-retention", 90*24*time.Hour, "how long the event log keeps events (the stream's MaxAge, applied by JetStream); docs/architecture.md says what an audit can still see")
-	fs.DurationVar(&typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
+	durationVar(fs, &retention, "retention", 7*24*time.Hour, "how long terminal jobs are kept before they are purged, in namespaces that set no retention of their own")
+	durationVar(fs, &eventsRetention, "events-retention", 90*24*time.Hour, "how long the event log keeps events (the stream's MaxAge, applied by JetStream); docs/architecture.md says what an audit can still see")
+	durationVar(fs, &typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
 	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
@@ -131,6 +131,21 @@ func cmdServe(c *cli, args []string) int {
 			return exitUsage
 		}
 	}
+	// A second serve of the same directory or addresses fails now, naming
+	// what is in use.
+	if url == "" {
+		release, ok := c.claimDataDir(dir)
+		if !ok {
+			return exitUsage
+		}
+		defer release()
+		if !c.checkFree("nats-listen", listen) {
+			return exitUsage
+		}
+	}
+	if !noHTTP && !c.checkFree("http", httpAddr) {
+		return exitUsage
+	}
 	log := c.logger()
 	ctx, stop := signalContext()
 	defer stop()
@@ -142,7 +157,7 @@ func cmdServe(c *cli, args []string) int {
 		if sync == "always" {
 			cfg.SyncAlways = true
 		} else {
-			d, err := time.ParseDuration(sync)
+			d, err := parseDuration(sync)
 			if err != nil || d <= 0 {
 				c.errorf("--sync %q: want \"always\" or a positive duration", sync)
 				return exitUsage
@@ -160,12 +175,12 @@ func cmdServe(c *cli, args []string) int {
 		}
 		var err error
 		if srv, err = jetflow.StartServer(cfg); err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 		if nc, err = jetflow.ConnectInProcess(srv, "jetflow-serve", auth...); err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		log.Info("embedded NATS server", "listen", "nats://"+listen, "data", dir, "sync", sync)
@@ -186,7 +201,7 @@ func cmdServe(c *cli, args []string) int {
 
 	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, EventsRetention: eventsRetention, Name: "engine-" + defaultID(), Logger: log})
 	if err != nil {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return exitUsage
 	}
 	log.Info("streams provisioned", "replicas", client.Replicas())
@@ -202,7 +217,7 @@ func cmdServe(c *cli, args []string) int {
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,
 			Auth: auth, OpenOps: openOps, MaxUpload: int64(maxUpload), MaxFiles: maxFiles})
 		if err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		eng.Add(gw)
@@ -224,8 +239,8 @@ func cmdServe(c *cli, args []string) int {
 		go firstDemoJob(ctx, client, log)
 	}
 	fmt.Fprintf(c.errw, "jetflow is running. In another terminal:\n"+
-		"  go run ./cmd/jetflow submit demo.echo '{\"hello\":\"world\"}' --wait\n"+
-		"  go run ./cmd/jetflow ls\n(Ctrl-C stops it.)\n")
+		"  %[1]s submit demo.echo '{\"hello\":\"world\"}' --wait\n"+
+		"  %[1]s ls\n(Ctrl-C stops it.)\n", progName())
 	<-ctx.Done()
 	log.Info("shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -251,7 +266,7 @@ func validSync(s string) bool {
 	if s == "always" {
 		return true
 	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	return err == nil && d > 0
 }
 
@@ -280,7 +295,26 @@ func firstDemoJob(ctx context.Context, client *jetflow.Client, log *slog.Logger)
 		return
 	}
 	log.Info("demo job finished", "id", done.ID, "state", done.State, "result", string(done.Result),
-		"events", done.Events, "see", "go run ./cmd/jetflow events "+done.ID)
+		"events", done.Events, "see", progName()+" events "+done.ID)
+}
+
+// progName is how to run this program again, for the messages that say
+// what to type: as it was run, or go run when it was (a binary in go's
+// build cache).
+func progName() string {
+	p := os.Args[0]
+	if strings.Contains(p, "go-build") || p == "" {
+		return "go run ./cmd/jetflow"
+	}
+	if !strings.Contains(p, "/") {
+		return p // found in PATH
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return p
 }
 
 func defaultID() string {
@@ -299,8 +333,8 @@ func cmdWorker(c *cli, args []string) int {
 	)
 	fs.StringVar(&queue, "queue", "", "serve only this queue (default: every queue, those created later included)")
 	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once on each queue")
-	fs.DurationVar(&lease, "lease", jetflow.DefaultLease, "how long a silent worker keeps its jobs")
-	fs.DurationVar(&grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
+	durationVar(fs, &lease, "lease", jetflow.DefaultLease, "how long a silent worker keeps its jobs")
+	durationVar(fs, &grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
 	ns := c.namespaceFlag("namespace of its registered types (demo:greet), default: default")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
@@ -322,14 +356,14 @@ func cmdWorker(c *cli, args []string) int {
 			Concurrency: concurrency, Lease: lease, Namespace: *ns})
 		runners, err := ex.register(w, cl, queue, c.logger())
 		if err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitUsage
 		}
 		if runners == nil {
 			registerDemo(w, queue, false)
 		}
 		if err := w.Start(ctx); err != nil {
-			c.errorf("%v", err)
+			c.errorOf(err, "%v", err)
 			return exitFailed
 		}
 		where := "every queue"

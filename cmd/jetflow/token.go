@@ -40,7 +40,7 @@ func cmdToken(c *cli, args []string) int {
 		fs.StringVar(&name, "name", "", "what the token is for (shown in the events it writes; default: ROLE@NAMESPACE)")
 		fs.StringVar(&ns, "namespace", "", `the token's namespace ("*": every namespace; required)`)
 		fs.StringVar(&role, "role", "", "admin, producer, worker or reader (required)")
-		fs.DurationVar(&ttl, "ttl", 0, "the token expires after this long (default: never)")
+		durationVar(fs, &ttl, "ttl", 0, "the token expires after this long (default: never)")
 	}
 	pos, ok := c.parse(args, 1, 2)
 	if !ok {

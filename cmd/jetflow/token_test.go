@@ -134,8 +134,8 @@ func TestCLIWithToken(t *testing.T) {
 	}
 	t.Setenv("JETFLOW_TOKEN", tok.Token)
 	out, _, code = e.jetflow("ls", "--json")
-	var ls []struct{ Namespace string }
-	if code != exitOK || json.Unmarshal([]byte(out), &ls) != nil || len(ls) != 1 || ls[0].Namespace != "acme" {
+	var ls struct{ Jobs []struct{ Namespace string } }
+	if code != exitOK || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Jobs) != 1 || ls.Jobs[0].Namespace != "acme" {
 		t.Fatalf("ls with $JETFLOW_TOKEN: exit %d %s", code, out)
 	}
 	if _, errs, code := e.jetflow("queues"); code != exitFailed || !strings.Contains(errs, "engine's NATS permissions") {

@@ -70,11 +70,11 @@ var registrySlugs = []string{"invalid-namespace", "invalid-category", "invalid-t
 func (c *cli) problem(err error) {
 	p := jetflow.ProblemOf(err)
 	if !slices.Contains(registrySlugs, p.Type) {
-		c.errorf("%v", err)
+		c.errorOf(err, "%v", err)
 		return
 	}
 	if len(p.Violations) == 0 {
-		c.errorf("%s: %v", p.Type, err)
+		c.errorOf(err, "%s: %v", p.Type, err)
 		return
 	}
 	// The detail ends with the violations: they go one a line instead.
@@ -82,7 +82,10 @@ func (c *cli) problem(err error) {
 	for i, v := range p.Violations {
 		parts[i] = v.Pointer + ": " + v.Message
 	}
-	c.errorf("%s: %s", p.Type, strings.TrimSuffix(err.Error(), ": "+strings.Join(parts, "; ")))
+	c.errorOf(err, "%s: %s", p.Type, strings.TrimSuffix(err.Error(), ": "+strings.Join(parts, "; ")))
+	if c.json {
+		return // the violations are in the problem
+	}
 	for _, v := range p.Violations {
 		fmt.Fprintf(c.errw, "  %s: %s\n", v.Pointer, v.Message)
 	}

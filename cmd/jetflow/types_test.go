@@ -330,12 +330,12 @@ func TestCLINamespaces(t *testing.T) {
 	ids := func(args ...string) []string {
 		t.Helper()
 		out, errs, code := e.jetflow(append(args, "--json")...)
-		var jobs []jetflow.JobInfo
-		if code != exitOK || json.Unmarshal([]byte(out), &jobs) != nil {
+		var list struct{ Jobs []jetflow.JobInfo }
+		if code != exitOK || json.Unmarshal([]byte(out), &list) != nil {
 			t.Fatalf("%v: exit %d %q", args, code, errs)
 		}
 		var got []string
-		for _, j := range jobs {
+		for _, j := range list.Jobs {
 			got = append(got, j.ID)
 		}
 		return got

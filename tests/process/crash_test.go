@@ -185,8 +185,8 @@ func TestCancelCrashPoint(t *testing.T) {
 	})
 	s.wantEvents(running.ID, evSubmitted, evStarted, evCancelled)
 
-	// Cancelling again writes nothing.
-	if code, _, out := s.cli(nil, "cancel", running.ID); code != 0 {
+	// Cancelling again writes nothing, and says so (exit 1).
+	if code, _, out := s.cli(nil, "cancel", running.ID); code != 1 || !strings.Contains(out, "already cancelled: nothing to cancel") {
 		t.Fatalf("second cancel exited %d: %s", code, out)
 	}
 	s.wantEvents(running.ID, evSubmitted, evStarted, evCancelled)
