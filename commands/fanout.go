@@ -112,6 +112,11 @@ type Summary struct {
 // Verdict says it is decided: job.succeeded with the summary as result, or
 // job.failed with the summary and the most common failure as error.
 func FinishFanout(j *domain.Job, c domain.FanoutCounts, actor string, now time.Time) (*domain.Event, error) {
+	if j.State != domain.StateWaiting {
+		// Not waiting yet (its pieces finished before it recorded its
+		// plan), or ended already.
+		return nil, &TransitionError{JobID: j.ID, Event: domain.EvSucceeded, From: j.State, To: domain.StateSucceeded}
+	}
 	if j.Fanout == nil {
 		return nil, fmt.Errorf("job %s has no fan-out: %w", j.ID, ErrInvalidTransition)
 	}

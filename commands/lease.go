@@ -24,6 +24,13 @@ func Held(j *domain.Job) bool {
 	return j.State == domain.StateClaimed || j.State == domain.StateRunning
 }
 
+// CancelNotifies reports whether a job cancelled in state from has a
+// worker to tell: its handler runs (claimed or running), or its batches do
+// (waiting for its pieces).
+func CancelNotifies(from domain.State) bool {
+	return from == domain.StateClaimed || from == domain.StateRunning || from == domain.StateWaiting
+}
+
 // LeaseLeft is how long the lease of a held job has left at now (negative:
 // how long ago it ran out). A lease lasts lease (the AckWait of the consumer
 // that delivered the job) from the last sign of life of its holder: an

@@ -475,7 +475,7 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 	}
 	p := PrincipalOf(ctx)
 	if p != nil {
-		if err := p.Can(verbActions[verb]); err != nil && verbActions[verb] != "" {
+		if err := p.Can(commands.VerbAction(verb)); err != nil && commands.VerbAction(verb) != "" {
 			return failed(err, "")
 		}
 	}
@@ -648,10 +648,6 @@ func numbersToValues(v any) any {
 // them (CommandServer.Auth).
 const AuthHeader = "Authorization"
 
-// verbActions is the action of each verb, for a token's role.
-var verbActions = map[string]commands.Action{"submit": commands.ActSubmit, "get": commands.ActRead,
-	"cancel": commands.ActCancel, "list": commands.ActRead, "events": commands.ActRead}
-
 // authenticate puts the principal of a command's token into *ctx, or
 // returns the reply that refuses it; with Auth off it does nothing.
 func (c *CommandServer) authenticate(ctx *context.Context, token string) *cmdReply {
@@ -678,7 +674,7 @@ func (c *CommandServer) authenticate(ctx *context.Context, token string) *cmdRep
 // sees refuses a job the principal may not see with the error of a job
 // that does not exist.
 func (c *CommandServer) sees(ctx context.Context, p *Principal, id string) error {
-	if p == nil || p.Namespace == commands.AllNamespaces {
+	if !p.Scoped() {
 		return nil
 	}
 	snap, err := c.store.Lookup(ctx, id)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jetflow/jetflow/commands"
 )
 
 // PermanentError marks a handler error that must not be retried.
@@ -32,9 +34,9 @@ type CodedError interface {
 
 // Error codes the runtime assigns.
 const (
-	CodeError   = "ERROR"   // a handler error without a code of its own
-	CodeTimeout = "TIMEOUT" // the execution timeout passed
-	CodePanic   = "PANIC"   // the handler panicked
+	CodeError   = "ERROR"              // a handler error without a code of its own
+	CodeTimeout = commands.CodeTimeout // the execution timeout passed
+	CodePanic   = "PANIC"              // the handler panicked
 )
 
 // Causes of a handler's context being cancelled by the runtime.

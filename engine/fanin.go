@@ -292,9 +292,6 @@ func (f *FanIn) settle(ctx context.Context) {
 
 func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts domain.FanoutCounts) {
 	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *domain.Job) (*domain.Event, error) {
-		if j.State != domain.StateWaiting {
-			return nil, &commands.TransitionError{JobID: j.ID, Event: domain.EvSucceeded, From: j.State, To: domain.StateSucceeded}
-		}
 		return commands.FinishFanout(j, counts, f.store.Actor, time.Now().UTC())
 	})
 	t.failed = false

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -73,6 +72,10 @@ func NewReaper(store *Store, cfg ReaperConfig) *Reaper {
 // Reaped is how many jobs this reaper ended.
 func (r *Reaper) Reaped() int64 { return r.reaped.Load() }
 
+func (r *Reaper) policy() commands.ReapPolicy {
+	return commands.ReapPolicy{Grace: r.cfg.Grace, StallTimeout: r.cfg.StallTimeout}
+}
+
 // Start starts scanning. Idempotent.
 func (r *Reaper) Start(context.Context) error {
 	r.life.EveryLogged(r.cfg.Interval, r.log, r.Scan)
@@ -81,52 +84,6 @@ func (r *Reaper) Start(context.Context) error {
 
 // Stop stops scanning. Idempotent.
 func (r *Reaper) Stop(ctx context.Context) { r.life.Stop(ctx) }
-
-// reaping is one reason to end a job, decided on its current state.
-type reaping struct {
-	op     string
-	decide func(j *domain.Job, now time.Time) (*domain.Event, error)
-}
-
-// due returns what the reaper would do to j now, if anything.
-func (r *Reaper) due(j *domain.Job, now time.Time) *reaping {
-	switch j.State {
-	case domain.StateRunning, domain.StateClaimed:
-		since := j.StartedAt
-		if j.State == domain.StateClaimed || since.IsZero() {
-			since = j.UpdatedAt
-		}
-		limit := j.Spec.Timeout + r.cfg.Grace
-		if now.Sub(since) <= limit {
-			return nil
-		}
-		return &reaping{op: "reap-timeout", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
-			return commands.Fail(j, domain.JobError{Code: CodeTimeout, Message: fmt.Sprintf(
-				"execution timeout of %s (and %s grace) passed and no worker reported", j.Spec.Timeout, r.cfg.Grace)},
-				false, "reaper", now, 0)
-		}}
-	case domain.StateQueued:
-		if j.Spec.QueueTimeout <= 0 || now.Sub(j.QueuedAt) <= j.Spec.QueueTimeout {
-			return nil
-		}
-		return &reaping{op: "reap-queue-timeout", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
-			return commands.Fail(j, domain.JobError{Code: "QUEUE_TIMEOUT", Message: fmt.Sprintf(
-				"not started within its queue timeout of %s", j.Spec.QueueTimeout)}, false, "reaper", now, 0)
-		}}
-	case domain.StateWaiting:
-		stall := r.cfg.StallTimeout
-		if j.Fanout != nil && j.Fanout.Plan.StallTimeout > 0 {
-			stall = j.Fanout.Plan.StallTimeout
-		}
-		if now.Sub(j.UpdatedAt) <= stall {
-			return nil
-		}
-		return &reaping{op: "reap-stalled", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {
-			return commands.Stall(j, stall, "reaper", now)
-		}}
-	}
-	return nil
-}
 
 // Scan looks at every job once and ends those that are due.
 func (r *Reaper) Scan(ctx context.Context) error {
@@ -145,7 +102,7 @@ func (r *Reaper) Scan(ctx context.Context) error {
 		if err != nil || j.State.Terminal() {
 			continue
 		}
-		if r.due(j, now) != nil {
+		if commands.Overdue(j, r.policy(), now) != "" {
 			due = append(due, j.ID)
 		}
 	}
@@ -164,12 +121,9 @@ func (r *Reaper) reap(ctx context.Context, id string) {
 	_, ev, err := r.store.Apply(ctx, "reap", cur, func(j *domain.Job) (*domain.Event, error) {
 		// Decided again on the job as it is now: one that moved on since
 		// the scan is left alone.
-		rp := r.due(j, time.Now())
-		if rp == nil {
-			return nil, &commands.TransitionError{JobID: j.ID, Event: "reap", From: j.State, To: j.State}
-		}
-		did = rp.op
-		return rp.decide(j, time.Now().UTC())
+		ev, why, err := commands.Reap(j, r.policy(), "reaper", time.Now().UTC())
+		did = why
+		return ev, err
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
 		return

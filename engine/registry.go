@@ -524,29 +524,11 @@ func (r *Registry) Resolve(ctx context.Context, ns, jobType string, payload []by
 	return "", fmt.Errorf("type %s: no active type %s: %w", jobType, strings.Join(looked, " or "), commands.ErrUnknownType)
 }
 
-// Violation is one way a payload breaks its type's schema: where (a JSON
-// pointer into the payload) and what.
-type Violation struct {
-	Pointer string `json:"pointer"`
-	Message string `json:"message"`
-}
+// Violation is one way a payload breaks its type's schema.
+type Violation = commands.Violation
 
-// SchemaViolationError is a payload refused by its type's schema. It
-// matches commands.ErrSchemaViolation.
-type SchemaViolationError struct {
-	Type       string
-	Violations []Violation
-}
-
-func (e *SchemaViolationError) Error() string {
-	parts := make([]string, len(e.Violations))
-	for i, v := range e.Violations {
-		parts[i] = fmt.Sprintf("%s: %s", v.Pointer, v.Message)
-	}
-	return fmt.Sprintf("payload does not satisfy the schema of %s: %s", e.Type, strings.Join(parts, "; "))
-}
-
-func (e *SchemaViolationError) Unwrap() error { return commands.ErrSchemaViolation }
+// SchemaViolationError is a payload refused by its type's schema.
+type SchemaViolationError = commands.SchemaViolationError
 
 // validate checks a payload against a type's schema, compiled once per
 // version of the type.

@@ -640,7 +640,7 @@ func (r *Runtime) requeue(ctx context.Context, rn *run) {
 // item is that attempt's now: an ack from us would delete it under it, so it
 // is left alone.
 func (r *Runtime) release(rn *run, j *domain.Job) {
-	if j != nil && j.LeaseItem == rn.lease && (j.State == domain.StateRunning || j.State == domain.StateClaimed) {
+	if j != nil && j.LeaseItem == rn.lease && commands.Held(j) {
 		return
 	}
 	_ = rn.msg.Ack()

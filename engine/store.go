@@ -636,7 +636,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error)
 	if err != nil {
 		return snap, err
 	}
-	if ev.From == domain.StateRunning || ev.From == domain.StateClaimed || ev.From == domain.StateWaiting {
+	if commands.CancelNotifies(ev.From) {
 		// Best effort: a worker that misses this sees the cancel at its next
 		// lease renewal.
 		_ = s.NC.Publish(streams.CancelSubject, []byte(id))

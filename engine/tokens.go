@@ -70,44 +70,9 @@ func (t *Tokens) remember(r *domain.TokenRecord) {
 	}
 }
 
-// Principal is who a request acts for: a token's holder.
-type Principal struct {
-	TokenID   string
-	Name      string
-	Namespace string // commands.AllNamespaces: every namespace
-	Role      commands.Role
-}
-
-// Actor is how events written on the principal's behalf name it.
-func (p *Principal) Actor() string { return "token:" + p.Name + "/" + p.TokenID }
-
-// Sees reports whether the principal may see or touch namespace ns.
-func (p *Principal) Sees(ns string) bool {
-	return p.Namespace == commands.AllNamespaces || p.Namespace == ns
-}
-
-// Scope is the namespace a request of the principal acts in: the one it
-// names (asked), else the principal's own. A namespaced principal naming
-// another is refused (403, whether that namespace exists or not). A nil
-// principal (access control off) acts where it asks.
-func (p *Principal) Scope(act commands.Action, asked string) (string, error) {
-	if p == nil || p.Namespace == commands.AllNamespaces {
-		return asked, nil
-	}
-	if asked != "" && asked != p.Namespace {
-		return "", &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: asked}
-	}
-	return p.Namespace, nil
-}
-
-// Can refuses an action the principal's role does not allow
-// (*commands.ForbiddenError).
-func (p *Principal) Can(act commands.Action) error {
-	if !commands.RoleAllows(p.Role, act) {
-		return &commands.ForbiddenError{Role: p.Role, Action: act}
-	}
-	return nil
-}
+// Principal is who a request acts for: a token's holder
+// (commands.Principal, whose methods are the rules).
+type Principal = commands.Principal
 
 // Verify returns the principal of a presented token, or an error matching
 // commands.ErrUnauthenticated: malformed, unknown, wrong secret, revoked or
@@ -289,7 +254,7 @@ func (s *Store) ActorOf(ctx context.Context) string {
 // retry_of names a job it may not see (or none): the link would tie its
 // job to another namespace's (its page, its cascade, whether it runs).
 func (s *Store) CheckRefs(ctx context.Context, p *Principal, req *commands.SubmitRequest) error {
-	if p == nil || p.Namespace == commands.AllNamespaces {
+	if !p.Scoped() {
 		return nil
 	}
 	for _, ref := range []struct{ field, id string }{{"parent", req.Parent}, {"retry_of", req.RetryOf}} {

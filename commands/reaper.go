@@ -1,0 +1,86 @@
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// Error codes of the deadlines the reaper enforces.
+const (
+	CodeTimeout      = "TIMEOUT"       // the execution timeout passed
+	CodeQueueTimeout = "QUEUE_TIMEOUT" // not started within its queue timeout
+)
+
+// ReapPolicy is what the reaper allows a job beyond its own deadlines.
+type ReapPolicy struct {
+	// Grace is added to a held job's execution timeout: a worker that still
+	// holds the job has its handler cancelled at the timeout and records
+	// the failure itself well within it.
+	Grace time.Duration
+	// StallTimeout fails a waiting parent none of whose pieces finished for
+	// this long, unless its fan-out set its own.
+	StallTimeout time.Duration
+}
+
+// Why the reaper ends a job: the deadline it passed.
+const (
+	ReapTimeout      = "reap-timeout"       // held past its execution timeout and the grace
+	ReapQueueTimeout = "reap-queue-timeout" // queued past its queue timeout
+	ReapStalled      = "reap-stalled"       // waiting for pieces none of which finished for the stall timeout
+)
+
+// Overdue reports which deadline j passed at now (ReapTimeout,
+// ReapQueueTimeout, ReapStalled), or "" if none.
+func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
+	switch {
+	case Held(j):
+		since := j.StartedAt
+		if j.State == domain.StateClaimed || since.IsZero() {
+			since = j.UpdatedAt
+		}
+		if now.Sub(since) > j.Spec.Timeout+p.Grace {
+			return ReapTimeout
+		}
+	case j.State == domain.StateQueued:
+		if j.Spec.QueueTimeout > 0 && now.Sub(j.QueuedAt) > j.Spec.QueueTimeout {
+			return ReapQueueTimeout
+		}
+	case j.State == domain.StateWaiting:
+		if now.Sub(j.UpdatedAt) > stallTimeout(j, p) {
+			return ReapStalled
+		}
+	}
+	return ""
+}
+
+func stallTimeout(j *domain.Job, p ReapPolicy) time.Duration {
+	if j.Fanout != nil && j.Fanout.Plan.StallTimeout > 0 {
+		return j.Fanout.Plan.StallTimeout
+	}
+	return p.StallTimeout
+}
+
+// Reap decides the event that ends j for the deadline it passed at now
+// (Overdue), and names that deadline; a job that passed none (it moved on
+// since it was seen) is refused with a *TransitionError.
+func Reap(j *domain.Job, p ReapPolicy, actor string, now time.Time) (*domain.Event, string, error) {
+	why := Overdue(j, p, now)
+	var ev *domain.Event
+	var err error
+	switch why {
+	case ReapTimeout:
+		ev, err = Fail(j, domain.JobError{Code: CodeTimeout, Message: fmt.Sprintf(
+			"execution timeout of %s (and %s grace) passed and no worker reported", j.Spec.Timeout, p.Grace)},
+			false, actor, now, 0)
+	case ReapQueueTimeout:
+		ev, err = Fail(j, domain.JobError{Code: CodeQueueTimeout, Message: fmt.Sprintf(
+			"not started within its queue timeout of %s", j.Spec.QueueTimeout)}, false, actor, now, 0)
+	case ReapStalled:
+		ev, err = Stall(j, stallTimeout(j, p), actor, now)
+	default:
+		return nil, "", &TransitionError{JobID: j.ID, Event: "reap", From: j.State, To: j.State}
+	}
+	return ev, why, err
+}
