@@ -90,7 +90,7 @@ func (d direct) sendMany(ctx context.Context, reqs []*commands.SubmitRequest) ([
 }
 
 func (d direct) get(ctx context.Context, id string) (*projections.JobView, error) {
-	snap, err := d.store.Lookup(ctx, id)
+	snap, err := d.store.Current(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (d direct) get(ctx context.Context, id string) (*projections.JobView, error
 }
 
 func (d direct) children(ctx context.Context, id string) ([]*projections.JobView, error) {
-	snap, err := d.store.Get(ctx, id)
+	snap, err := d.store.Record(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (d direct) children(ctx context.Context, id string) ([]*projections.JobView
 	}
 	out := make([]*projections.JobView, 0, f.Plan.Total)
 	for n := 1; n <= f.Plan.Total; n++ {
-		child, err := d.store.Get(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
+		child, err := d.store.Record(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
 		if errors.Is(err, commands.ErrNotFound) {
 			continue // not created (yet)
 		}
@@ -209,11 +209,11 @@ func (d direct) workers(ctx context.Context) ([]*engine.WorkerView, error) {
 }
 
 func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.Report, error) {
-	return projections.Verify(ctx, d.store.JS, settle)
+	return engine.Verify(ctx, d.store.JS, settle)
 }
 
 func (d direct) replay(ctx context.Context) (map[domain.State]int, uint64, error) {
-	jobs, last, err := projections.Rebuild(ctx, d.store.JS, 0)
+	jobs, last, err := engine.Rebuild(ctx, d.store.JS, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -334,7 +334,7 @@ func (d direct) sendWithFiles(ctx context.Context, req *commands.SubmitRequest) 
 			ns = domain.DefaultNS
 		}
 		id = domain.KeyedID(ns, r.IdempotencyKey)
-		if snap, err := d.store.Lookup(ctx, id); err == nil {
+		if snap, err := d.store.Current(ctx, id); err == nil {
 			return projections.View(snap.Job), false, nil
 		} else if !errors.Is(err, commands.ErrNotFound) {
 			return nil, false, err
@@ -384,7 +384,7 @@ func (d direct) download(ctx context.Context, id string, w io.Writer) (domain.Fi
 	if err != nil {
 		return domain.FileRef{}, err
 	}
-	snap, err := d.store.Lookup(ctx, id)
+	snap, err := d.store.Current(ctx, id)
 	if err != nil {
 		return domain.FileRef{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -18,8 +19,8 @@ import (
 
 // cmdReply is a command's reply, JSON or msgpack.
 type cmdReply struct {
-	Job   map[string]any       `json:"job"`
-	Error *engine.CommandError `json:"error"`
+	Job   map[string]any           `json:"job"`
+	Error *cmdservice.CommandError `json:"error"`
 }
 
 // askCommand sends a command over NATS: JSON (with its Content-Type) when

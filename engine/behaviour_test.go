@@ -14,6 +14,9 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -236,7 +239,7 @@ func TestCancel(t *testing.T) {
 			if _, err := qs.GetLastMsgForSubject(h.ctx, streams.SchedSubject("default", sub.Job.ID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 				return testkit.Errorf("schedule not fired yet (%v)", err)
 			}
-			c, err := h.st.JS.Consumer(h.ctx, streams.QueueStream("default"), engine.PromoterConsumer)
+			c, err := h.st.JS.Consumer(h.ctx, streams.QueueStream("default"), maintenance.PromoterConsumer)
 			if err != nil {
 				return err
 			}
@@ -319,7 +322,7 @@ func TestRefusedTransitionWritesNothing(t *testing.T) {
 	h := newHarness(t)
 	sub := h.submit(commands.SubmitRequest{Type: "no.worker"})
 	before := h.lastSeq()
-	for name, d := range map[string]engine.Decider{
+	for name, d := range map[string]store.Decider{
 		"succeed queued": func(j *domain.Job) (*domain.Event, error) { return commands.Succeed(j, nil, "x", time.Now()) },
 		"due queued":     func(j *domain.Job) (*domain.Event, error) { return commands.Due(j, false, "x", time.Now()) },
 		"requeue queued": func(j *domain.Job) (*domain.Event, error) { return commands.Requeue(j, "", "x", time.Now()) },
@@ -332,10 +335,10 @@ func TestRefusedTransitionWritesNothing(t *testing.T) {
 	if after := h.lastSeq(); after != before {
 		t.Fatalf("refused transitions wrote %d events", after-before)
 	}
-	if _, err := h.st.Get(h.ctx, "NOTANID"); !errors.Is(err, commands.ErrInvalidInput) {
+	if _, err := h.st.Record(h.ctx, "NOTANID"); !errors.Is(err, commands.ErrInvalidInput) {
 		t.Fatalf("get bad id: %v", err)
 	}
-	if _, err := h.st.Load(h.ctx, domain.NewID()); !errors.Is(err, commands.ErrNotFound) {
+	if _, err := h.st.Current(h.ctx, domain.NewID()); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("load unknown id: %v", err)
 	}
 	if _, err := h.st.Cancel(h.ctx, domain.NewID(), ""); !errors.Is(err, commands.ErrNotFound) {
@@ -543,7 +546,7 @@ func TestProjectorRepairsWhatACrashLeft(t *testing.T) {
 	spec, _ := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
 	id := domain.NewID()
 	ev, _ := commands.Submit(id, spec, false, now)
-	if _, err := h.st.W.AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	j := h.waitState(id, domain.StateSucceeded, 15*time.Second)
@@ -642,7 +645,7 @@ func TestServerRestartKeepsScheduledJobs(t *testing.T) {
 	}
 	defer rt.Stop(context.Background())
 	testkit.WaitFor(t, 15*time.Second, func() error {
-		snap, err := st.Get(ctx, res.Job.ID)
+		snap, err := st.Record(ctx, res.Job.ID)
 		if err != nil {
 			return err
 		}
@@ -729,7 +732,7 @@ func TestCommandProtocol(t *testing.T) {
 			t.Errorf("%s %q: problem %q, want %q", tc.verb, tc.body, got, tc.want)
 		}
 	}
-	big := make([]byte, engine.MaxCommandBytes+1)
+	big := make([]byte, cmdservice.MaxCommandBytes+1)
 	if got := problemType(ask("submit", big, true)); got != engine.ProblemBadCommand {
 		t.Errorf("oversized command: %q", got)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -33,8 +34,7 @@ func TestCommandsCheckTokens(t *testing.T) {
 	srv := testkit.Server(t)
 	ctx := testkit.Ctx(t)
 	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
-	cs := engine.NewCommandServer(st, testkit.Logger(t))
-	cs.Auth = true
+	cs := cmdservice.New(st.Store, cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
 	if err := cs.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -23,9 +24,9 @@ import (
 var verbs = []string{"submit", "get", "cancel", "list", "events"}
 
 // commandServer starts a command server on its own connection.
-func commandServer(t *testing.T, st *engine.Store) *engine.CommandServer {
+func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {
 	t.Helper()
-	cs := engine.NewCommandServer(st, testkit.Logger(t))
+	cs := cmdservice.New(st.Store, cmdservice.Config{Log: testkit.Logger(t)})
 	if err := cs.Start(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestCommandServiceDiscovery(t *testing.T) {
 	if err := json.Unmarshal(gather(t, nc, "$SRV.PING."+engine.CommandService, 1)[0], &ping); err != nil {
 		t.Fatal(err)
 	}
-	if ping.Name != "jetflow" || ping.Version != engine.CommandServiceVersion || ping.Type != micro.PingResponseType {
+	if ping.Name != "jetflow" || ping.Version != cmdservice.CommandServiceVersion || ping.Type != micro.PingResponseType {
 		t.Fatalf("ping %+v", ping)
 	}
 	var info micro.Info
@@ -175,7 +176,7 @@ func TestCommandServersShareRequests(t *testing.T) {
 	srv := testkit.Server(t)
 	a := testkit.Store(t, testkit.Conn(t, srv), "engine-a")
 	b := testkit.Store(t, testkit.Conn(t, srv), "engine-b")
-	servers := []*engine.CommandServer{commandServer(t, a), commandServer(t, b)}
+	servers := []*cmdservice.CommandServer{commandServer(t, a), commandServer(t, b)}
 	nc := testkit.Conn(t, srv)
 	ctx := testkit.Ctx(t)
 	st := testkit.Store(t, nc, "client")
@@ -264,29 +265,6 @@ func TestCommandServersShareRequests(t *testing.T) {
 	for subj, n := range seen {
 		if n != 1 {
 			t.Errorf("%s answered %d times", subj, n)
-		}
-	}
-}
-
-// A command that panics is answered with an internal error, and the
-// server goes on answering. (A store without its bucket makes get panic.)
-func TestCommandServerRecoversPanic(t *testing.T) {
-	srv := testkit.Server(t)
-	commandServer(t, &engine.Store{NC: testkit.Conn(t, srv), Actor: "broken"})
-	nc := testkit.Conn(t, srv)
-	for i := range 3 {
-		r := askCommand(t, nc, "get", map[string]any{"id": domain.NewID()})
-		if r.Error == nil || r.Error.Type != engine.ProblemInternal || r.Error.Status != 500 || r.Error.Detail == "" {
-			t.Fatalf("get %d on a broken store: %+v", i, r.Error)
-		}
-	}
-	if r := askCommand(t, nc, "explode", `{}`); r.Error == nil || r.Error.Type != engine.ProblemUnknownCommand {
-		t.Fatalf("unknown verb after panics: %+v", r.Error)
-	}
-	// the stats of a command are recorded before its reply
-	for _, s := range statsOf(t, nc, 1) {
-		if _, data := s.endpoint(t, "get"); data.NumAnswered != 3 || data.NumErrors != 3 || !strings.HasPrefix(data.LastError, "internal: ") {
-			t.Fatalf("get stats %+v", data)
 		}
 	}
 }

@@ -5,21 +5,20 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 )
 
 // Component is the life every background component shares.
-type Component interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context)
-}
+type Component = maintenance.Component
 
 // EngineConfig configures the background components.
 type EngineConfig struct {
 	ID           string // this engine's name in elections and events (default: the store's actor)
 	ProjectorLag time.Duration
 	LeaderTTL    time.Duration // how long a failover of the led components can take (default 10s)
-	Reaper       ReaperConfig
+	Reaper       maintenance.ReaperConfig
 	// LeaseSweepInterval is how often the leader looks for held jobs whose
 	// worker stopped renewing the lease (default DefaultLeaseSweepInterval).
 	LeaseSweepInterval time.Duration
@@ -35,7 +34,7 @@ type EngineConfig struct {
 	FileGrace, FileSweepInterval time.Duration
 	// Purger configures retention: how long terminal jobs are kept.
 	Purger PurgerConfig
-	// Auth makes the command server check tokens (CommandServer.Auth).
+	// Auth makes the command server check tokens.
 	Auth bool
 	Log  *slog.Logger
 }
@@ -43,52 +42,54 @@ type EngineConfig struct {
 // Engine runs the components that keep jetflow whole, next to any number of
 // workers and clients: the Projector, the Promoter and the command server on
 // every engine, and, on the one engine that leads, the fan-in counter, the
-// LeaseSweeper and the Reaper. Any number of engines may run against one NATS system.
+// lease sweeper, the type and file sweepers, the reaper, the purger and the
+// admitter. Any number of engines may run against one NATS system.
 type Engine struct {
 	Store      *Store
 	Projector  *Projector
-	Promoter   *Promoter
-	Commands   *CommandServer
-	FanIn      *FanIn
-	Reaper     *Reaper
-	Leases     *LeaseSweeper
-	Types      *TypeSweeper
 	Files      *FileSweeper
-	Purger     *Purger
-	Admitter   *Admitter
-	Leader     *Leader // runs FanIn, Leases, Types, Files, Reaper, Purger and Admitter on one engine at a time
+	Leader     *Leader // runs the led components on one engine at a time
 	components []Component
 }
 
 // NewEngine assembles an engine on a store.
-func NewEngine(store *Store, cfg EngineConfig) *Engine {
+func NewEngine(s *Store, cfg EngineConfig) *Engine {
 	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	if cfg.ID == "" {
-		cfg.ID = store.Actor
+		cfg.ID = s.Actor
 	}
 	if cfg.Reaper.Log == nil {
 		cfg.Reaper.Log = log
 	}
-	e := &Engine{Store: store,
-		Projector: NewProjector(store, ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
-		Promoter:  NewPromoter(store, log),
-		Commands:  newCommandServer(store, log, cfg.Auth),
-		FanIn:     NewFanIn(store, log),
-		Reaper:    NewReaper(store, cfg.Reaper),
-		Leases:    NewLeaseSweeper(store, cfg.LeaseSweepInterval, log),
-		Types:     NewTypeSweeper(store, cfg.TypeGrace, cfg.TypeSweepInterval, log),
-		Files:     NewFileSweeper(store, cfg.FileGrace, cfg.FileSweepInterval, log),
-	}
 	if cfg.Purger.Log == nil {
 		cfg.Purger.Log = log
 	}
-	e.Purger = NewPurger(store, cfg.Purger)
-	e.Admitter = NewAdmitter(store, log)
-	e.Leader = NewLeader(store, "engine", cfg.ID+"-"+domain.NewID()[20:], cfg.LeaderTTL, log, e.FanIn, e.Leases, e.Types, e.Files, e.Reaper, e.Purger, e.Admitter)
-	e.components = []Component{e.Projector, e.Promoter, e.Commands, e.Leader}
+	cfg.Purger.Namespaces = s.Types
+	st := s.Store
+	e := &Engine{Store: s,
+		Projector: maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
+		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),
+	}
+	led := []Component{
+		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log}),
+		maintenance.NewLeaseSweeper(st, maintenance.LeaseSweeperConfig{Interval: cfg.LeaseSweepInterval, Log: log}),
+		maintenance.NewTypeSweeper(st, maintenance.TypeSweeperConfig{Grace: cfg.TypeGrace, Interval: cfg.TypeSweepInterval, Types: s.Types, Log: log}),
+		e.Files,
+		maintenance.NewReaper(st, cfg.Reaper),
+		maintenance.NewPurger(st, cfg.Purger),
+		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
+	}
+	e.Leader = maintenance.NewLeader(st, maintenance.LeaderConfig{Name: "engine", ID: cfg.ID + "-" + domain.NewID()[20:],
+		TTL: cfg.LeaderTTL, Log: log, Components: led})
+	e.components = []Component{
+		e.Projector,
+		maintenance.NewPromoter(st, maintenance.PromoterConfig{Log: log}),
+		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Log: log}),
+		e.Leader,
+	}
 	return e
 }
 

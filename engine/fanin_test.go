@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -62,7 +63,7 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 	good := h.waitingParent(3)
 	bad := &domain.Job{ID: domain.NewID(), Spec: domain.Spec{Namespace: "default", Queue: "default", Type: "x"},
 		State: domain.StateQueued}
-	if _, err := h.st.W.PutJobAsync(bad, 0).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).PutJobAsync(bad, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.piece(good.Job.ID, 1, domain.PcSucceeded, "")
@@ -71,7 +72,7 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 	h.piece(bad.ID, 2, domain.PcSucceeded, "")
 	h.piece(good.Job.ID, 2, domain.PcFailed, "") // a repeat of piece 2: its first outcome stands
 	h.piece(good.Job.ID, 3, domain.PcSucceeded, "")
-	counter := engine.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "counter"), testkit.Logger(t))
+	counter := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := counter.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 // with children finishing one at a time.
 func TestFanInTwoCountersChildrenOneAtATime(t *testing.T) {
 	h := newHarness(t)
-	other := engine.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter"), testkit.Logger(t))
+	other := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := other.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestFanInPlanAfterAllPieces(t *testing.T) {
 	h.piece(sub.Job.ID, 2, domain.PcSucceeded, "")
 	// The counter has seen them (and could not complete a running parent).
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		info, err := h.consumerInfo(streams.EventsStream, engine.FanInConsumer)
+		info, err := h.consumerInfo(streams.EventsStream, maintenance.FanInConsumer)
 		if err != nil {
 			return err
 		}
@@ -177,7 +178,7 @@ func TestFanInPlanAfterAllPieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.JobSubject(run.Job), ev, run.Job.Seq).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.JobSubject(run.Job), ev, run.Job.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 15*time.Second)

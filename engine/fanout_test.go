@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -305,7 +306,7 @@ func TestCancelWhileCoordinatorMakesChildren(t *testing.T) {
 		}}})
 	sub := h.submit(commands.SubmitRequest{Type: "coord"})
 	testkit.WaitFor(t, 30*time.Second, func() error {
-		_, err := h.st.Get(h.ctx, engine.ChildID("default", sub.Job.ID, 1))
+		_, err := h.st.Record(h.ctx, engine.ChildID("default", sub.Job.ID, 1))
 		return err
 	})
 	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "stop"); err != nil {
@@ -458,7 +459,7 @@ func TestNestedFanOut(t *testing.T) {
 // different workers make no difference.
 func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
 	h := newHarness(t)
-	other := engine.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter"), testkit.Logger(t))
+	other := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := other.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +504,7 @@ func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
 
 func TestReaper(t *testing.T) {
 	h := newHarness(t)
-	rp := engine.NewReaper(testkit.Store(t, testkit.Conn(t, h.srv), "reaper"), engine.ReaperConfig{
+	rp := maintenance.NewReaper(testkit.Store(t, testkit.Conn(t, h.srv), "reaper").Store, maintenance.ReaperConfig{
 		Interval: time.Hour, Grace: 200 * time.Millisecond, StallTimeout: time.Hour, Log: testkit.Logger(t)})
 
 	// A running job whose worker died and that nobody else runs.

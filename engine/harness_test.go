@@ -12,6 +12,8 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/replay"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/projections"
@@ -70,7 +72,7 @@ func (h *harness) submit(req commands.SubmitRequest) engine.Snapshot {
 
 func (h *harness) get(id string) *domain.Job {
 	h.t.Helper()
-	snap, err := h.st.Get(h.ctx, id)
+	snap, err := h.st.Record(h.ctx, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func (h *harness) waitState(id string, want domain.State, timeout time.Duration)
 	h.t.Helper()
 	var j *domain.Job
 	testkit.WaitFor(h.t, timeout, func() error {
-		snap, err := h.st.Get(h.ctx, id)
+		snap, err := h.st.Record(h.ctx, id)
 		if err != nil {
 			return err
 		}
@@ -123,7 +125,7 @@ func (h *harness) wantEvents(id string, want ...string) {
 // verify rebuilds every job from the log and requires the bucket to agree.
 func (h *harness) verify() {
 	h.t.Helper()
-	rep, err := projections.Verify(h.ctx, h.st.JS, 2*time.Second)
+	rep, err := replay.Verify(h.ctx, h.st.JS, 2*time.Second)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -169,7 +171,21 @@ func ptr[T any](v T) *T { return &v }
 func dur(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
 
 func projectionsVerify(h *harness) (*projections.Report, error) {
-	return projections.Verify(h.ctx, h.st.JS, time.Second)
+	return replay.Verify(h.ctx, h.st.JS, time.Second)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// newPurger is a Purger with the store's namespaces' retention, as the
+// Engine makes it.
+func newPurger(st *engine.Store, cfg maintenance.PurgerConfig) *maintenance.Purger {
+	cfg.Namespaces = st.Types
+	return maintenance.NewPurger(st.Store, cfg)
+}
+
+// newTypeSweeper is a TypeSweeper of the store's registry, as the Engine
+// makes it.
+func newTypeSweeper(st *engine.Store, cfg maintenance.TypeSweeperConfig) *maintenance.TypeSweeper {
+	cfg.Types = st.Types
+	return maintenance.NewTypeSweeper(st.Store, cfg)
+}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
@@ -45,7 +45,7 @@ func TestLeaderElection(t *testing.T) {
 	// for a loaded machine's scheduling, so that two never lead at once.
 	const ttl = 6 * time.Second
 	type cand struct {
-		l     *engine.Leader
+		l     *maintenance.Leader
 		p     *probe
 		close func()
 	}
@@ -53,7 +53,7 @@ func TestLeaderElection(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		nc := testkit.Conn(t, srv)
 		p := &probe{running: &running, most: &most}
-		l := engine.NewLeader(testkit.Store(t, nc, "c"), "test", fmt.Sprintf("c%d", i), ttl, testkit.Logger(t), p)
+		l := maintenance.NewLeader(testkit.Store(t, nc, "c").Store, maintenance.LeaderConfig{Name: "test", ID: fmt.Sprintf("c%d", i), TTL: ttl, Log: testkit.Logger(t), Components: []maintenance.Component{p}})
 		if err := l.Start(ctx); err != nil {
 			t.Fatal(err)
 		}

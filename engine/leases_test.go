@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -151,7 +152,7 @@ func TestRedeliveryOfALiveHoldersJobWaits(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	snap, err := st.Get(ctx, id)
+	snap, err := st.Record(ctx, id)
 	if err != nil || snap.Job.State != domain.StateRunning || snap.Job.Worker != "alive" || snap.Job.LeaseRequeues != 0 {
 		t.Fatalf("job while its holder beats: %v %+v", err, snap.Job)
 	}
@@ -190,7 +191,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 	ctx := testkit.Ctx(t)
 	st := testkit.Store(t, testkit.Conn(t, srv), "client")
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, srv), "gw"), time.Second, testkit.Logger(t))
-	sweeper := engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper"), 0, testkit.Logger(t))
+	sweeper := maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
 	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "prog"})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 		}
 		return nil
 	})
-	snap, err := st.Get(ctx, id)
+	snap, err := st.Record(ctx, id)
 	if err != nil || snap.Job.State != domain.StateQueued || snap.Job.LeaseRequeues != 1 {
 		t.Fatalf("after the holder went quiet: %v %+v", err, snap.Job)
 	}
@@ -248,10 +249,10 @@ func TestSweepersRacingWriteOffOnce(t *testing.T) {
 	}
 	// No heartbeat ever: every lease runs out a second (and the grace)
 	// after its claim, all at about the same moment.
-	sweepers := []*engine.LeaseSweeper{
-		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e1"), 0, testkit.Logger(t)),
-		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e2"), 0, testkit.Logger(t)),
-		engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e3"), 0, testkit.Logger(t)),
+	sweepers := []*maintenance.LeaseSweeper{
+		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e1").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
+		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e2").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
+		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e3").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
 	}
 	total := 0
 	testkit.WaitFor(t, 20*time.Second, func() error {
@@ -325,7 +326,7 @@ func TestOrphanedItemIsPutBack(t *testing.T) {
 	if batch, err := cons.FetchNoWait(1); err != nil || len(collect(batch.Messages())) != 0 {
 		t.Fatalf("the orphan was delivered: %v", err)
 	}
-	sweeper := engine.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper"), 0, testkit.Logger(t))
+	sweeper := maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
 	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
 		if _, err := sweeper.Sweep(ctx); err != nil {
 			t.Fatal(err)

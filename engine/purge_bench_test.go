@@ -45,7 +45,7 @@ func BenchmarkPurgePass(b *testing.B) {
 	}
 	close(ids)
 	wg.Wait()
-	p := engine.NewPurger(st, engine.PurgerConfig{Retention: time.Nanosecond})
+	p := newPurger(st, engine.PurgerConfig{Retention: time.Nanosecond})
 	b.ResetTimer()
 	purged := 0
 	for purged < b.N {

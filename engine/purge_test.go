@@ -26,10 +26,10 @@ func (h *harness) cancelled() engine.Snapshot {
 
 func wantGone(t *testing.T, h *harness, id string) *commands.GoneError {
 	t.Helper()
-	if _, err := h.st.Get(h.ctx, id); !errors.Is(err, commands.ErrNotFound) {
+	if _, err := h.st.Record(h.ctx, id); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("record of purged job %s: %v", id, err)
 	}
-	_, err := h.st.Lookup(h.ctx, id)
+	_, err := h.st.Current(h.ctx, id)
 	var gone *commands.GoneError
 	if !errors.As(err, &gone) || gone.At.IsZero() {
 		t.Fatalf("lookup of purged job %s: %v, want a GoneError with the purge time", id, err)
@@ -96,11 +96,11 @@ func TestPurgedRecordLeftByACrashIsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.JobSubject(j), ev, j.Seq).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.JobSubject(j), ev, j.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		if _, err := h.st.Get(h.ctx, j.ID); !errors.Is(err, commands.ErrNotFound) {
+		if _, err := h.st.Record(h.ctx, j.ID); !errors.Is(err, commands.ErrNotFound) {
 			return fmt.Errorf("record still there: %v", err)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -36,7 +37,7 @@ func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 	parent := h.submit(commands.SubmitRequest{Type: "coord"})
 	h.waitState(parent.Job.ID, domain.StateSucceeded, 20*time.Second)
 
-	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Max: 1, Log: testkit.Logger(t)})
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Max: 1, Log: testkit.Logger(t)})
 	testkit.WaitFor(t, 5*time.Second, func() error {
 		ids, err := engine.Expired(h.ctx, h.st, func(string) time.Duration { return 300 * time.Millisecond }, "default", 100)
 		if err != nil || len(ids) != 2 {
@@ -84,7 +85,7 @@ func TestPurgerDrainsABacklog(t *testing.T) {
 	for range 5 {
 		ids = append(ids, h.cancelled().Job.ID)
 	}
-	p := engine.NewPurger(h.st, engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 2, Log: testkit.Logger(t)})
+	p := newPurger(h.st, engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 2, Log: testkit.Logger(t)})
 	if err := p.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +115,9 @@ func TestTwoPurgersPurgeEachJobOnce(t *testing.T) {
 	}
 	other := testkit.Store(t, testkit.Conn(t, h.srv), "other-engine")
 	cfg := engine.PurgerConfig{Retention: time.Nanosecond, Interval: time.Hour, Max: 100, Log: testkit.Logger(t)}
-	p1, p2 := engine.NewPurger(h.st, cfg), engine.NewPurger(other, cfg)
+	p1, p2 := newPurger(h.st, cfg), newPurger(other, cfg)
 	var wg sync.WaitGroup
-	for _, p := range []*engine.Purger{p1, p2} {
+	for _, p := range []*maintenance.Purger{p1, p2} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -204,7 +205,7 @@ func TestTypeSoftDeleteAndReactivation(t *testing.T) {
 	if err := h.st.Workers.Put(h.ctx, &domain.WorkerRecord{ID: "w-1", Types: []string{"acme:served:x"}}); err != nil {
 		t.Fatal(err)
 	}
-	sweeper := engine.NewTypeSweeper(testkit.Store(t, testkit.Conn(t, h.srv), "sweeper"), 500*time.Millisecond, time.Hour, testkit.Logger(t))
+	sweeper := newTypeSweeper(testkit.Store(t, testkit.Conn(t, h.srv), "sweeper"), maintenance.TypeSweeperConfig{Grace: 500 * time.Millisecond, Interval: time.Hour, Log: testkit.Logger(t)})
 	if n, err := sweeper.Sweep(h.ctx); err != nil || n != 0 {
 		t.Fatalf("first sweep (the grace starts): %d %v", n, err)
 	}
@@ -263,7 +264,7 @@ func TestTypeRecordRepairedFromTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), ev, 0).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), ev, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	// No record was written: the type is known all the same.
@@ -324,10 +325,10 @@ func TestProjectorRepairsRegistryRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), del, cur.Seq).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.TypeSubject(n.Scope, n.Category, n.Name), del, cur.Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.NamespaceSubject("acme"), set, 0).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.NamespaceSubject("acme"), set, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {

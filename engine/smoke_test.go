@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
@@ -27,7 +28,7 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Stop(ctx)
-	p := engine.NewPromoter(st, testkit.Logger(t))
+	p := maintenance.NewPromoter(st.Store, maintenance.PromoterConfig{Log: testkit.Logger(t)})
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 	}
 	for _, id := range []string{sub.Job.ID, sub2.Job.ID} {
 		testkit.WaitFor(t, 10*time.Second, func() error {
-			snap, err := st.Get(ctx, id)
+			snap, err := st.Record(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -57,11 +58,11 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 			return nil
 		})
 	}
-	snap, _ := st.Get(ctx, sub.Job.ID)
+	snap, _ := st.Record(ctx, sub.Job.ID)
 	if string(snap.Job.Result) != `{"a":1}` || snap.Job.Attempt != 1 || snap.Job.Events != 3 {
 		t.Fatalf("job: result %s attempt %d events %d", snap.Job.Result, snap.Job.Attempt, snap.Job.Events)
 	}
-	snap2, _ := st.Get(ctx, sub2.Job.ID)
+	snap2, _ := st.Record(ctx, sub2.Job.ID)
 	if snap2.Job.Events != 4 || snap2.Job.StartedAt.Before(sub2.Job.RunAt) {
 		t.Fatalf("delayed job: events %d started %s run_at %s", snap2.Job.Events, snap2.Job.StartedAt, sub2.Job.RunAt)
 	}

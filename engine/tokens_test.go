@@ -25,7 +25,7 @@ func TestTokenRepairedFromTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.TokenSubject(id), ev, 0).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.TokenSubject(id), ev, 0).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	reader := testkit.Store(t, testkit.Conn(t, h.srv), "reader")
@@ -50,7 +50,7 @@ func TestTokenRepairedFromTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.W.AppendAsync(streams.TokenSubject(id), rev, cur[0].Seq).Wait(h.ctx); err != nil {
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.TokenSubject(id), rev, cur[0].Seq).Wait(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {

@@ -125,7 +125,7 @@ func TestSubmitWithFiles(t *testing.T) {
 		}
 	}
 	// The spec, as the job record has it.
-	snap, err := e.store.Lookup(e.ctx, v.ID)
+	snap, err := e.store.Current(e.ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	snap, err := g.store.Lookup(ctx, id)
+	snap, err := g.store.Current(ctx, id)
 	if err != nil {
 		fail(w, r, err, id)
 		return
@@ -357,7 +357,7 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if _, err := g.store.Lookup(r.Context(), id); err != nil {
+	if _, err := g.store.Current(r.Context(), id); err != nil {
 		fail(w, r, err, id)
 		return
 	}
@@ -424,7 +424,7 @@ func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*domain.Job, 
 		m, ok := msgs[subjects[i]]
 		if !ok {
 			// Left out of a large answer, or gone: ask for this one.
-			snap, err := g.store.Get(ctx, s.ID)
+			snap, err := g.store.Record(ctx, s.ID)
 			if err != nil {
 				continue
 			}

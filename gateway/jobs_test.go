@@ -40,7 +40,7 @@ func TestSubmitGetIdempotency(t *testing.T) {
 	}
 	// GET is the one encoder's JSON of the record (plus the queue position).
 	got := e.do("GET", "/api/v1/jobs/"+v.ID, nil).want(t, http.StatusOK)
-	snap, err := e.store.Get(e.ctx, v.ID)
+	snap, err := e.store.Record(e.ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

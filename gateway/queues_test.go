@@ -313,7 +313,7 @@ func TestSubmitUser(t *testing.T) {
 		if v.User != c.want {
 			t.Errorf("%s asking %q: user %q, want %q", c.who, c.asked, v.User, c.want)
 		}
-		if snap, err := e.store.Lookup(e.ctx, v.ID); err != nil || snap.Job.Spec.User != c.want {
+		if snap, err := e.store.Current(e.ctx, v.ID); err != nil || snap.Job.Spec.User != c.want {
 			t.Errorf("%s asking %q: recorded %+v %v", c.who, c.asked, snap.Job, err)
 		}
 	}

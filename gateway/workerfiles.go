@@ -33,7 +33,7 @@ func (g *Gateway) claimant(r *http.Request, id string) (*domain.Job, error) {
 			return nil, err
 		}
 	}
-	snap, err := g.store.Lookup(ctx, id)
+	snap, err := g.store.Current(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -462,7 +462,7 @@ func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[
 		if gone[c] {
 			continue
 		}
-		snap, err := g.store.Get(ctx, c)
+		snap, err := g.store.Record(ctx, c)
 		switch {
 		case errors.Is(err, commands.ErrNotFound):
 			gone[c] = true

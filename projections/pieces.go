@@ -1,14 +1,9 @@
 package projections
 
 import (
-	"context"
-	"errors"
 	"sort"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // Pieces is the fold of a fan-out parent's piece events, in log order: each
@@ -83,38 +78,6 @@ func (p *Pieces) Tally(n int) domain.FanoutCounts {
 	c.Errors = topErrors(p.errs, n)
 	c.UpTo = p.UpTo
 	return c
-}
-
-// ReadPieces folds a parent's piece events from the log into p, from the
-// event after p.UpTo to the last one (or to upTo, if not 0), in order.
-func ReadPieces(ctx context.Context, nc *nats.Conn, parent string, p *Pieces, upTo uint64) error {
-	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, streams.PieceSubject(parent), p.UpTo+1,
-		func(seq uint64, data []byte) error {
-			if upTo > 0 && seq > upTo {
-				return errPastUpTo
-			}
-			if ev, err := streams.DecodeEvent(data); err == nil {
-				p.Fold(seq, ev)
-			}
-			return nil
-		})
-	if errors.Is(err, errPastUpTo) {
-		err = nil
-	}
-	return err
-}
-
-// errPastUpTo ends a read of piece events at the sequence asked for.
-var errPastUpTo = errors.New("past the last piece event asked for")
-
-// CountPieces counts what became of a fan-out parent's pieces from its
-// piece events in the log up to sequence upTo (0: all).
-func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (domain.FanoutCounts, error) {
-	p := NewPieces()
-	if err := ReadPieces(ctx, nc, parent, p, upTo); err != nil {
-		return domain.FanoutCounts{}, err
-	}
-	return p.Counts, nil
 }
 
 // topErrors returns the n most common messages of counts.

@@ -1,17 +1,11 @@
 package projections
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // FoldType folds one registry event into a type's record (nil before its
@@ -71,8 +65,9 @@ func FoldQueueLimits(rec domain.QueueRecord, ev *domain.Event) domain.QueueRecor
 	return rec
 }
 
-// Registry is the type registry and the namespaces as the log says they
-// are, by their keys in TypesBucket and NamespacesBucket.
+// Registry is the type registry, the namespaces, the tokens and the
+// queues' limits as the log says they are: types by full name, the others
+// by name or id.
 type Registry struct {
 	Types      map[string]*domain.TypeRecord
 	Namespaces map[string]*domain.NamespaceRecord
@@ -80,140 +75,39 @@ type Registry struct {
 	Queues     map[string]domain.QueueRecord // queues' limits (only the Limits fields)
 }
 
-// RebuildRegistry folds every registry event of the log.
-func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
-	reg := &Registry{Types: map[string]*domain.TypeRecord{}, Namespaces: map[string]*domain.NamespaceRecord{},
+// NewRegistry returns an empty registry, to fold the registry's events
+// into, in log order.
+func NewRegistry() *Registry {
+	return &Registry{Types: map[string]*domain.TypeRecord{}, Namespaces: map[string]*domain.NamespaceRecord{},
 		Tokens: map[string]*domain.TokenRecord{}, Queues: map[string]domain.QueueRecord{}}
-	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
-		ev, err := streams.DecodeEvent(data)
-		if err != nil {
-			return fmt.Errorf("registry event %d: %w", seq, err)
-		}
-		ev.Seq = seq
-		switch {
-		case ev.TypeDef != nil:
-			key := streams.TypeKey(ev.TypeDef.Scope, ev.TypeDef.Category, ev.TypeDef.Name)
-			t, err := FoldType(reg.Types[key], ev)
-			if err != nil {
-				return err
-			}
-			reg.Types[key] = t
-		case ev.Namespace != nil:
-			r, err := FoldNamespace(reg.Namespaces[ev.Namespace.Name], ev)
-			if err != nil {
-				return err
-			}
-			reg.Namespaces[ev.Namespace.Name] = r
-		case ev.Token != nil:
-			t, err := FoldToken(reg.Tokens[ev.Token.ID], ev)
-			if err != nil {
-				return err
-			}
-			reg.Tokens[ev.Token.ID] = t
-		case ev.Queue != nil:
-			reg.Queues[ev.Queue.Name] = FoldQueueLimits(reg.Queues[ev.Queue.Name], ev)
-		}
-		return nil
-	})
-	return reg, err
 }
 
-// verifyRegistry compares the rebuilt registry with its buckets. A record
-// behind the log (its writer crashed before projecting) is repaired by the
-// next read of it; it counts as a difference here all the same.
-func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]Diff, int, error) {
-	reg, err := RebuildRegistry(ctx, js)
-	if err != nil {
-		return nil, 0, err
-	}
-	var diffs []Diff
-	types, err := js.KeyValue(ctx, streams.TypesBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for key, want := range reg.Types {
-		e, err := types.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, Diff{ID: "type " + want.FullName(), Reason: "in the log, missing from the types bucket"})
-			continue
-		}
+// Fold folds one registry event (its Seq set) into the registry.
+func (reg *Registry) Fold(ev *domain.Event) error {
+	switch {
+	case ev.TypeDef != nil:
+		key := ev.TypeDef.Scope + ":" + ev.TypeDef.Category + ":" + ev.TypeDef.Name
+		t, err := FoldType(reg.Types[key], ev)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
-		var got domain.TypeRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Deleted != want.Deleted || !bytes.Equal(got.Schema, want.Schema) || got.Description != want.Description {
-			diffs = append(diffs, Diff{ID: "type " + want.FullName(), Reason: fmt.Sprintf(
-				"record at event %d (deleted %v), log at %d (deleted %v), or another schema", got.Seq, got.Deleted, want.Seq, want.Deleted)})
-		}
-	}
-	nss, err := js.KeyValue(ctx, streams.NamespacesBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for ns, want := range reg.Namespaces {
-		e, err := nss.Get(ctx, ns)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, Diff{ID: "namespace " + ns, Reason: "in the log, missing from the namespaces bucket"})
-			continue
-		}
+		reg.Types[key] = t
+	case ev.Namespace != nil:
+		r, err := FoldNamespace(reg.Namespaces[ev.Namespace.Name], ev)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
-		var got domain.NamespaceRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Settings != want.Settings {
-			diffs = append(diffs, Diff{ID: "namespace " + ns, Reason: fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)})
-		}
-	}
-	toks, err := js.KeyValue(ctx, streams.TokensBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for id, want := range reg.Tokens {
-		e, err := toks.Get(ctx, id)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, Diff{ID: "token " + id, Reason: "in the log, missing from the tokens bucket"})
-			continue
-		}
+		reg.Namespaces[ev.Namespace.Name] = r
+	case ev.Token != nil:
+		t, err := FoldToken(reg.Tokens[ev.Token.ID], ev)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
-		var got domain.TokenRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Revoked != want.Revoked || got.Hash != want.Hash || got.Role != want.Role || got.Namespace != want.Namespace {
-			diffs = append(diffs, Diff{ID: "token " + id, Reason: fmt.Sprintf("record at event %d (revoked %v), log at %d (revoked %v)", got.Seq, got.Revoked, want.Seq, want.Revoked)})
-		}
+		reg.Tokens[ev.Token.ID] = t
+	case ev.Queue != nil:
+		reg.Queues[ev.Queue.Name] = FoldQueueLimits(reg.Queues[ev.Queue.Name], ev)
 	}
-	qs, err := js.KeyValue(ctx, streams.QueuesBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for name, want := range reg.Queues {
-		e, err := qs.Get(ctx, name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, Diff{ID: "queue " + name, Reason: "limits in the log, queue missing from the queues bucket"})
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var got domain.QueueRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.LimitsSeq != want.LimitsSeq || got.Limits != want.Limits {
-			diffs = append(diffs, Diff{ID: "queue " + name, Reason: fmt.Sprintf("limits %+v at event %d, log says %+v at %d",
-				got.Limits, got.LimitsSeq, want.Limits, want.LimitsSeq)})
-		}
-	}
-	return diffs, len(reg.Types) + len(reg.Namespaces) + len(reg.Tokens) + len(reg.Queues), nil
+	return nil
 }
 
 // TypeView is a registered type as clients see it.

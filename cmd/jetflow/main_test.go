@@ -178,7 +178,7 @@ func TestCLIReplayVerifyFindsTampering(t *testing.T) {
 	// Tamper with the projection: the record says failed, the log says succeeded.
 	ctx := testkit.Ctx(t)
 	st := testkit.StoreOf(t, e.cl)
-	snap, err := st.Get(ctx, id)
+	snap, err := st.Record(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func TestClusterClaimRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := testkit.StoreOf(t, client).Get(ctx, job.ID)
+	snap, err := testkit.StoreOf(t, client).Record(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestClusterClaimRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rawSnap, err := testkit.StoreOf(t, client).Get(ctx, raw.ID)
+	rawSnap, err := testkit.StoreOf(t, client).Record(ctx, raw.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/testkit"
-	"github.com/jetflow/jetflow/projections"
 )
 
 var binary string
@@ -80,14 +80,14 @@ func TestKilledBatchWorkerParentCompletesOnce(t *testing.T) {
 		t.Fatalf("the parent ended %d times", ends)
 	}
 	// The counts the parent shows are what its piece events say.
-	counted, err := projections.CountPieces(ctx, testkit.StoreOf(t, client).NC, job.ID, 0)
+	counted, err := engine.CountPieces(ctx, testkit.StoreOf(t, client).NC, job.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if counted.Succeeded != batches || counted.Failed != 0 {
 		t.Fatalf("recounted %+v", counted)
 	}
-	rep, err := projections.Verify(ctx, testkit.StoreOf(t, client).JS, 3*time.Second)
+	rep, err := engine.Verify(ctx, testkit.StoreOf(t, client).JS, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestClaimRace16Processes(t *testing.T) {
 	}
 	// Fifteen more copies of its work item, as a repair or a redelivery can
 	// leave (published without a message id, so the stream keeps them all).
-	snap, err := st.Get(ctx, job.ID)
+	snap, err := st.Record(ctx, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

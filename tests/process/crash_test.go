@@ -106,7 +106,7 @@ func TestSubmitCrashPoints(t *testing.T) {
 			// projector built it (submit:appended) or it was there.
 			ctx := testkit.Ctx(t)
 			testkit.WaitFor(t, 20*time.Second, func() error {
-				_, err := testkit.StoreOf(t, s.client).Get(ctx, id)
+				_, err := testkit.StoreOf(t, s.client).Record(ctx, id)
 				return err
 			})
 			done := testkit.WaitTerminal(t, s.client, id, 30*time.Second)
@@ -144,7 +144,7 @@ func TestCancelCrashPoint(t *testing.T) {
 		t.Fatalf("cancel was not killed:\n%s", out)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() error {
-		snap, err := testkit.StoreOf(t, s.client).Get(ctx, queued.ID)
+		snap, err := testkit.StoreOf(t, s.client).Record(ctx, queued.ID)
 		if err != nil {
 			return err
 		}

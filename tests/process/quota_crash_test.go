@@ -72,7 +72,7 @@ func TestAdmissionCrashPoints(t *testing.T) {
 				t.Fatalf("A admitted by %q, not by the engine that crashed", evA[1].Actor)
 			}
 			st := testkit.StoreOf(t, s.client)
-			if snap, err := st.Get(ctx, a.ID); err != nil || snap.Job.State != tc.record {
+			if snap, err := st.Record(ctx, a.ID); err != nil || snap.Job.State != tc.record {
 				t.Fatalf("A's record at the crash: %+v, %v; want %s", snap.Job, err, tc.record)
 			}
 			if n := s.queueItems(quotaQueue); n != tc.items {

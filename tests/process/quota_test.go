@@ -336,7 +336,7 @@ func (s *system) waitHeld(id string) {
 	s.t.Helper()
 	ctx := testkit.Ctx(s.t)
 	testkit.WaitFor(s.t, 20*time.Second, func() error {
-		snap, err := testkit.StoreOf(s.t, s.client).Get(ctx, id)
+		snap, err := testkit.StoreOf(s.t, s.client).Record(ctx, id)
 		if err != nil {
 			return err
 		}

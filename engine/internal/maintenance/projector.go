@@ -1,0 +1,245 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine/internal/store"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/lifecycle"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Defaults of ProjectorConfig.
+const (
+	DefaultProjectorLag   = 2 * time.Second
+	DefaultProjectorBatch = 1000
+	ProjectorConsumer     = "projector"
+)
+
+// ProjectorConfig configures the Projector.
+type ProjectorConfig struct {
+	// Lag is how long the Projector lets writers project their own events
+	// before it checks them: the repair of a crashed writer takes at least
+	// this long, and a shorter lag costs duplicate work while writers are
+	// slow.
+	Lag   time.Duration
+	Batch int
+	Log   *slog.Logger
+}
+
+// Projector is the job projection's consumer of the event log. Writers fold
+// their own events into the KV bucket; the Projector reads every event a
+// little later and makes sure that happened: a job whose record is missing
+// or behind the log (its writer crashed between the append and the KV write)
+// is rebuilt from the log, and a job that is runnable in its last event gets
+// its work item again (its writer may have crashed before the dispatch; the
+// queue stream drops the duplicate of one that arrived).
+//
+// Several engines can run a Projector: they share one durable consumer, and
+// every repair is revision-checked.
+type Projector struct {
+	cfg   ProjectorConfig
+	store *store.Store
+	log   *slog.Logger
+
+	life lifecycle.Loop
+
+	checked atomic.Int64 // events verified
+	lastSeq atomic.Uint64
+}
+
+func (c ProjectorConfig) withDefaults() ProjectorConfig {
+	if c.Lag <= 0 {
+		c.Lag = DefaultProjectorLag
+	}
+	if c.Batch <= 0 {
+		c.Batch = DefaultProjectorBatch
+	}
+	return c
+}
+
+func (c ProjectorConfig) validate() error { return nil }
+
+// NewProjector returns a Projector.
+func NewProjector(s *store.Store, cfg ProjectorConfig) *Projector {
+	cfg = cfg.withDefaults()
+	return &Projector{cfg: cfg, store: s, log: logger(cfg.Log, "projector")}
+}
+
+// Start creates the consumer and starts projecting. Idempotent.
+func (p *Projector) Start(ctx context.Context) error {
+	return p.life.Start(func() (func(context.Context), error) {
+		if err := p.cfg.validate(); err != nil {
+			return nil, err
+		}
+		cons, err := p.store.JS().CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
+			Durable:       ProjectorConsumer,
+			Description:   "jetflow job projection: verifies and repairs the jobs bucket",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       p.cfg.Lag + time.Minute,
+			MaxAckPending: 4 * p.cfg.Batch,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			MaxDeliver:    -1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("projector consumer: %w", err)
+		}
+		return func(ctx context.Context) { p.loop(ctx, cons) }, nil
+	})
+}
+
+// Stop stops projecting. Idempotent.
+func (p *Projector) Stop(ctx context.Context) { p.life.Stop(ctx) }
+
+// Stats reports how many events the Projector checked and the last event
+// sequence it finished. Repairs are counted by Store.Repairs.
+func (p *Projector) Stats() (checked int64, lastSeq uint64) {
+	return p.checked.Load(), p.lastSeq.Load()
+}
+
+func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(p.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("fetch", "err", err)
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		// Give writers the lag to project their own events first.
+		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
+			if wait := time.Until(meta.Timestamp.Add(p.cfg.Lag)); wait > 0 && !sleepCtx(ctx, wait) {
+				return // unacked: redelivered to the next projector
+			}
+		}
+		if err := p.verify(ctx, msgs); err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("verify batch; it will be redelivered", "err", err)
+				for _, m := range msgs {
+					_ = m.NakWithDelay(time.Second)
+				}
+			}
+			continue
+		}
+		for _, m := range msgs {
+			_ = m.Ack()
+		}
+		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
+			p.lastSeq.Store(meta.Sequence.Stream)
+		}
+		p.checked.Add(int64(len(msgs)))
+	}
+}
+
+// verify checks one batch of events against the jobs bucket.
+func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
+	type seen struct {
+		last  uint64 // highest event sequence of the job in this batch
+		event *domain.Event
+	}
+	jobs := map[string]*seen{}
+	var order []string
+	registry := map[string]*domain.Event{} // by subject, its last event here
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err == nil && streams.IsRegistrySubject(m.Subject()) {
+			if ev, err := streams.DecodeEvent(m.Data()); err == nil {
+				registry[m.Subject()] = ev
+			}
+			continue
+		}
+		if err != nil || !streams.IsJobSubject(m.Subject()) {
+			continue // piece events are the fan-in counter's
+		}
+		ev, err := streams.DecodeEvent(m.Data())
+		if err != nil {
+			// Nothing jetflow wrote: appends are checked, so this is another
+			// program publishing on jetflow's subjects. It cannot be folded.
+			p.log.Error("undecodable event in the log", "seq", meta.Sequence.Stream, "subject", m.Subject(), "err", err)
+			continue
+		}
+		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		s := jobs[ev.JobID]
+		if s == nil {
+			s = &seen{}
+			jobs[ev.JobID] = s
+			order = append(order, ev.JobID)
+		}
+		if ev.Seq > s.last {
+			s.last, s.event = ev.Seq, ev
+		}
+	}
+	for _, ev := range registry {
+		// Rare: a type registered or deleted, a namespace's settings set.
+		if err := p.store.Repair(ctx, ev); err != nil {
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			p.log.Error("repair registry record", "event", ev.Type, "of", ev.JobID, "err", err)
+		}
+	}
+	recs, err := p.store.Records(ctx, order)
+	if err != nil {
+		return err
+	}
+	var futs []streams.Future
+	for _, id := range order {
+		s := jobs[id]
+		snap := recs[id]
+		if snap.Job == nil || snap.Job.Seq < s.last {
+			// Missing or behind (or left out of the multi-get): Load folds
+			// the log tail in and writes it back.
+			fresh, err := p.store.Current(ctx, id)
+			if errors.Is(err, commands.ErrGone) {
+				continue // purged: Load deleted any record left behind
+			}
+			if err != nil {
+				if errors.Is(err, ctx.Err()) {
+					return err
+				}
+				p.log.Error("repair job", "job", id, "err", err)
+				continue
+			}
+			snap = fresh
+		}
+		if snap.Job.Seq != s.last {
+			continue // it moved on since; its later events are in a later batch
+		}
+		// Its last event is here: repeat what its writer does after the
+		// append, in case the writer died first. Each is a no-op when it
+		// was done (message ids, schedules by subject, pieces by number).
+		j := snap.Job
+		switch {
+		case j.State == domain.StateQueued || j.State == domain.StateScheduled:
+			futs = append(futs, p.store.DispatchAsync(snap))
+		case j.State == domain.StateWaiting && s.event.Type == domain.EvWaiting:
+			futs = append(futs, p.store.PlanAsync(j))
+		}
+		if j.State.Terminal() && j.Spec.Parent != "" {
+			futs = append(futs, p.store.PieceAsync(j))
+		}
+		p.store.CascadeAsync(j, "parent job is "+string(j.State)) // a parent that ended without succeeding
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			return fmt.Errorf("re-dispatch: %w", err)
+		}
+	}
+	return nil
+}

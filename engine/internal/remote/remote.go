@@ -1,0 +1,566 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine/internal/store"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Remote serves workers that run outside any jetflow process: the HTTP
+// worker protocol. It keeps no state of its own, so any number of gateways
+// can serve one worker: a claim's lease is its work item's ack deadline, as
+// for workers in process, and the item's ack subject is kept in the job
+// record (LeaseAck), so whichever gateway a heartbeat or a report reaches can
+// renew or settle the item. A worker whose heartbeats stop loses its claims
+// to the core's lease rules: the server redelivers the item, and whoever
+// gets it requeues the job (job.lease_expired_requeue).
+type Remote struct {
+	store *store.Store
+	lease time.Duration
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	ensured map[string]jetstream.Consumer // queue + "/" + type
+	streams map[string]jetstream.Stream
+	names   []string // the queues that exist, as of namesAt
+	namesAt time.Time
+}
+
+// Limits of what one remote worker serves: every (queue, type) pair is a
+// run consumer on the server, created by the worker's first claim.
+const (
+	MaxRemoteTypes  = 64
+	MaxRemoteQueues = 16
+	MaxRemotePairs  = 256 // types × queues
+)
+
+// CheckRemoteScope refuses a worker scope over the limits with a
+// *commands.InputError on "types".
+func CheckRemoteScope(queues, types []string) error {
+	if len(types) > MaxRemoteTypes || len(queues) > MaxRemoteQueues || len(types)*max(len(queues), 1) > MaxRemotePairs {
+		return &commands.InputError{Field: "types", Reason: fmt.Sprintf(
+			"%d types on %d queues: at most %d types, %d queues and %d types × queues",
+			len(types), len(queues), MaxRemoteTypes, MaxRemoteQueues, MaxRemotePairs)}
+	}
+	return nil
+}
+
+// New returns a Remote whose claims hold a lease of lease (the AckWait of
+// run consumers it creates; 0: store.DefaultLease). Remote workers must
+// heartbeat well within it.
+func New(s *store.Store, lease time.Duration, log *slog.Logger) *Remote {
+	if lease <= 0 {
+		lease = store.DefaultLease
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Remote{store: s, lease: lease, log: log.With("component", "remote"),
+		ensured: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{}}
+}
+
+// Lease is how long a remote claim lasts without a heartbeat.
+func (r *Remote) Lease() time.Duration { return r.lease }
+
+type runConsumer struct {
+	queue, jobType, subject string
+	cons                    jetstream.Consumer
+	qs                      jetstream.Stream
+}
+
+// queueNames are the queues that exist, read at most once a second per
+// Remote: what a worker that names no queues serves.
+func (r *Remote) queueNames(ctx context.Context) ([]string, error) {
+	r.mu.Lock()
+	if time.Since(r.namesAt) < time.Second {
+		names := r.names
+		r.mu.Unlock()
+		return names, nil
+	}
+	r.mu.Unlock()
+	recs, err := r.store.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(recs))
+	for _, q := range recs {
+		names = append(names, q.Name)
+	}
+	r.mu.Lock()
+	r.names, r.namesAt = names, time.Now()
+	r.mu.Unlock()
+	return names, nil
+}
+
+// stream returns a queue's stream, nil if the queue does not exist (a
+// claim does not create queues: it only has nothing to claim there until a
+// job is submitted to it).
+func (r *Remote) stream(ctx context.Context, q string) (jetstream.Stream, error) {
+	r.mu.Lock()
+	qs := r.streams[q]
+	r.mu.Unlock()
+	if qs != nil {
+		return qs, nil
+	}
+	qs, err := r.store.JS().Stream(ctx, streams.QueueStream(q))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.streams[q] = qs
+	r.mu.Unlock()
+	return qs, nil
+}
+
+// consumer returns the run consumer of a type on an existing queue, from
+// the cache or created.
+func (r *Remote) consumer(ctx context.Context, q, t string, qs jetstream.Stream) (runConsumer, error) {
+	key := q + "/" + t
+	r.mu.Lock()
+	cons := r.ensured[key]
+	r.mu.Unlock()
+	if cons == nil {
+		var err error
+		if cons, err = r.store.EnsureRunConsumer(ctx, q, t, r.lease, store.DefaultMaxAckPending); err != nil {
+			return runConsumer{}, err
+		}
+		r.mu.Lock()
+		r.ensured[key] = cons
+		r.mu.Unlock()
+	}
+	return runConsumer{queue: q, jobType: t, subject: streams.RunSubject(q, t), cons: cons, qs: qs}, nil
+}
+
+// renew drops a consumer that is gone from the server (deleted by an
+// operator, or with its stream) from the cache and creates it again.
+func (r *Remote) renew(ctx context.Context, c *runConsumer) error {
+	r.mu.Lock()
+	delete(r.ensured, c.queue+"/"+c.jobType)
+	r.mu.Unlock()
+	r.log.Warn("run consumer is gone; creating it again", "queue", c.queue, "type", c.jobType)
+	fresh, err := r.consumer(ctx, c.queue, c.jobType, c.qs)
+	if err != nil {
+		return err
+	}
+	*c = fresh
+	return nil
+}
+
+// consumerGone reports whether err says a consumer no longer exists on
+// the server (a pull to it has no responder).
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// Claim long-polls for a work item of one of types on one of queues (none:
+// every queue, those created meanwhile included) and claims its job for
+// worker (queued -> claimed): the oldest waiting item of them all (by the
+// time it was queued), whatever its type or queue. It returns a zero
+// Snapshot (Job nil) when none came within wait. It waits on the run
+// subjects themselves (a publish wakes it), not on a timer.
+//
+// Age is read from the server before each round (the next undelivered
+// item of each consumer that has items); when claimers race, the one that
+// loses an item takes the next, and the revision-checked claim decides who
+// holds a job.
+func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration, only string) (store.Snapshot, error) {
+	if worker == "" {
+		return store.Snapshot{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
+	}
+	if len(types) == 0 {
+		return store.Snapshot{}, &commands.InputError{Field: "types", Reason: "a worker needs at least one job type"}
+	}
+	if err := CheckRemoteScope(queues, types); err != nil {
+		return store.Snapshot{}, err
+	}
+	for _, q := range queues {
+		if !domain.ValidQueue(q) {
+			return store.Snapshot{}, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
+		}
+	}
+	for _, t := range types {
+		if !domain.ValidType(t) {
+			return store.Snapshot{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
+		}
+		if strings.HasPrefix(t, commands.ScopeInternal+":") {
+			return store.Snapshot{}, fmt.Errorf("type %s: @internal types are run by the engine itself, never by a remote worker: %w",
+				t, commands.ErrInternalType)
+		}
+	}
+	every := len(queues) == 0
+	deadline := time.Now().Add(wait)
+	var wake chan struct{}
+	for {
+		qnames := queues
+		if every {
+			var err error
+			if qnames, err = r.queueNames(ctx); err != nil {
+				return store.Snapshot{}, err
+			}
+		}
+		order, err := r.byAge(ctx, qnames, types)
+		if err != nil {
+			return store.Snapshot{}, err
+		}
+		for _, c := range order {
+			snap, ok, err := r.tryClaim(ctx, c, worker, only)
+			if err != nil {
+				return store.Snapshot{}, err
+			}
+			if ok {
+				return snap, nil
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return store.Snapshot{}, nil
+		}
+		if wake == nil {
+			// Subscribe once, then look again, so that nothing published
+			// between the look and the subscribe is missed. Queues that do
+			// not exist yet are listened to as well: a submit creates them.
+			wake = make(chan struct{}, 1)
+			listen := queues
+			if every {
+				listen = []string{"*"}
+			}
+			var subs []*nats.Subscription
+			defer func() {
+				for _, s := range subs {
+					_ = s.Unsubscribe()
+				}
+			}()
+			for _, q := range listen {
+				for _, t := range types {
+					sub, err := r.store.NC().Subscribe(streams.RunSubject(q, t), func(*nats.Msg) {
+						select {
+						case wake <- struct{}{}:
+						default:
+						}
+					})
+					if err != nil {
+						return store.Snapshot{}, err
+					}
+					subs = append(subs, sub)
+				}
+			}
+			continue
+		}
+		// Redeliveries (expired leases) do not publish on the subject: look
+		// again at least every second for them.
+		t := time.NewTimer(min(left, time.Second))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return store.Snapshot{}, ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// byAge returns the run consumers of the (queue, type) pairs that have
+// work waiting, ordered by the age of their next waiting item, oldest
+// first, then those whose items are all in flight (one may come back
+// after a lost lease); paused ones are left out. One request per queue
+// says which of its run subjects hold items at all, so an idle pair costs
+// nothing more, and its consumer is only created once it has work. A single
+// candidate is returned as is: its fetch is the look.
+func (r *Remote) byAge(ctx context.Context, queues, types []string) ([]*runConsumer, error) {
+	var cands []*runConsumer
+	for _, q := range queues {
+		qs, err := r.stream(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if qs == nil {
+			continue
+		}
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			r.mu.Lock()
+			delete(r.streams, q)
+			r.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q, err)
+		}
+		for _, t := range types {
+			if info.State.Subjects[streams.RunSubject(q, t)] == 0 {
+				continue
+			}
+			c, err := r.consumer(ctx, q, t, qs)
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, &c)
+		}
+	}
+	if len(cands) <= 1 {
+		return cands, nil
+	}
+	type aged struct {
+		c   *runConsumer
+		at  time.Time
+		seq uint64
+	}
+	var ready []aged
+	var redeliver []*runConsumer
+	for _, c := range cands {
+		info, err := c.cons.Info(ctx)
+		if consumerGone(err) {
+			if err = r.renew(ctx, c); err == nil {
+				info, err = c.cons.Info(ctx)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run consumer %s/%s: %w", c.queue, c.jobType, err)
+		}
+		if info.Paused {
+			continue
+		}
+		if info.NumPending == 0 {
+			if info.NumAckPending > 0 {
+				redeliver = append(redeliver, c) // held items may come back after a lost lease
+			}
+			continue
+		}
+		msg, err := c.qs.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(c.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			redeliver = append(redeliver, c) // taken meanwhile
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("peek %s: %w", c.subject, err)
+		}
+		ready = append(ready, aged{c: c, at: msg.Time, seq: msg.Sequence})
+	}
+	sort.SliceStable(ready, func(i, k int) bool {
+		if !ready[i].at.Equal(ready[k].at) {
+			return ready[i].at.Before(ready[k].at)
+		}
+		return ready[i].seq < ready[k].seq
+	})
+	out := make([]*runConsumer, 0, len(ready)+len(redeliver))
+	for _, a := range ready {
+		out = append(out, a.c)
+	}
+	return append(out, redeliver...), nil
+}
+
+// dropChild cancels a child the worker just claimed whose parent ended.
+func (r *Remote) dropChild(ctx context.Context, snap store.Snapshot, worker string) {
+	_, _, err := r.store.RecordOutcome(ctx, "cancel", snap, store.Attempt{Worker: worker},
+		commands.Outcome{Kind: commands.ParentEnded, Reason: store.ErrParentGone.Error()}, store.WaitForCascade)
+	if err != nil {
+		r.log.Warn("cancel a child whose parent ended", "job", snap.Job.ID, "err", err)
+	}
+}
+
+func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker, only string) (store.Snapshot, bool, error) {
+	// Items of another namespace than only's go back for their own
+	// workers; a few are passed over before this consumer is given up
+	// until the next look.
+	for skipped := 0; ; skipped++ {
+		snap, ok, skip, err := r.tryClaimOne(ctx, c, worker, only)
+		if !skip || skipped >= maxForeignSkips {
+			return snap, ok, err
+		}
+	}
+}
+
+// maxForeignSkips bounds the items of other namespaces one claim passes
+// over in one consumer.
+const maxForeignSkips = 16
+
+func (r *Remote) tryClaimOne(ctx context.Context, c *runConsumer, worker, only string) (_ store.Snapshot, ok, skipped bool, _ error) {
+	batch, err := c.cons.FetchNoWait(1)
+	if err == nil {
+		for msg := range batch.Messages() {
+			d := store.DecodeDelivery(msg, r.log)
+			if d == nil {
+				continue
+			}
+			if only != "" && d.Item.Job.Spec.Namespace != only {
+				// Not this worker's namespace: back to the queue at once for
+				// a worker that may run it (a short delay, so that this
+				// claim's next fetch gets the item after it).
+				_ = msg.NakWithDelay(foreignDelay)
+				skipped = true
+				continue
+			}
+			snap, ok := r.store.Claim(ctx, c.qs, d, worker, true, r.lease, r.log)
+			if ok && r.store.ParentEnded(ctx, snap.Job) {
+				// Read after the claim is in the log: a child whose parent
+				// was cancelled before it is never handed out.
+				r.dropChild(ctx, snap, worker)
+				_ = msg.Ack()
+				return store.Snapshot{}, false, false, nil
+			}
+			if ok {
+				return snap, true, false, nil
+			}
+		}
+		err = batch.Error()
+	}
+	if consumerGone(err) {
+		// Created again for the next look; nothing to claim from it now.
+		return store.Snapshot{}, false, false, r.renew(ctx, c)
+	}
+	if err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return store.Snapshot{}, false, false, fmt.Errorf("fetch %s/%s: %w", c.queue, c.jobType, err)
+	}
+	return store.Snapshot{}, false, skipped, nil
+}
+
+// foreignDelay is how long an item passed over for its namespace waits
+// before it is delivered again.
+const foreignDelay = 200 * time.Millisecond
+
+// Renewal is what a heartbeat's renewal found of a worker's claims.
+type Renewal struct {
+	// Held are the claims whose leases were renewed: the worker holds them.
+	Held []string
+	// Lost are the claims the worker no longer holds: the job is gone, or
+	// it moved on (finished, cancelled, requeued after a lost lease).
+	Lost []string
+	// Unchecked are the claims that could not be looked at now (a
+	// transient error: NATS slow or unreachable). They are not lost: the
+	// next heartbeat looks again, and their leases run on meanwhile.
+	Unchecked []string
+}
+
+// Renew extends the leases of the jobs worker holds among ids (a
+// heartbeat). Only a job that is not found, or that the worker does not
+// hold any more, is lost; a job that could not be read or renewed is
+// unchecked, and the error says why.
+func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewal, error) {
+	var rn Renewal
+	var errs []error
+	for _, id := range ids {
+		snap, err := r.store.Record(ctx, id)
+		if errors.Is(err, commands.ErrNotFound) {
+			rn.Lost = append(rn.Lost, id)
+			continue
+		}
+		if err != nil {
+			rn.Unchecked = append(rn.Unchecked, id)
+			errs = append(errs, fmt.Errorf("renew %s: %w", id, err))
+			continue
+		}
+		if commands.CheckHolder(snap.Job, worker) != nil || snap.Job.LeaseAck == "" {
+			rn.Lost = append(rn.Lost, id)
+			continue
+		}
+		if err := r.store.NC().Publish(snap.Job.LeaseAck, []byte("+WPI")); err != nil {
+			rn.Unchecked = append(rn.Unchecked, id)
+			errs = append(errs, fmt.Errorf("renew %s: %w", id, err))
+			continue
+		}
+		rn.Held = append(rn.Held, id)
+	}
+	return rn, errors.Join(errs...)
+}
+
+// Report applies a remote worker's report on a job it holds, on one read
+// of the job: checked as a whole first (commands.CheckReport: a refused
+// report writes nothing of itself), then its progress, then its state: a
+// start (claimed -> running), or an outcome recorded as an attempt's end is
+// (Store.record), which acks the job's work item through the ack subject
+// kept in the record.
+func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Report, progress *domain.Progress) (store.Snapshot, error) {
+	cur, err := r.store.Current(ctx, id)
+	if err != nil {
+		return cur, err
+	}
+	if err := commands.CheckReport(cur.Job, worker, rep, progress, time.Now().UTC()); err != nil {
+		return cur, err
+	}
+	a := r.attempt(worker)
+	if progress != nil {
+		if cur, err = r.store.Annotate(ctx, "progress", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			return commands.Progress(j, *progress, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	if rep.State == "" {
+		return cur, nil
+	}
+	o, ends, err := rep.Outcome()
+	if err != nil {
+		return cur, err
+	}
+	if !ends {
+		return r.store.Annotate(ctx, "start", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			ev, err := commands.Start(j, worker, j.LeaseItem, now)
+			if ev != nil {
+				ev.LeaseAck = j.LeaseAck
+			}
+			return ev, err
+		})
+	}
+	op := "complete"
+	if o.Kind == commands.GivenBack {
+		op = "requeue"
+	}
+	next, _, err := r.store.RecordOutcome(ctx, op, cur, a, o)
+	return next, err
+}
+
+// attempt is a remote worker's attempt: known by its worker id (the
+// record's worker), its item acked through the ack subject kept in the
+// record (so that whichever gateway hears the report can settle it).
+func (r *Remote) attempt(worker string) store.Attempt {
+	return store.Attempt{Worker: worker, Settle: func(j *domain.Job) {
+		if j.LeaseAck != "" {
+			_ = r.store.NC().Publish(j.LeaseAck, []byte("+ACK"))
+		}
+	}}
+}
+
+// Start records that worker started the job it claimed (claimed -> running).
+func (r *Remote) Start(ctx context.Context, id, worker string) (store.Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateRunning}, nil)
+}
+
+// Succeed records the result of a job worker holds.
+func (r *Remote) Succeed(ctx context.Context, id, worker string, result []byte) (store.Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateSucceeded, Result: result}, nil)
+}
+
+// Fail records a failed attempt of a job worker holds; retryable failures
+// are retried with the job's backoff while retries are left.
+func (r *Remote) Fail(ctx context.Context, id, worker string, jerr domain.JobError, retryable bool) (store.Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateFailed, Error: &jerr, Retryable: &retryable}, nil)
+}
+
+// Progress records a job's progress reported by the worker that holds it.
+func (r *Remote) Progress(ctx context.Context, id, worker string, p domain.Progress) (store.Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{}, &p)
+}
+
+// Release gives a job worker holds back to its queue at once (the worker
+// unregisters or shuts down): job.requeued.
+func (r *Remote) Release(ctx context.Context, id, worker, reason string) (store.Snapshot, error) {
+	return r.Report(ctx, id, worker, commands.Report{State: domain.StateQueued, Reason: reason}, nil)
+}

@@ -1,0 +1,678 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine/internal/pull"
+	"github.com/jetflow/jetflow/engine/internal/store"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Handler runs one attempt of a job and returns its JSON result. The
+// control-flow errors are *PermanentError, *RetryLaterError and CodedError;
+// any other error is retried with backoff while retries are left.
+type Handler func(ctx context.Context, t *Task) ([]byte, error)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency   = 10
+	DefaultLease         = store.DefaultLease
+	DefaultShutdownGrace = 10 * time.Second
+	DefaultMaxAckPending = store.DefaultMaxAckPending
+	// DefaultProgressInterval bounds progress writes to four a second a job.
+	DefaultProgressInterval = 250 * time.Millisecond
+)
+
+// Config configures the worker runtime of one queue.
+type Config struct {
+	Queue         string
+	Handlers      map[string]Handler      // by job type
+	Batches       map[string]BatchHandler // by batch type
+	Concurrency   int                     // handlers running at once in this process
+	Lease         time.Duration           // how long a silent worker keeps a job (the consumer's AckWait)
+	ShutdownGrace time.Duration           // how long Stop lets running handlers finish
+	MaxAckPending int                     // jobs of one type in flight across all workers of the queue
+	WorkerID      string
+	// Namespace is the worker's namespace, shown on its record in the
+	// worker registry (its category:name handlers are of it); "": default.
+	Namespace string
+	Log       *slog.Logger
+	// OnOutcome, if set, is called after an attempt's outcome was recorded
+	// (the job's new record and the event), once its work item was settled.
+	OnOutcome func(j *domain.Job, ev *domain.Event)
+	// ProgressInterval is the least time between two progress events of one
+	// job (default 250ms): a handler may report progress as often as it
+	// likes; the last value in each interval is written.
+	ProgressInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Queue == "" {
+		c.Queue = domain.DefaultQueue
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = DefaultMaxAckPending
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if !domain.ValidQueue(c.Queue) {
+		return fmt.Errorf("worker: invalid queue %q", c.Queue)
+	}
+	if len(c.Handlers) == 0 && len(c.Batches) == 0 {
+		return fmt.Errorf("worker: queue %s has no handlers", c.Queue)
+	}
+	for t := range c.Handlers {
+		if !domain.ValidType(t) {
+			return fmt.Errorf("worker: invalid job type %q", t)
+		}
+	}
+	for t := range c.Batches {
+		if !domain.ValidType(t) {
+			return fmt.Errorf("worker: invalid batch type %q", t)
+		}
+	}
+	if c.WorkerID == "" {
+		return errors.New("worker: no worker id")
+	}
+	if c.Lease < 300*time.Millisecond {
+		return &commands.InputError{Field: "lease", Value: c.Lease.String(), Reason: "too short (minimum 300ms)"}
+	}
+	switch {
+	case c.Concurrency < 1:
+		return &commands.InputError{Field: "concurrency", Value: fmt.Sprint(c.Concurrency), Reason: "must be 1 or more"}
+	case c.ShutdownGrace < 0:
+		return &commands.InputError{Field: "shutdown_grace", Value: c.ShutdownGrace.String(), Reason: "must not be negative"}
+	case c.MaxAckPending < 1:
+		return &commands.InputError{Field: "max_ack_pending", Value: fmt.Sprint(c.MaxAckPending), Reason: "must be 1 or more"}
+	case c.ProgressInterval < 0:
+		return &commands.InputError{Field: "progress_interval", Value: c.ProgressInterval.String(), Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Runtime runs the handlers of one queue: it claims work items, runs them
+// with a renewed lease, and records how they ended.
+type Runtime struct {
+	cfg   Config
+	store *store.Store
+	log   *slog.Logger
+	qs    jetstream.Stream
+
+	slots    chan struct{}
+	stopping chan struct{}
+	wg       sync.WaitGroup // running process() calls
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	pullers  []*pull.Puller
+	inflight map[string]*run      // by job id
+	held     sync.Map             // job id -> struct{}: the keys of inflight, read without mu (heartbeats)
+	batches  map[string]*batchRun // by parent/piece
+	parents  *parentCache
+	cancelSb *nats.Subscription
+	tickStop chan struct{}
+	tickDone chan struct{}
+}
+
+// run is one attempt in progress.
+type run struct {
+	rt      *Runtime
+	msg     jetstream.Msg
+	id      string
+	lease   uint64
+	number  int
+	cancel  context.CancelCauseFunc
+	since   time.Time
+	done    chan struct{} // closed when process() returns
+	settled bool          // Stop wrote the outcome itself; process() must not (guarded by Runtime.mu)
+	// finishing: the handler returned and process() records its outcome;
+	// Stop waits for it rather than requeue over it (guarded by Runtime.mu).
+	finishing bool
+
+	// The attempt's own writes (progress, events, the outcome) go one at a
+	// time, each on the snapshot the previous one left.
+	wmu  sync.Mutex
+	snap store.Snapshot
+
+	// Progress is coalesced: the last value waits there for its turn.
+	pmu      sync.Mutex
+	progress *Coalescer // made at the first report
+}
+
+// New returns a runtime for one queue.
+func New(s *store.Store, cfg Config) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, store: s, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
+		slots: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
+		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}, nil
+}
+
+// Start begins claiming. It is idempotent.
+func (r *Runtime) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return nil
+	}
+	if err := r.store.Queues().Ensure(ctx, r.cfg.Queue); err != nil {
+		return err
+	}
+	qs, err := r.store.JS().Stream(ctx, streams.QueueStream(r.cfg.Queue))
+	if err != nil {
+		return fmt.Errorf("queue stream: %w", err)
+	}
+	r.qs = qs
+	if err := joinPresence(ctx, r); err != nil {
+		return err
+	}
+	sub, err := r.store.NC().Subscribe(streams.CancelSubject, r.onCancel)
+	if err != nil {
+		leavePresence(ctx, r)
+		return fmt.Errorf("subscribe cancels: %w", err)
+	}
+	// Every consumer first: pulling starts only once none can fail.
+	type source struct {
+		cons jetstream.Consumer
+		cb   func(jetstream.Msg)
+	}
+	var sources []source
+	for jobType := range r.cfg.Handlers {
+		cons, err := r.store.EnsureRunConsumer(ctx, r.cfg.Queue, jobType, r.cfg.Lease, r.cfg.MaxAckPending)
+		if err != nil {
+			_ = sub.Unsubscribe()
+			leavePresence(ctx, r)
+			return err
+		}
+		sources = append(sources, source{cons, r.receive})
+	}
+	for batchType := range r.cfg.Batches {
+		cons, err := r.store.EnsureConsumer(ctx, r.cfg.Queue, store.BatchConsumerConfig(r.cfg.Queue, batchType, r.cfg.Lease, r.cfg.MaxAckPending))
+		if err != nil {
+			_ = sub.Unsubscribe()
+			leavePresence(ctx, r)
+			return err
+		}
+		sources = append(sources, source{cons, r.receiveBatch})
+	}
+	r.cancelSb = sub
+	for _, s := range sources {
+		r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
+	}
+	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
+	go r.renewLeases(r.tickStop, r.tickDone)
+	r.started = true
+	return nil
+}
+
+// claims are the jobs this runtime holds now: what its worker's heartbeat
+// lists.
+func (r *Runtime) claims() []string {
+	var ids []string
+	r.held.Range(func(id, _ any) bool {
+		ids = append(ids, id.(string))
+		return true
+	})
+	return ids
+}
+
+// fetchSize is how many items a fetch asks for: the slots free now, so that
+// fetched items do not wait here while their lease runs, but at least half
+// of all slots, so that a busy runtime does not fetch one item at a time.
+func (r *Runtime) fetchSize() int { return max(cap(r.slots)-len(r.slots), (cap(r.slots)+1)/2) }
+
+// receive is the consume callback of job consumers.
+func (r *Runtime) receive(msg jetstream.Msg) {
+	if !r.acquire(msg) {
+		return
+	}
+	go func() {
+		defer r.releaseSlot()
+		r.process(msg)
+	}()
+}
+
+// acquire waits for a free slot for msg; it returns false (after letting
+// another worker have the message) when the runtime is stopping.
+func (r *Runtime) acquire(msg jetstream.Msg) bool {
+	select {
+	case <-r.stopping:
+		_ = msg.Nak() // let another worker have it at once
+		return false
+	case r.slots <- struct{}{}:
+	}
+	r.mu.Lock()
+	if r.stopped { // Stop began while we waited for the slot
+		r.mu.Unlock()
+		<-r.slots
+		_ = msg.Nak()
+		return false
+	}
+	r.wg.Add(1) // under mu, so never after Stop's Wait began
+	r.mu.Unlock()
+	return true
+}
+
+// isStopping reports whether Stop began.
+func (r *Runtime) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *Runtime) releaseSlot() {
+	<-r.slots
+	r.wg.Done()
+}
+
+// process takes one work item from claim to its outcome.
+func (r *Runtime) process(msg jetstream.Msg) {
+	ctx := context.Background()
+	d := store.DecodeDelivery(msg, r.log)
+	if d == nil {
+		return
+	}
+	h := r.cfg.Handlers[d.Item.Job.Spec.Type]
+	if h == nil { // a consumer is per type, so this is a misrouted item
+		r.log.Error("work item for a type this worker does not run", "type", d.Item.Job.Spec.Type)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if r.isStopping() {
+		_ = msg.Nak() // arrived as the runtime began to stop: another worker takes it at once
+		return
+	}
+	// Listed in this worker's heartbeats while it claims: a claim whose
+	// answer is slow (a cluster losing a node) is not taken for a lost lease.
+	r.held.Store(d.Item.Job.ID, struct{}{})
+	snap, ok := r.store.Claim(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
+	if !ok {
+		r.mu.Lock()
+		if r.inflight[d.Item.Job.ID] == nil { // not a duplicate of a job this runtime runs
+			r.held.Delete(d.Item.Job.ID)
+		}
+		r.mu.Unlock()
+		return
+	}
+	meta := d.Meta
+	store.Crash("claim:done")
+
+	hctx, cancel := context.WithCancelCause(context.Background())
+	hctx, cancelTimeout := context.WithTimeoutCause(hctx, snap.Job.Spec.Timeout, ErrTimeout)
+	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, number: snap.Job.Attempt,
+		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
+	r.mu.Lock()
+	if old := r.inflight[snap.Job.ID]; old != nil {
+		// This runtime ran the job before under an item whose lease lapsed
+		// (cut off from NATS, it missed the notice): that run lost the job.
+		old.cancel(ErrLeaseLost)
+	}
+	r.inflight[snap.Job.ID] = rn
+	r.held.Store(snap.Job.ID, struct{}{})
+	stopped := r.stopped
+	r.mu.Unlock()
+
+	var result []byte
+	var herr error
+	switch {
+	case stopped:
+		// Claimed as Stop began: given back at once, not started.
+		cancel(ErrShutdown)
+		herr = ErrShutdown
+	case r.parentGone(ctx, rn):
+		herr = store.ErrParentGone
+	default:
+		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
+	}
+	cause := context.Cause(hctx)
+	cancelTimeout()
+	cancel(nil)
+	rn.stopProgress()
+
+	r.mu.Lock()
+	settled := rn.settled
+	rn.finishing = !settled
+	r.mu.Unlock()
+	defer close(rn.done)
+	// The job stays held (heartbeats list it, renewals extend its item)
+	// until its outcome is recorded: making a coordinator's pieces can take
+	// longer than a lease.
+	if !settled { // else Stop requeued it after the grace period; our result is void
+		r.complete(ctx, rn, result, herr, cause)
+	}
+	r.mu.Lock()
+	if r.inflight[rn.id] == rn { // else a newer run of the job holds it
+		delete(r.inflight, rn.id)
+		r.held.Delete(rn.id)
+	}
+	r.mu.Unlock()
+}
+
+// complete records how an attempt ended (ClassifyOutcome, then
+// Store.RecordOutcome)
+// and settles its work item.
+func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, cause error) {
+	rn.flushProgress(ctx) // the last progress is recorded before the outcome
+	rn.wmu.Lock()
+	defer rn.wmu.Unlock()
+	o, fo := ClassifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
+	children := 0 // children this attempt made, or may have made
+	if fo != nil {
+		children = len(fo.Children)
+		plan, err := r.fanOut(ctx, rn, fo)
+		if err != nil {
+			o, _ = ClassifyOutcome(nil, err, nil, 0) // making the pieces failed: an ordinary failed attempt
+		} else {
+			o.Plan = &plan
+		}
+	}
+	op := "complete"
+	if o.Kind == commands.GivenBack {
+		op = "requeue"
+	}
+	for try := 0; ; try++ {
+		next, ev, err := r.store.RecordOutcome(ctx, op, rn.snap, rn.guard(), o)
+		if errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
+			// Cancelled, or the lease went to another worker: what this
+			// attempt produced is discarded.
+			r.log.Info("attempt result discarded", "job", rn.id, "reason", err)
+			r.cancelMadeChildren(ctx, next.Job, children)
+			r.release(rn, next.Job)
+			return
+		}
+		if err != nil {
+			if try < 5 {
+				time.Sleep(time.Duration(100<<try) * time.Millisecond)
+				continue
+			}
+			// Leave the item to be redelivered: the lease expires and the job
+			// is requeued.
+			r.log.Error("could not record the outcome of an attempt", "job", rn.id, "err", err)
+			return
+		}
+		r.cancelMadeChildren(ctx, next.Job, children)
+		if r.cfg.OnOutcome != nil {
+			r.cfg.OnOutcome(next.Job, ev)
+		}
+		return
+	}
+}
+
+// cancelMadeChildren cancels the children a coordinator's attempt made
+// when its job ended without waiting for them: it was cancelled while it made them, or
+// making them failed for good. (A job that will run again keeps them: the
+// next attempt finds the same children, their ids are derived.)
+func (r *Runtime) cancelMadeChildren(ctx context.Context, j *domain.Job, children int) {
+	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
+		return
+	}
+	if err := r.store.CancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
+		r.log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
+	}
+}
+
+// onCancel cancels the handler of a job that was just cancelled.
+func (r *Runtime) onCancel(m *nats.Msg) {
+	id := string(m.Data)
+	r.parents.forget(id) // its next batches find it cancelled
+	r.mu.Lock()
+	rn := r.inflight[id]
+	var batches []*batchRun
+	for _, br := range r.batches {
+		if br.parent == id {
+			batches = append(batches, br)
+		}
+	}
+	r.mu.Unlock()
+	if rn != nil {
+		go r.checkRun(rn)
+	}
+	if len(batches) > 0 {
+		go r.cancelBatchesIfEnded(id, batches)
+	}
+}
+
+// checkRun cancels a handler whose job is no longer held by its attempt.
+func (r *Runtime) checkRun(rn *run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, err := r.store.Record(ctx, rn.id)
+	if err != nil {
+		return
+	}
+	j := snap.Job
+	if rn.guard().Holds(j) == nil {
+		return
+	}
+	if j.State == domain.StateCancelled {
+		rn.cancel(ErrJobCancelled)
+	} else {
+		rn.cancel(ErrLeaseLost)
+	}
+}
+
+// cancelBatchesIfEnded cancels running batches of parent if it ended: one
+// look at the parent for all of them.
+func (r *Runtime) cancelBatchesIfEnded(parent string, batches []*batchRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r.parents.terminal(ctx, parent) {
+		for _, br := range batches {
+			br.cancel(ErrJobCancelled)
+		}
+	}
+}
+
+// renewLeases keeps the work items of running attempts from being
+// redelivered, and notices attempts whose job was cancelled or taken over
+// when a cancel notification was missed.
+func (r *Runtime) renewLeases(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	every := r.cfg.Lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		runs := make([]*run, 0, len(r.inflight))
+		for _, rn := range r.inflight {
+			runs = append(runs, rn)
+		}
+		byParent := map[string][]*batchRun{}
+		for _, br := range r.batches {
+			if time.Since(br.since) >= every/2 {
+				byParent[br.parent] = append(byParent[br.parent], br)
+			}
+		}
+		r.mu.Unlock()
+		for _, rn := range runs {
+			if time.Since(rn.since) < every/2 {
+				continue
+			}
+			_ = rn.msg.InProgress()
+			go r.checkRun(rn)
+		}
+		for parent, batches := range byParent {
+			for _, br := range batches {
+				_ = br.msg.InProgress()
+			}
+			go r.cancelBatchesIfEnded(parent, batches)
+		}
+	}
+}
+
+// Stop stops claiming, lets running handlers finish for the grace period,
+// then cancels the rest and requeues their jobs (job.requeued) so that
+// another worker takes them over at once. It is idempotent.
+func (r *Runtime) Stop(ctx context.Context) {
+	r.mu.Lock()
+	if !r.started || r.stopped {
+		r.stopped = true
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	close(r.stopping)
+	pullers := r.pullers
+	r.mu.Unlock()
+
+	for _, p := range pullers {
+		p.Signal() // what the current fetch still brings, receive naks
+	}
+	grace := time.NewTimer(r.cfg.ShutdownGrace)
+	defer grace.Stop()
+	drained := make(chan struct{})
+	go func() { r.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	runs := make([]*run, 0, len(r.inflight))
+	for _, rn := range r.inflight {
+		runs = append(runs, rn)
+	}
+	r.mu.Unlock()
+	for _, rn := range runs {
+		rn.cancel(ErrShutdown) // a handler that honours its context requeues itself
+	}
+	r.mu.Lock()
+	for _, br := range r.batches {
+		br.cancel(ErrShutdown) // a batch that stops is handed to another worker
+	}
+	r.mu.Unlock()
+	wctx, cancelWait := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelWait()
+	for _, rn := range runs {
+		select {
+		case <-rn.done:
+			continue
+		case <-wctx.Done():
+		}
+		r.mu.Lock()
+		finishing := rn.finishing
+		rn.settled = !finishing
+		r.mu.Unlock()
+		if finishing {
+			// Its outcome is being recorded: let it be.
+			select {
+			case <-rn.done:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		// The handler ignores its context: requeue the job over its head.
+		// Whatever it reports later is refused (it no longer holds the job).
+		r.requeue(context.Background(), rn)
+	}
+	select {
+	case <-drained:
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+	r.mu.Lock()
+	wait := r.stopLocked()
+	r.mu.Unlock()
+	wait()
+	leavePresence(ctx, r)
+}
+
+func (r *Runtime) requeue(ctx context.Context, rn *run) {
+	snap, err := r.store.Current(ctx, rn.id)
+	if err != nil {
+		r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
+		return
+	}
+	next, _, err := r.store.RecordOutcome(ctx, "requeue", snap, rn.guard(),
+		commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down; handler did not stop"})
+	if err != nil {
+		if !errors.Is(err, commands.ErrNotClaimant) {
+			r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
+		}
+		r.release(rn, next.Job)
+	}
+}
+
+// release settles the work item of an attempt that no longer holds its job.
+// If a newer attempt holds the job under this same item (the server
+// redelivered it when our lease lapsed, perhaps to this very process), the
+// item is that attempt's now: an ack from us would delete it under it, so it
+// is left alone.
+func (r *Runtime) release(rn *run, j *domain.Job) {
+	if j != nil && j.LeaseItem == rn.lease && commands.Held(j) {
+		return
+	}
+	_ = rn.msg.Ack()
+}
+
+// stopLocked ends pulling, cancel notifications and lease renewal. The
+// caller holds r.mu, so it only tells them to stop; it calls the returned
+// wait once it released r.mu (the pullers' callbacks and the renewal loop
+// take r.mu).
+func (r *Runtime) stopLocked() (wait func()) {
+	pullers, tickStop, tickDone := r.pullers, r.tickStop, r.tickDone
+	r.pullers, r.tickStop = nil, nil
+	for _, p := range pullers {
+		p.Signal()
+	}
+	if r.cancelSb != nil {
+		_ = r.cancelSb.Unsubscribe()
+		r.cancelSb = nil
+	}
+	if tickStop != nil {
+		close(tickStop)
+	}
+	return func() {
+		for _, p := range pullers {
+			p.Stop()
+		}
+		if tickStop != nil {
+			<-tickDone
+		}
+	}
+}
+
+// Running is the number of attempts this runtime is running.
+func (r *Runtime) Running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}

@@ -1,0 +1,31 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jetflow/jetflow/commands"
+)
+
+type principalKey struct{}
+
+// WithPrincipal returns a context of a request made with p's token: the
+// events the Store writes for it name p as their actor.
+func WithPrincipal(ctx context.Context, p *commands.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalOf is the principal of a request's context (nil: none, as with
+// authentication off or a process acting for itself).
+func PrincipalOf(ctx context.Context) *commands.Principal {
+	p, _ := ctx.Value(principalKey{}).(*commands.Principal)
+	return p
+}
+
+// ActorOf is who a write made in ctx is recorded as: the request's
+// principal, else this process.
+func (s *Store) ActorOf(ctx context.Context) string {
+	if p := PrincipalOf(ctx); p != nil {
+		return p.Actor()
+	}
+	return s.actor
+}

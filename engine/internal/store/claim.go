@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// ConsumerName is the durable consumer that all workers of one job type on a
+// queue share.
+func ConsumerName(jobType string) string { return "run_" + streams.Token(jobType) }
+
+// BatchConsumerName is the durable consumer that all workers of one batch
+// type on a queue share.
+func BatchConsumerName(batchType string) string { return "batch_" + streams.Token(batchType) }
+
+// IsWorkConsumer reports whether a queue stream's consumer is one that
+// workers pull work from (run_<type>, batch_<type>).
+func IsWorkConsumer(name string) bool {
+	return strings.HasPrefix(name, "run_") || strings.HasPrefix(name, "batch_")
+}
+
+// Defaults of the run consumers: the lease of a claim (the consumer's
+// AckWait) and how many jobs of one type may be in flight across all the
+// workers of a queue (its MaxAckPending).
+const (
+	DefaultLease         = 30 * time.Second
+	DefaultMaxAckPending = 4096
+)
+
+// RunConsumerConfig is the durable consumer that all workers of one job
+// type on a queue share: its AckWait is the lease of a running job, its
+// MaxAckPending the cluster-wide limit of jobs of that type in flight.
+func RunConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(jobType),
+		Description:   "jetflow workers of " + jobType,
+		FilterSubject: streams.RunSubject(queue, jobType),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       lease,
+		MaxDeliver:    -1, // lease losses are counted in the job (max_lease_requeues), not here
+		MaxAckPending: maxAckPending,
+	}
+}
+
+// BatchConsumerConfig is RunConsumerConfig for the batches of a batch type.
+func BatchConsumerConfig(queue, batchType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	cfg := RunConsumerConfig(queue, batchType, lease, maxAckPending)
+	cfg.Durable = BatchConsumerName(batchType)
+	cfg.Description = "jetflow workers of batches " + batchType
+	cfg.FilterSubject = streams.BatchFilter(queue, batchType)
+	return cfg
+}
+
+// EnsureRunConsumer creates or updates the run consumer of a job type on a
+// queue, paused if the queue is paused.
+func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, lease time.Duration, maxAckPending int) (jetstream.Consumer, error) {
+	return s.EnsureConsumer(ctx, queue, RunConsumerConfig(queue, jobType, lease, maxAckPending))
+}
+
+// EnsureConsumer creates or updates a work consumer of a queue, paused if
+// the queue is paused.
+func (s *Store) EnsureConsumer(ctx context.Context, queue string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	if err := s.queues.Ensure(ctx, queue); err != nil {
+		return nil, err
+	}
+	rec, err := s.Queue(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Paused {
+		cfg.PauseUntil = &pausedForever
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", cfg.Durable, queue, err)
+	}
+	// A pause that landed between reading the queue and updating the
+	// consumer would have been undone by the update: apply it again.
+	if rec, err := s.Queue(ctx, queue); err == nil && rec.Paused && cfg.PauseUntil == nil {
+		if _, err := s.js.PauseConsumer(ctx, streams.QueueStream(queue), cfg.Durable, pausedForever); err != nil {
+			return nil, err
+		}
+	}
+	return cons, nil
+}
+
+// pausedForever is how long a paused queue's consumers are paused: until
+// resumed.
+var pausedForever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Delivery is a work item as a consumer delivered it.
+type Delivery struct {
+	Msg  jetstream.Msg
+	Meta *jetstream.MsgMetadata
+	Item *domain.WorkItem
+}
+
+// DecodeDelivery reads a delivered work item; a malformed one is
+// terminated (it can never be run) and nil returned.
+func DecodeDelivery(msg jetstream.Msg, log *slog.Logger) *Delivery {
+	meta, err := msg.Metadata()
+	if err != nil {
+		log.Error("work item without metadata", "err", err)
+		_ = msg.Term()
+		return nil
+	}
+	item, err := streams.DecodeWorkItem(msg.Data())
+	if err != nil {
+		log.Error("malformed work item dropped", "seq", meta.Sequence.Stream, "err", err)
+		_ = msg.Term()
+		return nil
+	}
+	return &Delivery{Msg: msg, Meta: meta, Item: item}
+}
+
+// Claim takes the job of a delivered work item for worker: job.started
+// for a worker in this process, job.claimed (with the item's ack subject as
+// the lease) for a remote one. lease is how long a claim lasts without a
+// renewal (the delivering consumer's AckWait). It returns false when the
+// item is not, or no longer, the job's way to run, after settling the
+// message:
+//
+//   - the job is terminal, scheduled or waiting: the item is stale (acked);
+//   - the job is held under another item that still exists: a duplicate (acked);
+//   - the job is held under this item (the server delivered it again) or
+//     under an item that is gone, and its holder is alive
+//     (commands.LeaseExpired says no): a redelivery after a server restart
+//     goes back to wait until the lease would run out (nak with that delay);
+//     a duplicate of a job held under a gone item is acked;
+//   - the same, and the holder's lease ran out: the lease is lost;
+//     job.lease_expired_requeue (or job.lease_expired, failing the job,
+//     after max_lease_requeues) and then the claim are written.
+func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, worker string, remote bool, lease time.Duration, log *slog.Logger) (Snapshot, bool) {
+	item := d.Meta.Sequence.Stream
+	ack := ""
+	if remote {
+		ack = d.Msg.Reply()
+	}
+	cur := Snapshot{Job: &d.Item.Job, Rev: d.Item.Rev}
+	for round := 0; round < 4; round++ {
+		snap, _, err := s.Apply(ctx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
+			now := time.Now().UTC()
+			if remote {
+				ev, err := commands.Claim(j, worker, item, now)
+				if ev != nil {
+					ev.LeaseAck = ack
+				}
+				return ev, err
+			}
+			return commands.Start(j, worker, item, now)
+		})
+		if err == nil {
+			return snap, true
+		}
+		if !errors.Is(err, commands.ErrInvalidTransition) {
+			// The append may have landed though its answer was lost, or the
+			// record's write failed after it: the log says whether this
+			// worker holds the job now, once it can be read (the server may
+			// be away for a while: a restart).
+			if cur, ok := s.heldAfterError(ctx, d.Item.Job.ID, worker, item, lease); ok {
+				log.Info("claim answered with an error, but the log has it", "job", cur.Job.ID, "err", err)
+				return cur, true
+			}
+			log.Warn("claim failed; the item will be redelivered", "job", d.Item.Job.ID, "err", err)
+			_ = d.Msg.NakWithDelay(time.Second)
+			return snap, false
+		}
+		j := snap.Job
+		if !commands.Held(j) {
+			_ = d.Msg.Ack()
+			return snap, false
+		}
+		if j.LeaseItem != item && itemAlive(ctx, qs, j.LeaseItem) {
+			_ = d.Msg.Ack()
+			return snap, false
+		}
+		beat, err := s.workers.Beat(ctx, j)
+		if err != nil {
+			log.Warn("lease check failed; the item will be redelivered", "job", j.ID, "err", err)
+			_ = d.Msg.NakWithDelay(time.Second)
+			return snap, false
+		}
+		// No worker could beat while this process's connection was away:
+		// a lease is not judged here until a lease has passed since it came
+		// back (the lease sweeper judges it meanwhile).
+		fresh := time.Since(s.ConnectedSince()) < lease+commands.LeaseGrace
+		if fresh || !commands.LeaseExpired(j, beat, lease, time.Now()) {
+			// Its holder is alive: not a lost lease. Come back when the
+			// lease would run out if the holder stopped renewing now. (An
+			// item other than the holder's is kept too: the holder's is
+			// gone, and this one is what brings the job back if the holder
+			// dies.)
+			wait := commands.LeaseLeft(j, beat, lease, time.Now()) + commands.LeaseGrace
+			if fresh {
+				wait = max(wait, lease+commands.LeaseGrace-time.Since(s.ConnectedSince()))
+			}
+			_ = d.Msg.NakWithDelay(max(wait, time.Second))
+			return snap, false
+		}
+		held := j.LeaseItem
+		next, _, err := s.Apply(ctx, "lease", snap, func(j *domain.Job) (*domain.Event, error) {
+			return commands.WriteOffLease(j, held, beat, lease, worker, time.Now().UTC())
+		})
+		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
+			log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)
+			_ = d.Msg.NakWithDelay(time.Second)
+			return next, false
+		}
+		if next.Job.State.Terminal() {
+			_ = d.Msg.Ack()
+			return next, false
+		}
+		cur = next
+	}
+	_ = d.Msg.NakWithDelay(time.Second)
+	return cur, false
+}
+
+// heldAfterError reads a job whose claim came back with an error until it
+// can (for up to a lease, so that a claim held is never left to expire),
+// and reports whether worker holds it under item.
+func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease time.Duration) (Snapshot, bool) {
+	deadline := time.Now().Add(lease)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		cur, err := s.Current(ctx, id)
+		if err == nil {
+			return cur, commands.Held(cur.Job) && cur.Job.Worker == worker && cur.Job.LeaseItem == item
+		}
+		if time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
+			return Snapshot{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return Snapshot{}, false
+		case <-time.After(pause):
+		}
+	}
+}
+
+// itemAlive reports whether the work item at seq of a queue's stream still
+// exists (held by a worker, or waiting for redelivery).
+func itemAlive(ctx context.Context, qs jetstream.Stream, seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	_, err := qs.GetMsg(ctx, seq)
+	return err == nil || !errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// PutBack publishes the work item at seq of a queue's stream again (at a
+// new sequence) and deletes it at seq: an item its consumer counts as
+// acked while the stream still holds it (the lease sweeper's stranded
+// items). ok is false when the item was gone already (acked meanwhile).
+func (s *Store) PutBack(ctx context.Context, qs jetstream.Stream, seq uint64) (subject string, ok bool, err error) {
+	stream := qs.CachedInfo().Config.Name
+	m, err := qs.GetMsg(ctx, seq)
+	if err != nil {
+		return "", false, nil // acked meanwhile after all
+	}
+	msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+	if _, err := s.w.PublishAsync(msg, jetstream.WithMsgID("rescue-"+stream+"-"+strconv.FormatUint(seq, 10))).Wait(ctx); err != nil {
+		return m.Subject, false, fmt.Errorf("put back item %d of %s: %w", seq, stream, err)
+	}
+	if err := qs.DeleteMsg(ctx, seq); err != nil {
+		s.Log.Warn("delete a stranded item put back", "stream", stream, "seq", seq, "err", err)
+	}
+	return m.Subject, true, nil
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// What a transition implies, published after its record is written: the
+// work item (or the schedule) of a job it made runnable, the piece event
+// of a fan-out (a child that ended, a parent that started waiting), and
+// the cancel of the pieces of a parent that ended without succeeding. A
+// crash before it is repaired by the Projector, which publishes them
+// again (message ids make that a no-op) and repeats cascades.
+
+// after is the jobs' Kind.After: the work item of a job the event made
+// runnable (unless its record moved on since: whoever moved it dispatches
+// what it needs), and the piece event of a fan-out.
+func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Future {
+	j := next.Rec
+	if j == nil {
+		return nil
+	}
+	var futs []streams.Future
+	if (ev.To == domain.StateQueued || ev.To == domain.StateScheduled) && j.Seq == ev.Seq {
+		futs = append(futs, s.DispatchAsync(snapshot(next)))
+	}
+	switch {
+	case ev.To.Terminal() && j.Spec.Parent != "":
+		futs = append(futs, s.PieceAsync(j))
+	case ev.Type == domain.EvWaiting:
+		futs = append(futs, s.PlanAsync(j))
+	}
+	return futs
+}
+
+// Dispatch makes a runnable snapshot claimable: a work item for a queued
+// job, a schedule for a scheduled one. Anything else is left alone.
+func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
+	if st := snap.Job.State; st != domain.StateQueued && st != domain.StateScheduled {
+		return nil
+	}
+	_, err := s.DispatchAsync(snap).Wait(ctx)
+	return err
+}
+
+// DispatchAsync publishes the work item or the schedule of a queued or
+// scheduled job (streams.Writer.DispatchAsync).
+func (s *Store) DispatchAsync(snap Snapshot) streams.Future {
+	return s.w.DispatchAsync(&domain.WorkItem{Rev: snap.Rev, Job: *snap.Job})
+}
+
+// PieceAsync publishes what became of child j on its parent's piece subject.
+func (s *Store) PieceAsync(j *domain.Job) streams.Future {
+	typ := domain.PcSucceeded
+	switch j.State {
+	case domain.StateFailed:
+		typ = domain.PcFailed
+	case domain.StateCancelled:
+		typ = domain.PcCancelled
+	}
+	ev := &domain.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
+		Actor: s.actor, Fields: map[string]any{"child": j.ID}}
+	if j.State != domain.StateSucceeded && j.Error != nil {
+		e := *j.Error
+		e.Stack = ""
+		ev.Error = &e
+	}
+	return s.PublishPiece(ev, j.ID+"-piece")
+}
+
+// PlanAsync publishes that parent j waits for its pieces.
+func (s *Store) PlanAsync(j *domain.Job) streams.Future {
+	plan := j.Fanout.Plan
+	ev := &domain.Event{Type: domain.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.actor,
+		Fields: map[string]any{"total": plan.Total}, Plan: &plan}
+	return s.PublishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
+}
+
+// PublishPiece publishes a piece event on its parent's piece subject,
+// once per message id within the duplicate window.
+func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
+	data, err := streams.EncodeEvent(ev)
+	if err != nil {
+		return streams.FailedFuture(err)
+	}
+	return s.w.PublishAsync(&nats.Msg{Subject: streams.PieceSubject(ev.JobID), Data: data, Header: nats.Header{}},
+		jetstream.WithMsgID(msgID))
+}
+
+// SendBatches publishes the work items of a fan-out of batches, item(0)
+// to item(n-1), pipelined; their message ids (parent-b<piece>) make a
+// repeat within the duplicate window a no-op. item's error ends it.
+func (s *Store) SendBatches(ctx context.Context, n int, item func(i int) (*domain.BatchItem, error)) error {
+	const window = 2048
+	futs := make([]streams.Future, 0, window)
+	flush := func() error {
+		for _, fut := range futs {
+			if _, err := fut.Wait(ctx); err != nil {
+				return fmt.Errorf("send batch: %w", err)
+			}
+		}
+		futs = futs[:0]
+		return nil
+	}
+	for i := range n {
+		it, err := item(i)
+		if err != nil {
+			return err
+		}
+		data, err := streams.Marshal(it)
+		if err != nil {
+			return err
+		}
+		futs = append(futs, s.w.PublishAsync(&nats.Msg{Subject: streams.BatchSubject(it.Queue, it.Type, it.Parent), Data: data, Header: nats.Header{}},
+			jetstream.WithMsgID(it.Parent+"-b"+strconv.Itoa(it.Piece))))
+		if len(futs) == window {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// ChildID is the id of piece n (1-based) of parent's fan-out of children:
+// derived, so that a coordinator run again creates no duplicates, and so that
+// a cascading cancel finds every child without an index.
+func ChildID(ns, parent string, piece int) string {
+	return domain.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
+}
+
+// cascades reports whether j is a fan-out parent that ended without
+// succeeding: its unfinished pieces must not run.
+func cascades(j *domain.Job) bool {
+	return j.Fanout != nil && j.State.Terminal() && j.State != domain.StateSucceeded
+}
+
+// cascadeAfter cancels the pieces of a parent that ev ended without
+// succeeding: before it returns with WaitForCascade, else in the
+// background.
+func (s *Store) cascadeAfter(ctx context.Context, next Snapshot, ev *domain.Event, opts []Option) {
+	if !ev.To.Terminal() || next.Job == nil || !cascades(next.Job) {
+		return
+	}
+	reason := "parent job is " + string(ev.To)
+	for _, o := range opts {
+		if o == WaitForCascade {
+			if err := s.cascade(ctx, next.Job, reason); err != nil {
+				s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
+			}
+			return
+		}
+	}
+	s.CascadeAsync(next.Job, reason)
+}
+
+// CascadeAsync cancels the descendants of a parent that ended without
+// succeeding, in the background: the fan-in counter and the reaper are not
+// held up by a parent with many children. A cascade already running in this
+// process for the parent is not started twice (the Projector's repeat of a
+// cascade that the writer started in this same process is therefore one),
+// so a cascade that fails tries again until it succeeds or its 30 minutes
+// are up (cancelling a cancelled child writes nothing).
+func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
+	if !cascades(parent) {
+		return
+	}
+	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer s.cascading.Delete(parent.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		for pause := time.Second; ; pause = min(2*pause, time.Minute) {
+			err := s.cascade(ctx, parent, reason)
+			if err == nil {
+				return
+			}
+			s.Log.Warn("cancel the children of "+parent.ID+"; trying again", "err", err, "in", pause)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+		}
+	}()
+}
+
+// cascade cancels every non-terminal descendant of a fan-out parent that
+// did not succeed: children, and through their own cancel, grandchildren.
+// A parent of batches has its batches still in the queue purged (one
+// subject per parent); the batches running meanwhile hear of the cancel,
+// and a batch that escaped the purge (it was being redelivered) is skipped
+// by the worker that fetches it, which checks its parent first.
+func (s *Store) cascade(ctx context.Context, parent *domain.Job, reason string) error {
+	if !cascades(parent) {
+		return nil
+	}
+	plan := parent.Fanout.Plan
+	if plan.Kind == domain.FanoutBatches {
+		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+	}
+	return s.CancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
+}
+
+// purgeBatches removes the batches of parent that no worker took yet.
+func (s *Store) purgeBatches(ctx context.Context, queue, batchType, parent string) error {
+	if err := s.purgeQueueSubject(ctx, queue, streams.BatchSubject(queue, batchType, parent)); err != nil {
+		return fmt.Errorf("the batches of %s: %w", parent, err)
+	}
+	return nil
+}
+
+// purgeQueueSubject removes what a queue's stream holds on subject.
+func (s *Store) purgeQueueSubject(ctx context.Context, queue, subject string) error {
+	stream, err := s.js.Stream(ctx, streams.QueueStream(queue))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err == nil {
+		err = stream.Purge(ctx, jetstream.WithPurgeSubject(subject))
+	}
+	if err != nil {
+		return fmt.Errorf("purge %s: %w", subject, err)
+	}
+	return nil
+}
+
+// CancelChildren cancels children 1..total of parent that exist and are
+// not terminal. Children whose outcome is in the parent's piece events
+// already are skipped without a read each: a cascade repeated (by the
+// Projector, after the writer's) costs one read of the parent's piece
+// subject.
+func (s *Store) CancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
+	ended := projections.NewPieces()
+	if err := s.ReadPieces(ctx, parent, ended, 0); err != nil {
+		return err
+	}
+	next := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < min(32, total); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				_, err := s.Cancel(ctx, ChildID(ns, parent, n), reason)
+				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for n := 1; n <= total; n++ {
+		if !ended.Ended(n) {
+			next <- n
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// ReadPieces folds a parent's piece events from the log into p, from the
+// event after p.UpTo to the last one (or to upTo, if not 0), in order.
+func (s *Store) ReadPieces(ctx context.Context, parent string, p *projections.Pieces, upTo uint64) error {
+	return ReadPieces(ctx, s.nc, parent, p, upTo)
+}
+
+// ReadPieces is Store.ReadPieces on a connection.
+func ReadPieces(ctx context.Context, nc *nats.Conn, parent string, p *projections.Pieces, upTo uint64) error {
+	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, streams.PieceSubject(parent), p.UpTo+1,
+		func(seq uint64, data []byte) error {
+			if upTo > 0 && seq > upTo {
+				return errPastUpTo
+			}
+			if ev, err := streams.DecodeEvent(data); err == nil {
+				p.Fold(seq, ev)
+			}
+			return nil
+		})
+	if errors.Is(err, errPastUpTo) {
+		err = nil
+	}
+	return err
+}
+
+// errPastUpTo ends a read of piece events at the sequence asked for.
+var errPastUpTo = errors.New("past the last piece event asked for")
+
+// CountPieces counts what became of a fan-out parent's pieces from its
+// piece events in the log up to sequence upTo (0: all).
+func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (domain.FanoutCounts, error) {
+	p := projections.NewPieces()
+	if err := ReadPieces(ctx, nc, parent, p, upTo); err != nil {
+		return domain.FanoutCounts{}, err
+	}
+	return p.Counts, nil
+}
+
+// ErrParentGone: a child's parent ended (or is gone), so the child must
+// not run.
+var ErrParentGone = errors.New("parent job is no longer running")
+
+// ParentEnded reports whether j has a parent that is terminal (or gone).
+// Read after the child's own start (or claim) is in the log, it sees every
+// parent cancelled before that: a child whose parent is cancelled never
+// runs.
+func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
+	if j.Spec.Parent == "" {
+		return false
+	}
+	p, err := s.Current(ctx, j.Spec.Parent)
+	if err != nil {
+		return errors.Is(err, commands.ErrNotFound) // a child without a parent runs nowhere
+	}
+	return p.Job.State.Terminal()
+}

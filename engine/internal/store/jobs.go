@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// jobKind is the jobs' aggregate: events on the job's subject (found by
+// its id when there is no record yet), records in the jobs bucket, folded
+// by projections.Fold; job.purged ends a record for good; a change
+// implies dispatch and piece events (after).
+func jobKind(s *Store) Kind[domain.Job] {
+	return Kind[domain.Job]{
+		Name:   "job",
+		Bucket: streams.JobsBucket,
+		Subject: func(id string, j *domain.Job) string {
+			if j == nil {
+				return streams.EventFilter(id) // not projected yet: find its events anywhere
+			}
+			return streams.JobSubject(j)
+		},
+		Seq:    func(j *domain.Job) uint64 { return j.Seq },
+		Fold:   projections.Fold,
+		Encode: streams.EncodeJob,
+		Decode: streams.DecodeJob,
+		Gone: func(ev *domain.Event) error {
+			if ev.Type != domain.EvPurged {
+				return nil
+			}
+			return &commands.GoneError{JobID: ev.JobID, At: ev.Time, Reason: ev.Message}
+		},
+		After: s.after,
+	}
+}
+
+func snapshot(v Version[domain.Job]) Snapshot { return Snapshot{Job: v.Rec, Rev: v.Rev} }
+
+func version(s Snapshot) Version[domain.Job] {
+	v := Version[domain.Job]{Rec: s.Job, Rev: s.Rev}
+	if s.Job != nil {
+		v.Last = s.Job.Seq
+	}
+	return v
+}
+
+// Record reads a job's record from the KV bucket (the projection as it is).
+func (s *Store) Record(ctx context.Context, id string) (Snapshot, error) {
+	if !domain.ValidID(id) {
+		return Snapshot{}, &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
+	}
+	v, err := s.jobs.Record(ctx, id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if v.Rec == nil {
+		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	return snapshot(v), nil
+}
+
+// Current returns a job's current state as the log says it is: the KV
+// record, plus any events the record is missing (a writer that crashed
+// between its append and its KV write), which are folded in and written
+// back. A job whose last event is job.purged is gone: its record, if a
+// purge that crashed left it, is deleted, and the error is a
+// *commands.GoneError. Decisions that lost a race are taken again on what
+// Current returns.
+func (s *Store) Current(ctx context.Context, id string) (Snapshot, error) {
+	if !domain.ValidID(id) {
+		return Snapshot{}, &commands.InputError{Field: "id", Reason: fmt.Sprintf("%q is not a job id", id)}
+	}
+	v, err := s.jobs.Current(ctx, Ref{Key: id})
+	switch {
+	case err != nil:
+		return Snapshot{}, err
+	case v.Last == 0 && v.Rec != nil:
+		return Snapshot{}, fmt.Errorf("job %s: record without events (event log purged?)", id)
+	case v.Rec == nil:
+		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	return snapshot(v), nil
+}
+
+// An Option changes how Apply writes.
+type Option int
+
+const (
+	// WaitForCascade: a fan-out parent the transition ends without success
+	// has its pieces cancelled before Apply returns (the caller cancelled
+	// the job), not in the background (the fan-in counter, the reaper).
+	WaitForCascade Option = iota + 1
+)
+
+// Apply decides on cur, appends the event and projects it, then publishes
+// what the transition implies (after). If another writer moved the job
+// first, it reads the job again (Current) and decides again on what it
+// finds, so the returned error is the decider's refusal, not the race. It
+// returns the snapshot the last decision was made on (on refusal) or the
+// one written (on success), and the event written. op names the operation
+// for crash points ("<op>:appended", "<op>:projected", "<op>:dispatched").
+func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decider, opts ...Option) (Snapshot, *domain.Event, error) {
+	if cur.Job == nil {
+		return cur, nil, errors.New("apply: no job")
+	}
+	for attempt := 0; ; attempt++ {
+		ev, err := decide(cur.Job)
+		if err != nil {
+			return cur, nil, err
+		}
+		w := &Write[domain.Job]{Ref: Ref{Key: cur.Job.ID}, Cur: version(cur), Ev: ev}
+		s.jobs.Write(ctx, op, w)
+		if w.Lost && attempt < maxDecisions {
+			if cur, err = s.Current(ctx, cur.Job.ID); err != nil {
+				return cur, nil, err
+			}
+			continue
+		}
+		if !w.Appended() {
+			return cur, nil, w.Err
+		}
+		if w.Err != nil {
+			return cur, ev, w.Err
+		}
+		next := snapshot(w.Next)
+		s.cascadeAfter(ctx, next, ev, opts)
+		return next, ev, nil
+	}
+}
+
+// ApplyMany is Apply for many jobs at once, with the writes of each step
+// pipelined across them (Write): one round trip a step, not three per
+// job. A job whose append lost a race is read again and decided again
+// through Apply. It returns each job's error (nil: written).
+func (s *Store) ApplyMany(ctx context.Context, op string, curs []Snapshot, decide Decider) []error {
+	errs := make([]error, len(curs))
+	ws := make([]*Write[domain.Job], len(curs))
+	var todo []*Write[domain.Job]
+	for i, cur := range curs {
+		if cur.Job == nil {
+			errs[i] = errors.New("apply: no job")
+			continue
+		}
+		ev, err := decide(cur.Job)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ws[i] = &Write[domain.Job]{Ref: Ref{Key: cur.Job.ID}, Cur: version(cur), Ev: ev}
+		todo = append(todo, ws[i])
+	}
+	s.jobs.Write(ctx, op, todo...)
+	for i, w := range ws {
+		switch {
+		case w == nil:
+		case w.Lost:
+			// Another writer came first: decided again on the job as it is now.
+			cur, err := s.Current(ctx, curs[i].Job.ID)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			_, _, errs[i] = s.Apply(ctx, op, cur, decide)
+		case w.Err != nil:
+			// Not appended, or appended but not projected: the transition
+			// stands, and the Projector writes the record.
+			errs[i] = w.Err
+		default:
+			s.cascadeAfter(ctx, snapshot(w.Next), w.Ev, nil)
+		}
+	}
+	return errs
+}
+
+// Submitted is the outcome of one submit.
+type Submitted struct {
+	Snapshot
+	Created bool  // false: the idempotency key named an existing job
+	Err     error // the submit's error, if it failed
+}
+
+// Submit creates a job: job.submitted, then its record, then its work item.
+// With an idempotency key the job id is derived from the key, and a second
+// submit returns the existing job (Created false).
+func (s *Store) Submit(ctx context.Context, req *commands.SubmitRequest) (Submitted, error) {
+	out := s.SubmitBatch(ctx, []*commands.SubmitRequest{req})
+	return out[0], out[0].Err
+}
+
+// SubmitBatch submits many jobs with the writes of each step pipelined
+// across them (Write): all appends, then all records, then all work items.
+func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest) []Submitted {
+	out := make([]Submitted, len(reqs))
+	now := time.Now().UTC()
+	var actor string // the request's principal, if any (events of a process's own submits name none)
+	if p := PrincipalOf(ctx); p != nil {
+		actor = p.Actor()
+	}
+	ws := make([]*Write[domain.Job], len(reqs))
+	var todo []*Write[domain.Job]
+	for i, req := range reqs {
+		w, err := s.submission(ctx, req, actor, now)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		ws[i] = w
+		todo = append(todo, w)
+	}
+	// A failed dispatch is not the submit's failure: the job exists and is
+	// in the log, and reporting it would make callers submit it twice.
+	s.jobs.Write(ctx, "submit", todo...)
+	for i, w := range ws {
+		switch {
+		case w == nil:
+		case w.Lost && w.ExpectOn != "":
+			// The derived id names an existing job: return it as it is.
+			existing, err := s.Current(ctx, w.Ev.JobID)
+			out[i] = Submitted{Snapshot: existing, Err: err}
+		case w.Err != nil:
+			out[i].Err = w.Err
+		default:
+			out[i] = Submitted{Snapshot: snapshot(w.Next), Created: true}
+		}
+	}
+	return out
+}
+
+// submission decides the first event of a submit: its spec, its type
+// (resolved by the registry), its id (derived from the key, if any) and
+// whether its queue's limits make it wait for admission.
+func (s *Store) submission(ctx context.Context, req *commands.SubmitRequest, actor string, now time.Time) (*Write[domain.Job], error) {
+	spec, err := req.Spec(now)
+	if err == nil && s.types != nil {
+		spec.Type, err = s.types.Resolve(ctx, spec.Namespace, spec.Type, spec.Payload)
+	}
+	if err != nil {
+		return nil, err
+	}
+	id := domain.NewID()
+	switch {
+	case req.ID != "":
+		id = req.ID
+	case spec.Key != "":
+		id = domain.KeyedID(spec.Namespace, spec.Key)
+	}
+	lim, err := s.limits.Of(ctx, spec.Queue)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := commands.Submit(id, spec, lim.Limited(), now)
+	if err != nil {
+		return nil, err
+	}
+	ev.Actor = actor
+	if err := s.queues.Ensure(ctx, spec.Queue); err != nil {
+		return nil, err
+	}
+	w := &Write[domain.Job]{Ref: Ref{Key: id, Subject: streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id)}, Ev: ev}
+	if spec.Key != "" || req.ID != "" {
+		// A derived id must be new on every subject, which makes
+		// idempotency keys hold across namespaces, queues and types; a
+		// random one only needs its own subject to be empty.
+		w.ExpectOn = streams.EventFilter(id)
+	}
+	return w, nil
+}
+
+// Cancel cancels a job that is not terminal and tells its worker, if one
+// runs it. Cancelling a terminal job writes nothing and returns the job as
+// it is, with an error matching commands.ErrTerminal. The descendants of a
+// fan-out parent are cancelled before it returns.
+func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error) {
+	cur, err := s.Current(ctx, id)
+	if err != nil {
+		return cur, err
+	}
+	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Cancel(j, reason, s.ActorOf(ctx), time.Now().UTC())
+	}, WaitForCascade)
+	if err != nil {
+		return snap, err
+	}
+	if commands.CancelNotifies(ev.From) {
+		// Best effort: a worker that misses this sees the cancel at its next
+		// lease renewal.
+		_ = s.nc.Publish(streams.CancelSubject, []byte(id))
+	}
+	return snap, nil
+}

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// Attempt is one attempt at a job, as its writes are guarded: by the
+// worker, the work item that holds its lease and the attempt's number for a
+// worker in this process (commands.CheckClaimant); by the worker's id alone
+// for a remote one (Item 0: commands.CheckHolder). Settle acks its work
+// item once its outcome is written, given the job as the outcome was
+// decided on.
+type Attempt struct {
+	Worker string
+	Item   uint64
+	Number int
+	Settle func(j *domain.Job)
+}
+
+// Holds refuses a write of an attempt that no longer holds its job.
+func (a Attempt) Holds(j *domain.Job) error {
+	if a.Item == 0 {
+		return commands.CheckHolder(j, a.Worker)
+	}
+	return commands.CheckClaimant(j, a.Worker, a.Item, a.Number)
+}
+
+// RecordOutcome writes how an attempt ended: decided on the job as it is,
+// under the attempt's guard (Outcome.Decide); appended, projected and
+// dispatched by Apply; then the attempt's work item is settled. A refusal
+// (ErrNotClaimant: the lease went to another, or the job was cancelled;
+// ErrInvalidTransition) writes nothing and settles nothing: the caller
+// releases the item.
+func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a Attempt, o commands.Outcome, opts ...Option) (Snapshot, *domain.Event, error) {
+	u := commands.Jitter()
+	var decided *domain.Job
+	next, ev, err := s.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
+		if err := a.Holds(j); err != nil {
+			return nil, err
+		}
+		decided = j
+		return o.Decide(j, a.Worker, time.Now().UTC(), u)
+	}, opts...)
+	if err != nil {
+		return next, nil, err
+	}
+	if a.Settle != nil {
+		a.Settle(decided)
+	}
+	return next, ev, nil
+}
+
+// Annotate writes an event of an attempt that does not end it (its
+// progress, a handler's event, a remote worker's start), decided on the
+// job as it is under the attempt's guard.
+func (s *Store) Annotate(ctx context.Context, op string, cur Snapshot, a Attempt, decide func(j *domain.Job, now time.Time) (*domain.Event, error)) (Snapshot, error) {
+	next, _, err := s.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
+		if err := a.Holds(j); err != nil {
+			return nil, err
+		}
+		return decide(j, time.Now().UTC())
+	})
+	return next, err
+}
