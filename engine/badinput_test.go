@@ -12,6 +12,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/cmdservice"
+	"github.com/jetflow/jetflow/engine/internal/problems"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -66,7 +67,7 @@ func askCommand(t *testing.T, nc *nats.Conn, verb string, body any) cmdReply {
 func TestCommandBadInputNamesFieldWritesNothing(t *testing.T) {
 	h := newHarness(t)
 	nc := testkit.Conn(t, h.srv)
-	bad, invalid := engine.ProblemBadCommand, engine.ProblemInvalidInput
+	bad, invalid := problems.BadCommand, engine.ProblemInvalidInput
 	mp := func(kv ...any) map[string]any {
 		m := map[string]any{"type": "demo.x"}
 		for i := 0; i+1 < len(kv); i += 2 {

@@ -16,6 +16,8 @@ import (
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/runtime"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
@@ -171,17 +173,17 @@ func TestFailureKinds(t *testing.T) {
 		h.wantEvents(sub.Job.ID, evs...)
 		return j
 	}
-	check(commands.SubmitRequest{Type: "permanent"}, domain.StateFailed, 1, 0, engine.CodeError,
+	check(commands.SubmitRequest{Type: "permanent"}, domain.StateFailed, 1, 0, runtime.CodeError,
 		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
 	check(commands.SubmitRequest{Type: "coded", NoRetryOn: []string{"VALIDATION"}}, domain.StateFailed, 1, 0, "VALIDATION",
 		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
-	j := check(commands.SubmitRequest{Type: "panics", MaxRetries: ptr(1), Backoff: dur(0)}, domain.StateFailed, 2, 1, engine.CodePanic,
+	j := check(commands.SubmitRequest{Type: "panics", MaxRetries: ptr(1), Backoff: dur(0)}, domain.StateFailed, 2, 1, runtime.CodePanic,
 		domain.EvSubmitted, domain.EvStarted, domain.EvRetryScheduled, domain.EvStarted, domain.EvFailed)
 	if !strings.Contains(j.Error.Stack, "behaviour_test.go") || !strings.Contains(j.Error.Message, "kaboom") {
 		t.Fatalf("panic error without its stack: %+v", j.Error)
 	}
 	start := time.Now()
-	check(commands.SubmitRequest{Type: "slow", Timeout: dur(300 * time.Millisecond), MaxRetries: ptr(0)}, domain.StateFailed, 1, 0, engine.CodeTimeout,
+	check(commands.SubmitRequest{Type: "slow", Timeout: dur(300 * time.Millisecond), MaxRetries: ptr(0)}, domain.StateFailed, 1, 0, runtime.CodeTimeout,
 		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout took %s", time.Since(start))
@@ -192,7 +194,7 @@ func TestFailureKinds(t *testing.T) {
 	if evs[2].Message != "GPU busy" {
 		t.Fatalf("retry_later event %+v", evs[2])
 	}
-	check(commands.SubmitRequest{Type: "badresult"}, domain.StateFailed, 1, 0, engine.CodeError,
+	check(commands.SubmitRequest{Type: "badresult"}, domain.StateFailed, 1, 0, runtime.CodeError,
 		domain.EvSubmitted, domain.EvStarted, domain.EvFailed)
 	h.verify()
 }
@@ -716,24 +718,24 @@ func TestCommandProtocol(t *testing.T) {
 		json       bool
 		want       string
 	}{
-		{"submit", `{"type":`, true, engine.ProblemBadCommand},
-		{"submit", `{"type":"x","max_retries":"three"}`, true, engine.ProblemBadCommand},
-		{"submit", `{"type":"x","unknown":1}`, true, engine.ProblemBadCommand},
+		{"submit", `{"type":`, true, problems.BadCommand},
+		{"submit", `{"type":"x","max_retries":"three"}`, true, problems.BadCommand},
+		{"submit", `{"type":"x","unknown":1}`, true, problems.BadCommand},
 		{"submit", `{"type":"bad type"}`, true, engine.ProblemInvalidInput},
-		{"submit", "\xdd\xff\xff\xff\xff", false, engine.ProblemBadCommand},
-		{"submit", "", true, engine.ProblemBadCommand},
+		{"submit", "\xdd\xff\xff\xff\xff", false, problems.BadCommand},
+		{"submit", "", true, problems.BadCommand},
 		{"get", `{"id":"nope"}`, true, engine.ProblemInvalidInput},
 		{"get", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"cancel", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"list", `{"state":"sleeping"}`, true, engine.ProblemInvalidInput},
-		{"explode", `{}`, true, engine.ProblemUnknownCommand},
+		{"explode", `{}`, true, problems.UnknownCommand},
 	} {
 		if got := problemType(ask(tc.verb, []byte(tc.body), tc.json)); got != tc.want {
 			t.Errorf("%s %q: problem %q, want %q", tc.verb, tc.body, got, tc.want)
 		}
 	}
 	big := make([]byte, cmdservice.MaxCommandBytes+1)
-	if got := problemType(ask("submit", big, true)); got != engine.ProblemBadCommand {
+	if got := problemType(ask("submit", big, true)); got != problems.BadCommand {
 		t.Errorf("oversized command: %q", got)
 	}
 	if after := h.lastSeq(); after != before {

@@ -16,6 +16,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/cmdservice"
+	"github.com/jetflow/jetflow/engine/internal/problems"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -64,11 +65,11 @@ type serviceStats struct {
 	micro.Stats
 	Endpoints []struct {
 		micro.EndpointStats
-		Data engine.VerbStats `json:"data"`
+		Data cmdservice.VerbStats `json:"data"`
 	} `json:"endpoints"`
 }
 
-func (s serviceStats) endpoint(t *testing.T, name string) (micro.EndpointStats, engine.VerbStats) {
+func (s serviceStats) endpoint(t *testing.T, name string) (micro.EndpointStats, cmdservice.VerbStats) {
 	t.Helper()
 	for _, e := range s.Endpoints {
 		if e.Name == name {
@@ -76,14 +77,14 @@ func (s serviceStats) endpoint(t *testing.T, name string) (micro.EndpointStats, 
 		}
 	}
 	t.Fatalf("no endpoint %s in %+v", name, s)
-	return micro.EndpointStats{}, engine.VerbStats{}
+	return micro.EndpointStats{}, cmdservice.VerbStats{}
 }
 
 // statsOf returns the STATS of every one of n instances, by service id.
 func statsOf(t *testing.T, nc *nats.Conn, n int) map[string]serviceStats {
 	t.Helper()
 	out := map[string]serviceStats{}
-	for _, b := range gather(t, nc, "$SRV.STATS."+engine.CommandService, n) {
+	for _, b := range gather(t, nc, "$SRV.STATS."+cmdservice.CommandService, n) {
 		var s serviceStats
 		if err := json.Unmarshal(b, &s); err != nil {
 			t.Fatalf("stats %s: %v", b, err)
@@ -105,7 +106,7 @@ func TestCommandServiceDiscovery(t *testing.T) {
 	nc := testkit.Conn(t, srv)
 
 	var ping micro.Ping
-	if err := json.Unmarshal(gather(t, nc, "$SRV.PING."+engine.CommandService, 1)[0], &ping); err != nil {
+	if err := json.Unmarshal(gather(t, nc, "$SRV.PING."+cmdservice.CommandService, 1)[0], &ping); err != nil {
 		t.Fatal(err)
 	}
 	if ping.Name != "jetflow" || ping.Version != cmdservice.CommandServiceVersion || ping.Type != micro.PingResponseType {
@@ -217,7 +218,7 @@ func TestCommandServersShareRequests(t *testing.T) {
 		if i < gets && (r.Error != nil || r.Job["id"] != res.Job.ID) {
 			t.Errorf("get %d: %s", i, m.Data)
 		}
-		if i >= gets && (r.Error == nil || r.Error.Type != engine.ProblemUnknownCommand) {
+		if i >= gets && (r.Error == nil || r.Error.Type != problems.UnknownCommand) {
 			t.Errorf("unknown %d: %s", i, m.Data)
 		}
 	}

@@ -46,9 +46,9 @@ type EngineConfig struct {
 // admitter. Any number of engines may run against one NATS system.
 type Engine struct {
 	Store      *Store
-	Projector  *Projector
-	Files      *FileSweeper
-	Leader     *Leader // runs the led components on one engine at a time
+	Projector  *maintenance.Projector
+	Files      *maintenance.FileSweeper
+	Leader     *maintenance.Leader // runs the led components on one engine at a time
 	components []Component
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/runtime"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -537,7 +538,7 @@ func TestReaper(t *testing.T) {
 		}
 		return nil
 	})
-	for id, code := range map[string]string{running.Job.ID: engine.CodeTimeout, queued.Job.ID: "QUEUE_TIMEOUT", parent.Job.ID: "STALLED"} {
+	for id, code := range map[string]string{running.Job.ID: runtime.CodeTimeout, queued.Job.ID: "QUEUE_TIMEOUT", parent.Job.ID: "STALLED"} {
 		if j := h.get(id); j.State != domain.StateFailed || j.Error == nil || j.Error.Code != code {
 			t.Fatalf("%s: %s %+v", id, j.State, j.Error)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/auth"
 )
 
 // The users are made once, readable by their owner only, and read back
@@ -20,7 +21,7 @@ func TestLoadOrCreateNATSUsers(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("created %v, %v", created, err)
 	}
-	for _, role := range engine.NATSRoles {
+	for _, role := range auth.NATSRoles {
 		u, ok := users.Role(role)
 		if !ok || u.User != role || len(u.Password) < 26 {
 			t.Fatalf("role %s: %+v", role, u)

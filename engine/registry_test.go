@@ -112,7 +112,7 @@ func TestSchemaViolationWritesNothing(t *testing.T) {
 	}
 	before := h.lastSeq()
 	_, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "img:thumb", Payload: commands.RawJSON(`{"width":0}`)})
-	var sv *engine.SchemaViolationError
+	var sv *commands.SchemaViolationError
 	if !errors.As(err, &sv) || !errors.Is(err, commands.ErrSchemaViolation) || !errors.Is(err, commands.ErrInvalidInput) {
 		t.Fatalf("bad payload: %v", err)
 	}

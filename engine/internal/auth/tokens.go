@@ -24,15 +24,14 @@ type Tokens struct {
 	store *store.Store
 	recs  *store.Aggregate[domain.TokenRecord]
 
-	once  sync.Once
-	ready chan struct{}
-	mu    sync.RWMutex
-	byID  map[string]*domain.TokenRecord
+	warm store.Warm
+	mu   sync.RWMutex
+	byID map[string]*domain.TokenRecord
 }
 
 // Open opens the tokens of a store.
 func Open(ctx context.Context, s *store.Store) (*Tokens, error) {
-	t := &Tokens{store: s, ready: make(chan struct{}), byID: map[string]*domain.TokenRecord{}}
+	t := &Tokens{store: s, byID: map[string]*domain.TokenRecord{}}
 	var err error
 	t.recs, err = store.NewAggregate(ctx, s, store.Kind[domain.TokenRecord]{
 		Name:   "token",
@@ -55,17 +54,7 @@ func Open(ctx context.Context, s *store.Store) (*Tokens, error) {
 
 func tokenRef(id string) store.Ref { return store.Ref{Key: id, Subject: streams.TokenSubject(id)} }
 
-func (t *Tokens) watch(ctx context.Context) error {
-	t.once.Do(func() {
-		go t.recs.Follow(func() { close(t.ready) }, t.remember)
-	})
-	select {
-	case <-t.ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (t *Tokens) watch(ctx context.Context) error { return t.warm.Wait(ctx, t.recs.Feed(t.remember)) }
 
 func (t *Tokens) remember(r *domain.TokenRecord) {
 	t.mu.Lock()

@@ -38,9 +38,9 @@ const MaxCommandBytes = 2 << 20
 const (
 	CommandService        = "jetflow"
 	CommandServiceVersion = "1.0.0"
-	// CommandQueueGroup is the queue group of every endpoint: one engine
+	// commandQueueGroup is the queue group of every endpoint: one engine
 	// answers each command, however many run.
-	CommandQueueGroup = "jetflow-engine"
+	commandQueueGroup = "jetflow-engine"
 )
 
 // commandVerbs are the endpoints of the service, one per verb, each on
@@ -55,7 +55,7 @@ var commandVerbs = []string{"submit", "get", "cancel", "list", "events"}
 // Nats-Service-Error and Nats-Service-Error-Code headers.
 //
 // It is a NATS micro service (CommandService) with one endpoint per verb in
-// the queue group CommandQueueGroup, so any number of engines share the
+// the queue group commandQueueGroup, so any number of engines share the
 // load. Each command runs in its own goroutine, as many at once as arrive;
 // a panic in one is answered with an internal error. A verb with no
 // endpoint is answered unknown-command by a subscription to jetflow.cmd.>
@@ -135,7 +135,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		Version:     CommandServiceVersion,
 		Description: "jetflow commands: submit, get, cancel, list, events (docs/protocol.md)",
 		Metadata:    map[string]string{"engine": c.store.Actor()},
-		QueueGroup:  CommandQueueGroup,
+		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
 			if st := run.stats[e.Name]; st != nil {
 				return st.snapshot()
@@ -170,7 +170,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 			return fail(fmt.Errorf("command endpoint %s: %w", verb, err))
 		}
 	}
-	run.unknown, err = nc.QueueSubscribe(streams.CommandPrefix+".>", CommandQueueGroup+"-unknown", func(m *nats.Msg) {
+	run.unknown, err = nc.QueueSubscribe(streams.CommandPrefix+".>", commandQueueGroup+"-unknown", func(m *nats.Msg) {
 		verb := strings.TrimPrefix(m.Subject, streams.CommandPrefix+".")
 		if run.stats[verb] != nil {
 			return // answered by its endpoint

@@ -21,9 +21,9 @@ import (
 // FanInConsumer is the durable consumer of piece events.
 const FanInConsumer = "fanin"
 
-// DefaultFanInFlush is how often a waiting parent's counts are written
+// defaultFanInFlush is how often a waiting parent's counts are written
 // while its pieces finish.
-const DefaultFanInFlush = 250 * time.Millisecond
+const defaultFanInFlush = 250 * time.Millisecond
 
 // FanIn completes fan-out parents. It is a consumer of the piece events in
 // the log, which say what became of each piece (a child job that ended, a
@@ -56,15 +56,13 @@ type FanIn struct {
 // FanInConfig configures the fan-in counter.
 type FanInConfig struct {
 	// Flush is how often a waiting parent's counts are written while its
-	// pieces finish (default DefaultFanInFlush).
+	// pieces finish (default defaultFanInFlush).
 	Flush time.Duration
 	Log   *slog.Logger
 }
 
 func (c FanInConfig) withDefaults() FanInConfig {
-	if c.Flush <= 0 {
-		c.Flush = DefaultFanInFlush
-	}
+	orDefault(&c.Flush, defaultFanInFlush)
 	return c
 }
 

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
-	"github.com/jetflow/jetflow/internal/lifecycle"
 )
 
 // Defaults of the FileSweeper.
 const (
-	DefaultFileGrace         = time.Hour
-	DefaultFileSweepInterval = 10 * time.Minute
+	defaultFileGrace         = time.Hour
+	defaultFileSweepInterval = 10 * time.Minute
 )
 
 // FileSweeper deletes files of jobs that do not exist: a submit with files
@@ -26,29 +24,24 @@ const (
 //
 // One runs at a time, under the Leader.
 type FileSweeper struct {
-	store   *store.Store
-	cfg     FileSweeperConfig
-	log     *slog.Logger
-	life    lifecycle.Loop
-	deleted atomic.Int64
+	periodic
+	store *store.Store
+	cfg   FileSweeperConfig
+	log   *slog.Logger
 }
 
 // FileSweeperConfig configures the FileSweeper.
 type FileSweeperConfig struct {
 	// Grace is how long the files of a job that does not exist are kept
-	// (default DefaultFileGrace), Interval how often the leader looks
-	// (default DefaultFileSweepInterval).
+	// (default defaultFileGrace), Interval how often the leader looks
+	// (default defaultFileSweepInterval).
 	Grace, Interval time.Duration
 	Log             *slog.Logger
 }
 
 func (c FileSweeperConfig) withDefaults() FileSweeperConfig {
-	if c.Grace <= 0 {
-		c.Grace = DefaultFileGrace
-	}
-	if c.Interval <= 0 {
-		c.Interval = DefaultFileSweepInterval
-	}
+	orDefault(&c.Grace, defaultFileGrace)
+	orDefault(&c.Interval, defaultFileSweepInterval)
 	return c
 }
 
@@ -57,26 +50,13 @@ func (c FileSweeperConfig) validate() error { return nil }
 // NewFileSweeper returns a FileSweeper.
 func NewFileSweeper(s *store.Store, cfg FileSweeperConfig) *FileSweeper {
 	cfg = cfg.withDefaults()
-	return &FileSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "files")}
-}
-
-// Deleted is how many objects this sweeper deleted.
-func (s *FileSweeper) Deleted() int64 { return s.deleted.Load() }
-
-// Start starts sweeping. Idempotent.
-func (s *FileSweeper) Start(context.Context) error {
-	if err := s.cfg.validate(); err != nil {
+	f := &FileSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "files")}
+	f.periodic = periodic{every: cfg.Interval, log: f.log, check: cfg.validate, pass: func(ctx context.Context) error {
+		_, err := f.Sweep(ctx)
 		return err
-	}
-	s.life.EveryLogged(s.cfg.Interval, s.log, func(ctx context.Context) error {
-		_, err := s.Sweep(ctx)
-		return err
-	})
-	return nil
+	}}
+	return f
 }
-
-// Stop stops sweeping. Idempotent.
-func (s *FileSweeper) Stop(ctx context.Context) { s.life.Stop(ctx) }
 
 // Sweep deletes the files of jobs that do not exist and are older than the
 // grace, once; it returns how many objects it deleted.
@@ -93,7 +73,6 @@ func (s *FileSweeper) Sweep(ctx context.Context) (int, error) {
 		return err == nil, err
 	})
 	if n > 0 {
-		s.deleted.Add(int64(n))
 		s.log.Info("swept files of jobs that do not exist", "objects", n)
 	}
 	return n, err

@@ -53,9 +53,7 @@ type LeaderConfig struct {
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
-	if c.TTL <= 0 {
-		c.TTL = DefaultLeaderTTL
-	}
+	orDefault(&c.TTL, DefaultLeaderTTL)
 	return c
 }
 

@@ -15,14 +15,13 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/internal/lifecycle"
 	"github.com/jetflow/jetflow/streams"
 )
 
-// DefaultLeaseSweepInterval is how often the LeaseSweeper looks: a job
+// defaultLeaseSweepInterval is how often the LeaseSweeper looks: a job
 // whose holder died is requeued within its lease plus this plus
 // commands.LeaseGrace.
-const DefaultLeaseSweepInterval = 3 * time.Second
+const defaultLeaseSweepInterval = 3 * time.Second
 
 // LeaseSweeper requeues claimed and running jobs whose holder stopped
 // renewing the lease (job.lease_expired_requeue; job.lease_expired, failed,
@@ -45,11 +44,10 @@ const DefaultLeaseSweepInterval = 3 * time.Second
 // redelivered item judges the lease the same way, and the revision-checked
 // write makes sure only one of them writes off a lease.
 type LeaseSweeper struct {
+	periodic
 	store   *store.Store
 	cfg     LeaseSweeperConfig
 	log     *slog.Logger
-	life    lifecycle.Loop
-	expired atomic.Int64
 	rescued atomic.Int64
 
 	mu       sync.Mutex // one pass at a time; guards what follows
@@ -60,14 +58,12 @@ type LeaseSweeper struct {
 
 // LeaseSweeperConfig configures the LeaseSweeper.
 type LeaseSweeperConfig struct {
-	Interval time.Duration // how often it looks (default DefaultLeaseSweepInterval)
+	Interval time.Duration // how often it looks (default defaultLeaseSweepInterval)
 	Log      *slog.Logger
 }
 
 func (c LeaseSweeperConfig) withDefaults() LeaseSweeperConfig {
-	if c.Interval <= 0 {
-		c.Interval = DefaultLeaseSweepInterval
-	}
+	orDefault(&c.Interval, defaultLeaseSweepInterval)
 	return c
 }
 
@@ -79,34 +75,20 @@ const strandedEvery = 5
 // NewLeaseSweeper returns a LeaseSweeper.
 func NewLeaseSweeper(s *store.Store, cfg LeaseSweeperConfig) *LeaseSweeper {
 	cfg = cfg.withDefaults()
-	return &LeaseSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "leases")}
-}
-
-// Expired is how many leases this sweeper wrote off.
-func (l *LeaseSweeper) Expired() int64 { return l.expired.Load() }
-
-// Rescued is how many stranded work items this sweeper put back.
-func (l *LeaseSweeper) Rescued() int64 { return l.rescued.Load() }
-
-// Start starts sweeping. Idempotent.
-func (l *LeaseSweeper) Start(context.Context) error {
-	if err := l.cfg.validate(); err != nil {
+	l := &LeaseSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "leases")}
+	l.periodic = periodic{every: cfg.Interval, log: l.log, check: cfg.validate, pass: func(ctx context.Context) error {
+		_, err := l.Sweep(ctx)
 		return err
-	}
-	if !l.life.Running() {
+	}, begin: func() {
 		l.mu.Lock()
 		l.since, l.passes, l.suspects = time.Now(), 0, nil
 		l.mu.Unlock()
-	}
-	l.life.EveryLogged(l.cfg.Interval, l.log, func(ctx context.Context) error {
-		_, err := l.Sweep(ctx)
-		return err
-	})
-	return nil
+	}}
+	return l
 }
 
-// Stop stops sweeping. Idempotent.
-func (l *LeaseSweeper) Stop(ctx context.Context) { l.life.Stop(ctx) }
+// Rescued is how many stranded work items this sweeper put back.
+func (l *LeaseSweeper) Rescued() int64 { return l.rescued.Load() }
 
 // inFlight is a work item delivered and not acked.
 type inFlight struct {
@@ -267,7 +249,6 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapsh
 		return false
 	}
 	_ = l.store.NC().Publish(streams.CancelSubject, []byte(it.job))
-	l.expired.Add(1)
 	l.log.Info("lease expired", "job", it.job, "worker", cur.Job.Worker, "event", ev.Type)
 	return true
 }

@@ -20,8 +20,8 @@ import (
 // Defaults of ProjectorConfig.
 const (
 	DefaultProjectorLag   = 2 * time.Second
-	DefaultProjectorBatch = 1000
-	ProjectorConsumer     = "projector"
+	defaultProjectorBatch = 1000
+	projectorConsumer     = "projector"
 )
 
 // ProjectorConfig configures the Projector.
@@ -57,12 +57,8 @@ type Projector struct {
 }
 
 func (c ProjectorConfig) withDefaults() ProjectorConfig {
-	if c.Lag <= 0 {
-		c.Lag = DefaultProjectorLag
-	}
-	if c.Batch <= 0 {
-		c.Batch = DefaultProjectorBatch
-	}
+	orDefault(&c.Lag, DefaultProjectorLag)
+	orDefault(&c.Batch, defaultProjectorBatch)
 	return c
 }
 
@@ -81,7 +77,7 @@ func (p *Projector) Start(ctx context.Context) error {
 			return nil, err
 		}
 		cons, err := p.store.JS().CreateOrUpdateConsumer(ctx, streams.EventsStream, jetstream.ConsumerConfig{
-			Durable:       ProjectorConsumer,
+			Durable:       projectorConsumer,
 			Description:   "jetflow job projection: verifies and repairs the jobs bucket",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       p.cfg.Lag + time.Minute,

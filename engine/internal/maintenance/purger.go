@@ -11,12 +11,11 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/internal/lifecycle"
 )
 
 // Defaults of PurgerConfig.
 const (
-	DefaultPurgeInterval = 10 * time.Minute
+	defaultPurgeInterval = 10 * time.Minute
 	DefaultPurgeMax      = 1000
 	// purgeScanFactor: a scan of the jobs bucket keeps up to Max times
 	// this many expired ids, which the passes after it work off without
@@ -46,15 +45,9 @@ type Namespaces interface {
 }
 
 func (c PurgerConfig) withDefaults() PurgerConfig {
-	if c.Retention <= 0 {
-		c.Retention = commands.DefaultRetention
-	}
-	if c.Interval <= 0 {
-		c.Interval = DefaultPurgeInterval
-	}
-	if c.Max <= 0 {
-		c.Max = DefaultPurgeMax
-	}
+	orDefault(&c.Retention, commands.DefaultRetention)
+	orDefault(&c.Interval, defaultPurgeInterval)
+	orDefault(&c.Max, DefaultPurgeMax)
 	return c
 }
 
@@ -74,10 +67,10 @@ func (c PurgerConfig) validate() error {
 //
 // One Purger runs at a time, under a Leader.
 type Purger struct {
+	periodic
 	store  *store.Store
 	cfg    PurgerConfig
 	log    *slog.Logger
-	life   lifecycle.Loop
 	purged atomic.Int64
 
 	mu    sync.Mutex
@@ -87,20 +80,13 @@ type Purger struct {
 // NewPurger returns a Purger.
 func NewPurger(s *store.Store, cfg PurgerConfig) *Purger {
 	cfg = cfg.withDefaults()
-	return &Purger{store: s, cfg: cfg, log: logger(cfg.Log, "purger")}
+	p := &Purger{store: s, cfg: cfg, log: logger(cfg.Log, "purger")}
+	p.periodic = periodic{every: cfg.Interval, log: p.log, check: cfg.validate, pass: p.drain}
+	return p
 }
 
 // Purged is how many jobs this purger purged.
 func (p *Purger) Purged() int64 { return p.purged.Load() }
-
-// Start starts purging. Idempotent.
-func (p *Purger) Start(context.Context) error {
-	if err := p.cfg.validate(); err != nil {
-		return err
-	}
-	p.life.EveryLogged(p.cfg.Interval, p.log, p.drain)
-	return nil
-}
 
 // drain runs passes until one finds fewer than Max jobs to purge. Between
 // two it pauses as long as the last one took, so that a backlog is worked
@@ -125,9 +111,6 @@ func (p *Purger) queued() int {
 	defer p.mu.Unlock()
 	return len(p.queue)
 }
-
-// Stop stops purging. Idempotent.
-func (p *Purger) Stop(ctx context.Context) { p.life.Stop(ctx) }
 
 // retention is the retention of namespace ns.
 func (p *Purger) retention(ctx context.Context, ns string) time.Duration {

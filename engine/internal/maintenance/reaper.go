@@ -9,14 +9,13 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/internal/lifecycle"
 )
 
 // Defaults of ReaperConfig.
 const (
-	DefaultReaperInterval = 10 * time.Second
-	DefaultReaperGrace    = time.Minute
-	DefaultStallTimeout   = time.Hour
+	defaultReaperInterval = 10 * time.Second
+	defaultReaperGrace    = time.Minute
+	defaultStallTimeout   = time.Hour
 )
 
 // ReaperConfig configures the Reaper.
@@ -33,15 +32,9 @@ type ReaperConfig struct {
 }
 
 func (c ReaperConfig) withDefaults() ReaperConfig {
-	if c.Interval <= 0 {
-		c.Interval = DefaultReaperInterval
-	}
-	if c.Grace <= 0 {
-		c.Grace = DefaultReaperGrace
-	}
-	if c.StallTimeout <= 0 {
-		c.StallTimeout = DefaultStallTimeout
-	}
+	orDefault(&c.Interval, defaultReaperInterval)
+	orDefault(&c.Grace, defaultReaperGrace)
+	orDefault(&c.StallTimeout, defaultStallTimeout)
 	return c
 }
 
@@ -57,29 +50,19 @@ func (c ReaperConfig) validate() error { return nil }
 //
 // One Reaper runs at a time, under a Leader.
 type Reaper struct {
+	periodic
 	store *store.Store
 	cfg   ReaperConfig
 	log   *slog.Logger
-	life  lifecycle.Loop
 }
 
 // NewReaper returns a Reaper.
 func NewReaper(s *store.Store, cfg ReaperConfig) *Reaper {
 	cfg = cfg.withDefaults()
-	return &Reaper{store: s, cfg: cfg, log: logger(cfg.Log, "reaper")}
+	r := &Reaper{store: s, cfg: cfg, log: logger(cfg.Log, "reaper")}
+	r.periodic = periodic{every: cfg.Interval, log: r.log, check: cfg.validate, pass: r.Scan}
+	return r
 }
-
-// Start starts scanning. Idempotent.
-func (r *Reaper) Start(context.Context) error {
-	if err := r.cfg.validate(); err != nil {
-		return err
-	}
-	r.life.EveryLogged(r.cfg.Interval, r.log, r.Scan)
-	return nil
-}
-
-// Stop stops scanning. Idempotent.
-func (r *Reaper) Stop(ctx context.Context) { r.life.Stop(ctx) }
 
 func (r *Reaper) policy() commands.ReapPolicy {
 	return commands.ReapPolicy{Grace: r.cfg.Grace, StallTimeout: r.cfg.StallTimeout}

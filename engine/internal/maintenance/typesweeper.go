@@ -12,12 +12,11 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/registry"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/internal/lifecycle"
 )
 
 // Defaults of the TypeSweeper.
 const (
-	DefaultTypeGrace         = 10 * time.Minute
+	defaultTypeGrace         = 10 * time.Minute
 	DefaultTypeSweepInterval = time.Minute
 )
 
@@ -31,10 +30,10 @@ const (
 // One runs at a time, under the Leader; a new leader starts the grace
 // again.
 type TypeSweeper struct {
+	periodic
 	store *store.Store
 	cfg   TypeSweeperConfig
 	log   *slog.Logger
-	life  lifecycle.Loop
 
 	mu      sync.Mutex
 	unused  map[string]time.Time // full name -> since when it has had no worker
@@ -44,7 +43,7 @@ type TypeSweeper struct {
 // TypeSweeperConfig configures the TypeSweeper.
 type TypeSweeperConfig struct {
 	// Grace is how long a type may go without workers and jobs before it is
-	// soft-deleted (default DefaultTypeGrace), Interval how often the leader
+	// soft-deleted (default defaultTypeGrace), Interval how often the leader
 	// looks (default DefaultTypeSweepInterval).
 	Grace, Interval time.Duration
 	// Types is the type registry.
@@ -53,12 +52,8 @@ type TypeSweeperConfig struct {
 }
 
 func (c TypeSweeperConfig) withDefaults() TypeSweeperConfig {
-	if c.Grace <= 0 {
-		c.Grace = DefaultTypeGrace
-	}
-	if c.Interval <= 0 {
-		c.Interval = DefaultTypeSweepInterval
-	}
+	orDefault(&c.Grace, defaultTypeGrace)
+	orDefault(&c.Interval, DefaultTypeSweepInterval)
 	return c
 }
 
@@ -72,29 +67,20 @@ func (c TypeSweeperConfig) validate() error {
 // NewTypeSweeper returns a TypeSweeper.
 func NewTypeSweeper(s *store.Store, cfg TypeSweeperConfig) *TypeSweeper {
 	cfg = cfg.withDefaults()
-	return &TypeSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "types"), unused: map[string]time.Time{}}
+	t := &TypeSweeper{store: s, cfg: cfg, log: logger(cfg.Log, "types"), unused: map[string]time.Time{}}
+	t.periodic = periodic{every: cfg.Interval, log: t.log, check: cfg.validate, pass: func(ctx context.Context) error {
+		_, err := t.Sweep(ctx)
+		return err
+	}, begin: func() {
+		t.mu.Lock()
+		t.unused = map[string]time.Time{} // a new term starts the grace again
+		t.mu.Unlock()
+	}}
+	return t
 }
 
 // Deleted is how many types this sweeper soft-deleted.
 func (s *TypeSweeper) Deleted() int64 { return s.deleted.Load() }
-
-// Start starts sweeping. Idempotent.
-func (s *TypeSweeper) Start(context.Context) error {
-	if err := s.cfg.validate(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.unused = map[string]time.Time{} // a new term starts the grace again
-	s.mu.Unlock()
-	s.life.EveryLogged(s.cfg.Interval, s.log, func(ctx context.Context) error {
-		_, err := s.Sweep(ctx)
-		return err
-	})
-	return nil
-}
-
-// Stop stops sweeping. Idempotent.
-func (s *TypeSweeper) Stop(ctx context.Context) { s.life.Stop(ctx) }
 
 // Sweep looks at every active type once and deletes those unused for the
 // grace; it returns how many it deleted.

@@ -21,11 +21,11 @@ const (
 	InvalidInput      = "invalid-input"
 	NotFound          = "not-found"
 	InvalidTransition = "invalid-transition"
-	Conflict          = "conflict"
+	conflict          = "conflict"
 	NotClaimant       = "not-claimant"
 	BadCommand        = "bad-command"
 	UnknownCommand    = "unknown-command"
-	Timeout           = "timeout"
+	timeout           = "timeout"
 	Internal          = "internal"
 
 	// The HTTP API's own.
@@ -61,11 +61,11 @@ var titles = map[string]string{
 	NotFound:          "Not found",
 	Gone:              "Gone: purged by retention",
 	InvalidTransition: "Invalid transition",
-	Conflict:          "Conflict",
+	conflict:          "Conflict",
 	NotClaimant:       "Not the claimant",
 	BadCommand:        "Bad command",
 	UnknownCommand:    "Unknown command",
-	Timeout:           "Timeout",
+	timeout:           "Timeout",
 	Internal:          "Internal error",
 
 	MalformedRequest:     "Malformed request",
@@ -162,11 +162,11 @@ func (p *Problem) Is(target error) bool {
 	case commands.ErrNotClaimant:
 		return p.Type == NotClaimant
 	case commands.ErrConflict:
-		return p.Type == Conflict || p.Type == "schema-conflict" || p.Type == "type-limit"
+		return p.Type == conflict || p.Type == "schema-conflict" || p.Type == "type-limit"
 	case commands.ErrDenied:
 		return p.Type == "unauthenticated" || p.Type == "forbidden" || p.Type == "user-not-allowed"
 	case context.DeadlineExceeded:
-		return p.Type == Timeout
+		return p.Type == timeout
 	}
 	return false
 }
@@ -181,14 +181,14 @@ func New(slug string, status int, detail string) *Problem {
 }
 
 // Of turns any error into a problem: a *Problem as it is, a command
-// or engine error by Classify, naming the field of an input error and the
+// or engine error by classify, naming the field of an input error and the
 // state of a refused transition.
 func Of(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
 	}
-	slug, status := Classify(err)
+	slug, status := classify(err)
 	pr := New(slug, status, err.Error())
 	var in *commands.InputError
 	if errors.As(err, &in) {
@@ -211,9 +211,9 @@ func Of(err error) *Problem {
 	return pr
 }
 
-// Classify maps an error to its problem slug and status (an HTTP status
+// classify maps an error to its problem slug and status (an HTTP status
 // code).
-func Classify(err error) (slug string, status int) {
+func classify(err error) (slug string, status int) {
 	if slug := commands.RegistrySlug(err); slug != "" {
 		return slug, registryStatus[slug]
 	}
@@ -229,9 +229,9 @@ func Classify(err error) (slug string, status int) {
 	case errors.Is(err, commands.ErrInvalidTransition):
 		return InvalidTransition, 409
 	case errors.Is(err, domain.ErrConflict):
-		return Conflict, 409
+		return conflict, 409
 	case errors.Is(err, context.DeadlineExceeded):
-		return Timeout, 504
+		return timeout, 504
 	}
 	return Internal, 500
 }

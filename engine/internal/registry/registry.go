@@ -36,8 +36,7 @@ type Registry struct {
 	// commands.MaxTypesPerScope.
 	MaxTypes int
 
-	once    sync.Once
-	ready   chan struct{}
+	warm    store.Warm
 	mu      sync.RWMutex
 	byName  map[string]*domain.TypeRecord // by full name
 	spaces  map[string]*domain.NamespaceRecord
@@ -52,7 +51,7 @@ type compiledSchema struct {
 // Open opens the registry of a store, and makes the store resolve the
 // types of its submits with it.
 func Open(ctx context.Context, s *store.Store) (*Registry, error) {
-	r := &Registry{store: s, ready: make(chan struct{}),
+	r := &Registry{store: s,
 		byName: map[string]*domain.TypeRecord{}, spaces: map[string]*domain.NamespaceRecord{},
 		schemas: map[string]*compiledSchema{}}
 	var err error
@@ -104,19 +103,7 @@ func namespaceRef(ns string) store.Ref {
 // watch starts, once, the watches that keep the cache current, and waits
 // for their first full read.
 func (r *Registry) watch(ctx context.Context) error {
-	r.once.Do(func() {
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go r.types.Follow(wg.Done, r.remember)
-		go r.nss.Follow(wg.Done, r.rememberNamespace)
-		go func() { wg.Wait(); close(r.ready) }()
-	})
-	select {
-	case <-r.ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r.warm.Wait(ctx, r.types.Feed(r.remember), r.nss.Feed(r.rememberNamespace))
 }
 
 func (r *Registry) remember(t *domain.TypeRecord) {

@@ -44,16 +44,16 @@ type Remote struct {
 const (
 	MaxRemoteTypes  = 64
 	MaxRemoteQueues = 16
-	MaxRemotePairs  = 256 // types × queues
+	maxRemotePairs  = 256 // types × queues
 )
 
 // CheckRemoteScope refuses a worker scope over the limits with a
 // *commands.InputError on "types".
 func CheckRemoteScope(queues, types []string) error {
-	if len(types) > MaxRemoteTypes || len(queues) > MaxRemoteQueues || len(types)*max(len(queues), 1) > MaxRemotePairs {
+	if len(types) > MaxRemoteTypes || len(queues) > MaxRemoteQueues || len(types)*max(len(queues), 1) > maxRemotePairs {
 		return &commands.InputError{Field: "types", Reason: fmt.Sprintf(
 			"%d types on %d queues: at most %d types, %d queues and %d types × queues",
-			len(types), len(queues), MaxRemoteTypes, MaxRemoteQueues, MaxRemotePairs)}
+			len(types), len(queues), MaxRemoteTypes, MaxRemoteQueues, maxRemotePairs)}
 	}
 	return nil
 }
@@ -71,9 +71,6 @@ func New(s *store.Store, lease time.Duration, log *slog.Logger) *Remote {
 	return &Remote{store: s, lease: lease, log: log.With("component", "remote"),
 		ensured: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{}}
 }
-
-// Lease is how long a remote claim lasts without a heartbeat.
-func (r *Remote) Lease() time.Duration { return r.lease }
 
 type runConsumer struct {
 	queue, jobType, subject string

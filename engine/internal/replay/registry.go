@@ -13,8 +13,8 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// RebuildRegistry folds every registry event of the log.
-func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*projections.Registry, error) {
+// rebuildRegistry folds every registry event of the log.
+func rebuildRegistry(ctx context.Context, js jetstream.JetStream) (*projections.Registry, error) {
 	reg := projections.NewRegistry()
 	_, err := streams.ReadSubject(ctx, js.Conn(), streams.EventsStream, streams.RegistryPrefix+".>", 1, func(seq uint64, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
@@ -31,96 +31,87 @@ func RebuildRegistry(ctx context.Context, js jetstream.JetStream) (*projections.
 // behind the log (its writer crashed before projecting) is repaired by the
 // next read of it; it counts as a difference here all the same.
 func verifyRegistry(ctx context.Context, js jetstream.JetStream) ([]projections.Diff, int, error) {
-	reg, err := RebuildRegistry(ctx, js)
+	reg, err := rebuildRegistry(ctx, js)
 	if err != nil {
 		return nil, 0, err
 	}
 	var diffs []projections.Diff
-	types, err := js.KeyValue(ctx, streams.TypesBucket)
+	types := map[string]*domain.TypeRecord{}
+	for _, t := range reg.Types {
+		types[streams.TypeKey(t.Scope, t.Category, t.Name)] = t
+	}
+	err = errors.Join(
+		verifyBucket(ctx, js, streams.TypesBucket, types, &diffs, "in the log, missing from the types bucket",
+			func(key string, t *domain.TypeRecord) string { return "type " + t.FullName() },
+			func(got, want *domain.TypeRecord) string {
+				if got.Seq != want.Seq || got.Deleted != want.Deleted || !bytes.Equal(got.Schema, want.Schema) || got.Description != want.Description {
+					return fmt.Sprintf("record at event %d (deleted %v), log at %d (deleted %v), or another schema", got.Seq, got.Deleted, want.Seq, want.Deleted)
+				}
+				return ""
+			}),
+		verifyBucket(ctx, js, streams.NamespacesBucket, reg.Namespaces, &diffs, "in the log, missing from the namespaces bucket",
+			func(ns string, _ *domain.NamespaceRecord) string { return "namespace " + ns },
+			func(got, want *domain.NamespaceRecord) string {
+				if got.Seq != want.Seq || got.Settings != want.Settings {
+					return fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)
+				}
+				return ""
+			}),
+		verifyBucket(ctx, js, streams.TokensBucket, reg.Tokens, &diffs, "in the log, missing from the tokens bucket",
+			func(id string, _ *domain.TokenRecord) string { return "token " + id },
+			func(got, want *domain.TokenRecord) string {
+				if got.Seq != want.Seq || got.Revoked != want.Revoked || got.Hash != want.Hash || got.Role != want.Role || got.Namespace != want.Namespace {
+					return fmt.Sprintf("record at event %d (revoked %v), log at %d (revoked %v)", got.Seq, got.Revoked, want.Seq, want.Revoked)
+				}
+				return ""
+			}),
+	)
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, want := range reg.Types {
-		e, err := types.Get(ctx, streams.TypeKey(want.Scope, want.Category, want.Name))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, projections.Diff{ID: "type " + want.FullName(), Reason: "in the log, missing from the types bucket"})
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var got domain.TypeRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Deleted != want.Deleted || !bytes.Equal(got.Schema, want.Schema) || got.Description != want.Description {
-			diffs = append(diffs, projections.Diff{ID: "type " + want.FullName(), Reason: fmt.Sprintf(
-				"record at event %d (deleted %v), log at %d (deleted %v), or another schema", got.Seq, got.Deleted, want.Seq, want.Deleted)})
-		}
+	queues := map[string]*domain.QueueRecord{}
+	for name, q := range reg.Queues {
+		queues[name] = &q
 	}
-	nss, err := js.KeyValue(ctx, streams.NamespacesBucket)
+	err = verifyBucket(ctx, js, streams.QueuesBucket, queues, &diffs, "limits in the log, queue missing from the queues bucket",
+		func(name string, _ *domain.QueueRecord) string { return "queue " + name },
+		func(got, want *domain.QueueRecord) string {
+			if got.LimitsSeq != want.LimitsSeq || got.Limits != want.Limits {
+				return fmt.Sprintf("limits %+v at event %d, log says %+v at %d", got.Limits, got.LimitsSeq, want.Limits, want.LimitsSeq)
+			}
+			return ""
+		})
 	if err != nil {
 		return nil, 0, err
-	}
-	for ns, want := range reg.Namespaces {
-		e, err := nss.Get(ctx, ns)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, projections.Diff{ID: "namespace " + ns, Reason: "in the log, missing from the namespaces bucket"})
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var got domain.NamespaceRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Settings != want.Settings {
-			diffs = append(diffs, projections.Diff{ID: "namespace " + ns, Reason: fmt.Sprintf("record at event %d, log at %d", got.Seq, want.Seq)})
-		}
-	}
-	toks, err := js.KeyValue(ctx, streams.TokensBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for id, want := range reg.Tokens {
-		e, err := toks.Get(ctx, id)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, projections.Diff{ID: "token " + id, Reason: "in the log, missing from the tokens bucket"})
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var got domain.TokenRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.Seq != want.Seq || got.Revoked != want.Revoked || got.Hash != want.Hash || got.Role != want.Role || got.Namespace != want.Namespace {
-			diffs = append(diffs, projections.Diff{ID: "token " + id, Reason: fmt.Sprintf("record at event %d (revoked %v), log at %d (revoked %v)", got.Seq, got.Revoked, want.Seq, want.Revoked)})
-		}
-	}
-	qs, err := js.KeyValue(ctx, streams.QueuesBucket)
-	if err != nil {
-		return nil, 0, err
-	}
-	for name, want := range reg.Queues {
-		e, err := qs.Get(ctx, name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			diffs = append(diffs, projections.Diff{ID: "queue " + name, Reason: "limits in the log, queue missing from the queues bucket"})
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var got domain.QueueRecord
-		if err := streams.Unmarshal(e.Value(), &got); err != nil {
-			return nil, 0, err
-		}
-		if got.LimitsSeq != want.LimitsSeq || got.Limits != want.Limits {
-			diffs = append(diffs, projections.Diff{ID: "queue " + name, Reason: fmt.Sprintf("limits %+v at event %d, log says %+v at %d",
-				got.Limits, got.LimitsSeq, want.Limits, want.LimitsSeq)})
-		}
 	}
 	return diffs, len(reg.Types) + len(reg.Namespaces) + len(reg.Tokens) + len(reg.Queues), nil
+}
+
+// verifyBucket compares the records of a bucket with what the log says
+// they are (want, by key), adding a difference to diffs for each that is
+// missing (saying missing) or differs (differ says how, "" if not).
+func verifyBucket[R any](ctx context.Context, js jetstream.JetStream, bucket string, want map[string]*R, diffs *[]projections.Diff,
+	missing string, id func(key string, want *R) string, differ func(got, want *R) string) error {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	for key, w := range want {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			*diffs = append(*diffs, projections.Diff{ID: id(key, w), Reason: missing})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var got R
+		if err := streams.Unmarshal(e.Value(), &got); err != nil {
+			return err
+		}
+		if reason := differ(&got, w); reason != "" {
+			*diffs = append(*diffs, projections.Diff{ID: id(key, w), Reason: reason})
+		}
+	}
+	return nil
 }

@@ -66,7 +66,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 		if !streams.IsJobSubject(m.Subject()) {
 			// Piece events are facts about a parent's pieces, not its
 			// transitions (CountPieces folds them); registry events are
-			// folded by RebuildRegistry.
+			// folded by rebuildRegistry.
 			if meta.Sequence.Stream >= upTo {
 				break
 			}
@@ -384,7 +384,7 @@ func slotDiffs(want, got map[string]commands.Counts) []projections.Diff {
 // differ are compared again after settle, on a new rebuild (the system may
 // have been moving).
 func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*domain.Job, settle time.Duration, rep *projections.Report) error {
-	reg, err := RebuildRegistry(ctx, js)
+	reg, err := rebuildRegistry(ctx, js)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func (r *Runtime) receiveBatch(msg jetstream.Msg) {
 }
 
 // processBatch runs one batch, then settles it: its outcome is classified
-// as a job's is (ClassifyOutcome), decided by commands.DecideBatch, and
+// as a job's is (classifyOutcome), decided by commands.DecideBatch, and
 // recorded as a piece event of its parent before the item is acked.
 func (r *Runtime) processBatch(msg jetstream.Msg) {
 	ctx := context.Background()
@@ -93,7 +93,7 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 	delete(r.batches, key)
 	r.mu.Unlock()
 
-	o, _ := ClassifyOutcome(nil, herr, cause, item.Timeout)
+	o, _ := classifyOutcome(nil, herr, cause, item.Timeout)
 	r.settleBatch(ctx, msg, &item, attempt, commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled)))
 }
 

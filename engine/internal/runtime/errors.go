@@ -25,9 +25,9 @@ func (e *RetryLaterError) Error() string {
 	return fmt.Sprintf("retry later (in %s): %s", e.Delay, e.Reason)
 }
 
-// CodedError is an error with a stable code, matched against a job's
+// codedError is an error with a stable code, matched against a job's
 // retry_on and no_retry_on lists and shown as error.code.
-type CodedError interface {
+type codedError interface {
 	error
 	Code() string
 }
@@ -43,8 +43,8 @@ const (
 var (
 	// ErrJobCancelled: the job was cancelled while its handler ran.
 	ErrJobCancelled = errors.New("jetflow: job cancelled")
-	// ErrLeaseLost: the job's lease went to another worker.
-	ErrLeaseLost = errors.New("jetflow: lease lost")
+	// errLeaseLost: the job's lease went to another worker.
+	errLeaseLost = errors.New("jetflow: lease lost")
 	// ErrShutdown: the worker is shutting down; the job will be requeued.
 	ErrShutdown = errors.New("jetflow: worker shutting down")
 	// ErrTimeout: the job's execution timeout passed.
@@ -52,7 +52,7 @@ var (
 )
 
 func errorCode(err error) string {
-	var ce CodedError
+	var ce codedError
 	if errors.As(err, &ce) && ce.Code() != "" {
 		return ce.Code()
 	}

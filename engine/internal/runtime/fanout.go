@@ -13,8 +13,8 @@ import (
 
 // Defaults of a fan-out of batches.
 const (
-	DefaultBatchMaxRetries = 3
-	DefaultBatchBackoff    = time.Second
+	defaultBatchMaxRetries = 3
+	defaultBatchBackoff    = time.Second
 )
 
 // FanOut is what a coordinator handler returns, as its error, to defer its
@@ -109,13 +109,13 @@ func (r *Runtime) sendBatches(ctx context.Context, parent *domain.Job, plan doma
 	if err := r.store.Queues().Ensure(ctx, plan.BatchQueue); err != nil {
 		return err
 	}
-	maxRetries := DefaultBatchMaxRetries
+	maxRetries := defaultBatchMaxRetries
 	if f.BatchMaxRetries != nil {
 		maxRetries = *f.BatchMaxRetries
 	}
 	backoff := f.BatchBackoff
 	if backoff <= 0 {
-		backoff = DefaultBatchBackoff
+		backoff = defaultBatchBackoff
 	}
 	timeout := f.BatchTimeout
 	if timeout <= 0 {

@@ -15,7 +15,7 @@ import (
 // and outside it:
 //
 //  1. classify: what a handler returned, and why its context ended, become
-//     a commands.Outcome (ClassifyOutcome; a remote worker's report is one
+//     a commands.Outcome (classifyOutcome; a remote worker's report is one
 //     already, commands.Report);
 //  2. record: the outcome is decided on the job as it is (Outcome.Decide,
 //     under the attempt's guard), appended, projected and dispatched
@@ -23,11 +23,11 @@ import (
 //     (Store.record). A batch's outcome is decided by commands.DecideBatch
 //     and recorded as a piece event of its parent (Runtime.settleBatch).
 
-// ClassifyOutcome tells how an attempt ended from its handler's result and error
+// classifyOutcome tells how an attempt ended from its handler's result and error
 // and the cause of its context's end: the one place where error kinds, a
 // timeout and a panic are told apart. A *FanOut is returned as it is, for
 // the runtime to make the pieces before the job waits.
-func ClassifyOutcome(result []byte, herr, cause error, timeout time.Duration) (commands.Outcome, *FanOut) {
+func classifyOutcome(result []byte, herr, cause error, timeout time.Duration) (commands.Outcome, *FanOut) {
 	var rl *RetryLaterError
 	var fo *FanOut
 	switch {
@@ -44,7 +44,7 @@ func ClassifyOutcome(result []byte, herr, cause error, timeout time.Duration) (c
 	case errors.Is(herr, store.ErrParentGone):
 		return commands.Outcome{Kind: commands.ParentEnded, Reason: store.ErrParentGone.Error()}, nil
 	case errors.As(herr, &fo):
-		if !errors.Is(cause, ErrJobCancelled) && !errors.Is(cause, ErrLeaseLost) {
+		if !errors.Is(cause, ErrJobCancelled) && !errors.Is(cause, errLeaseLost) {
 			return commands.Outcome{Kind: commands.Waiting}, fo
 		}
 		herr = cause // the attempt no longer holds its job: it makes no pieces

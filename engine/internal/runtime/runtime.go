@@ -19,7 +19,7 @@ import (
 )
 
 // Handler runs one attempt of a job and returns its JSON result. The
-// control-flow errors are *PermanentError, *RetryLaterError and CodedError;
+// control-flow errors are *PermanentError, *RetryLaterError and codedError;
 // any other error is retried with backoff while retries are left.
 type Handler func(ctx context.Context, t *Task) ([]byte, error)
 
@@ -338,7 +338,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	if old := r.inflight[snap.Job.ID]; old != nil {
 		// This runtime ran the job before under an item whose lease lapsed
 		// (cut off from NATS, it missed the notice): that run lost the job.
-		old.cancel(ErrLeaseLost)
+		old.cancel(errLeaseLost)
 	}
 	r.inflight[snap.Job.ID] = rn
 	r.held.Store(snap.Job.ID, struct{}{})
@@ -381,20 +381,20 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	r.mu.Unlock()
 }
 
-// complete records how an attempt ended (ClassifyOutcome, then
+// complete records how an attempt ended (classifyOutcome, then
 // Store.RecordOutcome)
 // and settles its work item.
 func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, cause error) {
 	rn.flushProgress(ctx) // the last progress is recorded before the outcome
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
-	o, fo := ClassifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
+	o, fo := classifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
 	children := 0 // children this attempt made, or may have made
 	if fo != nil {
 		children = len(fo.Children)
 		plan, err := r.fanOut(ctx, rn, fo)
 		if err != nil {
-			o, _ = ClassifyOutcome(nil, err, nil, 0) // making the pieces failed: an ordinary failed attempt
+			o, _ = classifyOutcome(nil, err, nil, 0) // making the pieces failed: an ordinary failed attempt
 		} else {
 			o.Plan = &plan
 		}
@@ -480,7 +480,7 @@ func (r *Runtime) checkRun(rn *run) {
 	if j.State == domain.StateCancelled {
 		rn.cancel(ErrJobCancelled)
 	} else {
-		rn.cancel(ErrLeaseLost)
+		rn.cancel(errLeaseLost)
 	}
 }
 

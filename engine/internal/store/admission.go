@@ -19,10 +19,10 @@ type AdmissionPlace struct {
 	Hold *domain.Hold `json:"hold,omitempty"`
 }
 
-// AdmissionPlaceOf asks the leading engine's Admitter where pending job id
+// admissionPlaceOf asks the leading engine's Admitter where pending job id
 // stands; false if no admitter answered in time or the job is not pending
 // there.
-func (s *Store) AdmissionPlaceOf(ctx context.Context, id string) (AdmissionPlace, bool) {
+func (s *Store) admissionPlaceOf(ctx context.Context, id string) (AdmissionPlace, bool) {
 	var p AdmissionPlace
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()

@@ -252,10 +252,10 @@ func (a *Aggregate[R]) forget(ctx context.Context, key string, v Version[R]) err
 		return nil
 	}
 	if err := a.kv.Delete(ctx, key, jetstream.LastRevision(v.Rev)); err != nil {
-		return fmt.Errorf("delete the record of ended %s %s: %w", a.k.Name, key, err)
+		return fmt.Errorf("delete the record of purged %s %s: %w", a.k.Name, key, err)
 	}
 	a.s.repairs.Add(1)
-	a.s.Log.Info("record of an ended "+a.k.Name+" deleted", a.k.Name, key)
+	a.s.Log.Info("record of a purged "+a.k.Name+" deleted", a.k.Name, key)
 	return nil
 }
 
@@ -484,11 +484,11 @@ func (s *Store) appendAsync(subject string, ev *domain.Event, expect uint64, exp
 		jetstream.WithExpectLastSequenceForSubject(expect, expectOn))
 }
 
-// Follow calls fn with every record of the bucket, then with every change,
+// follow calls fn with every record of the bucket, then with every change,
 // for as long as the store's connection lives (a watch, started again
 // when NATS comes back); ready is called once the records there were at
 // the start were read (or the connection closed first).
-func (a *Aggregate[R]) Follow(ready func(), fn func(rec *R)) {
+func (a *Aggregate[R]) follow(ready func(), fn func(rec *R)) {
 	synced := false
 	for !a.s.nc.IsClosed() {
 		w, err := a.kv.WatchAll(context.Background(), jetstream.IgnoreDeletes())
@@ -515,8 +515,8 @@ func (a *Aggregate[R]) Follow(ready func(), fn func(rec *R)) {
 	}
 }
 
-// All reads every record of the bucket once.
-func (a *Aggregate[R]) All(ctx context.Context) ([]*R, error) {
+// all reads every record of the bucket once.
+func (a *Aggregate[R]) all(ctx context.Context) ([]*R, error) {
 	var out []*R
 	err := scan(ctx, a.kv, func(e jetstream.KeyValueEntry) {
 		if rec, err := a.k.Decode(e.Value()); err == nil {

@@ -39,10 +39,10 @@ const (
 	DefaultMaxAckPending = 4096
 )
 
-// RunConsumerConfig is the durable consumer that all workers of one job
+// runConsumerConfig is the durable consumer that all workers of one job
 // type on a queue share: its AckWait is the lease of a running job, its
 // MaxAckPending the cluster-wide limit of jobs of that type in flight.
-func RunConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+func runConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName(jobType),
 		Description:   "jetflow workers of " + jobType,
@@ -54,9 +54,9 @@ func RunConsumerConfig(queue, jobType string, lease time.Duration, maxAckPending
 	}
 }
 
-// BatchConsumerConfig is RunConsumerConfig for the batches of a batch type.
+// BatchConsumerConfig is runConsumerConfig for the batches of a batch type.
 func BatchConsumerConfig(queue, batchType string, lease time.Duration, maxAckPending int) jetstream.ConsumerConfig {
-	cfg := RunConsumerConfig(queue, batchType, lease, maxAckPending)
+	cfg := runConsumerConfig(queue, batchType, lease, maxAckPending)
 	cfg.Durable = BatchConsumerName(batchType)
 	cfg.Description = "jetflow workers of batches " + batchType
 	cfg.FilterSubject = streams.BatchFilter(queue, batchType)
@@ -66,7 +66,7 @@ func BatchConsumerConfig(queue, batchType string, lease time.Duration, maxAckPen
 // EnsureRunConsumer creates or updates the run consumer of a job type on a
 // queue, paused if the queue is paused.
 func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, lease time.Duration, maxAckPending int) (jetstream.Consumer, error) {
-	return s.EnsureConsumer(ctx, queue, RunConsumerConfig(queue, jobType, lease, maxAckPending))
+	return s.EnsureConsumer(ctx, queue, runConsumerConfig(queue, jobType, lease, maxAckPending))
 }
 
 // EnsureConsumer creates or updates a work consumer of a queue, paused if
@@ -186,7 +186,7 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			_ = d.Msg.Ack()
 			return snap, false
 		}
-		beat, err := s.workers.Beat(ctx, j)
+		beat, err := s.workers.beat(ctx, j)
 		if err != nil {
 			log.Warn("lease check failed; the item will be redelivered", "job", j.ID, "err", err)
 			_ = d.Msg.NakWithDelay(time.Second)

@@ -285,11 +285,11 @@ func (s *Store) CancelChildren(ctx context.Context, ns, parent string, total int
 // ReadPieces folds a parent's piece events from the log into p, from the
 // event after p.UpTo to the last one (or to upTo, if not 0), in order.
 func (s *Store) ReadPieces(ctx context.Context, parent string, p *projections.Pieces, upTo uint64) error {
-	return ReadPieces(ctx, s.nc, parent, p, upTo)
+	return readPieces(ctx, s.nc, parent, p, upTo)
 }
 
-// ReadPieces is Store.ReadPieces on a connection.
-func ReadPieces(ctx context.Context, nc *nats.Conn, parent string, p *projections.Pieces, upTo uint64) error {
+// readPieces is Store.ReadPieces on a connection.
+func readPieces(ctx context.Context, nc *nats.Conn, parent string, p *projections.Pieces, upTo uint64) error {
 	_, err := streams.ReadSubject(ctx, nc, streams.EventsStream, streams.PieceSubject(parent), p.UpTo+1,
 		func(seq uint64, data []byte) error {
 			if upTo > 0 && seq > upTo {
@@ -313,7 +313,7 @@ var errPastUpTo = errors.New("past the last piece event asked for")
 // piece events in the log up to sequence upTo (0: all).
 func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64) (domain.FanoutCounts, error) {
 	p := projections.NewPieces()
-	if err := ReadPieces(ctx, nc, parent, p, upTo); err != nil {
+	if err := readPieces(ctx, nc, parent, p, upTo); err != nil {
 		return domain.FanoutCounts{}, err
 	}
 	return p.Counts, nil

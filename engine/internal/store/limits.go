@@ -36,7 +36,7 @@ func queueKind(l *Limits) Kind[domain.QueueRecord] {
 			return &next, nil
 		},
 		LastOnly: true,
-		Missing:  func(queue string) error { return fmt.Errorf("queue %s: %w", queue, ErrQueueNotFound) },
+		Missing:  func(queue string) error { return fmt.Errorf("queue %s: %w", queue, errQueueNotFound) },
 		RefOf: func(ev *domain.Event) (Ref, bool) {
 			if ev.Queue == nil {
 				return Ref{}, false
@@ -54,27 +54,15 @@ func queueRef(queue string) Ref {
 // Limits is the queues' records as the queues bucket has them, kept
 // current by a watch.
 type Limits struct {
-	recs  *Aggregate[domain.QueueRecord]
-	once  sync.Once
-	ready chan struct{}
+	recs *Aggregate[domain.QueueRecord]
+	warm Warm
 
 	mu      sync.RWMutex
 	records map[string]domain.QueueRecord
 	changed chan struct{} // closed and replaced at every change
 }
 
-func (l *Limits) watch(ctx context.Context) error {
-	l.once.Do(func() {
-		var done sync.Once
-		go l.recs.Follow(func() { done.Do(func() { close(l.ready) }) }, l.remember)
-	})
-	select {
-	case <-l.ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (l *Limits) watch(ctx context.Context) error { return l.warm.Wait(ctx, l.recs.Feed(l.remember)) }
 
 func (l *Limits) remember(rec *domain.QueueRecord) {
 	l.mu.Lock()

@@ -15,8 +15,8 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// ErrQueueNotFound: no queue has the name.
-var ErrQueueNotFound = fmt.Errorf("queue %w", commands.ErrNotFound)
+// errQueueNotFound: no queue has the name.
+var errQueueNotFound = fmt.Errorf("queue %w", commands.ErrNotFound)
 
 // Queue returns a queue's record.
 func (s *Store) Queue(ctx context.Context, queue string) (*domain.QueueRecord, error) {
@@ -33,7 +33,7 @@ func (s *Store) queueRecord(ctx context.Context, queue string) (Version[domain.Q
 
 // QueueList lists the queues' records.
 func (s *Store) QueueList(ctx context.Context) ([]*domain.QueueRecord, error) {
-	return s.queueRecs.All(ctx)
+	return s.queueRecs.all(ctx)
 }
 
 // SetQueuePaused pauses or resumes a queue: a paused queue accepts jobs but

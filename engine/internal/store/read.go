@@ -114,15 +114,15 @@ func (s *Store) List(ctx context.Context, f Filter) ([]*domain.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	SortNewestFirst(out)
+	sortNewestFirst(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
 	return out, nil
 }
 
-// SortNewestFirst orders jobs by creation, newest first (id breaks ties).
-func SortNewestFirst(js []*domain.Job) {
+// sortNewestFirst orders jobs by creation, newest first (id breaks ties).
+func sortNewestFirst(js []*domain.Job) {
 	sort.Slice(js, func(i, k int) bool {
 		if !js[i].CreatedAt.Equal(js[k].CreatedAt) {
 			return js[i].CreatedAt.After(js[k].CreatedAt)
@@ -173,7 +173,7 @@ func (s *Store) View(ctx context.Context, j *domain.Job) *projections.JobView {
 		}
 	}
 	if j.State == domain.StatePending {
-		if place, ok := s.AdmissionPlaceOf(ctx, j.ID); ok {
+		if place, ok := s.admissionPlaceOf(ctx, j.ID); ok {
 			v.PendingPosition = &place.Position
 			v.Hold = nil // a slot is free: its turn comes at once
 			if place.Hold != nil {

@@ -105,7 +105,7 @@ func Open(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor strin
 	if s.jobs, err = NewAggregate(ctx, s, jobKind(s)); err != nil {
 		return nil, err
 	}
-	s.limits = &Limits{ready: make(chan struct{}), records: map[string]domain.QueueRecord{}, changed: make(chan struct{})}
+	s.limits = &Limits{records: map[string]domain.QueueRecord{}, changed: make(chan struct{})}
 	if s.queueRecs, err = NewAggregate(ctx, s, queueKind(s.limits)); err != nil {
 		return nil, err
 	}

@@ -157,9 +157,9 @@ func (w Worker) BeatOf(jobID string) commands.Beat {
 	return commands.Beat{At: w.BeatAt}
 }
 
-// Beat reads the last heartbeat of the worker that holds j (a zero Beat if
+// beat reads the last heartbeat of the worker that holds j (a zero Beat if
 // it has no record: it is gone).
-func (w *Workers) Beat(ctx context.Context, j *domain.Job) (commands.Beat, error) {
+func (w *Workers) beat(ctx context.Context, j *domain.Job) (commands.Beat, error) {
 	rec, err := w.Get(ctx, j.Worker)
 	if errors.Is(err, ErrWorkerNotFound) {
 		return commands.Beat{}, nil
