@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -205,7 +206,13 @@ func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted
 // goes on with new events until the job's terminal event, fn's error or
 // ctx's end. after skips events up to that sequence.
 func (s *Store) History(ctx context.Context, id string, after uint64, live bool, fn func(*domain.Event) error) error {
-	snap, err := s.Current(ctx, id)
+	// The record as it is names the job's subject; the log is read to its
+	// end whatever the record says, so a record behind it is not repaired
+	// here (a read writes nothing), only one that is missing is built.
+	snap, err := s.Record(ctx, id)
+	if errors.Is(err, commands.ErrNotFound) {
+		snap, err = s.Current(ctx, id)
+	}
 	if err != nil {
 		return err
 	}
