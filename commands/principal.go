@@ -52,3 +52,7 @@ var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
 // VerbAction is the action a command of the protocol does ("" for a verb
 // the protocol does not have).
 func VerbAction(verb string) Action { return verbActions[verb] }
+
+// ClaimableBy reports whether a remote worker held to namespace only ("":
+// every namespace, as its token allows) may claim a job of namespace ns.
+func ClaimableBy(only, ns string) bool { return only == "" || only == ns }

@@ -93,6 +93,9 @@ func TestPrincipalRules(t *testing.T) {
 	if commands.VerbAction("cancel") != commands.ActCancel || commands.VerbAction("nope") != "" {
 		t.Fatal("VerbAction")
 	}
+	if !commands.ClaimableBy("", "x") || !commands.ClaimableBy("team", "team") || commands.ClaimableBy("team", "other") {
+		t.Fatal("ClaimableBy")
+	}
 	if ns.Actor() != "token:p/2" {
 		t.Fatal(ns.Actor())
 	}

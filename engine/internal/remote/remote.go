@@ -397,7 +397,7 @@ func (r *Remote) tryClaimOne(ctx context.Context, c *runConsumer, worker, only s
 			if d == nil {
 				continue
 			}
-			if only != "" && d.Item.Job.Spec.Namespace != only {
+			if !commands.ClaimableBy(only, d.Item.Job.Spec.Namespace) {
 				// Not this worker's namespace: back to the queue at once for
 				// a worker that may run it (a short delay, so that this
 				// claim's next fetch gets the item after it).
