@@ -91,12 +91,7 @@ type reaping struct {
 func (r *Reaper) due(j *streams.Job, now time.Time) *reaping {
 	switch j.State {
 	case streams.StateRunning, streams.StateClaimed:
-		since := j.StartedAt
-		if j.State == streams.StateClaimed || since.IsZero() {
-			since = j.UpdatedAt
-		}
-		limit := j.Spec.Timeout + r.cfg.Grace
-		if now.Sub(since) <= limit {
+		if !commands.TimedOut(j, r.cfg.Grace, now) {
 			return nil
 		}
 		return &reaping{op: "reap-timeout", decide: func(j *streams.Job, now time.Time) (*streams.Event, error) {

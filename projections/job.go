@@ -52,6 +52,7 @@ func Fold(j *streams.Job, ev *streams.Event) (*streams.Job, error) {
 		}
 	case streams.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
+		n.ClaimedAt = t
 	case streams.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t

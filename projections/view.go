@@ -44,6 +44,7 @@ type JobView struct {
 	RunAt            *time.Time        `json:"run_at"`
 	QueuedAt         *time.Time        `json:"queued_at"`
 	StartedAt        *time.Time        `json:"started_at"`
+	Deadline         *time.Time        `json:"deadline,omitempty"` // a claimed or running job: when its attempt's execution timeout ends
 	FinishedAt       *time.Time        `json:"finished_at"`
 	UpdatedAt        time.Time         `json:"updated_at"`
 	DurationSeconds  *float64          `json:"duration_seconds"`
@@ -127,6 +128,9 @@ func View(j *streams.Job) *JobView {
 		pct := fv.Percent
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
+	}
+	if d, ok := commands.Deadline(j); ok {
+		v.Deadline = timePtr(d)
 	}
 	if j.Hold != nil && j.State == streams.StatePending {
 		v.Hold = ViewHold(j, *j.Hold)

@@ -215,6 +215,10 @@ type Job struct {
 	// Hold is why a pending job waits (job.pending); nil once it left
 	// pending.
 	Hold *Hold `msgpack:"hold,omitempty"`
+
+	// ClaimedAt is when a worker outside the process last claimed it
+	// (job.claimed): a claimed job's deadline counts from it.
+	ClaimedAt time.Time `msgpack:"claimed_at,omitempty"`
 }
 
 // Subject is the subject the job's events are appended to.
