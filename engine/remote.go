@@ -494,12 +494,8 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 		return cur, err
 	}
 	a := r.attempt(worker)
-	if progress != nil {
-		if cur, err = r.annotate(ctx, "progress", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
-			return commands.Progress(j, *progress, worker, now)
-		}); err != nil {
-			return cur, err
-		}
+	if cur, err = r.annotations(ctx, cur, a, worker, progress, rep.Event); err != nil {
+		return cur, err
 	}
 	if rep.State == "" {
 		return cur, nil
@@ -523,6 +519,27 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 	}
 	next, _, err := r.store.record(ctx, op, cur, a, o)
 	return next, err
+}
+
+// annotations writes what a report says about the attempt before its
+// state: its progress, then the handler's own event.
+func (r *Remote) annotations(ctx context.Context, cur Snapshot, a attempt, worker string, progress *streams.Progress, ev *commands.EventReport) (Snapshot, error) {
+	var err error
+	if progress != nil {
+		if cur, err = r.annotate(ctx, "progress", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return commands.Progress(j, *progress, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	if ev != nil {
+		if cur, err = r.annotate(ctx, "emit", cur, a, func(j *streams.Job, now time.Time) (*streams.Event, error) {
+			return ev.Decide(j, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	return cur, nil
 }
 
 // attempt is a remote worker's attempt: known by its worker id (the

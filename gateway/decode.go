@@ -153,7 +153,13 @@ type PatchRequest struct {
 	Result    commands.RawJSON  `json:"result,omitempty"`
 	Error     *streams.JobError `json:"error,omitempty"`
 	Retryable *bool             `json:"retryable,omitempty"`
-	Reason    string            `json:"reason,omitempty"` // state "queued": why the job is given back
+	Reason    string            `json:"reason,omitempty"` // state "queued" or "retry_later": why
+	// Delay is how long a job given back with state "retry_later" waits.
+	Delay *commands.Duration `json:"delay,omitempty"`
+	// Event is a handler's own event (job.event).
+	Event *EventBody `json:"event,omitempty"`
+	// Fanout is what a job reported "waiting" waits for.
+	Fanout *FanoutBody `json:"fanout,omitempty"`
 }
 
 // DecodePatch decodes and checks a PATCH /jobs/{id} body.
@@ -172,11 +178,14 @@ func (p *PatchRequest) validate() error {
 	if p.WorkerID == "" {
 		return in("worker_id", "is required")
 	}
-	if p.State == "" && p.Progress == nil {
-		return in("state", `give a state ("running", "succeeded", "failed", "queued") or a progress`)
+	if p.State == "" && p.Progress == nil && p.Event == nil {
+		return in("state", `give a state ("running", "succeeded", "failed", "queued", "retry_later", "waiting"), a progress or an event`)
 	}
-	if p.State != "" && !p.State.Valid() {
+	if p.State != "" && !p.State.Valid() && p.State != commands.StateRetryLater {
 		return in("state", "%q is not a state", p.State)
+	}
+	if err := p.validateMore(); err != nil {
+		return err
 	}
 	if len(p.Result) > 0 && p.State != streams.StateSucceeded {
 		return in("result", `only with state "succeeded"`)
@@ -187,8 +196,8 @@ func (p *PatchRequest) validate() error {
 	if p.Retryable != nil && p.State != streams.StateFailed {
 		return in("retryable", `only with state "failed"`)
 	}
-	if p.Reason != "" && p.State != streams.StateQueued {
-		return in("reason", `only with state "queued"`)
+	if p.Reason != "" && p.State != streams.StateQueued && p.State != commands.StateRetryLater {
+		return in("reason", `only with state "queued" or "retry_later"`)
 	}
 	if err := commands.CheckReason("reason", p.Reason); err != nil {
 		return err

@@ -508,9 +508,9 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rep := commands.Report{State: p.State, Result: p.Result, Error: p.Error, Retryable: p.Retryable, Reason: p.Reason}
+	rep := p.report()
 	progress := p.Progress
-	if p.State == "" {
+	if p.State == "" && p.Event == nil {
 		snap, deferred, err := g.progress.report(ctx, id, p.WorkerID, *progress)
 		if err != nil {
 			fail(w, r, err, id)
@@ -529,11 +529,19 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	// A state report carries the progress still pending from earlier
 	// reports, unless it brings a newer one: it is written with the report,
 	// before the move, and only if the report as a whole is accepted.
-	pending := g.progress.take(id, p.WorkerID, p.State != streams.StateRunning)
+	pending := g.progress.take(id, p.WorkerID, p.State != "" && p.State != streams.StateRunning)
 	if progress == nil {
 		progress = pending
 	}
-	snap, err := g.remote.Report(ctx, id, p.WorkerID, rep, progress)
+	var snap engine.Snapshot
+	if p.State == streams.StateWaiting {
+		var f *engine.FanOut
+		if f, err = g.fanOut(r, p.Fanout); err == nil {
+			snap, err = g.remote.FanOut(ctx, id, p.WorkerID, f, progress, rep.Event)
+		}
+	} else {
+		snap, err = g.remote.Report(ctx, id, p.WorkerID, rep, progress)
+	}
 	if err != nil {
 		if pending != nil {
 			g.progress.putBack(id, p.WorkerID, pending)
