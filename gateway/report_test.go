@@ -299,3 +299,48 @@ func TestPatchFanOutChildRefusedWritesNothing(t *testing.T) {
 		t.Fatalf("parent %s", v.State)
 	}
 }
+
+// An HTTP worker's attempt is ended at its deadline plus the grace, as
+// TIMEOUT, under the job's retry policy; the worker's later report is
+// refused and its heartbeat lists the job as lost. A claimed job never
+// started times out too, from its claim.
+func TestHTTPWorkerTimeoutIsEnforced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wk := e.register(`{"name":"slow","types":["slow"],"concurrency":3}`)
+	id := e.submit(`{"type":"slow","timeout":"1s","max_retries":0}`).ID
+	id2 := e.submit(`{"type":"slow","timeout":"1s","max_retries":1,"backoff":0}`).ID
+	id3 := e.submit(`{"type":"slow","timeout":"1s"}`).ID
+	deadline := *e.run(wk, id).Deadline
+	e.run(wk, id2)
+	e.claimJob(wk, id3)
+
+	done := e.waitState(id, streams.StateFailed)
+	if done.Error == nil || done.Error.Code != "TIMEOUT" || done.FinishedAt.Before(deadline.Add(2*time.Second)) ||
+		done.FinishedAt.After(deadline.Add(2*time.Second+3*time.Second+time.Second)) {
+		t.Fatalf("timed out %+v at %v, deadline %v", done.Error, done.FinishedAt, deadline)
+	}
+	e.patch(id, map[string]any{"worker_id": wk, "state": "succeeded", "result": 1}).problem(t, 409, engine.ProblemInvalidTransition)
+	e.wantEvents(id, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvFailed)
+
+	// With a retry left: retried (job.retry_scheduled, TIMEOUT), claimable
+	// again; the late report of the first attempt is refused.
+	v := e.waitState(id2, streams.StateQueued)
+	if v.Retries != 1 || v.Error == nil || v.Error.Code != "TIMEOUT" {
+		t.Fatalf("retried %+v", v)
+	}
+	e.patch(id2, map[string]any{"worker_id": wk, "state": "succeeded"}).problem(t, 409, engine.ProblemNotClaimant)
+
+	if v := e.waitState(id3, streams.StateFailed); v.Error.Code != "TIMEOUT" || v.Attempts != 0 {
+		t.Fatalf("claimed and timed out: %+v", v)
+	}
+	var hb HeartbeatResponse
+	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
+	if len(hb.Lost) != 3 || len(hb.Jobs) != 0 || len(hb.Claims) != 0 {
+		t.Fatalf("heartbeat %+v", hb)
+	}
+	e.run(wk, id2)
+	e.patch(id2, map[string]any{"worker_id": wk, "state": "succeeded"}).want(t, 200)
+	e.wantEvents(id2, streams.EvSubmitted, streams.EvClaimed, streams.EvStarted, streams.EvRetryScheduled,
+		streams.EvClaimed, streams.EvStarted, streams.EvSucceeded)
+}
