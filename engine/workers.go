@@ -206,5 +206,8 @@ func ViewWorker(rec *streams.WorkerRecord, lease time.Duration) *WorkerView {
 	if v.Queues == nil {
 		v.Queues = []string{}
 	}
+	if v.BatchTypes == nil {
+		v.BatchTypes = []string{}
+	}
 	return v
 }

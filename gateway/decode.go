@@ -252,6 +252,8 @@ type RegisterRequest struct {
 	Schemas     map[string]json.RawMessage `json:"-"`
 	Queues      []string                   `json:"queues,omitempty"`
 	Concurrency int                        `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
+	// BatchTypes are the batch types it runs (batches of fan-outs).
+	BatchTypes []string `json:"batch_types,omitempty"`
 }
 
 // typeEntry is one of a registration's types: a name, or {"name",
@@ -281,10 +283,11 @@ func (t *typeEntry) UnmarshalJSON(b []byte) error {
 // given is the default, one that is given is taken or refused.
 type registerBody struct {
 	Name        string      `json:"name"`
-	Namespace   string      `json:"namespace,omitempty"`
+	Namespace   *string     `json:"namespace,omitempty"`
 	Types       []typeEntry `json:"types"`
 	Queues      []string    `json:"queues,omitempty"`
 	Concurrency *int        `json:"concurrency,omitempty"`
+	BatchTypes  []string    `json:"batch_types,omitempty"`
 }
 
 // Bounds of a remote worker's concurrency.
@@ -299,8 +302,16 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	req := RegisterRequest{Name: b.Name, Namespace: b.Namespace, NamespaceGiven: b.Namespace != "", Queues: b.Queues,
+	req := RegisterRequest{Name: b.Name, NamespaceGiven: b.Namespace != nil, Queues: b.Queues,
 		Concurrency: DefaultWorkerConcurrency}
+	if b.Namespace != nil {
+		// Given, it is taken as it is: "" is no namespace (refused), not
+		// the default that a namespace left out is.
+		req.Namespace = *b.Namespace
+		if err := commands.CheckNamespace(req.Namespace); err != nil {
+			return nil, err
+		}
+	}
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -313,9 +324,15 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := commands.CheckNamespace(req.Namespace); err != nil {
 		return nil, err
 	}
-	if len(b.Types) == 0 {
-		return nil, in("types", "a worker needs at least one job type")
+	if len(b.Types) == 0 && len(b.BatchTypes) == 0 {
+		return nil, in("types", "a worker needs at least one job type or batch type")
 	}
+	for _, t := range b.BatchTypes {
+		if !streams.ValidType(t) || strings.HasPrefix(t, commands.ScopeInternal+":") {
+			return nil, in("batch_types", "%q is not a batch type", t)
+		}
+	}
+	req.BatchTypes = dedupe(b.BatchTypes)
 	for i, t := range b.Types {
 		if !streams.ValidType(t.Name) {
 			return nil, in("types", "%q is not a job type", t.Name)
@@ -353,7 +370,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	req.Types, req.Queues = dedupe(req.Types), dedupe(req.Queues)
 	// Every (queue, type) pair is a consumer on the server that the
 	// worker's first claim creates: a registration is bounded.
-	if err := engine.CheckRemoteScope(req.Queues, req.Types); err != nil {
+	if err := engine.CheckRemoteScope(req.Queues, append(slices.Clip(req.Types), req.BatchTypes...)); err != nil {
 		p := newProblem(ProblemRegistrationTooLarge, http.StatusUnprocessableEntity, err.Error())
 		p.Field = "types"
 		if len(req.Queues) > engine.MaxRemoteQueues {

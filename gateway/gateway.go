@@ -357,6 +357,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/workers/{id}", methods{"GET": g.act(read, g.getWorker), "DELETE": g.act(work, g.unregisterWorker)})
 	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.act(work, g.heartbeat)})
 	route(mux, v1+"/tasks/claim", methods{"POST": g.act(work, g.claim)})
+	route(mux, v1+"/batches/{id}", methods{"PATCH": g.act(work, g.patchBatch)})
 	route(mux, v1+"/queues", methods{"GET": g.act(read, g.listQueues)})
 	route(mux, v1+"/queues/{queue}", methods{"PUT": g.act(commands.ActAdmin, everyNamespace(commands.ActAdmin, g.setQueueLimits))})
 	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.act(commands.ActAdmin, g.pauseQueue)})

@@ -56,9 +56,9 @@ func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerR
 	now := time.Now().UTC()
 	rec := &WorkerRecord{ID: "wk-" + streams.NewID(), Name: req.Name, Kind: streams.WorkerHTTP, Types: req.Types,
 		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{},
-		Namespace: req.Namespace}
+		Namespace: req.Namespace, BatchTypes: req.BatchTypes}
 	if p := engine.PrincipalOf(ctx); p != nil {
-		rec.TokenID = p.TokenID
+		rec.TokenID, rec.Token = p.TokenID, p.Actor()
 		rec.OnlyNamespace = p.Namespace != commands.AllNamespaces
 	}
 	if rec.Queues == nil {
@@ -305,6 +305,12 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	released := []string{}
 	for _, job := range rec.Claims {
+		if engine.IsBatchID(job) {
+			if g.remote.ReleaseBatch(job) == nil {
+				released = append(released, job)
+			}
+			continue
+		}
 		snap, err := g.remote.Release(ctx, job, id, "worker unregistered")
 		if err == nil {
 			g.index.Put(snap.Job, snap.Rev)
@@ -321,9 +327,10 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "released": released})
 }
 
-// ClaimResponse answers a claim: the job claimed, or null.
+// ClaimResponse answers a claim: the job claimed, or null; or a batch.
 type ClaimResponse struct {
-	Job *projections.JobView `json:"job"`
+	Job   *projections.JobView `json:"job"`
+	Batch *BatchView           `json:"batch,omitempty"`
 }
 
 // POST /tasks/claim
@@ -374,7 +381,8 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	if rec.OnlyNamespace {
 		only = rec.Namespace
 	}
-	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait, only)
+	got, err := g.remote.ClaimWork(cctx, engine.Scope{Worker: rec.ID, Queues: rec.Queues, Types: rec.Types,
+		BatchTypes: rec.BatchTypes, Only: only}, wait)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			writeJSON(w, http.StatusOK, ClaimResponse{}) // the gateway is stopping
@@ -383,12 +391,18 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if snap.Job == nil {
+	snap := got.Snapshot
+	var id string
+	switch {
+	case got.Batch != nil:
+		id = got.Batch.ID
+	case snap.Job != nil:
+		id = snap.Job.ID
+		g.index.Put(snap.Job, snap.Rev)
+	default:
 		writeJSON(w, http.StatusOK, ClaimResponse{})
 		return
 	}
-	id := snap.Job.ID
-	g.index.Put(snap.Job, snap.Rev)
 	over := false
 	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
 		// Counted again on the record being written: a claim of the same
@@ -414,7 +428,9 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	if err != nil || ctx.Err() != nil {
 		// The worker left meanwhile, or its request is gone: nobody will
 		// run the job, so give it back now rather than after a lease.
-		if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
+		if got.Batch != nil {
+			_ = g.remote.ReleaseBatch(id)
+		} else if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
 			g.index.Put(snap.Job, snap.Rev)
 		}
 		if over {
@@ -422,6 +438,10 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		} else if err != nil {
 			fail(w, r, err, id)
 		}
+		return
+	}
+	if got.Batch != nil {
+		writeJSON(w, http.StatusOK, ClaimResponse{Batch: viewBatch(got.Batch)})
 		return
 	}
 	writeJSON(w, http.StatusOK, ClaimResponse{Job: projections.View(snap.Job)})
@@ -447,6 +467,10 @@ func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[
 	}
 	live := 0
 	for _, c := range rec.Claims {
+		if engine.IsBatchID(c) {
+			live++ // a batch is held until its worker reports it or a heartbeat finds it lost
+			continue
+		}
 		if s := g.index.Get(c); s != nil && !held(s) {
 			gone[c] = true
 		} else {
@@ -460,6 +484,10 @@ func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[
 	live = 0
 	for _, c := range rec.Claims {
 		if gone[c] {
+			continue
+		}
+		if engine.IsBatchID(c) {
+			live++
 			continue
 		}
 		snap, err := g.store.Get(ctx, c)

@@ -169,3 +169,6 @@ func ValidType(t string) bool {
 	}
 	return true
 }
+
+// BatchesFilter selects the batches of every batch type on a queue.
+func BatchesFilter(queue string) string { return "jetflow.q." + queue + ".batch.>" }

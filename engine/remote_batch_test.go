@@ -1,0 +1,49 @@
+package engine_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// A batch id carries its claim time, its parent and its item's ack
+// subject, and names nothing else: an ack subject of another stream or
+// consumer than a queue's batch consumer, or anything that does not
+// decode, is no batch.
+func TestBatchIDs(t *testing.T) {
+	parent := streams.NewID()
+	at := time.UnixMilli(time.Now().UnixMilli())
+	for _, ack := range []string{
+		"$JS.ACK.JETFLOW_Q_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0",
+		"$JS.ACK.hub.ACCHASH.JETFLOW_Q_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0.rnd",
+	} {
+		id := engine.MakeBatchID(at, parent, ack)
+		if !engine.IsBatchID(id) || len(id) > engine.MaxBatchIDLen || strings.ContainsAny(id, "/+=.") {
+			t.Fatalf("id %q", id)
+		}
+		claimed, p, stream, seq, n, err := engine.ParseBatchID(id)
+		if err != nil || !claimed.Equal(at) || p != parent || stream != "JETFLOW_Q_gpu" || seq != 42 || n != 3 {
+			t.Fatalf("%s: %v %s %s %d %d %v", ack, claimed, p, stream, seq, n, err)
+		}
+		if engine.BatchParent(id) != parent {
+			t.Fatalf("parent of %s", id)
+		}
+	}
+	for _, id := range []string{
+		"bt-", "bt-***", streams.NewID(), "bt-" + strings.Repeat("A", 300),
+		engine.MakeBatchID(at, parent, "$JS.ACK.KV_jetflow_jobs.batch_x.1.2.3.4.0"),      // not a queue's stream
+		engine.MakeBatchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.run_emb.1.2.3.4.0"),        // a job's consumer
+		engine.MakeBatchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.batch_emb.0.2.3.4.0"),      // delivered 0
+		engine.MakeBatchID(at, "not-an-id", "$JS.ACK.JETFLOW_Q_gpu.batch_emb.1.2.3.4.0"), // parent
+		engine.MakeBatchID(at, parent, "_INBOX.x"),
+	} {
+		if _, _, _, _, _, err := engine.ParseBatchID(id); !errors.Is(err, commands.ErrNotFound) {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+}
