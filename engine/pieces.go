@@ -140,7 +140,11 @@ func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string)
 	}
 	plan := parent.Fanout.Plan
 	if plan.Kind == streams.FanoutBatches {
-		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		err := s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		// The workers running its batches hear of it now (a cancel was
+		// broadcast already; a fan-out that failed was not).
+		_ = s.NC.Publish(streams.CancelSubject, []byte(parent.ID))
+		return err
 	}
 	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
 }

@@ -140,6 +140,7 @@ type Gateway struct {
 	workers  *Registry
 	metrics  *Metrics
 	progress *progressCoalescer
+	cancels  *cancelHub // the cancel broadcast, for heartbeats that wait
 	handler  http.Handler
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
@@ -192,6 +193,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.workers = newRegistry(cfg.Store, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
 	g.progress = newProgressCoalescer(g, cfg.ProgressInterval)
+	g.cancels = &cancelHub{nc: cfg.Store.NC}
 	g.csrf = http.NewCrossOriginProtection()
 	for _, o := range cfg.TrustedOrigins {
 		if err := g.csrf.AddTrustedOrigin(o); err != nil {
@@ -289,6 +291,7 @@ func (g *Gateway) Stop(ctx context.Context) {
 	}
 	g.metrics.Stop(ctx)
 	g.index.Stop(ctx)
+	g.cancels.close()
 }
 
 // ServeHTTP serves the API, the dashboard and the operations endpoints.

@@ -253,7 +253,13 @@ type HeartbeatResponse struct {
 func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx := r.Context()
-	if _, err := readBody(w, r, g.cfg.MaxBodyBytes); err != nil {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeHeartbeat(body)
+	if err != nil {
 		fail(w, r, err, "")
 		return
 	}
@@ -265,22 +271,53 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	// A heartbeat that waits listens before it looks: a loss after the
+	// look is heard.
+	var lw *lossWatch
+	if wait := g.heartbeatWait(req); wait > 0 {
+		release, err := g.hold(w)
+		if err == nil {
+			defer release()
+			lw, err = g.watchLosses(id, rec.Claims)
+		}
+		if err != nil {
+			fail(w, r, err, "")
+			return
+		}
+		defer lw.stop()
+	}
 	rn, err := g.remote.Renew(ctx, id, rec.Claims)
 	if err != nil {
 		// Only a claim known to be lost is dropped; one that could not be
 		// looked at now is kept for the next heartbeat.
 		g.log.Warn("heartbeat: claims not renewed", "worker", id, "unchecked", rn.Unchecked, "err", err)
 	}
-	held, lost, unchecked := nonNil(rn.Held), nonNil(rn.Lost), nonNil(rn.Unchecked)
-	rec, err = g.workers.Update(ctx, id, func(rec *WorkerRecord) {
-		rec.LastHeartbeat = time.Now().UTC()
-		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
-	})
+	rec, err = g.beat(ctx, id, rn.Lost)
 	if err != nil {
 		fail(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: held, Lost: lost, Unchecked: unchecked})
+	if lw != nil && len(rn.Lost) == 0 {
+		wctx, cancel := g.revocable(r)
+		defer cancel()
+		stop := context.AfterFunc(g.base(), cancel)
+		defer stop()
+		rn = lw.wait(wctx, g, id, rn, g.heartbeatWait(req))
+		if rec, err = g.beat(context.WithoutCancel(ctx), id, rn.Lost); err != nil {
+			fail(w, r, err, "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: nonNil(rn.Held),
+		Lost: nonNil(rn.Lost), Unchecked: nonNil(rn.Unchecked)})
+}
+
+// beat records a worker's heartbeat, and drops the claims it lost.
+func (g *Gateway) beat(ctx context.Context, id string, lost []string) (*WorkerRecord, error) {
+	return g.workers.Update(ctx, id, func(rec *WorkerRecord) {
+		rec.LastHeartbeat = time.Now().UTC()
+		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
+	})
 }
 
 func nonNil(s []string) []string {
