@@ -531,7 +531,16 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		evs[i] = ev
-		futs[i] = s.W.AppendFirstAsync(ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), spec.Key != "" || req.ID != "")
+	}
+	// A child linked by parent is recorded on the parent's piece subject
+	// before it exists: a cascade of the parent finds it (one of a child
+	// that was never made cancels nothing).
+	s.link(ctx, reqs, evs, out, actor, now)
+	for i, ev := range evs {
+		if ev != nil {
+			futs[i] = s.W.AppendFirstAsync(ev, streams.EventSubject(ev.Spec.Namespace, ev.Spec.Queue, ev.Spec.Type, ev.JobID),
+				ev.Spec.Key != "" || reqs[i].ID != "")
+		}
 	}
 	for i, ev := range evs {
 		if ev == nil {
@@ -598,6 +607,11 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	// A failed dispatch is not the submit's failure: the job exists and is
 	// in the log, and reporting it would make callers submit it twice.
 	s.dispatchMany(ctx, snaps, evs)
+	for i, req := range reqs {
+		if out[i].Created && linked(req) {
+			s.dropIfParentEnded(ctx, out[i].Job)
+		}
+	}
 	return out
 }
 

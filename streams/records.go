@@ -73,6 +73,10 @@ const (
 	PcSucceeded = "piece.succeeded"
 	PcFailed    = "piece.failed"
 	PcCancelled = "piece.cancelled"
+	// PcLinked: a job was submitted with this parent (not as a piece of
+	// its fan-out): Fields["child"] names it. Its end is a piece event
+	// with piece 0 and the same child, like every child's.
+	PcLinked = "piece.linked"
 )
 
 // Fan-out kinds and failure policies.
