@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -51,4 +52,25 @@ func (t *wireTime) DecodeMsgpack(dec *msgpack.Decoder) error {
 		return nil
 	}
 	return fmt.Errorf("time: want a msgpack timestamp or an RFC 3339 string, got %T", v)
+}
+
+// CheckGivenNamespace refuses a submit body that gives its namespace as an
+// empty string: a namespace left out (or null) is the default one, one
+// that is given is taken as it is, and "" is no namespace
+// (ErrInvalidNamespace). The request it decodes into cannot tell the two
+// apart, so the body is asked.
+func CheckGivenNamespace(body []byte, asJSON bool) error {
+	var given struct {
+		Namespace *string `json:"namespace" msgpack:"namespace"`
+	}
+	var err error
+	if asJSON {
+		err = json.Unmarshal(body, &given)
+	} else {
+		err = msgpack.Unmarshal(body, &given)
+	}
+	if err != nil || given.Namespace == nil || *given.Namespace != "" {
+		return nil // a body that does not decode is refused by its decoder
+	}
+	return CheckNamespace("")
 }

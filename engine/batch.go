@@ -133,6 +133,7 @@ func (s *Store) settleBatch(ctx context.Context, msg batchItem, item *streams.Ba
 	}
 	ev := &streams.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
 		Attempt: attempt, Actor: actor, Error: step.Error}
+	stamp(ctx, ev)
 	if _, err := s.publishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
 		return err
 	}

@@ -537,6 +537,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		if r := decode(&req); r != nil {
 			return r
 		}
+		if err := commands.CheckGivenNamespace(body, asJSON); err != nil {
+			return failed(err, "")
+		}
 		ns, err := p.Scope(commands.ActSubmit, req.Namespace)
 		if err != nil {
 			return failed(err, "")

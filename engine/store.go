@@ -302,6 +302,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 		if err != nil {
 			return cur, nil, err
 		}
+		stamp(ctx, ev)
 		seq, err := s.W.AppendAsync(cur.Job.Subject(), ev, cur.Job.Seq).Wait(ctx)
 		if streams.IsConflict(err) && attempt < maxDecisions {
 			if cur, err = s.Load(ctx, cur.Job.ID); err != nil {

@@ -138,6 +138,9 @@ func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 	if err := decodeStrict(body, &req, false); err != nil {
 		return nil, err
 	}
+	if err := commands.CheckGivenNamespace(body, true); err != nil {
+		return nil, err
+	}
 	if _, err := req.Spec(time.Now()); err != nil {
 		return nil, err
 	}

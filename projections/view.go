@@ -166,6 +166,7 @@ type EventView struct {
 	Time     time.Time         `json:"time"`
 	Attempt  int               `json:"attempt"`
 	Actor    string            `json:"actor,omitempty"`
+	Token    string            `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
 	Level    string            `json:"level,omitempty"`
 	Message  string            `json:"message,omitempty"`
 	Fields   map[string]any    `json:"fields,omitempty"`
@@ -189,7 +190,7 @@ type CountsView struct {
 // ViewEvent renders an event.
 func ViewEvent(e *streams.Event) *EventView {
 	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
-		Actor: e.Actor, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
+		Actor: e.Actor, Token: e.By, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
 		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
 	if len(e.Result) > 0 {
 		v.Result = json.RawMessage(e.Result)

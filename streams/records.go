@@ -264,6 +264,11 @@ type Event struct {
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
 	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
 
+	// By is the access token (token:<name>/<id>) on whose behalf the actor
+	// wrote it, when the actor is not the token itself (a worker writing
+	// through a worker token).
+	By string `msgpack:"by,omitempty"`
+
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read
 }
