@@ -89,7 +89,7 @@ func (s *Store) dropIfParentEnded(ctx context.Context, j *streams.Job) {
 	if err == nil && !commands.ChildBlocked(p.Job) {
 		return
 	}
-	if _, err := s.Cancel(ctx, j.ID, errParentGone.Error()); err != nil && !errors.Is(err, commands.ErrTerminal) {
+	if _, err := s.cancel(ctx, j.ID, errParentGone.Error(), false); err != nil && !errors.Is(err, commands.ErrTerminal) {
 		s.Log.Warn("cancel a child whose parent ended", "job", j.ID, "err", err)
 	}
 }
@@ -147,4 +147,28 @@ func (s *Store) link(ctx context.Context, reqs []*commands.SubmitRequest, evs []
 			evs[i] = nil
 		}
 	}
+}
+
+// mayHaveChildren says which of ids have piece events (a fan-out, a child
+// linked to them): the others have no children to cancel. Read with one
+// request per few hundred ids.
+func (s *Store) mayHaveChildren(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	const chunk = 256
+	for len(ids) > 0 {
+		n := min(len(ids), chunk)
+		subjects := make([]string, n)
+		for i, id := range ids[:n] {
+			subjects[i] = streams.PieceSubject(id)
+		}
+		last, err := streams.MultiLast(ctx, s.NC, streams.EventsStream, subjects)
+		if err != nil {
+			return nil, fmt.Errorf("children of %d jobs: %w", n, err)
+		}
+		for i, id := range ids[:n] {
+			_, out[id] = last[subjects[i]]
+		}
+		ids = ids[n:]
+	}
+	return out, nil
 }

@@ -88,11 +88,11 @@ func (s *Store) publishPiece(ev *streams.Event, msgID string) streams.Future {
 		jetstream.WithMsgID(msgID))
 }
 
-// cascades reports whether j ended without succeeding
-// (commands.ChildBlocked): its unfinished pieces and the children linked
-// to it by parent must not run.
+// cascades reports whether j is a fan-out parent that ended without
+// succeeding (commands.ChildBlocked): its unfinished pieces, and the
+// children linked to it by parent, must not run.
 func cascades(j *streams.Job) bool {
-	return commands.ChildBlocked(j)
+	return j.Fanout != nil && commands.ChildBlocked(j)
 }
 
 // CascadeAsync cancels the descendants of a parent that ended without
@@ -103,7 +103,7 @@ func cascades(j *streams.Job) bool {
 // so a cascade that fails tries again until it succeeds or its 30 minutes
 // are up (cancelling a cancelled child writes nothing).
 func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
-	if !cascades(parent) {
+	if !commands.ChildBlocked(parent) {
 		return
 	}
 	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
@@ -136,7 +136,7 @@ func (s *Store) CascadeAsync(parent *streams.Job, reason string) {
 // (it was being redelivered) is skipped by the worker that fetches it,
 // which checks its parent first.
 func (s *Store) cascade(ctx context.Context, parent *streams.Job, reason string) error {
-	if !cascades(parent) {
+	if !commands.ChildBlocked(parent) {
 		return nil
 	}
 	if parent.Fanout == nil {
@@ -184,15 +184,28 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 	if total == 0 && len(linked) == 0 {
 		return nil
 	}
+	var ids []string
+	for n := 1; n <= total; n++ {
+		if !ended.Ended(n) {
+			ids = append(ids, ChildID(ns, parent, n))
+		}
+	}
+	ids = append(ids, linked...)
+	// Which of them may have children of their own: one request per few
+	// hundred, rather than a read of each one's piece subject.
+	parents, err := s.mayHaveChildren(ctx, ids)
+	if err != nil {
+		return err
+	}
 	next := make(chan string)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for w := 0; w < min(32, total+len(linked)); w++ {
+	for w := 0; w < min(32, len(ids)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for id := range next {
-				_, err := s.Cancel(ctx, id, reason)
+				_, err := s.cancel(ctx, id, reason, parents[id])
 				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
 					select {
 					case errs <- err:
@@ -202,12 +215,7 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 			}
 		}()
 	}
-	for n := 1; n <= total; n++ {
-		if !ended.Ended(n) {
-			next <- ChildID(ns, parent, n)
-		}
-	}
-	for _, id := range linked {
+	for _, id := range ids {
 		next <- id
 	}
 	close(next)
