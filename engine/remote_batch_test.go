@@ -47,3 +47,47 @@ func TestBatchIDs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBatchID: a worker's PATCH /batches/{id} names any string; it is a
+// batch (of a queue's batch consumer, with a job id as parent) or not
+// found, never a crash.
+func FuzzBatchID(f *testing.F) {
+	at := time.UnixMilli(1_800_000_000_000)
+	f.Add(engine.MakeBatchID(at, streams.NewID(), "$JS.ACK.JETFLOW_Q_gpu.batch_emb.3.42.40.1732000000000000000.0"))
+	f.Add(engine.MakeBatchID(at, streams.NewID(), "$JS.ACK.d.h.JETFLOW_Q_gpu.batch_emb.3.42.40.1732000000000000000.0.r"))
+	f.Add("bt-")
+	f.Add("bt-AAAAAAAAAAAA")
+	f.Fuzz(func(t *testing.T, id string) {
+		_, parent, stream, seq, n, err := engine.ParseBatchID(id)
+		if err != nil {
+			if !errors.Is(err, commands.ErrNotFound) {
+				t.Fatalf("%q: %v", id, err)
+			}
+			return
+		}
+		if !engine.IsBatchID(id) || !streams.ValidID(parent) || !strings.HasPrefix(stream, streams.QueueStreamPfx) || seq == 0 || n < 1 {
+			t.Fatalf("%q accepted as %s %s %d %d", id, parent, stream, seq, n)
+		}
+	})
+}
+
+// FuzzCommandBodies: the bodies of wait, history and list, JSON or
+// msgpack, decode or are refused with a client's problem.
+func FuzzCommandBodies(f *testing.F) {
+	for _, s := range []string{`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","timeout":"5s"}`, `{"id":"x","after":3,"limit":10}`,
+		`{"state":"queued","limit":2,"cursor":"AQ"}`, `{"timeout":-1}`, `{"after":-1}`, `{"cursor":5}`, `[]`, ``} {
+		f.Add([]byte(s), true, uint8(0))
+		f.Add([]byte(s), false, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, asJSON bool, which uint8) {
+		verb := []string{"wait", "history", "list"}[int(which)%3]
+		_, err := engine.DecodeCommandBody(verb, body, asJSON)
+		var p *engine.Problem
+		if err != nil && !errors.As(err, &p) && !errors.Is(err, commands.ErrInvalidInput) {
+			t.Fatalf("%s %q: %v", verb, body, err)
+		}
+		if p != nil && p.Status != 400 {
+			t.Fatalf("%s %q: %+v", verb, body, p)
+		}
+	})
+}
