@@ -26,8 +26,8 @@ import (
 // ErrNeedsEngine is the error of a call a token client cannot make.
 var ErrNeedsEngine = errors.New("this needs the engine's NATS permissions (a client without a token) or the HTTP API")
 
-// tokenPoll is how often a token client looks at a job it waits for or
-// follows (the command service answers requests; it pushes nothing).
+// tokenPoll is how often a token client looks at the events of a job it
+// follows.
 const tokenPoll = 250 * time.Millisecond
 
 type commandReply struct {
@@ -112,25 +112,28 @@ func (c *Client) eventsByCommand(ctx context.Context, id string) ([]*EventInfo, 
 	return out.Events, nil
 }
 
-// waitByCommand looks at the job every tokenPoll until it is terminal.
+// waitByCommand waits for the job's end with the wait command (the engine
+// answers when the job's record says it ended), again after each of its
+// timeouts.
 func (c *Client) waitByCommand(ctx context.Context, id string) (*JobInfo, error) {
-	t := time.NewTicker(tokenPoll)
-	defer t.Stop()
 	for {
-		j, err := c.jobByCommand(ctx, "get", map[string]string{"id": id})
+		wctx, cancel := context.WithTimeout(ctx, commandWait+10*time.Second)
+		j, err := c.jobByCommand(wctx, "wait", map[string]any{"id": id, "timeout": commandWait.Seconds()})
+		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, err
 		}
 		if j.State.Terminal() {
 			return j, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
 	}
 }
+
+// commandWait is how long one wait command of a token client waits.
+const commandWait = 25 * time.Second
 
 // followByCommand reads the job's events every tokenPoll and hands fn
 // those it has not seen, until the job's terminal event.
