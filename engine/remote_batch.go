@@ -39,7 +39,7 @@ type RemoteBatch struct {
 const batchIDPrefix = "bt-"
 
 // MaxBatchIDLen bounds a batch id.
-const MaxBatchIDLen = 256
+const MaxBatchIDLen = 1024
 
 // IsBatchID reports whether id names a batch rather than a job.
 func IsBatchID(id string) bool { return strings.HasPrefix(id, batchIDPrefix) }

@@ -35,7 +35,7 @@ func TestBatchIDs(t *testing.T) {
 		}
 	}
 	for _, id := range []string{
-		"bt-", "bt-***", streams.NewID(), "bt-" + strings.Repeat("A", 300),
+		"bt-", "bt-***", streams.NewID(), "bt-" + strings.Repeat("A", 1100),
 		engine.MakeBatchID(at, parent, "$JS.ACK.KV_jetflow_jobs.batch_x.1.2.3.4.0"),      // not a queue's stream
 		engine.MakeBatchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.run_emb.1.2.3.4.0"),        // a job's consumer
 		engine.MakeBatchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.batch_emb.0.2.3.4.0"),      // delivered 0

@@ -64,7 +64,7 @@ type Config struct {
 	// frequent reports are coalesced, the last value written.
 	ProgressInterval time.Duration
 	// MaxStreams bounds the requests that stay open: event streams (SSE)
-	// and long polls (Prefer: wait, a claim's wait) together (default
+	// and long polls (Prefer: wait, a claim's or a heartbeat's wait) together (default
 	// 1000). Past it such a request is refused at once: 503 overloaded.
 	MaxStreams int
 	// TrustedOrigins are origins ("https://ops.example.com") whose pages
