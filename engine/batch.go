@@ -100,28 +100,44 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 	r.settleBatch(ctx, msg, &item, attempt, commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled)))
 }
 
-// settleBatch carries out what was decided of a batch's attempt: its work
-// item given back (now or after a delay), dropped, or acked once its piece
-// event is in the log.
+// settleBatch carries out what was decided of a batch's attempt
+// (Store.settleBatch); a piece event that could not be written leaves the
+// batch to be redelivered.
 func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *domain.BatchItem, attempt int, step commands.BatchStep) {
-	switch {
-	case step.Retry && step.Delay > 0:
-		_ = msg.NakWithDelay(step.Delay)
-		return
-	case step.Retry:
-		_ = msg.Nak() // another worker takes it at once
-		return
-	case step.Drop:
-		_ = msg.Ack()
-		return
-	}
-	ev := &domain.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
-		Attempt: attempt, Actor: r.cfg.WorkerID, Error: step.Error}
-	if _, err := r.store.publishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
+	if err := r.store.settleBatch(ctx, msg, item, attempt, step, r.cfg.WorkerID); err != nil {
 		r.log.Warn("batch outcome not recorded; the batch will be redelivered", "parent", item.Parent, "piece", item.Piece, "err", err)
 		_ = msg.NakWithDelay(time.Second)
-		return
+	}
+}
+
+// batchItem is a batch's work item as it is settled: the message a worker
+// in this process fetched, or the ack subject of one a remote worker holds
+// (ackSubject).
+type batchItem interface {
+	Ack() error
+	Nak() error
+	NakWithDelay(time.Duration) error
+}
+
+// settleBatch carries out what was decided of a batch's attempt, by a
+// worker in this process or outside it: its work item given back (now or
+// after a delay), dropped, or acked once its piece event is in the log.
+// An error says the piece event was not written (nothing was settled).
+func (s *Store) settleBatch(ctx context.Context, msg batchItem, item *domain.BatchItem, attempt int, step commands.BatchStep, actor string) error {
+	switch {
+	case step.Retry && step.Delay > 0:
+		return msg.NakWithDelay(step.Delay)
+	case step.Retry:
+		return msg.Nak() // another worker takes it at once
+	case step.Drop:
+		return msg.Ack()
+	}
+	ev := &domain.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
+		Attempt: attempt, Actor: actor, Error: step.Error}
+	stamp(ctx, ev)
+	if _, err := s.publishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
+		return err
 	}
 	crash("batch:recorded")
-	_ = msg.Ack()
+	return msg.Ack()
 }

@@ -713,13 +713,13 @@ func TestCommandProtocol(t *testing.T) {
 		json       bool
 		want       string
 	}{
-		{"submit", `{"type":`, true, engine.ProblemBadCommand},
-		{"submit", `{"type":"x","max_retries":"three"}`, true, engine.ProblemBadCommand},
-		{"submit", `{"type":"x","unknown":1}`, true, engine.ProblemBadCommand},
+		{"submit", `{"type":`, true, engine.ProblemMalformedRequest},
+		{"submit", `{"type":"x","max_retries":"three"}`, true, engine.ProblemMalformedRequest},
+		{"submit", `{"type":"x","unknown":1}`, true, engine.ProblemMalformedRequest},
 		{"submit", `{"type":"bad type"}`, true, engine.ProblemInvalidInput},
-		{"submit", "\xdd\xff\xff\xff\xff", false, engine.ProblemBadCommand},
-		{"submit", "", true, engine.ProblemBadCommand},
-		{"get", `{"id":"nope"}`, true, engine.ProblemInvalidInput},
+		{"submit", "\xdd\xff\xff\xff\xff", false, engine.ProblemMalformedRequest},
+		{"submit", "", true, engine.ProblemMalformedRequest},
+		{"get", `{"id":"nope"}`, true, engine.ProblemNotFound},
 		{"get", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"cancel", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"list", `{"state":"sleeping"}`, true, engine.ProblemInvalidInput},
@@ -730,7 +730,7 @@ func TestCommandProtocol(t *testing.T) {
 		}
 	}
 	big := make([]byte, engine.MaxCommandBytes+1)
-	if got := problemType(ask("submit", big, true)); got != engine.ProblemBadCommand {
+	if got := problemType(ask("submit", big, true)); got != engine.ProblemPayloadTooLarge {
 		t.Errorf("oversized command: %q", got)
 	}
 	if after := h.lastSeq(); after != before {

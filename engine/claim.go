@@ -191,6 +191,10 @@ func (s *Store) claimItem(ctx context.Context, qs jetstream.Stream, d *delivery,
 			_ = d.msg.NakWithDelay(time.Second)
 			return next, false
 		}
+		if err == nil {
+			// The holder lost it: a heartbeat waiting for news of its jobs hears it.
+			_ = s.NC.Publish(streams.CancelSubject, []byte(j.ID))
+		}
 		if next.Job.State.Terminal() {
 			_ = d.msg.Ack()
 			return next, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -48,6 +49,15 @@ func (f *FanOut) Error() string {
 	return fmt.Sprintf("fan out to %d batches of %s", len(f.Batches), f.BatchType)
 }
 
+// Check refuses a fan-out whose plan can never be made
+// (commands.CheckPlan: its kind, count, batch type and queue, policy), as
+// making its pieces would, before anything is written. A batch queue left
+// out is the parent's, which is a queue.
+func (f *FanOut) Check() error {
+	p := f.plan(&domain.Job{Spec: domain.Spec{Queue: domain.DefaultQueue}})
+	return commands.CheckPlan(&p)
+}
+
 // plan is the fan-out's plan for parent j.
 func (f *FanOut) plan(j *domain.Job) domain.FanoutPlan {
 	p := domain.FanoutPlan{Policy: f.Policy, MaxFailureRatio: f.MaxFailureRatio, StallTimeout: f.StallTimeout}
@@ -66,51 +76,80 @@ func (f *FanOut) plan(j *domain.Job) domain.FanoutPlan {
 	return p
 }
 
-// fanOut creates the pieces of a coordinator's attempt, then records that
-// it waits for them. Pieces first: a crash between leaves them to a new
-// attempt, which finds the same children (their ids are derived) and sends
-// batches again (the counter takes each piece once); the other order could
-// leave a parent waiting for pieces that were never made.
+// fanOut creates the pieces of a coordinator's attempt (Store.makePieces);
+// a fan-out that can never be made (a bad plan, child or payload) fails the
+// attempt for good.
 func (r *Runtime) fanOut(ctx context.Context, rn *run, f *FanOut) (domain.FanoutPlan, error) {
-	parent := rn.snap.Job
-	plan := f.plan(parent)
-	if err := commands.CheckPlan(&plan); err != nil {
+	plan, err := r.store.makePieces(ctx, rn.snap.Job, f)
+	if errors.Is(err, commands.ErrInvalidInput) {
 		return plan, &PermanentError{Err: fmt.Errorf("fan-out: %w", err)}
 	}
-	if plan.Kind == domain.FanoutChildren {
-		reqs := make([]*commands.SubmitRequest, len(f.Children))
-		for i, c := range f.Children {
-			req := *c
-			req.Namespace = parent.Spec.Namespace
-			req.Parent = parent.ID
-			req.Piece = i + 1
-			req.ID = ChildID(parent.Spec.Namespace, parent.ID, i+1)
-			req.IdempotencyKey = ""
-			if req.Queue == "" {
-				req.Queue = parent.Spec.Queue
-			}
-			reqs[i] = &req
-		}
-		for i := 0; i < len(reqs); i += 1000 {
-			for _, res := range r.store.SubmitBatch(ctx, reqs[i:min(i+1000, len(reqs))]) {
-				if res.Err != nil {
-					if errors.Is(res.Err, commands.ErrInvalidInput) {
-						return plan, &PermanentError{Err: fmt.Errorf("fan-out child: %w", res.Err)}
-					}
-					return plan, fmt.Errorf("fan-out child: %w", res.Err)
-				}
-			}
-		}
-	} else if err := r.sendBatches(ctx, parent, plan, f); err != nil {
+	return plan, err
+}
+
+// makePieces creates the pieces of fan-out f of parent, before the parent
+// records that it waits for them: a crash between leaves them to a new
+// attempt, which finds the same children (their ids are derived) and sends
+// batches again (the counter takes each piece once); the other order could
+// leave a parent waiting for pieces that were never made. Go coordinators
+// (FanOut returned by a handler) and HTTP ones (PATCH with state waiting)
+// both come here. An error matching commands.ErrInvalidInput can never
+// succeed.
+func (s *Store) makePieces(ctx context.Context, parent *domain.Job, f *FanOut) (domain.FanoutPlan, error) {
+	plan := f.plan(parent)
+	if err := commands.CheckPlan(&plan); err != nil {
 		return plan, err
+	}
+	if plan.Kind != domain.FanoutChildren {
+		return plan, s.sendBatches(ctx, parent, plan, f)
+	}
+	reqs := childRequests(parent, f.Children)
+	for i := 0; i < len(reqs); i += 1000 {
+		for _, res := range s.SubmitBatch(ctx, reqs[i:min(i+1000, len(reqs))]) {
+			if res.Err != nil {
+				return plan, fmt.Errorf("fan-out child: %w", res.Err)
+			}
+		}
 	}
 	return plan, nil
 }
 
+// orphans cancels the children a coordinator's attempt made when its job
+// ended without waiting for them (Runtime.orphans).
+func (s *Store) orphans(ctx context.Context, j *domain.Job, children int, log *slog.Logger) {
+	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
+		return
+	}
+	if err := s.cancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
+		log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
+	}
+}
+
+// childRequests are the submits of the children of parent's fan-out: in
+// the parent's namespace, linked to it by parent and piece, with ids
+// derived from the parent's (ChildID), in the parent's queue unless they
+// name one. A child's idempotency key is dropped: its id is the key.
+func childRequests(parent *domain.Job, children []*commands.SubmitRequest) []*commands.SubmitRequest {
+	reqs := make([]*commands.SubmitRequest, len(children))
+	for i, c := range children {
+		req := *c
+		req.Namespace = parent.Spec.Namespace
+		req.Parent = parent.ID
+		req.Piece = i + 1
+		req.ID = ChildID(parent.Spec.Namespace, parent.ID, i+1)
+		req.IdempotencyKey = ""
+		if req.Queue == "" {
+			req.Queue = parent.Spec.Queue
+		}
+		reqs[i] = &req
+	}
+	return reqs
+}
+
 // sendBatches publishes the batch work items, pipelined; their message ids
 // make a repeat within the duplicate window a no-op.
-func (r *Runtime) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut) error {
-	if err := r.store.Queues.Ensure(ctx, plan.BatchQueue); err != nil {
+func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut) error {
+	if err := s.Queues.Ensure(ctx, plan.BatchQueue); err != nil {
 		return err
 	}
 	maxRetries := DefaultBatchMaxRetries
@@ -140,14 +179,14 @@ func (r *Runtime) sendBatches(ctx context.Context, parent *domain.Job, plan doma
 	for i, payload := range f.Batches {
 		body, err := commands.CompactJSON(payload)
 		if err != nil {
-			return &PermanentError{Err: fmt.Errorf("batch %d payload: %w", i+1, err)}
+			return fmt.Errorf("batch %d payload: %w", i+1, err)
 		}
 		data, err := streams.Marshal(&domain.BatchItem{Parent: parent.ID, Piece: i + 1, Type: plan.BatchType,
 			Queue: plan.BatchQueue, Payload: body, MaxRetries: maxRetries, Backoff: backoff, Timeout: timeout})
 		if err != nil {
 			return err
 		}
-		futs = append(futs, r.store.W.PublishAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}},
+		futs = append(futs, s.W.PublishAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}},
 			jetstream.WithMsgID(parent.ID+"-b"+strconv.Itoa(i+1))))
 		if len(futs) == window {
 			if err := flush(); err != nil {

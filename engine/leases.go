@@ -50,6 +50,7 @@ type LeaseSweeper struct {
 	life     lifecycle.Loop
 	expired  atomic.Int64
 	rescued  atomic.Int64
+	timedOut atomic.Int64
 
 	mu       sync.Mutex // one pass at a time; guards what follows
 	passes   int
@@ -138,15 +139,24 @@ func (l *LeaseSweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	awake = min(awake, now.Sub(l.since))
 	for _, it := range items {
-		if awake < it.lease+commands.LeaseGrace {
-			continue
-		}
 		m, ok := recs[streams.KVSubject(it.job)]
 		if !ok || m.Deleted {
 			continue
 		}
 		j, err := streams.DecodeJob(m.Data)
 		if err != nil || !commands.Held(j) || j.LeaseItem != it.seq {
+			continue
+		}
+		if commands.HeldRemotely(j) && commands.TimedOut(j, commands.DeadlineGrace, now) {
+			// Nothing in the process of a worker outside jetflow ends its
+			// attempt at its deadline: the engine does (a deadline is
+			// absolute, so heartbeats do not matter here).
+			if l.timeOut(ctx, it, Snapshot{Job: j, Rev: m.Seq}) {
+				n++
+			}
+			continue
+		}
+		if awake < it.lease+commands.LeaseGrace {
 			continue
 		}
 		beat := byID[j.Worker].BeatOf(j.ID)
@@ -256,5 +266,39 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur Snapshot, be
 	_ = l.store.NC.Publish(streams.CancelSubject, []byte(it.job))
 	l.expired.Add(1)
 	l.log.Info("lease expired", "job", it.job, "worker", cur.Job.Worker, "event", ev.Type)
+	return true
+}
+
+// TimedOut is how many attempts of remote workers this sweeper ended at
+// their deadline.
+func (l *LeaseSweeper) TimedOut() int64 { return l.timedOut.Load() }
+
+// timeOut ends the attempt of a job a remote worker holds under it whose
+// deadline passed by more than commands.DeadlineGrace (commands.TimeOut:
+// retried or failed, with code TIMEOUT), decided again on the job as it is
+// now; then the attempt's work item is settled (a retry has its own) and
+// the cancel broadcast tells the worker's heartbeat that it lost the job.
+// Its later reports are refused: it no longer holds the job.
+func (l *LeaseSweeper) timeOut(ctx context.Context, it inFlight, cur Snapshot) bool {
+	var decided *domain.Job
+	u := commands.Jitter()
+	_, ev, err := l.store.Apply(ctx, "timeout", cur, func(j *domain.Job) (*domain.Event, error) {
+		if !commands.HeldRemotely(j) || j.LeaseItem != it.seq {
+			return nil, &commands.TransitionError{JobID: j.ID, Event: domain.EvFailed, From: j.State, To: domain.StateFailed}
+		}
+		decided = j
+		return commands.TimeOut(j, commands.DeadlineGrace, l.store.Actor, time.Now().UTC(), u)
+	})
+	if errors.Is(err, commands.ErrInvalidTransition) {
+		return false
+	}
+	if err != nil {
+		l.log.Warn("execution timeout", "job", it.job, "err", err)
+		return false
+	}
+	_ = l.store.NC.Publish(decided.LeaseAck, []byte("+ACK"))
+	_ = l.store.NC.Publish(streams.CancelSubject, []byte(it.job))
+	l.timedOut.Add(1)
+	l.log.Info("execution timeout", "job", it.job, "worker", decided.Worker, "event", ev.Type)
 	return true
 }

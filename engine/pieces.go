@@ -13,7 +13,6 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
-	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -91,9 +90,10 @@ func (s *Store) publishPiece(ev *domain.Event, msgID string) streams.Future {
 }
 
 // cascades reports whether j is a fan-out parent that ended without
-// succeeding: its unfinished pieces must not run.
+// succeeding (commands.ChildBlocked): its unfinished pieces, and the
+// children linked to it by parent, must not run.
 func cascades(j *domain.Job) bool {
-	return j.Fanout != nil && j.State.Terminal() && j.State != domain.StateSucceeded
+	return j.Fanout != nil && commands.ChildBlocked(j)
 }
 
 // CascadeAsync cancels the descendants of a parent that ended without
@@ -104,7 +104,7 @@ func cascades(j *domain.Job) bool {
 // so a cascade that fails tries again until it succeeds or its 30 minutes
 // are up (cancelling a cancelled child writes nothing).
 func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
-	if !cascades(parent) {
+	if !commands.ChildBlocked(parent) {
 		return
 	}
 	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
@@ -129,19 +129,27 @@ func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
 	}()
 }
 
-// cascade cancels every non-terminal descendant of a fan-out parent that
-// did not succeed: children, and through their own cancel, grandchildren.
-// A parent of batches has its batches still in the queue purged (one
-// subject per parent); the batches running meanwhile hear of the cancel,
-// and a batch that escaped the purge (it was being redelivered) is skipped
-// by the worker that fetches it, which checks its parent first.
+// cascade cancels every non-terminal descendant of a parent that did not
+// succeed: the children of its fan-out and those linked to it by parent,
+// and through their own cancel, grandchildren. A parent of batches has its
+// batches still in the queue purged (one subject per parent); the batches
+// running meanwhile hear of the cancel, and a batch that escaped the purge
+// (it was being redelivered) is skipped by the worker that fetches it,
+// which checks its parent first.
 func (s *Store) cascade(ctx context.Context, parent *domain.Job, reason string) error {
-	if !cascades(parent) {
+	if !commands.ChildBlocked(parent) {
 		return nil
+	}
+	if parent.Fanout == nil {
+		return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, 0, reason)
 	}
 	plan := parent.Fanout.Plan
 	if plan.Kind == domain.FanoutBatches {
-		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		err := s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		// The workers running its batches hear of it now (a cancel was
+		// broadcast already; a fan-out that failed was not).
+		_ = s.NC.Publish(streams.CancelSubject, []byte(parent.ID))
+		return errors.Join(err, s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, 0, reason))
 	}
 	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
 }
@@ -161,24 +169,44 @@ func (s *Store) purgeBatches(ctx context.Context, queue, batchType, parent strin
 	return nil
 }
 
-// cancelChildren cancels children 1..total of parent that exist and are not
-// terminal. Children whose outcome is in the parent's piece events already
-// are skipped without a read each: a cascade repeated (by the Projector,
-// after the writer's) costs one read of the parent's piece subject.
+// cancelChildren cancels children 1..total of parent's fan-out that exist
+// and are not terminal, and the children linked to it by parent that have
+// not ended. Children whose outcome is in the parent's piece events
+// already are skipped without a read each: a cascade repeated (by the
+// Projector, after the writer's) costs one read of the parent's piece
+// subject.
 func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
-	ended := projections.NewPieces()
-	if err := projections.ReadPieces(ctx, s.NC, parent, ended, 0); err != nil {
+	fam, err := readFamily(ctx, s.NC, parent)
+	if err != nil {
 		return err
 	}
-	next := make(chan int)
+	ended := fam.pieces
+	linked := fam.live()
+	if total == 0 && len(linked) == 0 {
+		return nil
+	}
+	var ids []string
+	for n := 1; n <= total; n++ {
+		if !ended.Ended(n) {
+			ids = append(ids, ChildID(ns, parent, n))
+		}
+	}
+	ids = append(ids, linked...)
+	// Which of them may have children of their own: one request per few
+	// hundred, rather than a read of each one's piece subject.
+	parents, err := s.mayHaveChildren(ctx, ids)
+	if err != nil {
+		return err
+	}
+	next := make(chan string)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for w := 0; w < min(32, total); w++ {
+	for w := 0; w < min(32, len(ids)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := range next {
-				_, err := s.Cancel(ctx, ChildID(ns, parent, n), reason)
+			for id := range next {
+				_, err := s.cancel(ctx, id, reason, parents[id])
 				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
 					select {
 					case errs <- err:
@@ -188,10 +216,8 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 			}
 		}()
 	}
-	for n := 1; n <= total; n++ {
-		if !ended.Ended(n) {
-			next <- n
-		}
+	for _, id := range ids {
+		next <- id
 	}
 	close(next)
 	wg.Wait()

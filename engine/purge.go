@@ -70,14 +70,17 @@ func (s *Store) purge(ctx context.Context, fs *files.Store, id, reason string) (
 	}
 }
 
-// purgeChildren purges the children of parent j that exist, and returns
-// the states of those it could not purge (not terminal).
+// purgeChildren purges the children of parent j that exist, those of its
+// fan-out and those linked to it by parent, and returns the states of
+// those it could not purge (not terminal).
 func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Job, reason string) (int, []domain.State, error) {
-	if j.Fanout == nil || j.Fanout.Plan.Kind != domain.FanoutChildren {
-		return 0, nil, nil
+	n, left, err := s.purgeLinked(ctx, func(id string) (int, error) { return s.purge(ctx, fs, id, reason) }, j)
+	if err != nil {
+		return n, nil, err
 	}
-	n := 0
-	var left []domain.State
+	if j.Fanout == nil || j.Fanout.Plan.Kind != domain.FanoutChildren {
+		return n, left, nil
+	}
 	for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
 		id := ChildID(j.Spec.Namespace, j.ID, piece)
 		snap, err := s.Get(ctx, id)

@@ -92,12 +92,7 @@ type reaping struct {
 func (r *Reaper) due(j *domain.Job, now time.Time) *reaping {
 	switch j.State {
 	case domain.StateRunning, domain.StateClaimed:
-		since := j.StartedAt
-		if j.State == domain.StateClaimed || since.IsZero() {
-			since = j.UpdatedAt
-		}
-		limit := j.Spec.Timeout + r.cfg.Grace
-		if now.Sub(since) <= limit {
+		if !commands.TimedOut(j, r.cfg.Grace, now) {
 			return nil
 		}
 		return &reaping{op: "reap-timeout", decide: func(j *domain.Job, now time.Time) (*domain.Event, error) {

@@ -439,12 +439,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 // making them failed for good. (A job that will run again keeps them: the
 // next attempt finds the same children, their ids are derived.)
 func (r *Runtime) orphans(ctx context.Context, j *domain.Job, children int) {
-	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
-		return
-	}
-	if err := r.store.cancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
-		r.log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
-	}
+	r.store.orphans(ctx, j, children, r.log)
 }
 
 // onCancel cancels the handler of a job that was just cancelled.

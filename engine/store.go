@@ -303,6 +303,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 		if err != nil {
 			return cur, nil, err
 		}
+		stamp(ctx, ev)
 		seq, err := s.W.AppendAsync(streams.JobSubject(cur.Job), ev, cur.Job.Seq).Wait(ctx)
 		if streams.IsConflict(err) && attempt < maxDecisions {
 			if cur, err = s.Load(ctx, cur.Job.ID); err != nil {
@@ -325,6 +326,12 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			s.Log.Warn("after "+ev.Type, "job", ev.JobID, "err", err)
 		}
 		crash(op + ":dispatched")
+		if ev.To.Terminal() && commands.ChildBlocked(next.Job) && !cascades(next.Job) && op != "cancel" {
+			// Not a fan-out parent, it may still have children linked to
+			// it by parent: looked for in the background (a cancel looks
+			// before it answers: Store.cancel).
+			s.CascadeAsync(next.Job, "parent job is "+string(ev.To))
+		}
 		if ev.To.Terminal() && cascades(next.Job) {
 			reason := "parent job is " + string(ev.To)
 			if op == "cancel" {
@@ -532,7 +539,16 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			continue
 		}
 		evs[i] = ev
-		futs[i] = s.W.AppendFirstAsync(ev, streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), spec.Key != "" || req.ID != "")
+	}
+	// A child linked by parent is recorded on the parent's piece subject
+	// before it exists: a cascade of the parent finds it (one of a child
+	// that was never made cancels nothing).
+	s.link(ctx, reqs, evs, out, actor, now)
+	for i, ev := range evs {
+		if ev != nil {
+			futs[i] = s.W.AppendFirstAsync(ev, streams.EventSubject(ev.Spec.Namespace, ev.Spec.Queue, ev.Spec.Type, ev.JobID),
+				ev.Spec.Key != "" || reqs[i].ID != "")
+		}
 	}
 	for i, ev := range evs {
 		if ev == nil {
@@ -599,6 +615,11 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	// A failed dispatch is not the submit's failure: the job exists and is
 	// in the log, and reporting it would make callers submit it twice.
 	s.dispatchMany(ctx, snaps, evs)
+	for i, req := range reqs {
+		if out[i].Created && linked(req) {
+			s.dropIfParentEnded(ctx, out[i].Job)
+		}
+	}
 	return out
 }
 
@@ -623,9 +644,16 @@ func (s *Store) dispatchMany(ctx context.Context, snaps []Snapshot, evs []*domai
 }
 
 // Cancel cancels a job that is not terminal and tells its worker, if it is
-// running. Cancelling a terminal job writes nothing and returns the job as it
-// is, with an error matching commands.ErrTerminal.
+// running, and cancels its unfinished descendants before it returns.
+// Cancelling a terminal job writes nothing and returns the job as it is,
+// with an error matching commands.ErrTerminal.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error) {
+	return s.cancel(ctx, id, reason, true)
+}
+
+// cancel is Cancel; without family, the job is known to have no children
+// linked to it by parent (no piece events), and none are looked for.
+func (s *Store) cancel(ctx context.Context, id, reason string, family bool) (Snapshot, error) {
 	cur, err := s.Load(ctx, id)
 	if err != nil {
 		return cur, err
@@ -640,6 +668,12 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error)
 		// Best effort: a worker that misses this sees the cancel at its next
 		// lease renewal.
 		_ = s.NC.Publish(streams.CancelSubject, []byte(id))
+	}
+	if family && snap.Job.Fanout == nil {
+		// A fan-out parent's cascade (in Apply) covers its linked children.
+		if err := s.cancelChildren(ctx, snap.Job.Spec.Namespace, id, 0, "parent job is cancelled"); err != nil {
+			s.Log.Warn("cancel the children of "+id, "err", err)
+		}
 	}
 	return snap, nil
 }

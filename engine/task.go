@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -37,15 +36,9 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 	if t.run == nil {
 		return errors.New("emit: not a running attempt")
 	}
-	switch level {
-	case "":
-		level = domain.LevelInfo
-	case domain.LevelInfo, domain.LevelWarning, domain.LevelError:
-	default:
-		return &commands.InputError{Field: "level", Reason: fmt.Sprintf("%q: want info, warning or error", level)}
-	}
-	if name == "" || len(name) > 128 {
-		return &commands.InputError{Field: "name", Reason: "want 1-128 characters"}
+	level, err := commands.CheckEvent(name, level, message, fields)
+	if err != nil {
+		return err
 	}
 	rn := t.run
 	return rn.write(ctx, "emit", func(j *domain.Job, now time.Time) (*domain.Event, error) {
@@ -136,7 +129,8 @@ func (r *Runtime) parentGone(ctx context.Context, rn *run) bool {
 	return r.store.parentEnded(ctx, rn.snap.Job)
 }
 
-// parentEnded reports whether j has a parent that is terminal (or gone).
+// parentEnded reports whether j has a parent that keeps it from running:
+// one that ended without succeeding (commands.ChildBlocked), or is gone.
 func (s *Store) parentEnded(ctx context.Context, j *domain.Job) bool {
 	if j.Spec.Parent == "" {
 		return false
@@ -145,5 +139,5 @@ func (s *Store) parentEnded(ctx context.Context, j *domain.Job) bool {
 	if err != nil {
 		return errors.Is(err, commands.ErrNotFound) // an orphan runs nowhere
 	}
-	return p.Job.State.Terminal()
+	return commands.ChildBlocked(p.Job)
 }

@@ -306,3 +306,14 @@ func (s *Store) CheckRefs(ctx context.Context, p *Principal, req *commands.Submi
 	}
 	return nil
 }
+
+// stamp names the token of the request on an event its actor wrote on the
+// token's behalf (a worker writing through a worker token): every event
+// names the token that caused it.
+func stamp(ctx context.Context, ev *domain.Event) {
+	if p := PrincipalOf(ctx); p != nil {
+		if a := p.Actor(); a != ev.Actor {
+			ev.By = a
+		}
+	}
+}
