@@ -90,7 +90,7 @@ func (d direct) sendMany(ctx context.Context, reqs []*commands.SubmitRequest) ([
 }
 
 func (d direct) get(ctx context.Context, id string) (*projections.JobView, error) {
-	snap, err := d.store.Current(ctx, id)
+	snap, err := d.store.Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func (d direct) sendWithFiles(ctx context.Context, req *commands.SubmitRequest) 
 			ns = domain.DefaultNS
 		}
 		id = domain.KeyedID(ns, r.IdempotencyKey)
-		if snap, err := d.store.Current(ctx, id); err == nil {
+		if snap, err := d.store.Read(ctx, id); err == nil {
 			return projections.View(snap.Job), false, nil
 		} else if !errors.Is(err, commands.ErrNotFound) {
 			return nil, false, err
@@ -384,7 +384,7 @@ func (d direct) download(ctx context.Context, id string, w io.Writer) (domain.Fi
 	if err != nil {
 		return domain.FileRef{}, err
 	}
-	snap, err := d.store.Current(ctx, id)
+	snap, err := d.store.Read(ctx, id)
 	if err != nil {
 		return domain.FileRef{}, err
 	}

@@ -207,6 +207,45 @@ func TestNATSClientRole(t *testing.T) {
 	if back, err := tc.Get(testkit.Ctx(t), viaClient.ID); err != nil || back.ID != viaClient.ID {
 		t.Fatalf("get through a token client: %+v %v", back, err)
 	}
+	// Waiting for a job's end and reading its history are commands too:
+	// the role needs no read of the jobs bucket for them.
+	waited := make(chan struct {
+		Job      struct{ ID, State string } `json:"job"`
+		TimedOut bool                       `json:"timed_out"`
+	}, 1)
+	go func() {
+		var w struct {
+			Job      struct{ ID, State string } `json:"job"`
+			TimedOut bool                       `json:"timed_out"`
+		}
+		command(t, nc, "wait", map[string]any{"id": sub.Job.ID, "timeout": 20}, &w)
+		waited <- w
+	}()
+	command(t, nc, "cancel", map[string]string{"id": sub.Job.ID}, &got)
+	select {
+	case w := <-waited:
+		if w.Job.ID != sub.Job.ID || w.Job.State != "cancelled" || w.TimedOut {
+			t.Fatalf("wait %+v", w)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the wait did not answer the cancel")
+	}
+	var hist struct {
+		Events []struct {
+			Seq  uint64
+			Type string
+		} `json:"events"`
+		Next uint64 `json:"next"`
+		More bool   `json:"more"`
+	}
+	command(t, nc, "history", map[string]any{"id": sub.Job.ID, "limit": 1}, &hist)
+	if len(hist.Events) != 1 || hist.Events[0].Type != "job.submitted" || !hist.More || hist.Next != hist.Events[0].Seq {
+		t.Fatalf("history %+v", hist)
+	}
+	command(t, nc, "history", map[string]any{"id": sub.Job.ID, "after": hist.Next}, &hist)
+	if len(hist.Events) != 1 || hist.Events[0].Type != "job.cancelled" || hist.More {
+		t.Fatalf("history page 2 %+v", hist)
+	}
 	if len(v.all()) != 0 {
 		t.Fatalf("violations while doing its job: %q", v.all())
 	}
@@ -251,8 +290,8 @@ func TestNATSClientRole(t *testing.T) {
 	if _, err := q.GetLastMsgForSubject(ctx, streams.RunSubject("default", "auth.forged")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("forged work item: %v", err)
 	}
-	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 2 {
-		t.Fatalf("event log: %v, %+v (want the two submits)", err, info.State)
+	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 3 {
+		t.Fatalf("event log: %v, %+v (want the two submits and the cancel)", err, info.State)
 	}
 }
 

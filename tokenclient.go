@@ -142,25 +142,27 @@ func (c command) events(ctx context.Context, id string) ([]*projections.EventVie
 	return out.Events, nil
 }
 
-// wait looks at the job every tokenPoll until it is terminal.
+// wait waits for the job's end with the wait command (the engine answers
+// when the job's record says it ended), again after each of its timeouts.
 func (c command) wait(ctx context.Context, id string) (*projections.JobView, error) {
-	t := time.NewTicker(tokenPoll)
-	defer t.Stop()
 	for {
-		j, err := c.get(ctx, id)
+		wctx, cancel := context.WithTimeout(ctx, commandWait+10*time.Second)
+		j, err := c.job(wctx, "wait", map[string]any{"id": id, "timeout": commandWait.Seconds()})
+		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, err
 		}
 		if j.State.Terminal() {
 			return j, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
 	}
 }
+
+// commandWait is how long one wait command of a token client waits.
+const commandWait = 25 * time.Second
 
 // history reads the job's events, and with follow every tokenPoll those
 // it has not seen, until the job's terminal event.

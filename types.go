@@ -129,6 +129,7 @@ type JobInfo struct {
 	RunAt            *time.Time      `json:"run_at"`
 	QueuedAt         *time.Time      `json:"queued_at"`
 	StartedAt        *time.Time      `json:"started_at"`
+	Deadline         *time.Time      `json:"deadline,omitempty"` // a claimed or running job: when its attempt's execution timeout ends
 	FinishedAt       *time.Time      `json:"finished_at"`
 	UpdatedAt        time.Time       `json:"updated_at"`
 	DurationSeconds  *float64        `json:"duration_seconds"`
@@ -145,6 +146,7 @@ type EventInfo struct {
 	Time     time.Time       `json:"time"`
 	Attempt  int             `json:"attempt"`
 	Actor    string          `json:"actor,omitempty"`
+	Token    string          `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
 	Level    string          `json:"level,omitempty"`
 	Message  string          `json:"message,omitempty"`
 	Fields   map[string]any  `json:"fields,omitempty"`
@@ -232,12 +234,14 @@ type WorkerInfo struct {
 	Name          string    `json:"name"`
 	Kind          string    `json:"kind"` // "sdk" or "http"
 	Types         []string  `json:"types"`
-	Queues        []string  `json:"queues"` // empty: every queue
+	BatchTypes    []string  `json:"batch_types"` // the batch types an HTTP worker runs
+	Queues        []string  `json:"queues"`      // empty: every queue
 	Concurrency   int       `json:"concurrency"`
 	RegisteredAt  time.Time `json:"registered_at"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	Claims        []string  `json:"claims"` // the jobs it holds as of LastHeartbeat
 	Namespace     string    `json:"namespace,omitempty"`
+	Token         string    `json:"token,omitempty"` // the token that registered it, with access control
 	// Live is false once the worker missed its heartbeats for a lease.
 	Live                     bool    `json:"live"`
 	LeaseSeconds             float64 `json:"lease_seconds"`
@@ -462,7 +466,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 		Tags: v.Tags, IdempotencyKey: v.IdempotencyKey, ParentID: v.ParentID, RetryOf: v.RetryOf,
 		Priority: v.Priority, Worker: v.Worker, QueuePosition: v.QueuePosition, User: v.User,
 		PendingPosition: v.PendingPosition, CreatedAt: v.CreatedAt, RunAt: v.RunAt, QueuedAt: v.QueuedAt,
-		StartedAt: v.StartedAt, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,
+		StartedAt: v.StartedAt, Deadline: v.Deadline, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,
 		DurationSeconds: v.DurationSeconds, Seq: v.Seq, Events: v.Events}
 	if v.Files != nil {
 		j.Files = make([]FileInfo, len(v.Files))
@@ -490,7 +494,7 @@ func viewOf(j *domain.Job) *JobInfo { return jobInfo(projections.View(j)) }
 // eventInfo converts the wire view of an event.
 func eventInfo(v *projections.EventView) *EventInfo {
 	e := &EventInfo{Seq: v.Seq, Type: v.Type, Name: v.Name, JobID: v.JobID, Time: v.Time, Attempt: v.Attempt,
-		Actor: v.Actor, Level: v.Level, Message: v.Message, Fields: v.Fields, From: State(v.From), To: State(v.To),
+		Actor: v.Actor, Token: v.Token, Level: v.Level, Message: v.Message, Fields: v.Fields, From: State(v.From), To: State(v.To),
 		Error: jobError(v.Error), Result: v.Result, RunAt: v.RunAt}
 	if p := v.Progress; p != nil {
 		e.Progress = &ProgressReport{Current: p.Current, Total: p.Total, Message: p.Message}
@@ -529,7 +533,7 @@ func queueInfo(q *engine.QueueInfo) *QueueInfo {
 }
 
 func workerInfo(w *engine.WorkerView) *WorkerInfo {
-	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, Types: w.Types, Queues: w.Queues,
+	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, Types: w.Types, BatchTypes: w.BatchTypes, Queues: w.Queues, Token: w.Token,
 		Concurrency: w.Concurrency, RegisteredAt: w.RegisteredAt, LastHeartbeat: w.LastHeartbeat,
 		Claims: w.Claims, Namespace: w.Namespace, Live: w.Live, LeaseSeconds: w.LeaseSeconds,
 		HeartbeatIntervalSeconds: w.HeartbeatIntervalSeconds}

@@ -118,7 +118,13 @@ type Report struct {
 	Result    []byte           // succeeded: JSON
 	Error     *domain.JobError // failed
 	Retryable *bool            // failed: default true
-	Reason    string           // queued
+	Reason    string           // queued, retry_later
+	Delay     time.Duration    // retry_later (StateRetryLater)
+	// Plan is what a waiting coordinator waits for: its pieces, made
+	// before the report is recorded.
+	Plan *domain.FanoutPlan
+	// Event is a handler's own event, written before the state's move.
+	Event *EventReport
 }
 
 // Outcome is the attempt's end the report tells, or ok false for a report
@@ -142,10 +148,23 @@ func (r Report) Outcome() (o Outcome, ok bool, err error) {
 			reason = "given back by the worker"
 		}
 		return Outcome{Kind: GivenBack, Reason: reason}, true, nil
+	case StateRetryLater:
+		if r.Delay < 0 {
+			return Outcome{}, false, valueErr("delay", r.Delay, "must not be negative")
+		}
+		if err := CheckReason("reason", r.Reason); err != nil {
+			return Outcome{}, false, err
+		}
+		return Outcome{Kind: RetryingLater, Delay: r.Delay, Reason: r.Reason}, true, nil
+	case domain.StateWaiting:
+		if r.Plan == nil {
+			return Outcome{}, false, inputErr("fanout", `state "waiting" needs a fanout`)
+		}
+		return Outcome{Kind: Waiting, Plan: r.Plan}, true, nil
 	case domain.StateRunning:
 		return Outcome{}, false, nil
 	}
-	return Outcome{}, false, fmt.Errorf("a worker reports running, succeeded, failed or queued, not %s: %w", r.State, ErrInvalidTransition)
+	return Outcome{}, false, fmt.Errorf("a worker reports running, succeeded, failed, queued, retry_later or waiting, not %s: %w", r.State, ErrInvalidTransition)
 }
 
 // CheckReport decides a remote worker's report (its state, and progress
@@ -159,6 +178,11 @@ func CheckReport(j *domain.Job, worker string, r Report, progress *domain.Progre
 	}
 	if progress != nil {
 		if _, err := Progress(j, *progress, worker, now); err != nil {
+			return err
+		}
+	}
+	if r.Event != nil {
+		if _, err := r.Event.Decide(j, worker, now); err != nil {
 			return err
 		}
 	}

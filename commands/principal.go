@@ -47,7 +47,8 @@ func (p *Principal) Can(act Action) error {
 // verbActions is the action of each verb of the command protocol
 // (jetflow.cmd.<verb>), for a token's role.
 var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
-	"cancel": ActCancel, "list": ActRead, "events": ActRead}
+	"cancel": ActCancel, "list": ActRead, "events": ActRead,
+	"wait": ActRead, "history": ActRead}
 
 // VerbAction is the action a command of the protocol does ("" for a verb
 // the protocol does not have).

@@ -36,11 +36,7 @@ const (
 func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
 	switch {
 	case Held(j):
-		since := j.StartedAt
-		if j.State == domain.StateClaimed || since.IsZero() {
-			since = j.UpdatedAt
-		}
-		if now.Sub(since) > j.Spec.Timeout+p.Grace {
+		if TimedOut(j, p.Grace, now) {
 			return ReapTimeout
 		}
 	case j.State == domain.StateQueued:

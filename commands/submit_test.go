@@ -250,7 +250,9 @@ func FuzzSubmitRequestJSON(f *testing.F) {
 func FuzzSubmitRequestMsgpack(f *testing.F) {
 	for _, v := range []map[string]any{{"type": "demo.echo", "payload": map[string]any{"a": 1}},
 		{"type": "x", "delay": 1.5, "tags": []string{"a"}}, {"type": 3}, {"payload": []byte("{")},
-		{"type": "x", "timeout": 1e12}, {"type": "x", "max_retries": uint64(1) << 63}, {"type": "x", "jitter": math.NaN()}} {
+		{"type": "x", "timeout": 1e12}, {"type": "x", "max_retries": uint64(1) << 63}, {"type": "x", "jitter": math.NaN()},
+		{"type": "x", "run_at": "2030-01-01T00:00:00Z"}, {"type": "x", "run_at": time.Now()}, {"type": "x", "run_at": "soon"},
+		{"type": "x", "payload": nil, "namespace": ""}} {
 		b, _ := msgpack.Marshal(v)
 		f.Add(b)
 	}

@@ -67,7 +67,7 @@ func askCommand(t *testing.T, nc *nats.Conn, verb string, body any) cmdReply {
 func TestCommandBadInputNamesFieldWritesNothing(t *testing.T) {
 	h := newHarness(t)
 	nc := testkit.Conn(t, h.srv)
-	bad, invalid := problems.BadCommand, engine.ProblemInvalidInput
+	bad, invalid := problems.MalformedRequest, engine.ProblemInvalidInput
 	mp := func(kv ...any) map[string]any {
 		m := map[string]any{"type": "demo.x"}
 		for i := 0; i+1 < len(kv); i += 2 {

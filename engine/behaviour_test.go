@@ -718,13 +718,13 @@ func TestCommandProtocol(t *testing.T) {
 		json       bool
 		want       string
 	}{
-		{"submit", `{"type":`, true, problems.BadCommand},
-		{"submit", `{"type":"x","max_retries":"three"}`, true, problems.BadCommand},
-		{"submit", `{"type":"x","unknown":1}`, true, problems.BadCommand},
+		{"submit", `{"type":`, true, problems.MalformedRequest},
+		{"submit", `{"type":"x","max_retries":"three"}`, true, problems.MalformedRequest},
+		{"submit", `{"type":"x","unknown":1}`, true, problems.MalformedRequest},
 		{"submit", `{"type":"bad type"}`, true, engine.ProblemInvalidInput},
-		{"submit", "\xdd\xff\xff\xff\xff", false, problems.BadCommand},
-		{"submit", "", true, problems.BadCommand},
-		{"get", `{"id":"nope"}`, true, engine.ProblemInvalidInput},
+		{"submit", "\xdd\xff\xff\xff\xff", false, problems.MalformedRequest},
+		{"submit", "", true, problems.MalformedRequest},
+		{"get", `{"id":"nope"}`, true, engine.ProblemNotFound},
 		{"get", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"cancel", `{"id":"` + domain.NewID() + `"}`, true, engine.ProblemNotFound},
 		{"list", `{"state":"sleeping"}`, true, engine.ProblemInvalidInput},
@@ -735,7 +735,7 @@ func TestCommandProtocol(t *testing.T) {
 		}
 	}
 	big := make([]byte, cmdservice.MaxCommandBytes+1)
-	if got := problemType(ask("submit", big, true)); got != problems.BadCommand {
+	if got := problemType(ask("submit", big, true)); got != problems.PayloadTooLarge {
 		t.Errorf("oversized command: %q", got)
 	}
 	if after := h.lastSeq(); after != before {

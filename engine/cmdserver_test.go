@@ -22,7 +22,7 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-var verbs = []string{"submit", "get", "cancel", "list", "events"}
+var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
 
 // commandServer starts a command server on its own connection.
 func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {

@@ -194,6 +194,24 @@ const (
 	MaxRemoteQueues = remote.MaxRemoteQueues
 )
 
+// What a remote worker serves, what its claim got, what its heartbeat's
+// renewal found, its batches and their reports.
+type (
+	Scope       = remote.Scope
+	Renewal     = remote.Renewal
+	RemoteBatch = remote.RemoteBatch
+	BatchReport = remote.BatchReport
+)
+
+// MaxBatchIDLen bounds a batch id.
+const MaxBatchIDLen = remote.MaxBatchIDLen
+
+// IsBatchID reports whether id names a batch rather than a job.
+func IsBatchID(id string) bool { return remote.IsBatchID(id) }
+
+// BatchParent is the parent of the batch id names ("" if it names none).
+func BatchParent(id string) string { return remote.BatchParent(id) }
+
 // CheckRemoteScope refuses a worker scope over the limits.
 func CheckRemoteScope(queues, types []string) error { return remote.CheckRemoteScope(queues, types) }
 
@@ -217,6 +235,15 @@ const (
 // LeaderBucket is the KV bucket of leaderships with the given TTL.
 func LeaderBucket(ttl time.Duration) string { return maintenance.LeaderBucket(ttl) }
 
+// NewPurger returns a purger of the terminal jobs older than their
+// retention (one pass: Pass).
+func NewPurger(s *Store, cfg PurgerConfig) *maintenance.Purger {
+	if cfg.Namespaces == nil {
+		cfg.Namespaces = s.Types
+	}
+	return maintenance.NewPurger(s.Store, cfg)
+}
+
 // NewFileSweeper returns a sweeper of the files of jobs that do not exist,
 // with the grace (0: the default), looking every interval (0: the
 // default).
@@ -232,6 +259,14 @@ const AuthHeader = cmdservice.AuthHeader
 func FieldOf(body []byte, asJSON bool, v any) (string, error) {
 	return cmdservice.FieldOf(body, asJSON, v)
 }
+
+// EncodeCursor is the cursor of the page of a list after the job created
+// at with id: the command protocol's and the HTTP API's.
+func EncodeCursor(at time.Time, id string) string { return cmdservice.EncodeCursor(at, id) }
+
+// DecodeCursor reads a cursor of EncodeCursor; anything else is a
+// bad-cursor problem.
+func DecodeCursor(s string) (time.Time, string, error) { return cmdservice.DecodeCursor(s) }
 
 // Problem is an RFC 9457 problem detail: the error of a command and the
 // body of every error the HTTP API answers.

@@ -154,7 +154,7 @@ func (g *Gateway) visible(ctx context.Context, p *engine.Principal, id string) e
 	if s := g.index.Get(id); s != nil {
 		ns = s.Namespace
 	} else {
-		snap, err := g.store.Current(ctx, id)
+		snap, err := g.store.Read(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -343,7 +343,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	var snap engine.Snapshot
 	err := fmt.Errorf("job %q: %w", id, errNotAJob)
 	if domain.ValidID(id) {
-		snap, err = g.store.Current(r.Context(), id)
+		snap, err = g.store.Read(r.Context(), id)
 	}
 	if err != nil {
 		p := problemOf(err)

@@ -138,6 +138,9 @@ func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 	if err := decodeStrict(body, &req, false); err != nil {
 		return nil, err
 	}
+	if err := commands.CheckGivenNamespace(body, true); err != nil {
+		return nil, err
+	}
 	if _, err := req.Spec(time.Now()); err != nil {
 		return nil, err
 	}
@@ -153,7 +156,13 @@ type PatchRequest struct {
 	Result    commands.RawJSON `json:"result,omitempty"`
 	Error     *domain.JobError `json:"error,omitempty"`
 	Retryable *bool            `json:"retryable,omitempty"`
-	Reason    string           `json:"reason,omitempty"` // state "queued": why the job is given back
+	Reason    string           `json:"reason,omitempty"` // state "queued" or "retry_later": why
+	// Delay is how long a job given back with state "retry_later" waits.
+	Delay *commands.Duration `json:"delay,omitempty"`
+	// Event is a handler's own event (job.event).
+	Event *EventBody `json:"event,omitempty"`
+	// Fanout is what a job reported "waiting" waits for.
+	Fanout *FanoutBody `json:"fanout,omitempty"`
 }
 
 // DecodePatch decodes and checks a PATCH /jobs/{id} body.
@@ -172,11 +181,14 @@ func (p *PatchRequest) validate() error {
 	if p.WorkerID == "" {
 		return in("worker_id", "is required")
 	}
-	if p.State == "" && p.Progress == nil {
-		return in("state", `give a state ("running", "succeeded", "failed", "queued") or a progress`)
+	if p.State == "" && p.Progress == nil && p.Event == nil {
+		return in("state", `give a state ("running", "succeeded", "failed", "queued", "retry_later", "waiting"), a progress or an event`)
 	}
-	if p.State != "" && !p.State.Valid() {
+	if p.State != "" && !p.State.Valid() && p.State != commands.StateRetryLater {
 		return in("state", "%q is not a state", p.State)
+	}
+	if err := p.validateMore(); err != nil {
+		return err
 	}
 	if len(p.Result) > 0 && p.State != domain.StateSucceeded {
 		return in("result", `only with state "succeeded"`)
@@ -187,8 +199,8 @@ func (p *PatchRequest) validate() error {
 	if p.Retryable != nil && p.State != domain.StateFailed {
 		return in("retryable", `only with state "failed"`)
 	}
-	if p.Reason != "" && p.State != domain.StateQueued {
-		return in("reason", `only with state "queued"`)
+	if p.Reason != "" && p.State != domain.StateQueued && p.State != commands.StateRetryLater {
+		return in("reason", `only with state "queued" or "retry_later"`)
 	}
 	if err := commands.CheckReason("reason", p.Reason); err != nil {
 		return err
@@ -243,6 +255,8 @@ type RegisterRequest struct {
 	Schemas     map[string]json.RawMessage `json:"-"`
 	Queues      []string                   `json:"queues,omitempty"`
 	Concurrency int                        `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
+	// BatchTypes are the batch types it runs (batches of fan-outs).
+	BatchTypes []string `json:"batch_types,omitempty"`
 }
 
 // typeEntry is one of a registration's types: a name, or {"name",
@@ -272,10 +286,11 @@ func (t *typeEntry) UnmarshalJSON(b []byte) error {
 // given is the default, one that is given is taken or refused.
 type registerBody struct {
 	Name        string      `json:"name"`
-	Namespace   string      `json:"namespace,omitempty"`
+	Namespace   *string     `json:"namespace,omitempty"`
 	Types       []typeEntry `json:"types"`
 	Queues      []string    `json:"queues,omitempty"`
 	Concurrency *int        `json:"concurrency,omitempty"`
+	BatchTypes  []string    `json:"batch_types,omitempty"`
 }
 
 // Bounds of a remote worker's concurrency.
@@ -290,8 +305,16 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	req := RegisterRequest{Name: b.Name, Namespace: b.Namespace, NamespaceGiven: b.Namespace != "", Queues: b.Queues,
+	req := RegisterRequest{Name: b.Name, NamespaceGiven: b.Namespace != nil, Queues: b.Queues,
 		Concurrency: DefaultWorkerConcurrency}
+	if b.Namespace != nil {
+		// Given, it is taken as it is: "" is no namespace (refused), not
+		// the default that a namespace left out is.
+		req.Namespace = *b.Namespace
+		if err := commands.CheckNamespace(req.Namespace); err != nil {
+			return nil, err
+		}
+	}
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -304,9 +327,15 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	if err := commands.CheckNamespace(req.Namespace); err != nil {
 		return nil, err
 	}
-	if len(b.Types) == 0 {
-		return nil, in("types", "a worker needs at least one job type")
+	if len(b.Types) == 0 && len(b.BatchTypes) == 0 {
+		return nil, in("types", "a worker needs at least one job type or batch type")
 	}
+	for _, t := range b.BatchTypes {
+		if !domain.ValidType(t) || strings.HasPrefix(t, commands.ScopeInternal+":") {
+			return nil, in("batch_types", "%q is not a batch type", t)
+		}
+	}
+	req.BatchTypes = dedupe(b.BatchTypes)
 	for i, t := range b.Types {
 		if !domain.ValidType(t.Name) {
 			return nil, in("types", "%q is not a job type", t.Name)
@@ -344,7 +373,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	req.Types, req.Queues = dedupe(req.Types), dedupe(req.Queues)
 	// Every (queue, type) pair is a consumer on the server that the
 	// worker's first claim creates: a registration is bounded.
-	if err := engine.CheckRemoteScope(req.Queues, req.Types); err != nil {
+	if err := engine.CheckRemoteScope(req.Queues, append(slices.Clip(req.Types), req.BatchTypes...)); err != nil {
 		p := newProblem(ProblemRegistrationTooLarge, http.StatusUnprocessableEntity, err.Error())
 		p.Field = "types"
 		if len(req.Queues) > engine.MaxRemoteQueues {

@@ -91,7 +91,7 @@ func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
 // event sequences (so a reconnecting EventSource resumes where it left
 // off). After the terminal event it sends an "end" event and closes.
 func (g *Gateway) followEvents(w http.ResponseWriter, r *http.Request, id string, after uint64) {
-	snap, err := g.store.Current(r.Context(), id)
+	snap, err := g.store.Read(r.Context(), id)
 	if err != nil {
 		fail(w, r, err, id)
 		return

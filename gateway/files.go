@@ -224,7 +224,7 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 			id = domain.KeyedID(ns, req.IdempotencyKey)
 			// A key that names a job already: that job is the answer, and
 			// its files are not written again.
-			if snap, err := g.store.Current(ctx, id); err == nil {
+			if snap, err := g.store.Read(ctx, id); err == nil {
 				existing = &engine.Submitted{Snapshot: snap}
 				return errExisting
 			} else if !errors.Is(err, commands.ErrNotFound) {
@@ -298,7 +298,7 @@ func (g *Gateway) listFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) fileList(ctx context.Context, id string) (*FileList, error) {
-	snap, err := g.store.Current(ctx, id)
+	snap, err := g.store.Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func (g *Gateway) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	snap, err := g.store.Current(ctx, id)
+	snap, err := g.store.Read(ctx, id)
 	if err != nil {
 		fail(w, r, err, id)
 		return

@@ -52,14 +52,27 @@ func FuzzDecodeSubmit(f *testing.F) {
 func FuzzDecodePatch(f *testing.F) {
 	for _, s := range []string{`{"worker_id":"w","state":"running"}`, `{"worker_id":"w","progress":{"current":1,"total":2,"message":"m"}}`,
 		`{"worker_id":"w","state":"succeeded","result":{"a":1}}`, `{"worker_id":"w","state":"failed","error":{"code":"X","message":"m"},"retryable":false}`,
-		`{"worker_id":"w","state":"queued","reason":"r"}`, `{"state":"running"}`, `{"worker_id":"w","progress":{"current":-1}}`, `null`, `{}`} {
+		`{"worker_id":"w","state":"queued","reason":"r"}`, `{"state":"running"}`, `{"worker_id":"w","progress":{"current":-1}}`, `null`, `{}`,
+		`{"worker_id":"w","state":"retry_later","delay":"5s","reason":"busy"}`, `{"worker_id":"w","state":"retry_later","delay":-1}`,
+		`{"worker_id":"w","event":{"name":"n","level":"warning","message":"m","fields":{"a":1}}}`,
+		`{"worker_id":"w","state":"waiting","fanout":{"children":[{"type":"k","payload":1},{"type":"k"}],"failure_policy":"fail_fast"}}`,
+		`{"worker_id":"w","state":"waiting","fanout":{"batches":{"type":"b","items":[1,"x"],"max_retries":2,"backoff":"1s","timeout":60},"failure_policy":"tolerate","max_failure_ratio":0.5,"stall_timeout":"1h"}}`,
+		`{"worker_id":"w","state":"waiting","fanout":{"children":[{"type":"k","namespace":"x"}]}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePatch(body)
 		checkDecodeError(t, err)
-		if err == nil && (p.WorkerID == "" || (p.State == "" && p.Progress == nil)) {
+		if err == nil && (p.WorkerID == "" || (p.State == "" && p.Progress == nil && p.Event == nil)) {
 			t.Fatalf("accepted an empty report: %+v", p)
+		}
+		if err == nil && (p.State == commands.StateRetryLater) != (p.Delay != nil) {
+			t.Fatalf("accepted a delay without retry_later, or retry_later without one: %+v", p)
+		}
+		if err == nil && p.Fanout != nil {
+			if _, err := p.Fanout.fanOut(); err != nil {
+				t.Fatalf("accepted a fan-out that is refused: %v", err)
+			}
 		}
 	})
 }
@@ -79,14 +92,16 @@ func FuzzDecodeClaim(f *testing.F) {
 }
 
 func FuzzDecodeRegister(f *testing.F) {
-	for _, s := range []string{`{"name":"w","types":["a","b.c"],"queues":["q"],"concurrency":4}`, `{"types":[]}`, `{"types":["a"],"concurrency":-1}`} {
+	for _, s := range []string{`{"name":"w","types":["a","b.c"],"queues":["q"],"concurrency":4}`, `{"types":[]}`, `{"types":["a"],"concurrency":-1}`,
+		`{"batch_types":["emb.batch"]}`, `{"types":["a"],"namespace":""}`, `{"types":["a"],"namespace":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRegister(body)
 		checkDecodeError(t, err)
 		// No queues is every queue; an empty list is refused.
-		if err == nil && (len(r.Types) == 0 || (r.Queues != nil && len(r.Queues) == 0) || r.Concurrency < 1) {
+		if err == nil && (len(r.Types)+len(r.BatchTypes) == 0 || (r.Queues != nil && len(r.Queues) == 0) || r.Concurrency < 1 ||
+			commands.CheckNamespace(r.Namespace) != nil) {
 			t.Fatalf("accepted %+v", r)
 		}
 	})

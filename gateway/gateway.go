@@ -64,7 +64,7 @@ type Config struct {
 	// frequent reports are coalesced, the last value written.
 	ProgressInterval time.Duration
 	// MaxStreams bounds the requests that stay open: event streams (SSE)
-	// and long polls (Prefer: wait, a claim's wait) together (default
+	// and long polls (Prefer: wait, a claim's or a heartbeat's wait) together (default
 	// 1000). Past it such a request is refused at once: 503 overloaded.
 	MaxStreams int
 	// TrustedOrigins are origins ("https://ops.example.com") whose pages
@@ -139,7 +139,8 @@ type Gateway struct {
 	index    *Index
 	workers  *Registry
 	metrics  *Metrics
-	progress *progressCoalescer
+	progress *engine.ProgressCoalescer // a remote worker's progress reports, coalesced as the runtime's
+	cancels  *cancelHub                // the cancel broadcast, for heartbeats that wait
 	handler  http.Handler
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
@@ -191,7 +192,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.workers = newRegistry(cfg.Store, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
-	g.progress = newProgressCoalescer(g, cfg.ProgressInterval)
+	g.progress = engine.NewProgressCoalescer(cfg.ProgressInterval, g.flushProgress)
+	g.cancels = &cancelHub{nc: cfg.Store.NC}
 	g.csrf = http.NewCrossOriginProtection()
 	for _, o := range cfg.TrustedOrigins {
 		if err := g.csrf.AddTrustedOrigin(o); err != nil {
@@ -289,6 +291,7 @@ func (g *Gateway) Stop(ctx context.Context) {
 	}
 	g.metrics.Stop(ctx)
 	g.index.Stop(ctx)
+	g.cancels.close()
 }
 
 // ServeHTTP serves the API, the dashboard and the operations endpoints.
@@ -357,6 +360,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/workers/{id}", methods{"GET": g.act(read, g.getWorker), "DELETE": g.act(work, g.unregisterWorker)})
 	route(mux, v1+"/workers/{id}/heartbeat", methods{"POST": g.act(work, g.heartbeat)})
 	route(mux, v1+"/tasks/claim", methods{"POST": g.act(work, g.claim)})
+	route(mux, v1+"/batches/{id}", methods{"PATCH": g.act(work, g.patchBatch)})
 	route(mux, v1+"/queues", methods{"GET": g.act(read, g.listQueues)})
 	route(mux, v1+"/queues/{queue}", methods{"PUT": g.act(commands.ActAdmin, everyNamespace(commands.ActAdmin, g.setQueueLimits))})
 	route(mux, v1+"/queues/{queue}/pause", methods{"POST": g.act(commands.ActAdmin, g.pauseQueue)})

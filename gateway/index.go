@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -387,30 +385,18 @@ type Cursor struct {
 	ID        string
 }
 
-const cursorVersion = 1
-
-// Encode returns the cursor's opaque form.
-func (c Cursor) Encode() string {
-	b := make([]byte, 0, 10+len(c.ID))
-	b = append(b, cursorVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(c.CreatedAt.UnixNano()))
-	b = append(b, c.ID...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// Encode returns the cursor's opaque form (engine.EncodeCursor: the NATS
+// list command's cursors are the same).
+func (c Cursor) Encode() string { return engine.EncodeCursor(c.CreatedAt, c.ID) }
 
 // DecodeCursor reads a cursor from Encode; anything else is a bad-cursor
 // problem.
 func DecodeCursor(s string) (Cursor, error) {
-	bad := newProblem(ProblemBadCursor, http.StatusBadRequest, "the cursor is not one this API handed out; start again without it")
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 9+26 || b[0] != cursorVersion {
-		return Cursor{}, bad
+	at, id, err := engine.DecodeCursor(s)
+	if err != nil {
+		return Cursor{}, err
 	}
-	id := string(b[9:])
-	if !domain.ValidID(id) {
-		return Cursor{}, bad
-	}
-	return Cursor{CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
+	return Cursor{CreatedAt: at, ID: id}, nil
 }
 
 // List returns up to limit summaries of jobs that match f, newest first,

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
@@ -118,7 +116,7 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	snap, err := g.store.Current(ctx, id)
+	snap, err := g.store.Read(ctx, id)
 	if err != nil {
 		fail(w, r, err, id)
 		return
@@ -185,43 +183,14 @@ func preferWait(h string, limit time.Duration) (time.Duration, bool) {
 }
 
 // waitTerminal watches a job's record until it is terminal or d passed,
-// and returns the last record seen (nil if none). It is pushed by the KV
-// watch: nothing polls.
+// and returns the last record seen (nil if none): Store.WaitTerminal, which
+// the NATS wait command uses too, ended early when the gateway stops.
 func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
-	w, err := g.store.KV.Watch(ctx, streams.KVKey(id))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("watch job %s: %w", id, err)
-	}
-	defer func() { _ = w.Stop() }()
-	var last *domain.Job
-	for {
-		select {
-		case <-ctx.Done():
-			return last, nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return last, nil
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			j, err := streams.DecodeJob(e.Value())
-			if err != nil {
-				return nil, err
-			}
-			last = j
-			if j.State.Terminal() {
-				return j, nil
-			}
-		}
-	}
+	return g.store.WaitTerminal(ctx, id, d)
 }
 
 // POST /jobs/{id}/cancel, DELETE /jobs/{id}
@@ -357,7 +326,7 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if _, err := g.store.Current(r.Context(), id); err != nil {
+	if _, err := g.store.Read(r.Context(), id); err != nil {
 		fail(w, r, err, id)
 		return
 	}

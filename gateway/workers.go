@@ -56,9 +56,9 @@ func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerR
 	now := time.Now().UTC()
 	rec := &WorkerRecord{ID: "wk-" + domain.NewID(), Name: req.Name, Kind: domain.WorkerHTTP, Types: req.Types,
 		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{},
-		Namespace: req.Namespace}
+		Namespace: req.Namespace, BatchTypes: req.BatchTypes}
 	if p := engine.PrincipalOf(ctx); p != nil {
-		rec.TokenID = p.TokenID
+		rec.TokenID, rec.Token = p.TokenID, p.Actor()
 		rec.OnlyNamespace = p.Namespace != commands.AllNamespaces
 	}
 	if rec.Queues == nil {
@@ -253,7 +253,13 @@ type HeartbeatResponse struct {
 func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx := r.Context()
-	if _, err := readBody(w, r, g.cfg.MaxBodyBytes); err != nil {
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	req, err := DecodeHeartbeat(body)
+	if err != nil {
 		fail(w, r, err, "")
 		return
 	}
@@ -265,22 +271,53 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	// A heartbeat that waits listens before it looks: a loss after the
+	// look is heard.
+	var lw *lossWatch
+	if wait := g.heartbeatWait(req); wait > 0 {
+		release, err := g.hold(w)
+		if err == nil {
+			defer release()
+			lw, err = g.watchLosses(id, rec.Claims)
+		}
+		if err != nil {
+			fail(w, r, err, "")
+			return
+		}
+		defer lw.stop()
+	}
 	rn, err := g.remote.Renew(ctx, id, rec.Claims)
 	if err != nil {
 		// Only a claim known to be lost is dropped; one that could not be
 		// looked at now is kept for the next heartbeat.
 		g.log.Warn("heartbeat: claims not renewed", "worker", id, "unchecked", rn.Unchecked, "err", err)
 	}
-	held, lost, unchecked := nonNil(rn.Held), nonNil(rn.Lost), nonNil(rn.Unchecked)
-	rec, err = g.workers.Update(ctx, id, func(rec *WorkerRecord) {
-		rec.LastHeartbeat = time.Now().UTC()
-		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
-	})
+	rec, err = g.beat(ctx, id, rn.Lost)
 	if err != nil {
 		fail(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: held, Lost: lost, Unchecked: unchecked})
+	if lw != nil && len(rn.Lost) == 0 {
+		wctx, cancel := g.revocable(r)
+		defer cancel()
+		stop := context.AfterFunc(g.base(), cancel)
+		defer stop()
+		rn = lw.wait(wctx, g, id, rn, g.heartbeatWait(req))
+		if rec, err = g.beat(context.WithoutCancel(ctx), id, rn.Lost); err != nil {
+			fail(w, r, err, "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: nonNil(rn.Held),
+		Lost: nonNil(rn.Lost), Unchecked: nonNil(rn.Unchecked)})
+}
+
+// beat records a worker's heartbeat, and drops the claims it lost.
+func (g *Gateway) beat(ctx context.Context, id string, lost []string) (*WorkerRecord, error) {
+	return g.workers.Update(ctx, id, func(rec *WorkerRecord) {
+		rec.LastHeartbeat = time.Now().UTC()
+		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
+	})
 }
 
 func nonNil(s []string) []string {
@@ -305,6 +342,12 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	released := []string{}
 	for _, job := range rec.Claims {
+		if engine.IsBatchID(job) {
+			if g.remote.ReleaseBatch(job) == nil {
+				released = append(released, job)
+			}
+			continue
+		}
 		snap, err := g.remote.Release(ctx, job, id, "worker unregistered")
 		if err == nil {
 			g.index.Put(snap.Job, snap.Rev)
@@ -321,9 +364,10 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "released": released})
 }
 
-// ClaimResponse answers a claim: the job claimed, or null.
+// ClaimResponse answers a claim: the job claimed, or null; or a batch.
 type ClaimResponse struct {
-	Job *projections.JobView `json:"job"`
+	Job   *projections.JobView `json:"job"`
+	Batch *BatchView           `json:"batch,omitempty"`
 }
 
 // POST /tasks/claim
@@ -374,7 +418,8 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	if rec.OnlyNamespace {
 		only = rec.Namespace
 	}
-	snap, err := g.remote.Claim(cctx, rec.ID, rec.Queues, rec.Types, wait, only)
+	got, err := g.remote.ClaimWork(cctx, engine.Scope{Worker: rec.ID, Queues: rec.Queues, Types: rec.Types,
+		BatchTypes: rec.BatchTypes, Only: only}, wait)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			writeJSON(w, http.StatusOK, ClaimResponse{}) // the gateway is stopping
@@ -383,12 +428,18 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	if snap.Job == nil {
+	snap := got.Snapshot
+	var id string
+	switch {
+	case got.Batch != nil:
+		id = got.Batch.ID
+	case snap.Job != nil:
+		id = snap.Job.ID
+		g.index.Put(snap.Job, snap.Rev)
+	default:
 		writeJSON(w, http.StatusOK, ClaimResponse{})
 		return
 	}
-	id := snap.Job.ID
-	g.index.Put(snap.Job, snap.Rev)
 	over := false
 	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
 		// Counted again on the record being written: a claim of the same
@@ -414,7 +465,9 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	if err != nil || ctx.Err() != nil {
 		// The worker left meanwhile, or its request is gone: nobody will
 		// run the job, so give it back now rather than after a lease.
-		if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
+		if got.Batch != nil {
+			_ = g.remote.ReleaseBatch(id)
+		} else if snap, rerr := g.remote.Release(context.WithoutCancel(ctx), id, rec.ID, "claim not delivered"); rerr == nil {
 			g.index.Put(snap.Job, snap.Rev)
 		}
 		if over {
@@ -422,6 +475,10 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		} else if err != nil {
 			fail(w, r, err, id)
 		}
+		return
+	}
+	if got.Batch != nil {
+		writeJSON(w, http.StatusOK, ClaimResponse{Batch: viewBatch(got.Batch)})
 		return
 	}
 	writeJSON(w, http.StatusOK, ClaimResponse{Job: projections.View(snap.Job)})
@@ -447,6 +504,10 @@ func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[
 	}
 	live := 0
 	for _, c := range rec.Claims {
+		if engine.IsBatchID(c) {
+			live++ // a batch is held until its worker reports it or a heartbeat finds it lost
+			continue
+		}
 		if s := g.index.Get(c); s != nil && !held(s) {
 			gone[c] = true
 		} else {
@@ -460,6 +521,10 @@ func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[
 	live = 0
 	for _, c := range rec.Claims {
 		if gone[c] {
+			continue
+		}
+		if engine.IsBatchID(c) {
+			live++
 			continue
 		}
 		snap, err := g.store.Record(ctx, c)
@@ -508,10 +573,10 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rep := commands.Report{State: p.State, Result: p.Result, Error: p.Error, Retryable: p.Retryable, Reason: p.Reason}
+	rep := p.report()
 	progress := p.Progress
-	if p.State == "" {
-		snap, deferred, err := g.progress.report(ctx, id, p.WorkerID, *progress)
+	if p.State == "" && p.Event == nil {
+		snap, deferred, err := g.reportProgress(ctx, id, p.WorkerID, *progress)
 		if err != nil {
 			fail(w, r, err, id)
 			return
@@ -519,7 +584,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		if deferred {
 			// Coalesced: written at the end of the job's progress interval.
 			w.Header().Set("Location", jobURL(id))
-			writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "progress": "accepted; written within " + g.progress.interval.String()})
+			writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "progress": "accepted; written within " + g.cfg.ProgressInterval.String()})
 			return
 		}
 		g.index.Put(snap.Job, snap.Rev)
@@ -529,14 +594,22 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	// A state report carries the progress still pending from earlier
 	// reports, unless it brings a newer one: it is written with the report,
 	// before the move, and only if the report as a whole is accepted.
-	pending := g.progress.take(id, p.WorkerID, p.State != domain.StateRunning)
+	pending := g.progress.Take(id, p.WorkerID, p.State != "" && p.State != domain.StateRunning)
 	if progress == nil {
 		progress = pending
 	}
-	snap, err := g.remote.Report(ctx, id, p.WorkerID, rep, progress)
+	var snap engine.Snapshot
+	if p.State == domain.StateWaiting {
+		var f *engine.FanOut
+		if f, err = g.fanOut(r, p.Fanout); err == nil {
+			snap, err = g.remote.FanOut(ctx, id, p.WorkerID, f, progress, rep.Event)
+		}
+	} else {
+		snap, err = g.remote.Report(ctx, id, p.WorkerID, rep, progress)
+	}
 	if err != nil {
 		if pending != nil {
-			g.progress.putBack(id, p.WorkerID, pending)
+			g.progress.PutBack(id, p.WorkerID, pending)
 		}
 		fail(w, r, err, id)
 		return

@@ -52,6 +52,7 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		}
 	case domain.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
+		n.ClaimedAt = t
 	case domain.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t

@@ -44,6 +44,7 @@ type JobView struct {
 	RunAt            *time.Time       `json:"run_at"`
 	QueuedAt         *time.Time       `json:"queued_at"`
 	StartedAt        *time.Time       `json:"started_at"`
+	Deadline         *time.Time       `json:"deadline,omitempty"` // a claimed or running job: when its attempt's execution timeout ends
 	FinishedAt       *time.Time       `json:"finished_at"`
 	UpdatedAt        time.Time        `json:"updated_at"`
 	DurationSeconds  *float64         `json:"duration_seconds"`
@@ -128,6 +129,9 @@ func View(j *domain.Job) *JobView {
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
+	if d, ok := commands.Deadline(j); ok {
+		v.Deadline = timePtr(d)
+	}
 	if j.Hold != nil && j.State == domain.StatePending {
 		v.Hold = ViewHold(j, *j.Hold)
 	}
@@ -162,6 +166,7 @@ type EventView struct {
 	Time     time.Time        `json:"time"`
 	Attempt  int              `json:"attempt"`
 	Actor    string           `json:"actor,omitempty"`
+	Token    string           `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
 	Level    string           `json:"level,omitempty"`
 	Message  string           `json:"message,omitempty"`
 	Fields   map[string]any   `json:"fields,omitempty"`
@@ -185,7 +190,7 @@ type CountsView struct {
 // ViewEvent renders an event.
 func ViewEvent(e *domain.Event) *EventView {
 	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
-		Actor: e.Actor, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
+		Actor: e.Actor, Token: e.By, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
 		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
 	if len(e.Result) > 0 {
 		v.Result = json.RawMessage(e.Result)

@@ -135,3 +135,6 @@ func ParseToken(t string) (string, error) {
 func JobSubject(j *domain.Job) string {
 	return EventSubject(j.Spec.Namespace, j.Spec.Queue, j.Spec.Type, j.ID)
 }
+
+// BatchesFilter selects the batches of every batch type on a queue.
+func BatchesFilter(queue string) string { return "jetflow.q." + queue + ".batch.>" }

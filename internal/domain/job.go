@@ -73,6 +73,10 @@ const (
 	PcSucceeded = "piece.succeeded"
 	PcFailed    = "piece.failed"
 	PcCancelled = "piece.cancelled"
+	// PcLinked: a job was submitted with this parent (not as a piece of
+	// its fan-out): Fields["child"] names it. Its end is a piece event
+	// with piece 0 and the same child, like every child's.
+	PcLinked = "piece.linked"
 )
 
 // Fan-out kinds and failure policies.
@@ -215,6 +219,10 @@ type Job struct {
 	// Hold is why a pending job waits (job.pending); nil once it left
 	// pending.
 	Hold *Hold `msgpack:"hold,omitempty"`
+
+	// ClaimedAt is when a worker outside the process last claimed it
+	// (job.claimed): a claimed job's deadline counts from it.
+	ClaimedAt time.Time `msgpack:"claimed_at,omitempty"`
 }
 
 // Event is the envelope of every entry in the events stream. The common part
@@ -250,6 +258,11 @@ type Event struct {
 	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
 	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
+
+	// By is the access token (token:<name>/<id>) on whose behalf the actor
+	// wrote it, when the actor is not the token itself (a worker writing
+	// through a worker token).
+	By string `msgpack:"by,omitempty"`
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read

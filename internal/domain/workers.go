@@ -30,6 +30,13 @@ type WorkerRecord struct {
 	Namespace     string `msgpack:"namespace,omitempty" json:"namespace,omitempty"`
 	TokenID       string `msgpack:"token,omitempty" json:"-"`
 	OnlyNamespace bool   `msgpack:"only_ns,omitempty" json:"-"`
+
+	// BatchTypes are the batch types an HTTP worker runs (batches of
+	// fan-outs); its Claims list the batches it holds too.
+	BatchTypes []string `msgpack:"batch_types,omitempty" json:"batch_types"`
+	// Token names the token that registered it (token:<name>/<id>), with
+	// access control.
+	Token string `msgpack:"by,omitempty" json:"token,omitempty"`
 }
 
 // ValidWorkerID reports whether id can name a worker: 1-128 of

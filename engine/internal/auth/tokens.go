@@ -162,7 +162,7 @@ func CheckRefs(ctx context.Context, s *store.Store, p *commands.Principal, req *
 		if ref.id == "" {
 			continue
 		}
-		snap, err := s.Current(ctx, ref.id)
+		snap, err := s.Read(ctx, ref.id)
 		if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidInput) {
 			return err
 		}

@@ -45,7 +45,7 @@ const (
 
 // commandVerbs are the endpoints of the service, one per verb, each on
 // jetflow.cmd.<verb>.
-var commandVerbs = []string{"submit", "get", "cancel", "list", "events"}
+var commandVerbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
 
 // CommandServer answers commands on jetflow.cmd.<verb> for clients that do
 // not embed the Go SDK (docs/protocol.md). A request is msgpack, or JSON
@@ -69,6 +69,8 @@ type CommandServer struct {
 
 	mu  sync.Mutex
 	run *cmdRun // nil when stopped
+
+	waits chan struct{} // a slot per wait command held (MaxCommandWaits)
 }
 
 // Config configures a CommandServer.
@@ -110,7 +112,8 @@ func New(s *store.Store, cfg Config) *CommandServer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &CommandServer{cfg: cfg, store: s, nc: s.NC(), log: log.With("component", "commands")}
+	return &CommandServer{cfg: cfg, store: s, nc: s.NC(), log: log.With("component", "commands"),
+		waits: make(chan struct{}, MaxCommandWaits)}
 }
 
 // Start adds the service and its endpoints and returns once the NATS
@@ -133,7 +136,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        CommandService,
 		Version:     CommandServiceVersion,
-		Description: "jetflow commands: submit, get, cancel, list, events (docs/protocol.md)",
+		Description: "jetflow commands: submit, get, cancel, list, events, wait, history (docs/protocol.md)",
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
@@ -357,11 +360,15 @@ func (s *verbStats) snapshot() VerbStats {
 }
 
 type cmdReply struct {
-	Job     *projections.JobView     `json:"job,omitempty"`
-	Created *bool                    `json:"created,omitempty"`
-	Jobs    []*projections.JobView   `json:"jobs,omitempty"`
-	Events  []*projections.EventView `json:"events,omitempty"`
-	Error   *CommandError            `json:"error,omitempty"`
+	Job        *projections.JobView     `json:"job,omitempty"`
+	Created    *bool                    `json:"created,omitempty"`
+	TimedOut   *bool                    `json:"timed_out,omitempty"` // wait
+	Jobs       []*projections.JobView   `json:"jobs,omitempty"`
+	NextCursor string                   `json:"next_cursor,omitempty"` // list
+	Events     []*projections.EventView `json:"events,omitempty"`
+	Next       *uint64                  `json:"next,omitempty"` // history
+	More       *bool                    `json:"more,omitempty"` // history
+	Error      *CommandError            `json:"error,omitempty"`
 }
 
 // CommandError is the error of a failed command.
@@ -377,8 +384,8 @@ func problem(err error, jobID string) *CommandError {
 
 // undecodable is the error of a command body that does not decode into v:
 // invalid-input naming the field when a field's value is refused where it
-// is decoded (a duration out of range), else bad-command, naming the field
-// whose value does not decode when one does not.
+// is decoded (a duration out of range), else malformed-request (as over
+// HTTP), naming the field whose value does not decode when one does not.
 func undecodable(verb string, body []byte, asJSON bool, v any, err error) *CommandError {
 	field, ferr := FieldOf(body, asJSON, v)
 	var in *commands.InputError
@@ -393,7 +400,7 @@ func undecodable(verb string, body []byte, asJSON bool, v any, err error) *Comma
 	if field != "" {
 		detail = fmt.Sprintf("%s: field %q: %v", verb, field, ferr)
 	}
-	p := problems.New(problems.BadCommand, 400, detail)
+	p := problems.New(problems.MalformedRequest, 400, detail)
 	p.Field = field
 	return p
 }
@@ -431,15 +438,7 @@ func FieldOf(body []byte, asJSON bool, v any) (string, error) {
 			raws[k] = r
 		}
 	}
-	for i := range rt.NumField() {
-		f := rt.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get(tag), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
+	for _, name := range fieldNames(rt, tag) {
 		raw, ok := raws[name]
 		if !ok && asJSON {
 			for k, r := range raws {
@@ -452,19 +451,53 @@ func FieldOf(body []byte, asJSON bool, v any) (string, error) {
 		if !ok {
 			continue
 		}
+		// The field is decoded as part of a body of its own, so that the
+		// type's own decoding of it (a custom decoder of the whole
+		// struct) is what is tried.
 		var err error
-		if into := reflect.New(f.Type).Interface(); asJSON {
-			dec := json.NewDecoder(bytes.NewReader(raw))
+		if into := reflect.New(rt).Interface(); asJSON {
+			one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
+			dec := json.NewDecoder(bytes.NewReader(one))
 			dec.DisallowUnknownFields()
 			err = dec.Decode(into)
 		} else {
-			err = streams.UnmarshalStrict(raw, into)
+			if len(raw) == 0 {
+				raw = []byte{0xc0} // a msgpack nil, which a raw message holds as nothing
+			}
+			one, _ := msgpack.Marshal(map[string]msgpack.RawMessage{name: raw})
+			err = streams.UnmarshalStrict(one, into)
 		}
 		if err != nil {
 			return name, err
 		}
 	}
 	return "", nil
+}
+
+// fieldNames are the names of the fields of struct type rt under tag, in
+// order, those of embedded structs (without a name of their own) in their
+// place.
+func fieldNames(rt reflect.Type, tag string) []string {
+	var out []string
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get(tag), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, fieldNames(f.Type, tag)...)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 type idCommand struct {
@@ -485,7 +518,7 @@ func (c *idCommand) check(verb string) error {
 func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, body []byte) *cmdReply {
 	failed := func(err error, jobID string) *cmdReply { return &cmdReply{Error: problem(err, jobID)} }
 	if len(body) > MaxCommandBytes {
-		return &cmdReply{Error: problems.New(problems.BadCommand, 413,
+		return &cmdReply{Error: problems.New(problems.PayloadTooLarge, 413,
 			fmt.Sprintf("command of %d bytes is over the limit of %d", len(body), MaxCommandBytes))}
 	}
 	// decode decodes the body into v, or says why it does not.
@@ -512,6 +545,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		if err := req.check(verb); err != nil {
 			return nil, failed(err, req.ID)
 		}
+		if err := knownID(req.ID); err != nil {
+			return nil, failed(err, req.ID)
+		}
 		if scoped {
 			if err := c.sees(ctx, p, req.ID); err != nil {
 				return nil, failed(err, req.ID)
@@ -524,6 +560,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		var req commands.SubmitRequest
 		if r := decode(&req); r != nil {
 			return r
+		}
+		if err := commands.CheckGivenNamespace(body, asJSON); err != nil {
+			return failed(err, "")
 		}
 		ns, err := p.Scope(commands.ActSubmit, req.Namespace)
 		if err != nil {
@@ -550,7 +589,7 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		if r != nil {
 			return r
 		}
-		snap, err := c.store.Current(ctx, req.ID)
+		snap, err := c.store.Read(ctx, req.ID)
 		if err == nil && p != nil && !p.Sees(snap.Job.Spec.Namespace) {
 			err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
 		}
@@ -572,20 +611,35 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		}
 		return &cmdReply{Job: projections.View(snap.Job)}
 	case "list":
-		var f store.Filter
-		if r := decode(&f); r != nil {
+		var lc listCommand
+		if r := decode(&lc); r != nil {
 			return r
+		}
+		f := lc.Filter
+		if err := f.Validate(); err != nil {
+			return failed(err, "")
 		}
 		ns, err := p.Scope(commands.ActRead, f.Namespace)
 		if err != nil {
 			return failed(err, "")
 		}
 		f.Namespace = ns
+		limit := f.Limit
+		if lc.Cursor != "" {
+			if _, _, err := DecodeCursor(lc.Cursor); err != nil {
+				return failed(err, "")
+			}
+		}
+		f.Limit = 0 // the page is cut after the cursor
 		jobs, err := c.store.List(ctx, f)
 		if err != nil {
 			return failed(err, "")
 		}
-		out := &cmdReply{Jobs: make([]*projections.JobView, len(jobs))}
+		jobs, next, err := page(jobs, lc.Cursor, limit)
+		if err != nil {
+			return failed(err, "")
+		}
+		out := &cmdReply{Jobs: make([]*projections.JobView, len(jobs)), NextCursor: next}
 		for i, j := range jobs {
 			out.Jobs[i] = projections.View(j)
 		}
@@ -604,9 +658,13 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			return failed(err, req.ID)
 		}
 		return out
+	case "wait":
+		return c.wait(ctx, p, decode, failed)
+	case "history":
+		return c.history(ctx, p, decode, failed)
 	}
 	return &cmdReply{Error: problems.New(problems.UnknownCommand, 404,
-		fmt.Sprintf("no command %q; commands are submit, get, cancel, list, events", verb))}
+		fmt.Sprintf("no command %q; commands are %s", verb, strings.Join(commandVerbs, ", ")))}
 }
 
 // decodeCommand decodes a command body strictly: unknown fields and fields
@@ -699,7 +757,7 @@ func (c *CommandServer) sees(ctx context.Context, p *commands.Principal, id stri
 	if !p.Scoped() {
 		return nil
 	}
-	snap, err := c.store.Current(ctx, id)
+	snap, err := c.store.Read(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -488,7 +488,7 @@ func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
 }
 
 // redispatch publishes the work item of each of ids that the log says is
-// queued (Store.Load brings a record behind the log up to it first).
+// queued (Store.Current brings a record behind the log up to it first).
 func (a *Admitter) redispatch(ctx context.Context, ids []string) {
 	for _, id := range ids {
 		snap, err := a.store.Current(ctx, id)

@@ -133,15 +133,24 @@ func (l *LeaseSweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	awake = min(awake, now.Sub(l.since))
 	for _, it := range items {
-		if awake < it.lease+commands.LeaseGrace {
-			continue
-		}
 		snap, ok := recs[it.job]
 		if !ok {
 			continue
 		}
 		j := snap.Job
 		if !commands.Held(j) || j.LeaseItem != it.seq {
+			continue
+		}
+		if commands.HeldRemotely(j) && commands.TimedOut(j, commands.DeadlineGrace, now) {
+			// Nothing in the process of a worker outside jetflow ends its
+			// attempt at its deadline: the engine does (a deadline is
+			// absolute, so heartbeats do not matter here).
+			if l.timeOut(ctx, it, snap) {
+				n++
+			}
+			continue
+		}
+		if awake < it.lease+commands.LeaseGrace {
 			continue
 		}
 		beat := byID[j.Worker].BeatOf(j.ID)
@@ -250,5 +259,31 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapsh
 	}
 	_ = l.store.NC().Publish(streams.CancelSubject, []byte(it.job))
 	l.log.Info("lease expired", "job", it.job, "worker", cur.Job.Worker, "event", ev.Type)
+	return true
+}
+
+// timeOut ends the attempt of a job a remote worker holds under it whose
+// deadline passed by more than commands.DeadlineGrace (commands.TimeOutHeld:
+// retried or failed, with code TIMEOUT), decided again on the job as it is
+// now; then the attempt's work item is settled (a retry has its own) and
+// the cancel broadcast tells the worker's heartbeat that it lost the job.
+// Its later reports are refused: it no longer holds the job.
+func (l *LeaseSweeper) timeOut(ctx context.Context, it inFlight, cur store.Snapshot) bool {
+	var decided *domain.Job
+	u := commands.Jitter()
+	_, ev, err := l.store.Apply(ctx, "timeout", cur, func(j *domain.Job) (*domain.Event, error) {
+		decided = j
+		return commands.TimeOutHeld(j, it.seq, commands.DeadlineGrace, l.store.Actor(), time.Now().UTC(), u)
+	})
+	if errors.Is(err, commands.ErrInvalidTransition) {
+		return false
+	}
+	if err != nil {
+		l.log.Warn("execution timeout", "job", it.job, "err", err)
+		return false
+	}
+	_ = l.store.NC().Publish(decided.LeaseAck, []byte("+ACK"))
+	_ = l.store.NC().Publish(streams.CancelSubject, []byte(it.job))
+	l.log.Info("execution timeout", "job", it.job, "worker", decided.Worker, "event", ev.Type)
 	return true
 }

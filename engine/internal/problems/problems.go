@@ -124,7 +124,7 @@ type Problem struct {
 	JobID    string `json:"job_id,omitempty"`
 	WorkerID string `json:"worker_id,omitempty"`
 	// Field names the refused field of an invalid-input problem, and the
-	// field whose value did not decode of a bad-command one, when known.
+	// field whose value did not decode of a malformed-request one, when known.
 	Field string `json:"field,omitempty"`
 	// State is the job's state an invalid-transition was refused in.
 	State string `json:"state,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ func New(s *store.Store, lease time.Duration, log *slog.Logger) *Remote {
 
 type runConsumer struct {
 	queue, jobType, subject string
+	batch                   bool // a batch consumer: jobType is a batch type
 	cons                    jetstream.Consumer
 	qs                      jetstream.Stream
 }
@@ -125,33 +127,45 @@ func (r *Remote) stream(ctx context.Context, q string) (jetstream.Stream, error)
 	return qs, nil
 }
 
-// consumer returns the run consumer of a type on an existing queue, from
-// the cache or created.
-func (r *Remote) consumer(ctx context.Context, q, t string, qs jetstream.Stream) (runConsumer, error) {
-	key := q + "/" + t
+// consumer returns the run consumer of a type (or the batch consumer of a
+// batch type) on an existing queue, from the cache or created.
+func (r *Remote) consumer(ctx context.Context, q, t string, batch bool, qs jetstream.Stream) (runConsumer, error) {
+	key, subject := q+"/"+t, streams.RunSubject(q, t)
+	if batch {
+		key, subject = "batch:"+key, streams.BatchFilter(q, t)
+	}
 	r.mu.Lock()
 	cons := r.ensured[key]
 	r.mu.Unlock()
 	if cons == nil {
 		var err error
-		if cons, err = r.store.EnsureRunConsumer(ctx, q, t, r.lease, store.DefaultMaxAckPending); err != nil {
+		if batch {
+			cons, err = r.store.EnsureConsumer(ctx, q, store.BatchConsumerConfig(q, t, r.lease, store.DefaultMaxAckPending))
+		} else {
+			cons, err = r.store.EnsureRunConsumer(ctx, q, t, r.lease, store.DefaultMaxAckPending)
+		}
+		if err != nil {
 			return runConsumer{}, err
 		}
 		r.mu.Lock()
 		r.ensured[key] = cons
 		r.mu.Unlock()
 	}
-	return runConsumer{queue: q, jobType: t, subject: streams.RunSubject(q, t), cons: cons, qs: qs}, nil
+	return runConsumer{queue: q, jobType: t, subject: subject, batch: batch, cons: cons, qs: qs}, nil
 }
 
 // renew drops a consumer that is gone from the server (deleted by an
 // operator, or with its stream) from the cache and creates it again.
 func (r *Remote) renew(ctx context.Context, c *runConsumer) error {
+	key := c.queue + "/" + c.jobType
+	if c.batch {
+		key = "batch:" + key
+	}
 	r.mu.Lock()
-	delete(r.ensured, c.queue+"/"+c.jobType)
+	delete(r.ensured, key)
 	r.mu.Unlock()
-	r.log.Warn("run consumer is gone; creating it again", "queue", c.queue, "type", c.jobType)
-	fresh, err := r.consumer(ctx, c.queue, c.jobType, c.qs)
+	r.log.Warn("run consumer is gone; creating it again", "queue", c.queue, "type", c.jobType, "batch", c.batch)
+	fresh, err := r.consumer(ctx, c.queue, c.jobType, c.batch, c.qs)
 	if err != nil {
 		return err
 	}
@@ -178,26 +192,53 @@ func consumerGone(err error) bool {
 // loses an item takes the next, and the revision-checked claim decides who
 // holds a job.
 func (r *Remote) Claim(ctx context.Context, worker string, queues, types []string, wait time.Duration, only string) (store.Snapshot, error) {
+	c, err := r.ClaimWork(ctx, Scope{Worker: worker, Queues: queues, Types: types, Only: only}, wait)
+	return c.Snapshot, err
+}
+
+// Scope is what a remote worker serves: its job types and batch types on
+// its queues (none: every queue), of every namespace or Only one.
+type Scope struct {
+	Worker     string
+	Queues     []string
+	Types      []string
+	BatchTypes []string
+	Only       string
+}
+
+// Claimed is what a claim got: a job (Snapshot.Job), a batch, or nothing.
+type Claimed struct {
+	store.Snapshot
+	Batch *RemoteBatch
+}
+
+// ClaimWork is Claim for a worker that may run batches too: the oldest
+// waiting item of its job types and batch types, whatever its kind. A
+// batch claimed writes nothing (it has no record): it is the worker's
+// until it reports it (ReportBatch), gives it back (ReleaseBatch) or
+// stops renewing it.
+func (r *Remote) ClaimWork(ctx context.Context, sc Scope, wait time.Duration) (Claimed, error) {
+	worker, queues, types, only := sc.Worker, sc.Queues, sc.Types, sc.Only
 	if worker == "" {
-		return store.Snapshot{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
+		return Claimed{}, &commands.InputError{Field: "worker_id", Reason: "is required"}
 	}
-	if len(types) == 0 {
-		return store.Snapshot{}, &commands.InputError{Field: "types", Reason: "a worker needs at least one job type"}
+	if len(types) == 0 && len(sc.BatchTypes) == 0 {
+		return Claimed{}, &commands.InputError{Field: "types", Reason: "a worker needs at least one job type"}
 	}
-	if err := CheckRemoteScope(queues, types); err != nil {
-		return store.Snapshot{}, err
+	if err := CheckRemoteScope(queues, append(slices.Clip(types), sc.BatchTypes...)); err != nil {
+		return Claimed{}, err
 	}
 	for _, q := range queues {
 		if !domain.ValidQueue(q) {
-			return store.Snapshot{}, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
+			return Claimed{}, &commands.InputError{Field: "queues", Reason: fmt.Sprintf("%q is not a queue name", q)}
 		}
 	}
-	for _, t := range types {
+	for _, t := range append(slices.Clip(types), sc.BatchTypes...) {
 		if !domain.ValidType(t) {
-			return store.Snapshot{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
+			return Claimed{}, &commands.InputError{Field: "types", Reason: fmt.Sprintf("%q is not a job type", t)}
 		}
 		if strings.HasPrefix(t, commands.ScopeInternal+":") {
-			return store.Snapshot{}, fmt.Errorf("type %s: @internal types are run by the engine itself, never by a remote worker: %w",
+			return Claimed{}, fmt.Errorf("type %s: @internal types are run by the engine itself, never by a remote worker: %w",
 				t, commands.ErrInternalType)
 		}
 	}
@@ -209,25 +250,25 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 		if every {
 			var err error
 			if qnames, err = r.queueNames(ctx); err != nil {
-				return store.Snapshot{}, err
+				return Claimed{}, err
 			}
 		}
-		order, err := r.byAge(ctx, qnames, types)
+		order, err := r.byAge(ctx, qnames, types, sc.BatchTypes)
 		if err != nil {
-			return store.Snapshot{}, err
+			return Claimed{}, err
 		}
 		for _, c := range order {
-			snap, ok, err := r.tryClaim(ctx, c, worker, only)
+			got, ok, err := r.tryClaim(ctx, c, worker, only)
 			if err != nil {
-				return store.Snapshot{}, err
+				return Claimed{}, err
 			}
 			if ok {
-				return snap, nil
+				return got, nil
 			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return store.Snapshot{}, nil
+			return Claimed{}, nil
 		}
 		if wake == nil {
 			// Subscribe once, then look again, so that nothing published
@@ -244,19 +285,26 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 					_ = s.Unsubscribe()
 				}
 			}()
+			var subjects []string
 			for _, q := range listen {
 				for _, t := range types {
-					sub, err := r.store.NC().Subscribe(streams.RunSubject(q, t), func(*nats.Msg) {
-						select {
-						case wake <- struct{}{}:
-						default:
-						}
-					})
-					if err != nil {
-						return store.Snapshot{}, err
-					}
-					subs = append(subs, sub)
+					subjects = append(subjects, streams.RunSubject(q, t))
 				}
+				for _, t := range sc.BatchTypes {
+					subjects = append(subjects, streams.BatchFilter(q, t))
+				}
+			}
+			for _, subject := range subjects {
+				sub, err := r.store.NC().Subscribe(subject, func(*nats.Msg) {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				})
+				if err != nil {
+					return Claimed{}, err
+				}
+				subs = append(subs, sub)
 			}
 			continue
 		}
@@ -268,7 +316,7 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return store.Snapshot{}, ctx.Err()
+			return Claimed{}, ctx.Err()
 		}
 		t.Stop()
 	}
@@ -281,7 +329,7 @@ func (r *Remote) Claim(ctx context.Context, worker string, queues, types []strin
 // says which of its run subjects hold items at all, so an idle pair costs
 // nothing more, and its consumer is only created once it has work. A single
 // candidate is returned as is: its fetch is the look.
-func (r *Remote) byAge(ctx context.Context, queues, types []string) ([]*runConsumer, error) {
+func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) ([]*runConsumer, error) {
 	var cands []*runConsumer
 	for _, q := range queues {
 		qs, err := r.stream(ctx, q)
@@ -305,7 +353,34 @@ func (r *Remote) byAge(ctx context.Context, queues, types []string) ([]*runConsu
 			if info.State.Subjects[streams.RunSubject(q, t)] == 0 {
 				continue
 			}
-			c, err := r.consumer(ctx, q, t, qs)
+			c, err := r.consumer(ctx, q, t, false, qs)
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, &c)
+		}
+		if len(batchTypes) == 0 {
+			continue
+		}
+		// Batches are on a subject per parent: one more request says which
+		// batch types have any.
+		binfo, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.BatchesFilter(q)))
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q, err)
+		}
+		for _, t := range batchTypes {
+			prefix := strings.TrimSuffix(streams.BatchFilter(q, t), "*")
+			has := false
+			for subj, n := range binfo.State.Subjects {
+				if n > 0 && strings.HasPrefix(subj, prefix) {
+					has = true
+					break
+				}
+			}
+			if !has {
+				continue
+			}
+			c, err := r.consumer(ctx, q, t, true, qs)
 			if err != nil {
 				return nil, err
 			}
@@ -373,14 +448,21 @@ func (r *Remote) dropChild(ctx context.Context, snap store.Snapshot, worker stri
 	}
 }
 
-func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker, only string) (store.Snapshot, bool, error) {
+func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker, only string) (Claimed, bool, error) {
 	// Items of another namespace than only's go back for their own
 	// workers; a few are passed over before this consumer is given up
 	// until the next look.
 	for skipped := 0; ; skipped++ {
-		snap, ok, skip, err := r.tryClaimOne(ctx, c, worker, only)
+		var got Claimed
+		var ok, skip bool
+		var err error
+		if c.batch {
+			got.Batch, ok, skip, err = r.tryClaimBatch(ctx, c, only)
+		} else {
+			got.Snapshot, ok, skip, err = r.tryClaimOne(ctx, c, worker, only)
+		}
 		if !skip || skipped >= maxForeignSkips {
-			return snap, ok, err
+			return got, ok, err
 		}
 	}
 }
@@ -444,6 +526,9 @@ type Renewal struct {
 	// transient error: NATS slow or unreachable). They are not lost: the
 	// next heartbeat looks again, and their leases run on meanwhile.
 	Unchecked []string
+	// Due is the earliest moment a batch held is ended for its deadline
+	// (zero: none held).
+	Due time.Time
 }
 
 // Renew extends the leases of the jobs worker holds among ids (a
@@ -454,6 +539,22 @@ func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewa
 	var rn Renewal
 	var errs []error
 	for _, id := range ids {
+		if IsBatchID(id) {
+			held, due, err := r.renewBatch(ctx, id)
+			switch {
+			case err != nil:
+				rn.Unchecked = append(rn.Unchecked, id)
+				errs = append(errs, fmt.Errorf("renew %s: %w", id, err))
+			case held:
+				rn.Held = append(rn.Held, id)
+				if rn.Due.IsZero() || due.Before(rn.Due) {
+					rn.Due = due
+				}
+			default:
+				rn.Lost = append(rn.Lost, id)
+			}
+			continue
+		}
 		snap, err := r.store.Record(ctx, id)
 		if errors.Is(err, commands.ErrNotFound) {
 			rn.Lost = append(rn.Lost, id)
@@ -482,7 +583,7 @@ func (r *Remote) Renew(ctx context.Context, worker string, ids []string) (Renewa
 // of the job: checked as a whole first (commands.CheckReport: a refused
 // report writes nothing of itself), then its progress, then its state: a
 // start (claimed -> running), or an outcome recorded as an attempt's end is
-// (Store.record), which acks the job's work item through the ack subject
+// (Store.RecordOutcome), which acks the job's work item through the ack subject
 // kept in the record.
 func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Report, progress *domain.Progress) (store.Snapshot, error) {
 	cur, err := r.store.Current(ctx, id)
@@ -493,12 +594,8 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 		return cur, err
 	}
 	a := r.attempt(worker)
-	if progress != nil {
-		if cur, err = r.store.Annotate(ctx, "progress", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
-			return commands.Progress(j, *progress, worker, now)
-		}); err != nil {
-			return cur, err
-		}
+	if cur, err = r.annotations(ctx, cur, a, worker, progress, rep.Event); err != nil {
+		return cur, err
 	}
 	if rep.State == "" {
 		return cur, nil
@@ -522,6 +619,27 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 	}
 	next, _, err := r.store.RecordOutcome(ctx, op, cur, a, o)
 	return next, err
+}
+
+// annotations writes what a report says about the attempt before its
+// state: its progress, then the handler's own event.
+func (r *Remote) annotations(ctx context.Context, cur store.Snapshot, a store.Attempt, worker string, progress *domain.Progress, ev *commands.EventReport) (store.Snapshot, error) {
+	var err error
+	if progress != nil {
+		if cur, err = r.store.Annotate(ctx, "progress", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			return commands.Progress(j, *progress, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	if ev != nil {
+		if cur, err = r.store.Annotate(ctx, "emit", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
+			return ev.Decide(j, worker, now)
+		}); err != nil {
+			return cur, err
+		}
+	}
+	return cur, nil
 }
 
 // attempt is a remote worker's attempt: known by its worker id (the

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
-	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -97,28 +96,12 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 	r.settleBatch(ctx, msg, &item, attempt, commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled)))
 }
 
-// settleBatch carries out what was decided of a batch's attempt: its work
-// item given back (now or after a delay), dropped, or acked once its piece
-// event is in the log.
+// settleBatch carries out what was decided of a batch's attempt
+// (Store.SettleBatch); a piece event that could not be written leaves the
+// batch to be redelivered.
 func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *domain.BatchItem, attempt int, step commands.BatchStep) {
-	switch {
-	case step.Retry && step.Delay > 0:
-		_ = msg.NakWithDelay(step.Delay)
-		return
-	case step.Retry:
-		_ = msg.Nak() // another worker takes it at once
-		return
-	case step.Drop:
-		_ = msg.Ack()
-		return
-	}
-	ev := &domain.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
-		Attempt: attempt, Actor: r.cfg.WorkerID, Error: step.Error}
-	if _, err := r.store.PublishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
+	if err := r.store.SettleBatch(ctx, msg, item, attempt, step, r.cfg.WorkerID); err != nil {
 		r.log.Warn("batch outcome not recorded; the batch will be redelivered", "parent", item.Parent, "piece", item.Piece, "err", err)
 		_ = msg.NakWithDelay(time.Second)
-		return
 	}
-	store.Crash("batch:recorded")
-	_ = msg.Ack()
 }

@@ -20,7 +20,7 @@ import (
 //  2. record: the outcome is decided on the job as it is (Outcome.Decide,
 //     under the attempt's guard), appended, projected and dispatched
 //     (Store.Apply), then the attempt's work item is settled
-//     (Store.record). A batch's outcome is decided by commands.DecideBatch
+//     (Store.RecordOutcome). A batch's outcome is decided by commands.DecideBatch
 //     and recorded as a piece event of its parent (Runtime.settleBatch).
 
 // classifyOutcome tells how an attempt ended from its handler's result and error

@@ -409,7 +409,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			// Cancelled, or the lease went to another worker: what this
 			// attempt produced is discarded.
 			r.log.Info("attempt result discarded", "job", rn.id, "reason", err)
-			r.cancelMadeChildren(ctx, next.Job, children)
+			r.store.CancelMadeChildren(ctx, next.Job, children)
 			r.release(rn, next.Job)
 			return
 		}
@@ -423,24 +423,11 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			r.log.Error("could not record the outcome of an attempt", "job", rn.id, "err", err)
 			return
 		}
-		r.cancelMadeChildren(ctx, next.Job, children)
+		r.store.CancelMadeChildren(ctx, next.Job, children)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(next.Job, ev)
 		}
 		return
-	}
-}
-
-// cancelMadeChildren cancels the children a coordinator's attempt made
-// when its job ended without waiting for them: it was cancelled while it made them, or
-// making them failed for good. (A job that will run again keeps them: the
-// next attempt finds the same children, their ids are derived.)
-func (r *Runtime) cancelMadeChildren(ctx context.Context, j *domain.Job, children int) {
-	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
-		return
-	}
-	if err := r.store.CancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
-		r.log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
 	}
 }
 

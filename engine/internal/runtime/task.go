@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -38,15 +37,9 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 	if t.run == nil {
 		return errors.New("emit: not a running attempt")
 	}
-	switch level {
-	case "":
-		level = domain.LevelInfo
-	case domain.LevelInfo, domain.LevelWarning, domain.LevelError:
-	default:
-		return &commands.InputError{Field: "level", Reason: fmt.Sprintf("%q: want info, warning or error", level)}
-	}
-	if name == "" || len(name) > 128 {
-		return &commands.InputError{Field: "name", Reason: "want 1-128 characters"}
+	level, err := commands.CheckEvent(name, level, message, fields)
+	if err != nil {
+		return err
 	}
 	rn := t.run
 	return rn.write(ctx, "emit", func(j *domain.Job, now time.Time) (*domain.Event, error) {
@@ -120,8 +113,9 @@ func (rn *run) stopProgress() {
 	}
 }
 
-// parentGone reports whether the job of rn has a parent that is already
-// terminal (cancelled, failed). It reads the parent after the job's own
+// parentGone reports whether the job of rn has a parent that keeps it
+// from running: one that ended without succeeding (cancelled, failed), or
+// is gone. It reads the parent after the job's own
 // job.started is in the log, so a parent cancelled before that start is
 // always seen: a child whose parent is cancelled never runs.
 func (r *Runtime) parentGone(ctx context.Context, rn *run) bool {

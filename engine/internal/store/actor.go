@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 type principalKey struct{}
@@ -28,4 +29,15 @@ func (s *Store) ActorOf(ctx context.Context) string {
 		return p.Actor()
 	}
 	return s.actor
+}
+
+// stamp names the token of the request on an event its actor wrote on the
+// token's behalf (a worker writing through a worker token): every event
+// names the token that caused it.
+func stamp(ctx context.Context, ev *domain.Event) {
+	if p := PrincipalOf(ctx); p != nil {
+		if a := p.Actor(); a != ev.Actor {
+			ev.By = a
+		}
+	}
 }

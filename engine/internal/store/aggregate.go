@@ -355,7 +355,9 @@ func (w *Write[R]) Appended() bool { return w.appended }
 
 // Write writes ws with the writes of each step pipelined across them: every
 // append, then every record, then what each implies (Kind.After), with one
-// round trip a step, not three per record. A process that crashes between
+// round trip a step, not three per record. Every event names the token of
+// the request it is written for (ctx's principal), when its actor is not
+// that token (a worker writing through its worker token): Event.By. A process that crashes between
 // two steps leaves the log ahead of the records, or a record without what
 // it implies: Current and the Projector repair both. The crash points
 // <op>:appended, <op>:projected and <op>:dispatched (JETFLOW_CRASH_AT) are
@@ -365,6 +367,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 	subjects := make([]string, len(ws))
 	for i, w := range ws {
 		subjects[i] = a.subject(w.Ref, w.Cur.Rec)
+		stamp(ctx, w.Ev)
 		futs[i] = a.s.appendAsync(subjects[i], w.Ev, w.Cur.Last, w.ExpectOn)
 	}
 	wrote := false

@@ -218,6 +218,10 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			_ = d.Msg.NakWithDelay(time.Second)
 			return next, false
 		}
+		if err == nil {
+			// The holder lost it: a heartbeat waiting for news of its jobs hears it.
+			_ = s.nc.Publish(streams.CancelSubject, []byte(j.ID))
+		}
 		if next.Job.State.Terminal() {
 			_ = d.Msg.Ack()
 			return next, false

@@ -142,39 +142,52 @@ func ChildID(ns, parent string, piece int) string {
 }
 
 // cascades reports whether j is a fan-out parent that ended without
-// succeeding: its unfinished pieces must not run.
+// succeeding (commands.ChildBlocked): its unfinished pieces, and the
+// children linked to it by parent, must not run.
 func cascades(j *domain.Job) bool {
-	return j.Fanout != nil && j.State.Terminal() && j.State != domain.StateSucceeded
+	return j.Fanout != nil && commands.ChildBlocked(j)
 }
 
-// cascadeAfter cancels the pieces of a parent that ev ended without
+// cascadeAfter cancels the descendants of a parent that ev ended without
 // succeeding: before it returns with WaitForCascade, else in the
-// background.
+// background. A job that is not a fan-out parent may still have children
+// linked to it by parent, unless Childless says it has none.
 func (s *Store) cascadeAfter(ctx context.Context, next Snapshot, ev *domain.Event, opts []Option) {
-	if !ev.To.Terminal() || next.Job == nil || !cascades(next.Job) {
+	if !ev.To.Terminal() || next.Job == nil || !commands.ChildBlocked(next.Job) {
+		return
+	}
+	if next.Job.Fanout == nil && has(opts, Childless) {
 		return
 	}
 	reason := "parent job is " + string(ev.To)
-	for _, o := range opts {
-		if o == WaitForCascade {
-			if err := s.cascade(ctx, next.Job, reason); err != nil {
-				s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
-			}
-			return
+	if has(opts, WaitForCascade) {
+		if err := s.cascade(ctx, next.Job, reason); err != nil {
+			s.Log.Warn("cancel the children of "+ev.JobID, "err", err)
 		}
+		return
 	}
-	s.CascadeAsync(next.Job, reason)
+	s.cascadeAsync(next.Job, reason)
 }
 
-// CascadeAsync cancels the descendants of a parent that ended without
+// CascadeAsync cancels the descendants of a fan-out parent that ended
+// without succeeding, in the background: the Projector repeats the cascade
+// of every such parent it sees (the writer's, in cascadeAfter, may have
+// been cut short by a crash).
+func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
+	if cascades(parent) {
+		s.cascadeAsync(parent, reason)
+	}
+}
+
+// cascadeAsync cancels the descendants of a parent that ended without
 // succeeding, in the background: the fan-in counter and the reaper are not
 // held up by a parent with many children. A cascade already running in this
 // process for the parent is not started twice (the Projector's repeat of a
 // cascade that the writer started in this same process is therefore one),
 // so a cascade that fails tries again until it succeeds or its 30 minutes
 // are up (cancelling a cancelled child writes nothing).
-func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
-	if !cascades(parent) {
+func (s *Store) cascadeAsync(parent *domain.Job, reason string) {
+	if !commands.ChildBlocked(parent) {
 		return
 	}
 	if _, busy := s.cascading.LoadOrStore(parent.ID, struct{}{}); busy {
@@ -199,21 +212,29 @@ func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
 	}()
 }
 
-// cascade cancels every non-terminal descendant of a fan-out parent that
-// did not succeed: children, and through their own cancel, grandchildren.
-// A parent of batches has its batches still in the queue purged (one
-// subject per parent); the batches running meanwhile hear of the cancel,
-// and a batch that escaped the purge (it was being redelivered) is skipped
-// by the worker that fetches it, which checks its parent first.
+// cascade cancels every non-terminal descendant of a parent that did not
+// succeed: the children of its fan-out and those linked to it by parent,
+// and through their own cancel, grandchildren. A parent of batches has its
+// batches still in the queue purged (one subject per parent); the batches
+// running meanwhile hear of the cancel, and a batch that escaped the purge
+// (it was being redelivered) is skipped by the worker that fetches it,
+// which checks its parent first.
 func (s *Store) cascade(ctx context.Context, parent *domain.Job, reason string) error {
-	if !cascades(parent) {
+	if !commands.ChildBlocked(parent) {
 		return nil
+	}
+	if parent.Fanout == nil {
+		return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, 0, reason)
 	}
 	plan := parent.Fanout.Plan
 	if plan.Kind == domain.FanoutBatches {
-		return s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		err := s.purgeBatches(ctx, plan.BatchQueue, plan.BatchType, parent.ID)
+		// The workers running its batches hear of it now (a cancel was
+		// broadcast already; a fan-out that failed was not).
+		_ = s.nc.Publish(streams.CancelSubject, []byte(parent.ID))
+		return errors.Join(err, s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, 0, reason))
 	}
-	return s.CancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
+	return s.cancelChildren(ctx, parent.Spec.Namespace, parent.ID, plan.Total, reason)
 }
 
 // purgeBatches removes the batches of parent that no worker took yet.
@@ -239,25 +260,62 @@ func (s *Store) purgeQueueSubject(ctx context.Context, queue, subject string) er
 	return nil
 }
 
-// CancelChildren cancels children 1..total of parent that exist and are
-// not terminal. Children whose outcome is in the parent's piece events
+// CancelMadeChildren cancels the children a coordinator's attempt made
+// when its job ended without waiting for them: it was cancelled while it
+// made them, or making them failed for good. (A job that will run again
+// keeps them: the next attempt finds the same children, their ids are
+// derived.)
+func (s *Store) CancelMadeChildren(ctx context.Context, j *domain.Job, children int) {
+	if children == 0 || j == nil || !j.State.Terminal() || j.Fanout != nil {
+		return
+	}
+	if err := s.cancelChildren(ctx, j.Spec.Namespace, j.ID, children, "parent job is "+string(j.State)); err != nil {
+		s.Log.Warn("cancel the children of an ended coordinator", "job", j.ID, "err", err)
+	}
+}
+
+// cancelChildren cancels children 1..total of parent's fan-out that exist
+// and are not terminal, and the children linked to it by parent that have
+// not ended. Children whose outcome is in the parent's piece events
 // already are skipped without a read each: a cascade repeated (by the
 // Projector, after the writer's) costs one read of the parent's piece
 // subject.
-func (s *Store) CancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
-	ended := projections.NewPieces()
-	if err := s.ReadPieces(ctx, parent, ended, 0); err != nil {
+func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int, reason string) error {
+	fam, err := s.readFamily(ctx, parent)
+	if err != nil {
 		return err
 	}
-	next := make(chan int)
+	ended := fam.pieces
+	linked := fam.live()
+	if total == 0 && len(linked) == 0 {
+		return nil
+	}
+	var ids []string
+	for n := 1; n <= total; n++ {
+		if !ended.Ended(n) {
+			ids = append(ids, ChildID(ns, parent, n))
+		}
+	}
+	ids = append(ids, linked...)
+	// Which of them may have children of their own: one request per few
+	// hundred, rather than a read of each one's piece subject.
+	parents, err := s.mayHaveChildren(ctx, ids)
+	if err != nil {
+		return err
+	}
+	next := make(chan string)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for w := 0; w < min(32, total); w++ {
+	for w := 0; w < min(32, len(ids)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := range next {
-				_, err := s.Cancel(ctx, ChildID(ns, parent, n), reason)
+			for id := range next {
+				var opts []Option
+				if !parents[id] {
+					opts = append(opts, Childless)
+				}
+				_, err := s.cancel(ctx, id, reason, opts...)
 				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
 					select {
 					case errs <- err:
@@ -267,10 +325,8 @@ func (s *Store) CancelChildren(ctx context.Context, ns, parent string, total int
 			}
 		}()
 	}
-	for n := 1; n <= total; n++ {
-		if !ended.Ended(n) {
-			next <- n
-		}
+	for _, id := range ids {
+		next <- id
 	}
 	close(next)
 	wg.Wait()
@@ -323,7 +379,8 @@ func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64)
 // not run.
 var ErrParentGone = errors.New("parent job is no longer running")
 
-// ParentEnded reports whether j has a parent that is terminal (or gone).
+// ParentEnded reports whether j has a parent that keeps it from running:
+// one that ended without succeeding (commands.ChildBlocked), or is gone.
 // Read after the child's own start (or claim) is in the log, it sees every
 // parent cancelled before that: a child whose parent is cancelled never
 // runs.
@@ -335,5 +392,5 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 	if err != nil {
 		return errors.Is(err, commands.ErrNotFound) // a child without a parent runs nowhere
 	}
-	return p.Job.State.Terminal()
+	return commands.ChildBlocked(p.Job)
 }

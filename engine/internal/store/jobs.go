@@ -88,15 +88,43 @@ func (s *Store) Current(ctx context.Context, id string) (Snapshot, error) {
 	return snapshot(v), nil
 }
 
+// Read reads a job to show it: its record as it is, or, when only the log
+// has it yet (its submitter crashed between the event and the record), the
+// fold of its events (Current). One read, as for Record: a record behind
+// the log is shown as it is (the Projector repairs it), and nothing is
+// written. Decisions are taken on Current.
+func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
+	snap, err := s.Record(ctx, id)
+	if errors.Is(err, commands.ErrNotFound) {
+		return s.Current(ctx, id)
+	}
+	return snap, err
+}
+
 // An Option changes how Apply writes.
 type Option int
 
 const (
-	// WaitForCascade: a fan-out parent the transition ends without success
-	// has its pieces cancelled before Apply returns (the caller cancelled
-	// the job), not in the background (the fan-in counter, the reaper).
+	// WaitForCascade: a parent the transition ends without success has its
+	// descendants cancelled (the pieces of its fan-out, the children linked
+	// to it by parent) before Apply returns (the caller cancelled the job),
+	// not in the background (the fan-in counter, the reaper, a failure).
 	WaitForCascade Option = iota + 1
+	// Childless: the job is known to have no piece events, so no children
+	// linked to it by parent are looked for when it ends (a cascade asked
+	// which of the children it cancels have any).
+	Childless
 )
+
+// has reports whether opts holds o.
+func has(opts []Option, o Option) bool {
+	for _, x := range opts {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
 
 // Apply decides on cur, appends the event and projects it, then publishes
 // what the transition implies (after). If another writer moved the job
@@ -213,6 +241,12 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 		ws[i] = w
 		todo = append(todo, w)
 	}
+	// A child linked by parent is recorded on the parent's piece subject
+	// before it exists: a cascade of the parent finds it (one of a child
+	// that was never made cancels nothing).
+	if len(todo) > 0 && anyLinked(reqs) {
+		todo = s.link(ctx, reqs, ws, out, actor, now)
+	}
 	// A failed dispatch is not the submit's failure: the job exists and is
 	// in the log, and reporting it would make callers submit it twice.
 	s.jobs.Write(ctx, "submit", todo...)
@@ -229,7 +263,22 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			out[i] = Submitted{Snapshot: snapshot(w.Next), Created: true}
 		}
 	}
+	for i, req := range reqs {
+		if out[i].Created && linked(req) {
+			s.dropIfParentEnded(ctx, out[i].Job)
+		}
+	}
 	return out
+}
+
+// anyLinked reports whether any of reqs is a child linked by parent.
+func anyLinked(reqs []*commands.SubmitRequest) bool {
+	for _, req := range reqs {
+		if linked(req) {
+			return true
+		}
+	}
+	return false
 }
 
 // submission decides the first event of a submit: its spec, its type
@@ -274,16 +323,22 @@ func (s *Store) submission(ctx context.Context, req *commands.SubmitRequest, act
 
 // Cancel cancels a job that is not terminal and tells its worker, if one
 // runs it. Cancelling a terminal job writes nothing and returns the job as
-// it is, with an error matching commands.ErrTerminal. The descendants of a
-// fan-out parent are cancelled before it returns.
+// it is, with an error matching commands.ErrTerminal. Its unfinished
+// descendants (the pieces of a fan-out parent, the children linked to it by
+// parent) are cancelled before it returns.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error) {
+	return s.cancel(ctx, id, reason)
+}
+
+// cancel is Cancel, with more options for Apply (Childless).
+func (s *Store) cancel(ctx context.Context, id, reason string, opts ...Option) (Snapshot, error) {
 	cur, err := s.Current(ctx, id)
 	if err != nil {
 		return cur, err
 	}
 	snap, ev, err := s.Apply(ctx, "cancel", cur, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Cancel(j, reason, s.ActorOf(ctx), time.Now().UTC())
-	}, WaitForCascade)
+	}, append(opts, WaitForCascade)...)
 	if err != nil {
 		return snap, err
 	}

@@ -80,19 +80,26 @@ func (s *Store) leftovers(ctx context.Context, fs *files.Store, j *domain.Job) e
 	return errors.Join(errs...)
 }
 
-// purgeChildren purges the children of parent j that exist, and returns
-// the states of those it could not purge (not terminal).
+// purgeChildren purges the children of parent j that exist, those of its
+// fan-out and those linked to it by parent, and returns the states of
+// those it could not purge (not terminal).
 func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Job, reason string) (int, []domain.State, error) {
-	if j.Fanout == nil || j.Fanout.Plan.Kind != domain.FanoutChildren {
-		return 0, nil, nil
+	fam, err := s.readFamily(ctx, j.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	ids := fam.linked
+	if j.Fanout != nil && j.Fanout.Plan.Kind == domain.FanoutChildren {
+		for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
+			ids = append(ids, ChildID(j.Spec.Namespace, j.ID, piece))
+		}
 	}
 	n := 0
 	var left []domain.State
-	for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
-		id := ChildID(j.Spec.Namespace, j.ID, piece)
+	for _, id := range ids {
 		snap, err := s.Record(ctx, id)
-		if errors.Is(err, commands.ErrNotFound) {
-			continue // never made, or purged
+		if errors.Is(err, commands.ErrNotFound) || errors.Is(err, commands.ErrInvalidInput) {
+			continue // never made (a linked child whose submit failed after its link), or purged
 		}
 		if err != nil {
 			return n, nil, err

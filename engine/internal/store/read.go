@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -209,10 +208,7 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	// The record as it is names the job's subject; the log is read to its
 	// end whatever the record says, so a record behind it is not repaired
 	// here (a read writes nothing), only one that is missing is built.
-	snap, err := s.Record(ctx, id)
-	if errors.Is(err, commands.ErrNotFound) {
-		snap, err = s.Current(ctx, id)
-	}
+	snap, err := s.Read(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -305,4 +301,42 @@ func (s *Store) dropOrdered(cons jetstream.Consumer) {
 		// logging, and a consumer not deleted goes when inactive anyway.
 		_ = s.js.DeleteConsumer(ctx, info.Stream, info.Name)
 	}()
+}
+
+// WaitTerminal watches job id's record until it is terminal or d passed,
+// and returns the last record seen (nil if none came): pushed by a watch
+// of the record, nothing polls.
+func (s *Store) WaitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	w, err := s.jobs.kv.Watch(ctx, streams.KVKey(id))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("watch job %s: %w", id, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var last *domain.Job
+	for {
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return last, nil
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			j, err := streams.DecodeJob(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			last = j
+			if j.State.Terminal() {
+				return j, nil
+			}
+		}
+	}
 }

@@ -192,5 +192,8 @@ func ViewWorker(rec *domain.WorkerRecord, lease time.Duration) *WorkerView {
 	if v.Queues == nil {
 		v.Queues = []string{}
 	}
+	if v.BatchTypes == nil {
+		v.BatchTypes = []string{}
+	}
 	return v
 }

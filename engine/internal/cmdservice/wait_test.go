@@ -1,0 +1,48 @@
+package cmdservice
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine/internal/problems"
+)
+
+// decodeCommandBody decodes the body of a wait, history or list command
+// as the command server does: the command, or its problem.
+func decodeCommandBody(verb string, body []byte, asJSON bool) (any, error) {
+	var v any
+	switch verb {
+	case "wait":
+		v = &waitCommand{}
+	case "history":
+		v = &historyCommand{}
+	default:
+		v = &listCommand{}
+	}
+	if err := decodeCommand(body, asJSON, v); err != nil {
+		return nil, undecodable(verb, body, asJSON, v, err)
+	}
+	return v, nil
+}
+
+// FuzzCommandBodies: the bodies of wait, history and list, JSON or
+// msgpack, decode or are refused with a client's problem.
+func FuzzCommandBodies(f *testing.F) {
+	for _, s := range []string{`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","timeout":"5s"}`, `{"id":"x","after":3,"limit":10}`,
+		`{"state":"queued","limit":2,"cursor":"AQ"}`, `{"timeout":-1}`, `{"after":-1}`, `{"cursor":5}`, `[]`, ``} {
+		f.Add([]byte(s), true, uint8(0))
+		f.Add([]byte(s), false, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, asJSON bool, which uint8) {
+		verb := []string{"wait", "history", "list"}[int(which)%3]
+		_, err := decodeCommandBody(verb, body, asJSON)
+		var p *problems.Problem
+		if err != nil && !errors.As(err, &p) && !errors.Is(err, commands.ErrInvalidInput) {
+			t.Fatalf("%s %q: %v", verb, body, err)
+		}
+		if p != nil && p.Status != 400 {
+			t.Fatalf("%s %q: %+v", verb, body, p)
+		}
+	})
+}

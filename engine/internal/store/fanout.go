@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// Defaults of a fan-out of batches.
+const (
+	defaultBatchMaxRetries = 3
+	defaultBatchBackoff    = time.Second
+)
+
+// FanOut is what a coordinator defers its outcome to: N child jobs (full
+// jobs with their own state, events and retries, linked by parent) or N
+// batches (work items with no job record, for very high counts). The job
+// goes to waiting; the fan-in counter completes it when the pieces are
+// done, under the failure policy. A Go coordinator handler returns it as
+// its error (the worker runtime's FanOut); an HTTP one reports it (PATCH
+// with state waiting). Both have their pieces made by MakePieces.
+type FanOut struct {
+	Children []*commands.SubmitRequest
+
+	BatchType       string
+	BatchQueue      string   // default: the coordinator's queue
+	Batches         [][]byte // JSON payloads
+	BatchMaxRetries *int
+	BatchBackoff    time.Duration
+	BatchTimeout    time.Duration
+
+	Policy          string // streams.PolicyAll (default), PolicyFailFast, PolicyTolerate
+	MaxFailureRatio float64
+	StallTimeout    time.Duration // fail the parent if no piece finishes for this long (0: the reaper's default)
+}
+
+func (f *FanOut) Error() string {
+	if len(f.Children) > 0 {
+		return fmt.Sprintf("fan out to %d children", len(f.Children))
+	}
+	return fmt.Sprintf("fan out to %d batches of %s", len(f.Batches), f.BatchType)
+}
+
+// Check refuses a fan-out whose plan can never be made
+// (commands.CheckPlan: its kind, count, batch type and queue, policy), as
+// making its pieces would, before anything is written. A batch queue left
+// out is the parent's, which is a queue.
+func (f *FanOut) Check() error {
+	p := f.Plan(&domain.Job{Spec: domain.Spec{Queue: domain.DefaultQueue}})
+	return commands.CheckPlan(&p)
+}
+
+// Plan is the fan-out's plan for parent j.
+func (f *FanOut) Plan(j *domain.Job) domain.FanoutPlan {
+	p := domain.FanoutPlan{Policy: f.Policy, MaxFailureRatio: f.MaxFailureRatio, StallTimeout: f.StallTimeout}
+	if len(f.Children) > 0 {
+		p.Kind, p.Total = domain.FanoutChildren, len(f.Children)
+	} else {
+		p.Kind, p.Total = domain.FanoutBatches, len(f.Batches)
+		p.BatchType, p.BatchQueue = f.BatchType, f.BatchQueue
+		if p.BatchQueue == "" {
+			p.BatchQueue = j.Spec.Queue
+		}
+	}
+	if len(f.Children) > 0 && len(f.Batches) > 0 {
+		p.Kind = "" // both: refused by CheckPlan
+	}
+	return p
+}
+
+// MakePieces creates the pieces of fan-out f of parent, before the parent
+// records that it waits for them: a crash between leaves them to a new
+// attempt, which finds the same children (their ids are derived) and sends
+// batches again (the counter takes each piece once); the other order could
+// leave a parent waiting for pieces that were never made. Go coordinators
+// (FanOut returned by a handler) and HTTP ones (PATCH with state waiting)
+// both come here. An error matching commands.ErrInvalidInput can never
+// succeed.
+func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (domain.FanoutPlan, error) {
+	plan := f.Plan(parent)
+	if err := commands.CheckPlan(&plan); err != nil {
+		return plan, err
+	}
+	if plan.Kind != domain.FanoutChildren {
+		return plan, s.sendBatches(ctx, parent, plan, f)
+	}
+	reqs := childRequests(parent, f.Children)
+	for i := 0; i < len(reqs); i += 1000 {
+		for _, res := range s.SubmitBatch(ctx, reqs[i:min(i+1000, len(reqs))]) {
+			if res.Err != nil {
+				return plan, fmt.Errorf("fan-out child: %w", res.Err)
+			}
+		}
+	}
+	return plan, nil
+}
+
+// childRequests are the submits of the children of parent's fan-out: in
+// the parent's namespace, linked to it by parent and piece, with ids
+// derived from the parent's (ChildID), in the parent's queue unless they
+// name one. A child's idempotency key is dropped: its id is the key.
+func childRequests(parent *domain.Job, children []*commands.SubmitRequest) []*commands.SubmitRequest {
+	reqs := make([]*commands.SubmitRequest, len(children))
+	for i, c := range children {
+		req := *c
+		req.Namespace = parent.Spec.Namespace
+		req.Parent = parent.ID
+		req.Piece = i + 1
+		req.ID = ChildID(parent.Spec.Namespace, parent.ID, i+1)
+		req.IdempotencyKey = ""
+		if req.Queue == "" {
+			req.Queue = parent.Spec.Queue
+		}
+		reqs[i] = &req
+	}
+	return reqs
+}
+
+// sendBatches publishes the batch work items of f (SendBatches).
+func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut) error {
+	if err := s.queues.Ensure(ctx, plan.BatchQueue); err != nil {
+		return err
+	}
+	maxRetries := defaultBatchMaxRetries
+	if f.BatchMaxRetries != nil {
+		maxRetries = *f.BatchMaxRetries
+	}
+	backoff := f.BatchBackoff
+	if backoff <= 0 {
+		backoff = defaultBatchBackoff
+	}
+	timeout := f.BatchTimeout
+	if timeout <= 0 {
+		timeout = parent.Spec.Timeout
+	}
+	return s.SendBatches(ctx, len(f.Batches), func(i int) (*domain.BatchItem, error) {
+		body, err := commands.CompactJSON(f.Batches[i])
+		if err != nil {
+			return nil, fmt.Errorf("batch %d payload: %w", i+1, err)
+		}
+		return &domain.BatchItem{Parent: parent.ID, Piece: i + 1, Type: plan.BatchType,
+			Queue: plan.BatchQueue, Payload: body, MaxRetries: maxRetries, Backoff: backoff, Timeout: timeout}, nil
+	})
+}
+
+// CheckPieces checks the pieces of f of parent as making them would,
+// writing nothing: each child's submit (commands.SubmitRequest.Spec, its
+// type resolved and its payload validated against the type's schema),
+// each batch's payload. A refusal names the piece:
+// fanout.children[3].max_retries, fanout.batches.items[7].
+func (s *Store) CheckPieces(ctx context.Context, parent *domain.Job, f *FanOut, now time.Time) error {
+	for i, req := range childRequests(parent, f.Children) {
+		spec, err := req.Spec(now)
+		if err == nil && s.types != nil {
+			_, err = s.types.Resolve(ctx, spec.Namespace, spec.Type, spec.Payload)
+		}
+		if err != nil {
+			return pieceError(fmt.Sprintf("fanout.children[%d]", i), err)
+		}
+	}
+	for i, b := range f.Batches {
+		if _, err := commands.CompactJSON(b); err != nil {
+			return &commands.InputError{Field: fmt.Sprintf("fanout.batches.items[%d]", i), Reason: err.Error()}
+		}
+	}
+	if f.BatchMaxRetries != nil && (*f.BatchMaxRetries < 0 || *f.BatchMaxRetries > commands.MaxRetriesLimit) {
+		return &commands.InputError{Field: "fanout.batches.max_retries", Value: fmt.Sprint(*f.BatchMaxRetries),
+			Reason: fmt.Sprintf("must be 0-%d", commands.MaxRetriesLimit)}
+	}
+	return nil
+}
+
+// pieceError names the piece of an input error, and says which piece any
+// other refusal is about.
+func pieceError(piece string, err error) error {
+	var in *commands.InputError
+	if errors.As(err, &in) {
+		named := *in
+		named.Field = piece + "." + in.Field
+		if in.Field == "" {
+			named.Field = piece
+		}
+		return &named
+	}
+	return fmt.Errorf("%s: %w", piece, err)
+}

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// One error vocabulary: each mistake, made over HTTP and over the NATS
+// command protocol, gets the same problem slug (and names the same field),
+// and writes nothing either way.
+func TestSameMistakeSameSlugBothWays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	nc := testkit.Conn(t, e.srv)
+	id := e.submit(`{"type":"voc.x"}`).ID
+	unknown := domain.NewID()
+	big := `{"type":"voc.x","payload":"` + strings.Repeat("x", 3<<20) + `"}`
+	for _, tc := range []struct {
+		name         string
+		method, path string // HTTP
+		verb         string // NATS
+		body         string // both, JSON
+		slug, field  string
+	}{
+		{"bad JSON", "POST", "/api/v1/jobs", "submit", `{"type":`, ProblemMalformedRequest, ""},
+		{"empty body", "POST", "/api/v1/jobs", "submit", ``, ProblemMalformedRequest, ""},
+		{"unknown field", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","bogus":1}`, ProblemMalformedRequest, ""},
+		{"trailing data", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x"} {}`, ProblemMalformedRequest, ""},
+		{"wrong field type", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","max_retries":"three"}`, ProblemMalformedRequest, "max_retries"},
+		{"not a duration", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","delay":"soon"}`, ProblemMalformedRequest, "delay"},
+		{"not a time", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","run_at":"tomorrow"}`, ProblemMalformedRequest, "run_at"},
+		{"duration out of range", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","delay":1e10}`, engine.ProblemInvalidInput, "delay"},
+		{"number out of range", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","max_retries":-1}`, engine.ProblemInvalidInput, "max_retries"},
+		{"timeout 0", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","timeout":0}`, engine.ProblemInvalidInput, "timeout"},
+		{"bad type", "POST", "/api/v1/jobs", "submit", `{"type":"bad type"}`, engine.ProblemInvalidInput, "type"},
+		{"no type", "POST", "/api/v1/jobs", "submit", `{}`, engine.ProblemInvalidInput, "type"},
+		{"bad parent", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","parent":"nope"}`, engine.ProblemInvalidInput, "parent"},
+		{"bad namespace", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","namespace":"a@b"}`, "invalid-namespace", "namespace"},
+		{"empty namespace", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","namespace":""}`, "invalid-namespace", "namespace"},
+		{"bad registered type", "POST", "/api/v1/jobs", "submit", `{"type":"a:b:c:d"}`, "invalid-type-name", "type"},
+		{"unknown registered type", "POST", "/api/v1/jobs", "submit", `{"type":"billing:nothing"}`, "unknown-type", ""},
+		{"too large", "POST", "/api/v1/jobs", "submit", big, ProblemPayloadTooLarge, ""},
+		{"malformed id", "GET", "/api/v1/jobs/nope", "get", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"unknown id", "GET", "/api/v1/jobs/" + unknown, "get", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
+		{"cancel malformed id", "POST", "/api/v1/jobs/nope/cancel", "cancel", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"cancel unknown id", "POST", "/api/v1/jobs/" + unknown + "/cancel", "cancel", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
+		{"events malformed id", "GET", "/api/v1/jobs/nope/events", "history", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"reason too long", "POST", "/api/v1/jobs/" + id + "/cancel", "cancel", `{"id":"` + id + `","reason":"` + strings.Repeat("r", 1025) + `"}`, engine.ProblemInvalidInput, "reason"},
+		{"list bad state", "GET", "/api/v1/jobs?state=sleeping", "list", `{"state":"sleeping"}`, engine.ProblemInvalidInput, "state"},
+		{"list bad queue", "GET", "/api/v1/jobs?queue=a.b", "list", `{"queue":"a.b"}`, engine.ProblemInvalidInput, "queue"},
+		{"list bad parent", "GET", "/api/v1/jobs?parent=nope", "list", `{"parent":"nope"}`, engine.ProblemInvalidInput, "parent"},
+		{"list bad cursor", "GET", "/api/v1/jobs?cursor=nope", "list", `{"cursor":"nope"}`, engine.ProblemBadCursor, "cursor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.eventCount()
+			var body any
+			if tc.method != "GET" {
+				body = tc.body
+			}
+			// A cancel takes its id from the path: its body is the reason.
+			if tc.verb == "cancel" {
+				var b map[string]any
+				_ = json.Unmarshal([]byte(tc.body), &b)
+				delete(b, "id")
+				body = b
+			}
+			hr := e.do(tc.method, tc.path, body)
+			var hp Problem
+			if hr.status < 400 || json.Unmarshal(hr.body, &hp) != nil {
+				t.Fatalf("HTTP: %d %s", hr.status, hr.body)
+			}
+			m := nats.NewMsg(streams.CommandPrefix + "." + tc.verb)
+			m.Header.Set("Content-Type", "application/json")
+			m.Data = []byte(tc.body)
+			resp, err := nc.RequestMsg(m, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nr struct{ Error *Problem }
+			if err := json.Unmarshal(resp.Data, &nr); err != nil || nr.Error == nil {
+				t.Fatalf("NATS: %s", resp.Data)
+			}
+			np := nr.Error
+			if hp.Type != tc.slug || np.Type != tc.slug {
+				t.Fatalf("HTTP %s (%s), NATS %s (%s); want %s", hp.Type, hp.Detail, np.Type, np.Detail, tc.slug)
+			}
+			if hp.Status != np.Status || hp.Status != hr.status {
+				t.Fatalf("status HTTP %d, NATS %d", hp.Status, np.Status)
+			}
+			if hp.Field != tc.field || np.Field != tc.field {
+				t.Fatalf("field HTTP %q, NATS %q; want %q", hp.Field, np.Field, tc.field)
+			}
+			if e.eventCount() != before {
+				t.Fatal("a refused request wrote events")
+			}
+		})
+	}
+}
