@@ -104,7 +104,7 @@ func (a *Admission) Observe(s Slot) {
 		j.Seq = s.Seq
 	}
 	u := a.user(j.User)
-	held, pending := holdsSlot(j), j.State == domain.StatePending && !j.admitting
+	held, pending := holdsSlot(j), waiting(j)
 	j.admitting = false // whatever was being written, the log now says where the job is
 	j.State = s.State
 	if s.State != domain.StatePending {
@@ -124,7 +124,7 @@ func (a *Admission) Observe(s Slot) {
 			u.holding--
 		}
 	}
-	switch nowPending := s.State == domain.StatePending; {
+	switch nowPending := waiting(j); {
 	case nowPending && !pending:
 		a.enqueue(u, j)
 		j.since = time.Now()
@@ -152,10 +152,24 @@ func (a *Admission) Queued() []string {
 // Known reports whether a job of the queue that is not terminal is known.
 func (a *Admission) Known(id string) bool { return a.jobs[id] != nil }
 
-// SetHold records why a pending job waits, as its record now says.
+// SetHold records why a pending job waits, as its record now says. A job
+// whose hold kept it out of admission (a workflow's step waiting for its
+// dependencies: Hold.Blocks) and no longer does takes its place among
+// the pending.
 func (a *Admission) SetHold(id string, h *domain.Hold) {
-	if j := a.jobs[id]; j != nil && j.State == domain.StatePending {
-		j.Hold = h
+	j := a.jobs[id]
+	if j == nil || j.State != domain.StatePending {
+		return
+	}
+	was := waiting(j)
+	j.Hold = h
+	switch now := waiting(j); {
+	case now && !was:
+		a.enqueue(a.user(j.User), j)
+		j.since = time.Now()
+		a.fresh = append(a.fresh, j)
+	case was && !now:
+		a.user(j.User).npending--
 	}
 }
 
@@ -180,8 +194,12 @@ func (a *Admission) enqueue(u *userSlots, j *slotJob) {
 	}
 }
 
-// waiting reports whether j is one of its user's pending jobs to admit.
-func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
+// waiting reports whether j is one of its user's pending jobs to admit:
+// pending, not being admitted, and not held by something other than a
+// slot (a workflow's step waiting for its dependencies).
+func waiting(j *slotJob) bool {
+	return j.State == domain.StatePending && !j.admitting && !j.Hold.Blocks()
+}
 
 // Next picks the pending jobs that take the queue's free slots now, marks
 // them admitting (they hold their slots from here) and returns their ids,

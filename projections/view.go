@@ -50,21 +50,30 @@ type JobView struct {
 	DurationSeconds  *float64         `json:"duration_seconds"`
 	Seq              uint64           `json:"seq"`
 	Events           int              `json:"events"`
+
+	Workflow *WorkflowRef `json:"workflow,omitempty"` // a workflow's job: its name and steps
+	Step     *StepRef     `json:"step,omitempty"`     // a step of a workflow: its name and dependencies
+	// Inputs are a step's dependencies' results by step name, in the job a
+	// worker claims over HTTP; InputRefs the paths of those left out of it
+	// for their size (GET them with ?worker_id=).
+	Inputs    map[string]json.RawMessage `json:"inputs,omitempty"`
+	InputRefs map[string]string          `json:"input_refs,omitempty"`
 }
 
 // HoldView is why a pending job waits: the limit of its queue that held
 // it when admission last looked, since when, and that said for people.
 type HoldView struct {
-	Limit   string    `json:"limit"` // max_running or max_running_per_user
+	Limit   string    `json:"limit"` // max_running or max_running_per_user; depends_on (a step), steps (a workflow being created)
 	Max     int       `json:"max"`
 	Since   time.Time `json:"since"`
 	Message string    `json:"message"`
+	Steps   []string  `json:"steps,omitempty"` // depends_on: the steps it waits for
 }
 
 // ViewHold renders why pending job j waits: h, the hold its record says
 // (job.pending) or the one its admitter tells now.
 func ViewHold(j *domain.Job, h domain.Hold) *HoldView {
-	return &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
+	return &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h), Steps: h.Steps}
 }
 
 // FanoutView is a coordinator's pieces: how many, and how they ended.
@@ -129,6 +138,7 @@ func View(j *domain.Job) *JobView {
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
+	viewWorkflow(j, v)
 	if d, ok := commands.Deadline(j); ok {
 		v.Deadline = timePtr(d)
 	}

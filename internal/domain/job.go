@@ -171,6 +171,11 @@ type Spec struct {
 	// limit in a queue with limits (QueueLimits). Empty: no one in
 	// particular (all such jobs are one user).
 	User string `msgpack:"user,omitempty"`
+	// Workflow is the graph of a workflow's job (Type WorkflowType).
+	Workflow *Workflow `msgpack:"workflow,omitempty"`
+	// Step is what a step of a workflow knows of it: its name and its
+	// dependencies (Parent is the workflow, Piece its number).
+	Step *StepSpec `msgpack:"step,omitempty"`
 }
 
 // JobError is why an attempt or a job failed.
@@ -257,7 +262,11 @@ type Event struct {
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set
 	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
-	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
+	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending, job.submitted of a job that waits for something
+	// Steps are the specs of a workflow's steps, on its job.submitted, in
+	// its graph's order: what its steps are created from, again after a
+	// crash, and again when it is resumed. Not folded into the record.
+	Steps []Spec `msgpack:"steps,omitempty"`
 
 	// By is the access token (token:<name>/<id>) on whose behalf the actor
 	// wrote it, when the actor is not the token itself (a worker writing

@@ -38,6 +38,8 @@ type Hold struct {
 	Limit string    `msgpack:"limit" json:"limit"` // LimitQueue or LimitUser
 	Max   int       `msgpack:"max" json:"max"`     // the limit's value then
 	Since time.Time `msgpack:"since" json:"since"`
+	// Steps are the steps a workflow's step waits for (LimitDeps).
+	Steps []string `msgpack:"steps,omitempty" json:"steps,omitempty"`
 }
 
 // The limits a Hold names.
