@@ -539,7 +539,8 @@ type lookup struct {
 func observe(q *commands.Admission, ev *domain.Event) bool {
 	switch {
 	case ev.Type == domain.EvSubmitted && ev.Spec != nil:
-		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time, Seq: ev.Seq})
+		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time,
+			Hold: ev.Hold, Seq: ev.Seq})
 	case ev.To == domain.StateNew: // an annotation
 		if !q.Known(ev.JobID) {
 			// A rebuild that found this last (a pending job's hold, a
