@@ -471,3 +471,44 @@ func TestWorkflowStepsInAQueueWithLimits(t *testing.T) {
 	}
 	h.verify()
 }
+
+// The leader's counter is rebuilt from the log: with no engine running,
+// a dependency succeeds (its event and its piece event are in the log,
+// no admission is); the engine started after finds the workflow, admits
+// the dependent exactly once, and ends the workflow.
+func TestWorkflowCounterRebuiltFromTheLog(t *testing.T) {
+	h := newHarness(t)
+	gate := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 2, Handlers: map[string]engine.Handler{
+		"wf.gated": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			if task.Job.Spec.Step.Name == "first" {
+				started <- struct{}{}
+				<-gate
+			}
+			return []byte(`"` + task.Job.Spec.Step.Name + `"`), nil
+		}}})
+	res := h.submitWorkflow(commands.WorkflowRequest{Steps: []commands.WorkflowStepRequest{
+		step("first", "wf.gated"), step("second", "wf.gated", "first")}})
+	<-started
+	h.eng.Stop(context.Background())
+	close(gate)
+	h.waitState(stepID(t, res, "first"), domain.StateSucceeded, 20*time.Second)
+	if s := h.get(stepID(t, res, "second")); s.State != domain.StatePending {
+		t.Fatalf("second is %s with no counter running", s.State)
+	}
+	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine-2"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := eng.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	h.waitState(res.Job.ID, domain.StateSucceeded, 20*time.Second)
+	if n := h.count(stepID(t, res, "second"), domain.EvAdmitted); n != 1 {
+		t.Fatalf("second admitted %d times", n)
+	}
+	if got := h.statuses(res.Job.ID); fmt.Sprint(got) != "map[first:succeeded second:succeeded]" {
+		t.Fatalf("statuses %v", got)
+	}
+	h.verify()
+}
