@@ -1,10 +1,12 @@
 package jetflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -58,8 +60,9 @@ type Workflow struct {
 	Tags           []string
 	User           string
 
-	steps []*Step
-	err   error
+	steps  []*Step
+	parsed []commands.WorkflowStepRequest // steps read by ParseWorkflow, before those added
+	err    error
 }
 
 // NewWorkflow returns an empty workflow named name.
@@ -133,7 +136,8 @@ func (w *Workflow) Group(steps ...*Step) Group { return Group(steps) }
 // Then makes s depend on every step of the group and returns s.
 func (g Group) Then(s *Step) *Step { return s.After(g...) }
 
-// Steps are the workflow's steps, in the order added.
+// Steps are the steps added with Step, in the order added (not those
+// ParseWorkflow read).
 func (w *Workflow) Steps() []*Step { return w.steps }
 
 // request is the workflow as the engine takes it.
@@ -143,12 +147,14 @@ func (w *Workflow) request() (*commands.WorkflowRequest, error) {
 	}
 	r := &commands.WorkflowRequest{Namespace: w.Namespace, Name: w.Name, IdempotencyKey: w.IdempotencyKey,
 		OnFailure: string(w.OnFailure), Queue: w.Queue, Tags: w.Tags, User: w.User,
-		Steps: make([]commands.WorkflowStepRequest, len(w.steps))}
-	for i, s := range w.steps {
+		Steps: make([]commands.WorkflowStepRequest, len(w.parsed), len(w.parsed)+len(w.steps))}
+	copy(r.Steps, w.parsed)
+	for _, s := range w.steps {
+		i := len(r.Steps)
 		if len(s.req.Uploads) > 0 {
 			return nil, publicErr(commands.StepError(i, &commands.InputError{Field: "files", Reason: "a step takes no input files"}))
 		}
-		r.Steps[i] = commands.WorkflowStepRequest{Name: s.name, DependsOn: s.after, OnFailure: string(s.onFailure), Job: *s.req.command()}
+		r.Steps = append(r.Steps, commands.WorkflowStepRequest{Name: s.name, DependsOn: s.after, OnFailure: string(s.onFailure), Job: *s.req.command()})
 	}
 	return r, nil
 }
@@ -165,6 +171,27 @@ func (w *Workflow) Validate() error {
 	}
 	_, err = commands.PrepareWorkflow(r, time.Now())
 	return publicErr(err)
+}
+
+// ParseWorkflow reads a workflow in its JSON format (docs/workflows.md,
+// the body of POST /api/v1/workflows): a field that is none is refused,
+// as is trailing data or more than 4 MiB. The graph and the steps are
+// checked by Validate and when it is submitted.
+func ParseWorkflow(data []byte) (*Workflow, error) {
+	if len(data) > commands.MaxWorkflowBytes {
+		return nil, fmt.Errorf("workflow: %d bytes: at most %d", len(data), commands.MaxWorkflowBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var r commands.WorkflowRequest
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("workflow: %w", err)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return nil, errors.New("workflow: data after the workflow's object")
+	}
+	return &Workflow{Name: r.Name, Namespace: r.Namespace, Queue: r.Queue, IdempotencyKey: r.IdempotencyKey,
+		OnFailure: FailurePolicy(r.OnFailure), Tags: r.Tags, User: r.User, parsed: r.Steps}, nil
 }
 
 // ErrInvalidWorkflow matches (errors.Is) a workflow refused for its graph:
