@@ -375,3 +375,48 @@ func TestWorkflowStepWire(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWorkflowRequest: a workflow that decodes (JSON, or msgpack as a
+// command) is checked without a panic: refused as invalid input, or
+// prepared with one spec per step, acyclic, every dependency a step.
+func FuzzWorkflowRequest(f *testing.F) {
+	for _, s := range []string{`{"steps":[{"name":"a","type":"x"},{"name":"b","type":"x","depends_on":["a"]}]}`,
+		`{"steps":[{"name":"a","type":"x","depends_on":["b"]},{"name":"b","type":"x","depends_on":["a"]}]}`,
+		`{"on_failure":"skip","steps":[{"name":"a","type":"x","on_failure":"always","max_retries":2}]}`,
+		`{"steps":[{"name":"a","type":"x","depends_on":["a","a"]}]}`, `{"steps":[null]}`, `{"steps":[{"bogus":1}]}`} {
+		f.Add([]byte(s), false)
+		var v any
+		_ = json.Unmarshal([]byte(s), &v)
+		b, _ := msgpack.Marshal(v)
+		f.Add(b, true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, asMsgpack bool) {
+		var r commands.WorkflowRequest
+		var err error
+		if asMsgpack {
+			err = msgpack.Unmarshal(data, &r)
+		} else {
+			err = json.Unmarshal(data, &r)
+		}
+		if err != nil {
+			return
+		}
+		w, err := commands.PrepareWorkflow(&r, time.Now())
+		if err != nil {
+			if !errors.Is(err, commands.ErrInvalidInput) {
+				t.Fatalf("refused with %v, not invalid input", err)
+			}
+			return
+		}
+		if len(w.Steps) != len(r.Steps) || len(w.Spec.Workflow.Steps) != len(r.Steps) || commands.FindCycle(w.Spec.Workflow) != nil {
+			t.Fatalf("prepared %d specs, %d graph steps of %d", len(w.Steps), len(w.Spec.Workflow.Steps), len(r.Steps))
+		}
+		for _, st := range w.Spec.Workflow.Steps {
+			for _, d := range st.After {
+				if d < 0 || d >= len(r.Steps) {
+					t.Fatalf("dependency %d of %d steps", d, len(r.Steps))
+				}
+			}
+		}
+	})
+}
