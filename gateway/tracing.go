@@ -12,5 +12,5 @@ import (
 // (docs/tracing.md). A header that is not valid is ignored, as the W3C
 // says: it never fails a submit.
 func submitContext(ctx context.Context, r *http.Request) context.Context {
-	return tracing.Extract(ctx, r.Header.Get)
+	return tracing.Extract(ctx, tracing.Header(r.Header).Get) // without canonicalizing the name: no allocation
 }

@@ -325,8 +325,7 @@ func EndBatch(span trace.Span, step commands.BatchStep, err error) {
 // the job's type: a child of the job's trace context, linked to the span
 // of the job's attempt it concerns (j.AttemptTrace), with ev's outcome.
 func Decided(ctx context.Context, tr trace.Tracer, name string, j *domain.Job, ev *domain.Event, began time.Time, attrs ...attribute.KeyValue) {
-	opts := []trace.SpanStartOption{trace.WithTimestamp(began), trace.WithAttributes(jobAttrs(j.ID, &j.Spec)...),
-		trace.WithAttributes(attrs...)}
+	opts := []trace.SpanStartOption{trace.WithTimestamp(began), trace.WithAttributes(jobAttrs(j.ID, &j.Spec)...)}
 	if j.Attempt > 0 {
 		opts = append(opts, trace.WithAttributes(AttrAttempt.Int(j.Attempt)))
 	}
@@ -336,6 +335,7 @@ func Decided(ctx context.Context, tr trace.Tracer, name string, j *domain.Job, e
 	if ev.Message != "" {
 		opts = append(opts, trace.WithAttributes(AttrReason.String(ev.Message)))
 	}
+	opts = append(opts, trace.WithAttributes(attrs...)) // last: the caller's reason wins over the event's message
 	_, span := start(ctx, tr, &j.Spec, name+" "+j.Spec.Type, opts...)
 	Outcome(span, ev)
 	span.End()

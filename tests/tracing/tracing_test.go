@@ -37,6 +37,7 @@ import (
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/shell"
 )
 
 var exporter = tracetest.NewInMemoryExporter()
@@ -62,8 +63,9 @@ func newEnv(t *testing.T, lease time.Duration) *env {
 	t.Helper()
 	srv := testkit.Server(t)
 	e := &env{t: t, srv: srv, ctx: testkit.Ctx(t)}
-	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, LeaseSweepInterval: 500 * time.Millisecond, Log: testkit.Logger(t)})
+	cfg := engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, LeaseSweepInterval: 500 * time.Millisecond, Log: testkit.Logger(t)}
+	cfg.Reaper.Interval = 200 * time.Millisecond
+	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"), cfg)
 	g, err := gateway.New(gateway.Config{Store: testkit.Store(t, testkit.Conn(t, srv), "gateway"), Lease: lease, Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +144,16 @@ func (e *env) waitState(id string, want jetflow.State) *projections.JobView {
 		return nil
 	})
 	return v
+}
+
+// verify checks that every record is the fold of its log (replay
+// --verify): the trace fields of the records included.
+func (e *env) verify() {
+	e.t.Helper()
+	rep, err := e.client.Verify(e.ctx, time.Second)
+	if err != nil || len(rep.Diffs) > 0 {
+		e.t.Fatalf("verify: %v %+v", err, rep)
+	}
 }
 
 // caller is the span context of a caller's own span: the trace a test's
@@ -345,6 +357,7 @@ func TestHTTPSubmitRetriedToSuccessIsOneTrace(t *testing.T) {
 	if v := e.get(job.ID); v.TraceParent != traceparent(submit) || v.TraceState != "vendor=x" {
 		t.Errorf("job's trace context %q %q, want the submit's %q", v.TraceParent, v.TraceState, traceparent(submit))
 	}
+	e.verify()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(inHandler) != 2 || !inHandler[0].Equal(raw["run trace.flaky#1"].SpanContext) || !inHandler[1].Equal(raw["run trace.flaky#2"].SpanContext) {
@@ -417,6 +430,7 @@ func TestHTTPWorkerAttemptsKeepTheIdsTheirClaimsGave(t *testing.T) {
 	if v := e.get(job.ID); v.TraceParent != traceparent(raw["submit trace.remote"].SpanContext) {
 		t.Errorf("finished job's traceparent %q, want its submit's", v.TraceParent)
 	}
+	e.verify()
 }
 
 // A worker outside the process that goes silent: the lease sweeper's
@@ -572,4 +586,49 @@ func TestAdmissionSpan(t *testing.T) {
 		{Label: "admit trace.admit", Kind: trace.SpanKindInternal, Parent: "submit trace.admit",
 			Attrs: map[string]string{"jetflow.job.id": job.ID, "jetflow.queue": "traced", "jetflow.outcome": "job.admitted", "jetflow.state": "queued"}},
 	})
+}
+
+// The reaper's decision (here a queue timeout) is a span of the job's
+// trace.
+func TestReaperSpan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3*time.Second)
+	sc := caller()
+	var job projections.JobView
+	e.do("POST", "/api/v1/jobs", map[string]any{"type": "trace.unserved", "queue_timeout": 0.3}, 201, &job, "traceparent", traceparent(sc))
+	e.waitState(job.ID, jetflow.Failed)
+	got, raw := collect(t, sc, 2)
+	check(t, got, []span{
+		{Label: "submit trace.unserved", Kind: trace.SpanKindProducer, Parent: "caller"},
+		{Label: "reap trace.unserved", Kind: trace.SpanKindInternal, Parent: "submit trace.unserved",
+			Attrs: map[string]string{"jetflow.job.id": job.ID, "jetflow.outcome": "job.failed", "jetflow.state": "failed",
+				"jetflow.reason": "reap-queue-timeout", "jetflow.error.code": "QUEUE_TIMEOUT"},
+			Status: codes.Error, Desc: raw["reap trace.unserved"].Status.Description},
+	})
+}
+
+// The command of an --exec job has its attempt's span in TRACEPARENT, not
+// the worker's own.
+func TestExecCommandGetsItsAttemptsSpan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3*time.Second)
+	r, err := shell.New(shell.Config{Command: `printf '%s' "$TRACEPARENT"`, WorkDir: t.TempDir(), Logger: testkit.Logger(t),
+		Env: []string{"PATH=" + os.Getenv("PATH"), "TRACEPARENT=00-11111111111111111111111111111111-2222222222222222-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	e.worker("tw-x", map[string]jetflow.HandlerFunc{"trace.exec": r.Work}, nil)
+	sc := caller()
+	var job projections.JobView
+	e.do("POST", "/api/v1/jobs", map[string]any{"type": "trace.exec"}, 201, &job, "traceparent", traceparent(sc))
+	v := e.waitState(job.ID, jetflow.Succeeded)
+	_, raw := collect(t, sc, 2)
+	var res shell.Result
+	if err := json.Unmarshal(v.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if want := traceparent(raw["run trace.exec#1"].SpanContext); res.StdoutTail != want {
+		t.Errorf("the command's TRACEPARENT is %q, want its attempt's %q", res.StdoutTail, want)
+	}
 }
