@@ -66,7 +66,7 @@ func newEnv(t *testing.T, lease time.Duration) *env {
 	cfg := engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, LeaseSweepInterval: 500 * time.Millisecond, Log: testkit.Logger(t)}
 	cfg.Reaper.Interval = 200 * time.Millisecond
 	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"), cfg)
-	g, err := gateway.New(gateway.Config{Store: testkit.Store(t, testkit.Conn(t, srv), "gateway"), Lease: lease, Log: testkit.Logger(t)})
+	g, err := gateway.New(gateway.Config{Client: testkit.Client(t, testkit.Conn(t, srv), "gateway"), Lease: lease, Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
