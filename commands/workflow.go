@@ -734,3 +734,14 @@ func ResumeWorkflow(j *domain.Job, ids []string, succeeded []bool) (*PreparedWor
 	spec.Tags = append([]string(nil), j.Spec.Tags...)
 	return &PreparedWorkflow{Spec: spec}, nil
 }
+
+// MakingSteps reports whether a workflow in state s still has its steps
+// made (pending: its job.submitted is written, its job.waiting is not).
+func MakingSteps(s domain.State) bool { return s == domain.StatePending }
+
+// EndedSucceeded reports whether a job in state s succeeded (a step whose
+// dependents may run, or that a resumed run carries over).
+func EndedSucceeded(s domain.State) bool { return s == domain.StateSucceeded }
+
+// EndedFailed reports whether a job in state s failed.
+func EndedFailed(s domain.State) bool { return s == domain.StateFailed }

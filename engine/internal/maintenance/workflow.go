@@ -137,7 +137,7 @@ func (f *FanIn) watchOnce(ctx context.Context) error {
 			continue
 		}
 		switch {
-		case ev.To == domain.StateNew:
+		case commands.Annotates(ev):
 			// An annotation (counts the counter wrote): nothing new.
 		case ev.To.Terminal():
 			// A tally that knows the workflow hears of its end (a cancel).
@@ -202,10 +202,10 @@ func (f *FanIn) settleWorkflow(ctx context.Context, id string, t *tally) {
 	case j.State.Terminal():
 		t.done, t.wf = true, nil
 		return
-	case j.State == domain.StatePending:
+	case commands.MakingSteps(j.State):
 		f.makeSteps(ctx, id, t)
 		return
-	case j.State != domain.StateWaiting:
+	case !commands.AwaitsPieces(j.State):
 		return
 	}
 	out := w.steps.Outcome

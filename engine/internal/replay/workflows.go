@@ -39,7 +39,7 @@ func verifyWorkflows(ctx context.Context, nc *nats.Conn, log map[string]*domain.
 		ids := store.StepIDs(wf)
 		steps := make([]*domain.Job, len(ids))
 		out := make([]commands.StepOutcome, len(ids))
-		made := wf.State != domain.StatePending
+		made := !commands.MakingSteps(wf.State)
 		for i, sid := range ids {
 			st := log[sid]
 			steps[i] = st
@@ -92,21 +92,21 @@ func verifyWorkflows(ctx context.Context, nc *nats.Conn, log map[string]*domain.
 					// Purged by retention (or a carried job): nothing to compare.
 				case !dep.State.Terminal():
 					bad(id, "step %s left pending at event %d while its dependency %s is %s", name, left, g.Steps[d].Name, dep.State)
-				case !always && dep.State != domain.StateSucceeded:
+				case !always && !commands.EndedSucceeded(dep.State):
 					bad(id, "step %s left pending at event %d, but its dependency %s %s", name, left, g.Steps[d].Name, out[d])
 				case g.Steps[d].Carried == "" && dep.Seq >= left:
 					bad(id, "step %s left pending at event %d, before its dependency %s ended (event %d)", name, left, g.Steps[d].Name, dep.Seq)
 				}
 			}
 		}
-		if !wf.State.Terminal() || wf.State == domain.StateCancelled {
+		if !commands.Settled(wf.State) {
 			continue
 		}
 		done, failed := commands.WorkflowVerdict(g, out)
 		switch {
-		case wf.State == domain.StateSucceeded && (!done || failed >= 0):
+		case commands.EndedSucceeded(wf.State) && (!done || failed >= 0):
 			bad(id, "workflow succeeded, but its steps say %v", out)
-		case wf.State == domain.StateFailed && done && failed < 0:
+		case commands.EndedFailed(wf.State) && done && failed < 0:
 			bad(id, "workflow failed, but every step succeeded")
 		}
 		if wf.Fanout == nil || wf.Events == 0 {

@@ -190,7 +190,7 @@ func (s *Store) MakeSteps(ctx context.Context, wf Snapshot, specs []domain.Spec)
 	if j.Spec.Workflow == nil {
 		return wf, fmt.Errorf("job %s is not a workflow: %w", j.ID, commands.ErrInvalidInput)
 	}
-	if j.State != domain.StatePending {
+	if !commands.MakingSteps(j.State) {
 		return wf, nil
 	}
 	if specs == nil {
@@ -253,7 +253,7 @@ func (s *Store) MakeSteps(ctx context.Context, wf Snapshot, specs []domain.Spec)
 	next, _, err := s.Apply(ctx, "workflow-start", wf, func(j *domain.Job) (*domain.Event, error) {
 		return commands.StartWorkflow(j, s.actorOr(actor), time.Now().UTC())
 	})
-	if errors.Is(err, commands.ErrInvalidTransition) && next.Job != nil && next.Job.State != domain.StatePending {
+	if errors.Is(err, commands.ErrInvalidTransition) && next.Job != nil && !commands.MakingSteps(next.Job.State) {
 		return next, nil // another made them and started it, or it was cancelled
 	}
 	return next, err
@@ -320,7 +320,7 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (WorkflowSubmitted
 	}
 	succeeded := make([]bool, len(steps))
 	for i, st := range steps {
-		succeeded[i] = st != nil && st.State == domain.StateSucceeded
+		succeeded[i] = st != nil && commands.EndedSucceeded(st.State)
 	}
 	w, err := commands.ResumeWorkflow(j, ids, succeeded)
 	if err != nil {
