@@ -35,6 +35,9 @@ type Admission struct {
 	lanes   map[string]*lane
 	rates   map[string]*rateWindow // by scoped rate key; "": the queue's
 	holding int
+	queued  int        // jobs admitted (or being) and not yet claimed: the window's (QueueLimits.Window)
+	served  uint64     // admissions so far: every AgedEvery-th goes to the oldest (a queue with priorities)
+	byAge   []entry    // pending jobs in the order they became pending (a queue with priorities)
 	turns   uint64     // lanes served so far: a lane's turn is the count when it was last served
 	fresh   []*slotJob // became pending, oldest first, not yet looked at by Holds
 }
@@ -139,6 +142,19 @@ func holdsSlot(j *slotJob) bool {
 	return false
 }
 
+// inWindow reports whether j counts in the queue's window: admitted (or
+// being) and not claimed yet.
+func inWindow(j *slotJob) bool { return j.admitting || j.State == domain.StateQueued }
+
+// AgedEvery: in a queue with priorities, every AgedEvery-th admission goes
+// to the job pending longest that its own limits do not hold, whatever
+// its priority: no job starves.
+const AgedEvery = 10
+
+// agedScan bounds how many of the oldest pending jobs an aged admission
+// looks at for one its own limits do not hold.
+const agedScan = 64
+
 // waiting reports whether j is a pending job to admit.
 func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
 
@@ -212,7 +228,7 @@ func (a *Admission) Observe(s Slot) {
 	if s.Seq != 0 {
 		j.Seq = s.Seq
 	}
-	held, wasWaiting := holdsSlot(j), waiting(j)
+	held, wasWaiting, wasQueued := holdsSlot(j), waiting(j), inWindow(j)
 	// Whatever was being written, the log now says where the job is (an
 	// admission that landed is counted by CountAdmission).
 	j.admitting = false
@@ -225,6 +241,13 @@ func (a *Admission) Observe(s Slot) {
 	}
 	if s.State.Terminal() {
 		delete(a.jobs, s.ID)
+	}
+	if now := inWindow(j) && !s.State.Terminal(); now != wasQueued {
+		if now {
+			a.queued++
+		} else {
+			a.queued--
+		}
 	}
 	if now := holdsSlot(j) && !s.State.Terminal(); now != held {
 		if now {
@@ -318,6 +341,10 @@ func (a *Admission) enqueue(j *slotJob) {
 		j.lane = l
 	}
 	e := entry{j: j, gen: j.gen}
+	if a.Limits.Priorities {
+		head(&a.byAge)
+		a.byAge = append(a.byAge, e)
+	}
 	head(&l.pending) // drop what went stale at the front
 	l.pending = insert(l.pending, e)
 	l.npending++
@@ -463,6 +490,15 @@ func (a *Admission) queueFree(now time.Time) (int, domain.Hold) {
 			return 0, domain.Hold{Limit: domain.LimitQueue, Max: a.Limits.MaxRunning}
 		}
 	}
+	if w := a.Limits.Window(); w > 0 {
+		left := max(0, w-a.queued)
+		if left == 0 {
+			return 0, domain.Hold{Limit: domain.LimitQueued, Max: w}
+		}
+		if free < 0 || left < free {
+			free = left
+		}
+	}
 	if a.Limits.RateLimit > 0 && a.Limits.RateKey == "" {
 		left, until := a.rateLeft("", now)
 		if left == 0 {
@@ -536,28 +572,49 @@ func (a *Admission) Next(now time.Time) []string {
 	}
 	heap.Init(h)
 	var out []string
-	for free != 0 && h.Len() > 0 {
-		p := heap.Pop(h).(laneHead)
-		j := p.j
-		if !waiting(j) || j.lane != p.l {
-			continue
-		}
-		if _, no := a.blocked(j, now); no {
-			continue // held by what this pass admitted: nothing frees within a pass
-		}
+	admit := func(j *slotJob) {
 		j.admitting = true
 		a.dequeued(j)
 		a.hold(j, 1)
+		a.queued++
 		if key, ok := a.rateKeyOf(j); ok {
 			j.rate = a.window(key)
 			j.rate.admitting++
 		}
 		a.turns++
-		p.l.turn = a.turns
+		j.lane.turn = a.turns
+		a.served++
 		if free > 0 {
 			free--
 		}
 		out = append(out, j.ID)
+	}
+	for free != 0 {
+		if a.Limits.Priorities && a.served%AgedEvery == AgedEvery-1 {
+			if j := a.oldest(now); j != nil {
+				admit(j)
+				continue
+			}
+		}
+		if h.Len() == 0 {
+			break
+		}
+		p := heap.Pop(h).(laneHead)
+		j := p.j
+		if !waiting(j) || j.lane != p.l {
+			// Admitted out of turn (oldest): the lane's next head
+			// takes its place.
+			if next := head(&p.l.pending); next != nil && a.lanes[p.l.id] == p.l {
+				if _, no := a.blocked(next, now); !no {
+					heap.Push(h, laneHead{p.l, next})
+				}
+			}
+			continue
+		}
+		if _, no := a.blocked(j, now); no {
+			continue // held by what this pass admitted: nothing frees within a pass
+		}
+		admit(j)
 		if next := head(&p.l.pending); next != nil {
 			if _, no := a.blocked(next, now); !no {
 				heap.Push(h, laneHead{p.l, next})
@@ -565,6 +622,24 @@ func (a *Admission) Next(now time.Time) []string {
 		}
 	}
 	return out
+}
+
+// oldest is the job pending longest (of the first agedScan) that its own
+// limits do not hold now; nil if none.
+func (a *Admission) oldest(now time.Time) *slotJob {
+	head(&a.byAge)
+	for i, e := range a.byAge {
+		if i == agedScan {
+			break
+		}
+		if !e.valid() {
+			continue
+		}
+		if _, no := a.blocked(e.j, now); !no {
+			return e.j
+		}
+	}
+	return nil
 }
 
 // Settled reports how the admission of id went: written (the log will say
@@ -579,6 +654,9 @@ func (a *Admission) Settled(id string, written bool) {
 	a.unrate(j)
 	if j.State != domain.StateQueued && j.State != domain.StateClaimed && j.State != domain.StateRunning {
 		a.hold(j, -1)
+	}
+	if j.State != domain.StateQueued {
+		a.queued--
 	}
 	if j.State == domain.StatePending {
 		a.enqueue(j)

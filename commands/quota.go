@@ -44,7 +44,7 @@ func CheckLimits(l domain.QueueLimits) error {
 		field string
 		v     int
 	}{{"max_running", l.MaxRunning}, {"max_running_per_user", l.MaxRunningPerUser},
-		{"max_running_per_key", l.MaxRunningPerKey}, {"rate_limit", l.RateLimit}} {
+		{"max_running_per_key", l.MaxRunningPerKey}, {"rate_limit", l.RateLimit}, {"max_queued", l.MaxQueued}} {
 		if c.v < 0 || c.v > MaxLimit {
 			return valueErr(c.field, c.v, "must be 0 (no limit) to %d", MaxLimit)
 		}
@@ -220,6 +220,12 @@ func LimitsText(l domain.QueueLimits) string {
 		if l.RateKey != "" {
 			s += " per " + l.RateKey
 		}
+	}
+	if l.Priorities {
+		s += ", priorities"
+	}
+	if w := l.Window(); w > 0 {
+		s += fmt.Sprintf(", max_queued %d", w)
 	}
 	return s
 }

@@ -33,12 +33,32 @@ type QueueLimits struct {
 	RateLimit  int           `msgpack:"rate_limit,omitempty" json:"rate_limit"`
 	RatePeriod time.Duration `msgpack:"rate_period,omitempty" json:"rate_period"`
 	RateKey    string        `msgpack:"rate_key,omitempty" json:"rate_key"`
+	// Priorities sends every job of the queue through admission, which
+	// orders the pending ones by priority; MaxQueued bounds the admitted
+	// jobs that wait for a worker (the rest wait in pending, in order).
+	// Priorities with MaxQueued 0 bounds them at DefaultMaxQueued.
+	Priorities bool `msgpack:"priorities,omitempty" json:"priorities"`
+	MaxQueued  int  `msgpack:"max_queued,omitempty" json:"max_queued"`
 }
+
+// DefaultMaxQueued is the bound of a queue with priorities and no
+// max_queued of its own on the admitted jobs waiting for a worker.
+const DefaultMaxQueued = 100
 
 // Limited reports whether any limit is set: jobs of the queue then go
 // through admission (pending) before they are queued.
 func (l QueueLimits) Limited() bool {
-	return l.MaxRunning > 0 || l.MaxRunningPerUser > 0 || l.MaxRunningPerKey > 0 || l.RateLimit > 0
+	return l.MaxRunning > 0 || l.MaxRunningPerUser > 0 || l.MaxRunningPerKey > 0 || l.RateLimit > 0 ||
+		l.Priorities || l.MaxQueued > 0
+}
+
+// Window is the most admitted jobs of the queue that may wait for a worker
+// (queued) at once; 0: no bound.
+func (l QueueLimits) Window() int {
+	if l.MaxQueued > 0 || !l.Priorities {
+		return l.MaxQueued
+	}
+	return DefaultMaxQueued
 }
 
 // Where a rate key comes from (QueueLimits.RateKey), besides a payload
@@ -74,6 +94,10 @@ const (
 	LimitUser  = "max_running_per_user"
 	LimitKey   = "max_running_per_key"
 	LimitRate  = "rate_limit"
+	// LimitQueued: the queue's admitted jobs waiting for a worker are at
+	// its window (Window): pending jobs are admitted by priority as they
+	// start.
+	LimitQueued = "max_queued"
 )
 
 // QueueRecord is a queue's entry in QueuesBucket.
