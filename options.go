@@ -68,7 +68,9 @@ func Tags(tags ...string) SubmitOption {
 	return func(r *SubmitRequest) { r.Tags = append(r.Tags, tags...) }
 }
 
-// Priority sets the job's priority (recorded; dispatch is FIFO per queue).
+// Priority sets the job's priority, -1000 to 1000, higher first: in a
+// queue with priorities (QueueLimits.Priorities) pending jobs start by
+// priority (docs/quotas.md); elsewhere it is recorded and work is FIFO.
 func Priority(p int) SubmitOption { return func(r *SubmitRequest) { r.Priority = p } }
 
 // Parent links the job to a parent job.

@@ -199,7 +199,10 @@ type ListFilter struct {
 // most jobs started (admitted) in any period of RatePeriod (RateLimit),
 // of the whole queue, or of each rate key when RateKey says where a job's
 // comes from ("user", "concurrency_key" or a payload field
-// "payload.<name>[.<name>...]"). 0 is no limit. docs/quotas.md.
+// "payload.<name>[.<name>...]"). 0 is no limit. Priorities sends every
+// job of the queue through admission, which starts the pending ones by
+// priority (every 10th start goes to the job pending longest), keeping at
+// most MaxQueued admitted jobs waiting for a worker (0: 100). docs/quotas.md.
 type QueueLimits struct {
 	MaxRunning        int           `json:"max_running"`
 	MaxRunningPerUser int           `json:"max_running_per_user"`
@@ -207,6 +210,8 @@ type QueueLimits struct {
 	RateLimit         int           `json:"rate_limit"`
 	RatePeriod        time.Duration `json:"rate_period"` // JSON: seconds
 	RateKey           string        `json:"rate_key,omitempty"`
+	Priorities        bool          `json:"priorities,omitempty"`
+	MaxQueued         int           `json:"max_queued,omitempty"`
 }
 
 // MarshalJSON writes the rate period in seconds, as the HTTP API does.
@@ -235,12 +240,12 @@ func (l *QueueLimits) UnmarshalJSON(b []byte) error {
 
 func (l QueueLimits) domain() domain.QueueLimits {
 	return domain.QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser, MaxRunningPerKey: l.MaxRunningPerKey,
-		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey}
+		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey, Priorities: l.Priorities, MaxQueued: l.MaxQueued}
 }
 
 func queueLimits(l domain.QueueLimits) QueueLimits {
 	return QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser, MaxRunningPerKey: l.MaxRunningPerKey,
-		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey}
+		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey, Priorities: l.Priorities, MaxQueued: l.MaxQueued}
 }
 
 // QueueInfo is a queue: its settings and what it holds.
@@ -261,6 +266,8 @@ type QueueInfo struct {
 	RateLimit         int           `json:"rate_limit"`
 	RatePeriodSeconds float64       `json:"rate_period"`
 	RateKey           string        `json:"rate_key,omitempty"`
+	Priorities        bool          `json:"priorities,omitempty"`
+	MaxQueued         int           `json:"max_queued,omitempty"` // the window of a queue with priorities or max_queued
 	// Slots are, for a queue with limits, what its admitter counts (nil
 	// when none answered).
 	Slots *QueueSlots `json:"slots,omitempty"`
@@ -582,7 +589,7 @@ func queueInfo(q *engine.QueueInfo) *QueueInfo {
 	out := &QueueInfo{Name: q.Name, Paused: q.Paused, Depth: q.Depth, Held: q.Held, Delayed: q.Delayed,
 		CreatedAt: q.CreatedAt, Running: q.Running, MaxRunning: q.MaxRunning, MaxRunningPerUser: q.MaxRunningPerUser,
 		MaxRunningPerKey: q.MaxRunningPerKey, RateLimit: q.RateLimit, RatePeriodSeconds: time.Duration(q.RatePeriod).Seconds(),
-		RateKey: q.RateKey}
+		RateKey: q.RateKey, Priorities: q.Priorities, MaxQueued: q.MaxQueued}
 	if q.Jobs != nil {
 		out.Jobs = make(map[State]int, len(q.Jobs))
 		for s, n := range q.Jobs {

@@ -293,14 +293,19 @@ func HoldMessage(queue, user string, h domain.Hold) string {
 			msg += "; it can start at " + h.Until.UTC().Format(time.RFC3339Nano)
 		}
 		return msg
+	case domain.LimitQueued:
+		return fmt.Sprintf("queue %s has %d admitted jobs waiting for a worker (its max_queued): pending jobs start by priority as workers take them", queue, h.Max)
 	}
 	return fmt.Sprintf("queue %s runs %d: its max_running", queue, h.Max)
 }
 
 // HoldReason is what kind of limit a hold is: "quota" (the running jobs
-// of the queue or of a user), "key" (of a concurrency key) or "rate".
+// of the queue or of a user), "key" (of a concurrency key), "rate" or
+// "priority" (the window of a queue with priorities: its turn by priority).
 func HoldReason(h domain.Hold) string {
 	switch h.Limit {
+	case domain.LimitQueued:
+		return "priority"
 	case domain.LimitKey:
 		return "key"
 	case domain.LimitRate:

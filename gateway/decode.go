@@ -400,6 +400,8 @@ type QueueLimitsRequest struct {
 	RateLimit         *int               `json:"rate_limit,omitempty"`
 	RatePeriod        *commands.Duration `json:"rate_period,omitempty"`
 	RateKey           *string            `json:"rate_key,omitempty"`
+	Priorities        *bool              `json:"priorities,omitempty"`
+	MaxQueued         *int               `json:"max_queued,omitempty"`
 }
 
 // DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
@@ -455,6 +457,12 @@ func (q *QueueLimitsRequest) Apply(cur domain.QueueLimits) domain.QueueLimits {
 	}
 	if q.RateKey != nil {
 		cur.RateKey = *q.RateKey
+	}
+	if q.Priorities != nil {
+		cur.Priorities = *q.Priorities
+	}
+	if q.MaxQueued != nil {
+		cur.MaxQueued = *q.MaxQueued
 	}
 	return cur
 }

@@ -76,6 +76,8 @@ func cmdBench(c *cli, args []string) int {
 	fs.IntVar(&limits.RateLimit, "rate-limit", 0, "give the bench queue this rate limit, per --rate-period (0: none)")
 	durationVar(fs, &limits.RatePeriod, "rate-period", time.Second, "the period of --rate-limit")
 	fs.StringVar(&limits.RateKey, "rate-key", "", "the bench queue's rate key (user, concurrency_key; \"\": the queue's)")
+	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
+	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -105,6 +107,9 @@ func cmdBench(c *cli, args []string) int {
 		when("rate-limit", limits.RateLimit < 0 || limits.RateLimit > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
 		when("max-running-per-key", *fanout, notFanout),
 		when("rate-limit", *fanout, notFanout),
+		when("priorities", *fanout, notFanout),
+		when("max-queued", limits.MaxQueued < 0 || limits.MaxQueued > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("max-queued", *fanout, notFanout),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
 	}
@@ -221,6 +226,9 @@ func cmdBench(c *cli, args []string) int {
 		}
 		if keys > 0 {
 			r.ConcurrencyKey = fmt.Sprintf("key%d", n%int64(keys))
+		}
+		if limits.Priorities {
+			r.Priority = int(n % 10)
 		}
 		return r
 	}
@@ -347,8 +355,9 @@ func cmdBench(c *cli, args []string) int {
 	}
 	fmt.Fprintf(c.out, "jetflow bench: %d jobs, %d handlers, %s\n", jobs, workers, storage)
 	if limits != (jetflow.QueueLimits{}) {
-		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, max_running_per_key %d, rate_limit %s; %d users, %d keys: every job admitted from pending\n",
-			limits.MaxRunning, limits.MaxRunningPerUser, limits.MaxRunningPerKey, rateText(limits.RateLimit, limits.RatePeriod, limits.RateKey), users, keys)
+		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, max_running_per_key %d, rate_limit %s, priorities %s; %d users, %d keys: every job admitted from pending\n",
+			limits.MaxRunning, limits.MaxRunningPerUser, limits.MaxRunningPerKey, rateText(limits.RateLimit, limits.RatePeriod, limits.RateKey),
+			prioritiesText(limits.Priorities, limits.MaxQueued), users, keys)
 	}
 	fmt.Fprintf(c.out, "  enqueue          %8.0f jobs/s\n", res.EnqueuePerSec)
 	fmt.Fprintf(c.out, "  processing       %8.0f jobs/s\n", res.ProcessPerSec)

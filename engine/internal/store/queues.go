@@ -106,6 +106,8 @@ type QueueInfo struct {
 	RateLimit         int               `json:"rate_limit"`
 	RatePeriod        commands.Duration `json:"rate_period"` // seconds
 	RateKey           string            `json:"rate_key,omitempty"`
+	Priorities        bool              `json:"priorities,omitempty"`
+	MaxQueued         int               `json:"max_queued,omitempty"` // its window (domain.QueueLimits.Window)
 	Slots             *commands.Counts  `json:"slots,omitempty"`
 }
 
@@ -159,7 +161,8 @@ func (s *Store) queueInfo(ctx context.Context, rec *domain.QueueRecord, slots ma
 		Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held,
 		MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser,
 		MaxRunningPerKey: rec.Limits.MaxRunningPerKey, RateLimit: rec.Limits.RateLimit,
-		RatePeriod: commands.Duration(rec.Limits.RatePeriod), RateKey: rec.Limits.RateKey}
+		RatePeriod: commands.Duration(rec.Limits.RatePeriod), RateKey: rec.Limits.RateKey,
+		Priorities: rec.Limits.Priorities, MaxQueued: rec.Limits.Window()}
 	if c, ok := slots[rec.Name]; ok {
 		qi.Slots = &c
 	}

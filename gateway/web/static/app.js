@@ -398,6 +398,10 @@
       if (!q.rate_limit) return "—";
       return q.rate_limit + " / " + goDuration(q.rate_period) + (q.rate_key ? " per " + q.rate_key : "");
     };
+    var prio = function (q) {
+      if (q.priorities) return "yes, max_queued " + q.max_queued;
+      return q.max_queued ? "max_queued " + q.max_queued : "—";
+    };
     var slotUsers = function (q) {
       if (!q.slots || !q.slots.users) return "";
       return Object.keys(q.slots.users).sort().map(function (u) {
@@ -417,7 +421,7 @@
         '</td><td class="num delayed">' + q.delayed + "</td>" +
         '<td class="num pending"' + (slotUsers(q) ? ' title="' + esc(slotUsers(q)) + '"' : "") + ">" + (q.slots ? q.slots.pending : (q.jobs && q.jobs.pending) || 0) + "</td>" +
         '<td class="num maxrun">' + limit(q.max_running) + '</td><td class="num maxuser">' + limit(q.max_running_per_user) + "</td>" +
-        '<td class="num maxkey">' + limit(q.max_running_per_key) + '</td><td class="num rate">' + esc(rate(q)) + "</td>" +
+        '<td class="num maxkey">' + limit(q.max_running_per_key) + '</td><td class="num rate">' + esc(rate(q)) + '</td><td class="prio">' + esc(prio(q)) + "</td>" +
         '<td class="mini">' + mini + "</td>" +
         '<td><button class="qtoggle" data-queue="' + esc(q.name) + '" data-paused="' + q.paused + '">' + (q.paused ? "Resume" : "Pause") + "</button></td>";
     }
