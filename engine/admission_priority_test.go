@@ -13,14 +13,14 @@ import (
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
-// A queue with priorities and a window of 20: 10,000 jobs of priority 0
+// A queue with priorities and a window of 20: 2,000 jobs of priority 0
 // are queued (20 admitted, the rest pending), then 100 of priority 10.
 // Starts run in admission order: the 20 admitted first, then by priority
 // with every AgedEvery-th admission to the job pending longest; so the
 // 100 high ones all start within the first 20 + 112 starts.
 func TestPrioritiesOrderStarts(t *testing.T) {
 	h := newHarness(t)
-	const window, lows, highs = 20, 10_000, 100
+	const window, lows, highs = 20, 2_000, 100
 	lim := domain.QueueLimits{Priorities: true, MaxQueued: window}
 	if _, err := h.st.SetQueueLimits(h.ctx, "p", lim); err != nil {
 		t.Fatal(err)
@@ -52,10 +52,13 @@ func TestPrioritiesOrderStarts(t *testing.T) {
 			return nil
 		})
 	}
+	began := time.Now()
 	submit(lows, 0, "low")
+	t.Logf("%d submitted in %s", lows, time.Since(began))
 	counts(window, lows-window) // the window is full: the rest wait
 	submit(highs, 10, "high")
 	counts(window, lows-window+highs)
+	t.Logf("all pending after %s", time.Since(began))
 
 	var mu sync.Mutex
 	var order []int // priorities in start order
@@ -72,7 +75,11 @@ func TestPrioritiesOrderStarts(t *testing.T) {
 		}}})
 	select {
 	case <-enough:
+		t.Logf("200 started after %s", time.Since(began))
 	case <-time.After(120 * time.Second):
+		mu.Lock()
+		t.Logf("%d started", len(order))
+		mu.Unlock()
 		t.Fatal("200 starts took over 2 minutes")
 	}
 	mu.Lock()

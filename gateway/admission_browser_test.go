@@ -30,6 +30,9 @@ func TestDashboardKeyAndRateInBrowser(t *testing.T) {
 		document.querySelector('`+row+` td.rate').textContent === "—"`)
 	e.do("PUT", "/api/v1/queues/kr", `{"rate_limit": 100, "rate_period": "90s", "rate_key": "concurrency_key"}`).want(t, http.StatusOK)
 	b.until("see the rate limit without a reload", `document.querySelector('`+row+` td.rate').textContent === "100 / 1m30s per concurrency_key"`)
+	b.until("see no priorities", `document.querySelector('`+row+` td.prio').textContent === "—"`)
+	e.do("PUT", "/api/v1/queues/kr", `{"priorities": true, "max_queued": 50}`).want(t, http.StatusOK)
+	b.until("see the priorities without a reload", `document.querySelector('`+row+` td.prio').textContent === "yes, max_queued 50"`)
 	shot(t, b.ctx, "queues-key-rate")
 
 	b.run("open the held job's page", chromedp.Navigate(e.ts.URL+"/jobs/"+held.ID),

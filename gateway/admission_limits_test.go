@@ -137,3 +137,38 @@ func TestPendingJobViewOfKeyAndRate(t *testing.T) {
 		return nil
 	})
 }
+
+func TestQueuePrioritiesPut(t *testing.T) {
+	e := newEnv(t)
+	e.do("PUT", "/api/v1/queues/pr", `{"priorities": true}`).want(t, http.StatusOK)
+	if got := e.limitsOf("pr"); got != (domain.QueueLimits{Priorities: true}) {
+		t.Fatalf("record's limits %+v", got)
+	}
+	got := queueOf(t, e.do("GET", "/api/v1/queues", nil), "pr")
+	if string(got["priorities"]) != "true" || string(got["max_queued"]) != "100" {
+		t.Fatalf("GET /queues shows %s", e.do("GET", "/api/v1/queues", nil).body)
+	}
+	e.do("PUT", "/api/v1/queues/pr", `{"max_queued": 7}`).want(t, http.StatusOK)
+	want := domain.QueueLimits{Priorities: true, MaxQueued: 7}
+	for _, c := range []struct {
+		body        string
+		slug, field string
+	}{
+		{`{"max_queued": -1}`, "invalid-input", "max_queued"},
+		{`{"max_queued": 1000001}`, "invalid-input", "max_queued"},
+		{`{"priorities": "yes"}`, "malformed-request", "priorities"},
+		{`{"max_queued": 1.5}`, "malformed-request", "max_queued"},
+	} {
+		before := e.eventCount()
+		p := e.do("PUT", "/api/v1/queues/pr", c.body).problem(t, 400, c.slug)
+		if p.Field != c.field {
+			t.Errorf("PUT %s: field %q, want %q (%s)", c.body, p.Field, c.field, p.Detail)
+		}
+		if after := e.eventCount(); after != before {
+			t.Errorf("PUT %s: refused, but the log grew by %d", c.body, after-before)
+		}
+		if got := e.limitsOf("pr"); got != want {
+			t.Errorf("PUT %s: refused, but the limits are %+v", c.body, got)
+		}
+	}
+}

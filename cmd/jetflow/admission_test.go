@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestCLIKeyAndRateLimits(t *testing.T) {
 		t.Fatalf("queue set: %d %q %q", code, out, errs)
 	}
 	out, _, code = e.jetflow("queues")
-	if code != exitOK || !strings.Contains(out, "PER KEY") || !regexp.MustCompile(`\ndefault\s+active\s+\d+\s+\d+\s+\d+\s+none\s+none\s+\d+\s+1\s+100/1m0s per concurrency_key\n`).MatchString(out) {
+	if code != exitOK || !strings.Contains(out, "PER KEY") || !regexp.MustCompile(`\ndefault\s+active\s+\d+\s+\d+\s+\d+\s+none\s+none\s+\d+\s+1\s+100/1m0s per concurrency_key\s+no\n`).MatchString(out) {
 		t.Fatalf("queues: %d %q", code, out)
 	}
 	out, _, _ = e.jetflow("queues", "--json")
@@ -74,5 +75,39 @@ func TestCLIKeyAndRateLimits(t *testing.T) {
 	if out, errs, code := e.jetflow("queue", "set", "default", "--rate-limit", "0"); code != exitOK ||
 		out != "default\tmax_running none\tmax_running_per_user none\tmax_running_per_key 1\trate_limit none\n" {
 		t.Fatalf("queue set --rate-limit 0: %d %q %q", code, out, errs)
+	}
+}
+
+func TestCLIPriorities(t *testing.T) {
+	e := newCLIEnv(t)
+	out, errs, code := e.jetflow("queue", "set", "reports", "--priorities", "--max-queued", "5")
+	if code != exitOK || out != "reports\tmax_running none\tmax_running_per_user none\tpriorities true\tmax_queued 5\n" {
+		t.Fatalf("queue set --priorities: %d %q %q", code, out, errs)
+	}
+	out, _, code = e.jetflow("queues")
+	if code != exitOK || !regexp.MustCompile(`\nreports\s+active\s+\d+\s+\d+\s+\d+\s+none\s+none\s+\d+\s+none\s+none\s+yes \(max_queued 5\)\n`).MatchString(out) {
+		t.Fatalf("queues: %d %q", code, out)
+	}
+	out, _, _ = e.jetflow("queues", "--json")
+	var qs []jetflow.QueueInfo
+	if err := json.Unmarshal([]byte(out), &qs); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(qs, func(q jetflow.QueueInfo) bool { return q.Name == "reports" })
+	if i < 0 || !qs[i].Priorities || qs[i].MaxQueued != 5 {
+		t.Fatalf("queues --json: %s", out)
+	}
+	_, errs, code = e.jetflow("queue", "set", "reports", "--max-queued", "-1")
+	if code != exitUsage || !strings.Contains(errs, "--max-queued") {
+		t.Fatalf("queue set --max-queued -1: %d %q", code, errs)
+	}
+	// The window given back: 100 with priorities.
+	out, errs, code = e.jetflow("queue", "set", "reports", "--max-queued", "0")
+	if code != exitOK || out != "reports\tmax_running none\tmax_running_per_user none\tpriorities true\tmax_queued none\n" {
+		t.Fatalf("queue set --max-queued 0: %d %q %q", code, out, errs)
+	}
+	out, errs, code = e.jetflow("queue", "set", "reports", "--priorities=false")
+	if code != exitOK || out != "reports\tmax_running none\tmax_running_per_user none\n" {
+		t.Fatalf("queue set --priorities=false: %d %q %q", code, out, errs)
 	}
 }
