@@ -44,6 +44,8 @@ type benchResult struct {
 	Limits jetflow.QueueLimits `json:"limits"`
 	Users  int                 `json:"users"`
 	Keys   int                 `json:"keys"` // concurrency keys of the jobs (--keys)
+	// Spans recorded with --trace (tracing on, exported to nowhere).
+	Spans int64 `json:"spans,omitempty"`
 }
 
 func cmdBench(c *cli, args []string) int {
@@ -78,6 +80,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.StringVar(&limits.RateKey, "rate-key", "", "the bench queue's rate key (user, concurrency_key; \"\": the queue's)")
 	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
 	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
+	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -122,6 +125,12 @@ func cmdBench(c *cli, args []string) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	spans := func() int64 { return 0 }
+	if *traced {
+		var stopTracing func()
+		spans, stopTracing = benchTracing()
+		defer stopTracing()
+	}
 
 	connect := func(name string) (*nats.Conn, error) {
 		return nats.Connect(url, append([]nats.Option{nats.Name(name)}, auth...)...)
@@ -348,6 +357,7 @@ func cmdBench(c *cli, args []string) int {
 		mu.Unlock()
 	}
 	res.ProjectorRepair = eng.Repairs()
+	res.Spans = spans()
 
 	if c.json {
 		c.printJSON(res)
@@ -368,6 +378,9 @@ func cmdBench(c *cli, args []string) int {
 			res.LatencyRate, res.LatStartP50Ms, res.LatStartP99Ms, res.LatCompleteP50, res.LatCompleteP99)
 	}
 	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain)\n", res.CPUCores)
+	if *traced {
+		fmt.Fprintf(c.out, "  tracing          %8d spans recorded (exported to nowhere)\n", res.Spans)
+	}
 	return exitOK
 }
 
