@@ -453,7 +453,7 @@ func AdmitStep(j *domain.Job, held *domain.Hold, actor string, now time.Time) (*
 		return nil, &TransitionError{JobID: j.ID, Event: domain.EvAdmitted, From: j.State, To: domain.StateQueued}
 	}
 	if held == nil {
-		ev, err := Admit(j, actor, now)
+		ev, err := Admit(j, domain.QueueLimits{}, actor, now) // a queue without limits
 		if err == nil {
 			ev.Message = "its dependencies succeeded"
 		}

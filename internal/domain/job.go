@@ -179,6 +179,9 @@ type Spec struct {
 	// Step is what a step of a workflow knows of it: its name and its
 	// dependencies (Parent is the workflow, Piece its number).
 	Step *StepSpec `msgpack:"step,omitempty"`
+	// ConcurrencyKey groups jobs whose slots count together in a queue
+	// with max_running_per_key (within the namespace); empty: none.
+	ConcurrencyKey string `msgpack:"ckey,omitempty"`
 	// TraceParent and TraceState are the W3C trace context the job was
 	// submitted in (its submit's span, or the caller's context): every
 	// attempt's span is its child (docs/tracing.md). Empty: none.
@@ -283,6 +286,10 @@ type Event struct {
 	// its graph's order: what its steps are created from, again after a
 	// crash, and again when it is resumed. Not folded into the record.
 	Steps []Spec `msgpack:"steps,omitempty"`
+	// RateKey is the rate key (within the namespace: "ns/key") a job was
+	// admitted under in a queue with a rate limit per key (job.admitted):
+	// a new admitter counts the admissions of a period from the log.
+	RateKey string `msgpack:"rate_key,omitempty"`
 
 	// By is the access token (token:<name>/<id>) on whose behalf the actor
 	// wrote it, when the actor is not the token itself (a worker writing

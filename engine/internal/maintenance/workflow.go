@@ -339,10 +339,10 @@ func (f *FanIn) admitSteps(ctx context.Context, t *tally, idx []int) {
 			f.log.Warn("limits of a step's queue", "queue", q, "err", err)
 			t.wf.again = append(t.wf.again, idx...) // looked at again next round
 			return
-		case l.MaxRunning > 0:
-			holds[q] = &domain.Hold{Limit: domain.LimitQueue, Max: l.MaxRunning}
-		case l.MaxRunningPerUser > 0:
+		case l.MaxRunningPerUser > 0 && l.MaxRunning == 0:
 			holds[q] = &domain.Hold{Limit: domain.LimitUser, Max: l.MaxRunningPerUser}
+		case l.Limited(): // its queue's admission admits it, whatever its limits
+			holds[q] = &domain.Hold{Limit: domain.LimitQueue, Max: l.MaxRunning}
 		default:
 			holds[q] = nil
 		}
