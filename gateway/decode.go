@@ -393,10 +393,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 
 // QueueLimitsRequest is the body of PUT /queues/{queue}: the limits to
 // change (null or left out: kept as they are; 0: no limit).
-type QueueLimitsRequest struct {
-	MaxRunning        *int `json:"max_running,omitempty"`
-	MaxRunningPerUser *int `json:"max_running_per_user,omitempty"`
-}
+type QueueLimitsRequest = commands.QueueLimitsChange
 
 // DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
 // the limits it gives (commands.CheckLimits: 0 to commands.MaxLimit).
@@ -405,21 +402,10 @@ func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
 	if err := decodeStrict(body, &q, false); err != nil {
 		return nil, err
 	}
-	if err := commands.CheckLimits(q.Apply(domain.QueueLimits{})); err != nil {
+	if err := q.Check(); err != nil {
 		return nil, err
 	}
 	return &q, nil
-}
-
-// Apply returns cur with the limits the request gives.
-func (q *QueueLimitsRequest) Apply(cur domain.QueueLimits) domain.QueueLimits {
-	if q.MaxRunning != nil {
-		cur.MaxRunning = *q.MaxRunning
-	}
-	if q.MaxRunningPerUser != nil {
-		cur.MaxRunningPerUser = *q.MaxRunningPerUser
-	}
-	return cur
 }
 
 // cancelRequest is the optional body of POST /jobs/{id}/cancel.

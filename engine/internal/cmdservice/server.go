@@ -24,6 +24,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/auth"
 	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/registry"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
@@ -81,6 +82,10 @@ type Config struct {
 	Auth   bool
 	Tokens *auth.Tokens
 	Log    *slog.Logger
+	// Types is the type registry (the type verbs, admin.go); MaxUpload
+	// bounds a staged file (files.go; default DefaultMaxUpload).
+	Types     *registry.Registry
+	MaxUpload int64
 }
 
 func (c Config) withDefaults() Config { return c }
@@ -369,6 +374,8 @@ type cmdReply struct {
 	Next       *uint64                  `json:"next,omitempty"` // history
 	More       *bool                    `json:"more,omitempty"` // history
 	Error      *CommandError            `json:"error,omitempty"`
+	// Body, if set, is the reply of a verb of admin.go or files.go instead.
+	Body any `json:"-"`
 }
 
 // CommandError is the error of a failed command.
@@ -663,6 +670,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 	case "history":
 		return c.history(ctx, p, decode, failed)
 	}
+	if h := moreVerbs[verb]; h != nil {
+		return h(c, &call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p})
+	}
 	return &cmdReply{Error: problems.New(problems.UnknownCommand, 404,
 		fmt.Sprintf("no command %q; commands are %s", verb, strings.Join(commandVerbs, ", ")))}
 }
@@ -690,7 +700,11 @@ func decodeCommand(body []byte, asJSON bool, v any) error {
 // encodeReply encodes a reply as JSON, or as msgpack of the same JSON shape
 // (payloads and results as values, not strings).
 func encodeReply(r *cmdReply, asJSON bool) ([]byte, error) {
-	b, err := json.Marshal(r)
+	var v any = r
+	if r.Body != nil && r.Error == nil {
+		v = r.Body
+	}
+	b, err := json.Marshal(v)
 	if err != nil || asJSON {
 		return b, err
 	}
