@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -100,6 +101,10 @@ func init() {
 	slices.Sort(more)
 	commandVerbs = append(commandVerbs, more...)
 }
+
+// endpointName is the name of a verb's endpoint in the micro service,
+// which allows no dots: queue.pause is queue-pause.
+func endpointName(verb string) string { return strings.ReplaceAll(verb, ".", "-") }
 
 // long is ctx without its 30 s deadline, for at most d (a rebuild of the
 // log), still ended when the server stops.
@@ -437,9 +442,6 @@ type purgeReply struct {
 	More       bool     `json:"more"`
 }
 
-// PurgeReason is the reason a purge of jobs older than d writes.
-func PurgeReason(d time.Duration) string { return "purge --older-than " + d.String() }
-
 // purge: purge --older-than, one page (store.PurgePage).
 func (c *CommandServer) purge(k *call) *cmdReply {
 	if err := k.p.InEveryNamespace(commands.ActAdmin); err != nil {
@@ -475,7 +477,7 @@ func (c *CommandServer) purge(k *call) *cmdReply {
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
 	older := time.Duration(*req.OlderThan)
-	page, err := c.store.PurgePage(ctx, older, req.Namespace, end, id, limit, req.DryRun, PurgeReason(older))
+	page, err := c.store.PurgePage(ctx, older, req.Namespace, end, id, limit, req.DryRun)
 	if err != nil {
 		return fail(err, "")
 	}

@@ -299,9 +299,20 @@ func errNoWorker(id string) error {
 // claimant refuses a worker that does not hold job id (409 not-claimant),
 // or that another token registered (404), as the HTTP API's worker file
 // routes do. It returns the job.
+//
+// Over NATS the worker may be left out (wid ""): it is then the worker that
+// holds the job, judged by the same rules (the only worker the HTTP routes
+// could be named and let through).
 func (c *CommandServer) claimant(ctx context.Context, p *commands.Principal, id, wid string) (*domain.Job, error) {
 	if wid == "" {
-		return nil, &commands.InputError{Field: "worker_id", Reason: "is required (the claimant's id)"}
+		snap, err := c.store.Current(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !commands.Held(snap.Job) {
+			return nil, commands.CheckHolder(snap.Job, snap.Job.Worker)
+		}
+		wid = snap.Job.Worker
 	}
 	if p != nil {
 		if !commands.IsHTTPWorkerID(wid) {
@@ -330,7 +341,7 @@ func (c *CommandServer) claimant(ctx context.Context, p *commands.Principal, id,
 
 type fileResultCommand struct {
 	ID       string `json:"id" msgpack:"id"`
-	WorkerID string `json:"worker_id" msgpack:"worker_id"`
+	WorkerID string `json:"worker_id,omitempty" msgpack:"worker_id,omitempty"` // "": the job's holder
 	chunk    `msgpack:",inline"`
 	// Last says the archive ends with this chunk: it is then stored, if
 	// its chunks make Digest.
@@ -353,7 +364,8 @@ func (c *CommandServer) fileResult(k *call) *cmdReply {
 	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
 		return fail(err, req.ID)
 	}
-	if _, err := c.claimant(k.ctx, k.p, req.ID, req.WorkerID); err != nil {
+	job, err := c.claimant(k.ctx, k.p, req.ID, req.WorkerID)
+	if err != nil {
 		return fail(err, req.ID)
 	}
 	if req.Last && (req.Digest == "" || len(req.Digest) > maxDigestBytes) {
@@ -367,7 +379,7 @@ func (c *CommandServer) fileResult(k *call) *cmdReply {
 	if !req.Last {
 		return &cmdReply{Body: &stagedReply{Upload: up, Next: size}}
 	}
-	ref, err := c.storeResult(k, req.ID, req.WorkerID, up, size, req.Digest)
+	ref, err := c.storeResult(k, req.ID, job.Worker, up, size, req.Digest)
 	if err != nil {
 		return fail(err, req.ID)
 	}
@@ -463,7 +475,7 @@ func readErr(err error) error {
 
 type fileInputCommand struct {
 	ID       string `json:"id" msgpack:"id"`
-	WorkerID string `json:"worker_id" msgpack:"worker_id"`
+	WorkerID string `json:"worker_id,omitempty" msgpack:"worker_id,omitempty"` // "": the job's holder
 	Name     string `json:"name" msgpack:"name"`
 	piece    `msgpack:",inline"`
 }

@@ -145,7 +145,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
-			if st := run.stats[e.Name]; st != nil {
+			if st := run.stats[strings.TrimPrefix(e.Subject, streams.CommandPrefix+".")]; st != nil {
 				return st.snapshot()
 			}
 			return nil
@@ -171,7 +171,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		return err
 	}
 	for _, verb := range commandVerbs {
-		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) {
+		err := svc.AddEndpoint(endpointName(verb), micro.HandlerFunc(func(req micro.Request) {
 			c.accept(run, verb, req.Reply(), nats.Header(req.Headers()), req.Data())
 		}), micro.WithEndpointSubject(streams.CommandPrefix+"."+verb))
 		if err != nil {

@@ -58,11 +58,11 @@ type PurgePage struct {
 // PurgePage selects the terminal jobs that finished more than olderThan
 // ago (of namespace ns, if not empty; children are left out, purged with
 // their parents), after (afterEnd, afterID) in the order of their ends,
-// then ids, at most limit; and, unless dryRun, purges each with reason,
-// whatever its namespace's retention. A parent with a child still running
+// then ids, at most limit; and, unless dryRun, purges each (the reason
+// "purge --older-than <olderThan>"), whatever its namespace's retention. A parent with a child still running
 // is left, a job gone meanwhile skipped: the next page starts after them
 // either way. It reads the whole jobs bucket once.
-func (s *Store) PurgePage(ctx context.Context, olderThan time.Duration, ns string, afterEnd time.Time, afterID string, limit int, dryRun bool, reason string) (PurgePage, error) {
+func (s *Store) PurgePage(ctx context.Context, olderThan time.Duration, ns string, afterEnd time.Time, afterID string, limit int, dryRun bool) (PurgePage, error) {
 	var page PurgePage
 	if limit <= 0 {
 		return page, fmt.Errorf("purge page of %d jobs", limit)
@@ -99,7 +99,7 @@ func (s *Store) PurgePage(ctx context.Context, olderThan time.Duration, ns strin
 		if dryRun {
 			continue
 		}
-		n, err := s.Purge(ctx, c.id, reason)
+		n, err := s.Purge(ctx, c.id, "purge --older-than "+olderThan.String())
 		page.Purged += n
 		if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidTransition) {
 			return page, err
