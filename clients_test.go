@@ -514,7 +514,9 @@ func TestEveryMethodBothClients(t *testing.T) {
 		}
 		return nil
 	})
-	dv, kv := each(e, func(cl *jetflow.Client, who string) *jetflow.VerifyReport { return must(cl.Verify(ctx, time.Second))(t) })
+	dv, kv := each(e, func(cl *jetflow.Client, who string) *jetflow.VerifyReport {
+		return must(cl.Verify(ctx, time.Second))(t)
+	})
 	same(t, "Verify", dv, kv)
 	type replayed struct {
 		States map[jetflow.State]int

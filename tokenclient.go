@@ -210,4 +210,3 @@ func (c command) history(ctx context.Context, id string, follow bool, fn func(*p
 		}
 	}
 }
-
