@@ -234,7 +234,7 @@ func (c *CommandServer) queues(k *call) *cmdReply {
 				return
 			}
 			if counts[j.Spec.Queue] == nil {
-				counts[j.Spec.Queue] = map[domain.State]int{}
+				counts[j.Spec.Queue] = zeroCounts()
 			}
 			counts[j.Spec.Queue][j.State]++
 		})
@@ -249,7 +249,7 @@ func (c *CommandServer) queues(k *call) *cmdReply {
 				total += n
 			}
 			if jobs == nil {
-				jobs = map[domain.State]int{}
+				jobs = zeroCounts()
 			}
 			if k.p.SeesQueue(q.Name, total) {
 				scoped = append(scoped, q.Scoped(jobs))
@@ -258,6 +258,15 @@ func (c *CommandServer) queues(k *call) *cmdReply {
 		qs = scoped
 	}
 	return &cmdReply{Body: map[string]any{"queues": qs}}
+}
+
+// zeroCounts counts no job in every state, as the HTTP API's index does.
+func zeroCounts() map[domain.State]int {
+	m := make(map[domain.State]int, len(domain.States))
+	for _, st := range domain.States {
+		m[st] = 0
+	}
+	return m
 }
 
 type queueCommand struct {
