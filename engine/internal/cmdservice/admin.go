@@ -44,7 +44,23 @@ const (
 	// MaxRebuild is how long verify, replay and a purge page may take
 	// (other commands: 30 s).
 	MaxRebuild = 10 * time.Minute
+	// MaxRebuilds bounds the verify, replay and purge commands one engine
+	// runs at once (each reads the whole log or jobs bucket, replay and
+	// verify into memory); more are overloaded (503).
+	MaxRebuilds = 2
 )
+
+// rebuild takes one of the engine's MaxRebuilds slots for a verify, replay
+// or purge, or answers overloaded; release gives it back.
+func (c *CommandServer) rebuild() (release func(), r *cmdReply) {
+	select {
+	case c.rebuilds <- struct{}{}:
+		return func() { <-c.rebuilds }, nil
+	default:
+		return nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
+			"this engine runs its maximum of %d verify, replay and purge commands; retry once one has ended", MaxRebuilds)), "")
+	}
+}
 
 // call is one command of a verb of admin.go or files.go.
 type call struct {
@@ -388,6 +404,11 @@ func (c *CommandServer) verify(k *call) *cmdReply {
 				Reason: fmt.Sprintf("want 0 to %s", MaxVerifySettle)}, "")
 		}
 	}
+	release, r := c.rebuild()
+	if r != nil {
+		return r
+	}
+	defer release()
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
 	rep, err := replay.Verify(ctx, c.store.JS(), settle)
@@ -422,6 +443,11 @@ func (c *CommandServer) replay(k *call) *cmdReply {
 	if r := k.decode(&emptyCommand{}); r != nil {
 		return r
 	}
+	release, r := c.rebuild()
+	if r != nil {
+		return r
+	}
+	defer release()
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
 	jobs, last, err := replay.Rebuild(ctx, c.store.JS(), 0)
@@ -483,6 +509,11 @@ func (c *CommandServer) purge(k *call) *cmdReply {
 			return fail(err, "")
 		}
 	}
+	release, r := c.rebuild()
+	if r != nil {
+		return r
+	}
+	defer release()
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
 	older := time.Duration(*req.OlderThan)

@@ -95,3 +95,43 @@ func FuzzMoreCommandBodies(f *testing.F) {
 
 // msgpackOf reads the JSON s into v, for a msgpack seed.
 func msgpackOf(s string, v *any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestRebuildsBounded: with MaxRebuilds verify, replay or purge commands
+// running, another is overloaded (503) and takes no slot; a body it
+// refuses is still refused first (400), and a slot given back is taken
+// again.
+func TestRebuildsBounded(t *testing.T) {
+	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds)}
+	var releases []func()
+	for range MaxRebuilds {
+		release, r := c.rebuild()
+		if r != nil {
+			t.Fatalf("slot refused: %+v", r.Error)
+		}
+		releases = append(releases, release)
+	}
+	for _, tc := range []struct {
+		verb, body string
+		slug       string
+		status     int
+	}{
+		{"verify", `{"settle":"1s"}`, problems.Overloaded, 503},
+		{"replay", `{}`, problems.Overloaded, 503},
+		{"purge", `{"older_than":"1h"}`, problems.Overloaded, 503},
+		{"verify", `{"settle":"2m"}`, problems.InvalidInput, 400},
+		{"purge", `{}`, problems.InvalidInput, 400},
+		{"replay", `{"x":1}`, problems.MalformedRequest, 400},
+	} {
+		r := moreVerbs[tc.verb](c, &call{ctx: t.Context(), verb: tc.verb, asJSON: true, body: []byte(tc.body)})
+		if r.Error == nil || r.Error.Type != tc.slug || r.Error.Status != tc.status {
+			t.Errorf("%s %s: %+v, want %s %d", tc.verb, tc.body, r.Error, tc.slug, tc.status)
+		}
+		if len(c.rebuilds) != MaxRebuilds {
+			t.Fatalf("%s %s: %d slots held", tc.verb, tc.body, len(c.rebuilds))
+		}
+	}
+	releases[0]()
+	if _, r := c.rebuild(); r != nil || len(c.rebuilds) != MaxRebuilds {
+		t.Fatalf("a slot given back was not taken again: %+v, %d held", r, len(c.rebuilds))
+	}
+}

@@ -71,7 +71,8 @@ type CommandServer struct {
 	mu  sync.Mutex
 	run *cmdRun // nil when stopped
 
-	waits chan struct{} // a slot per wait command held (MaxCommandWaits)
+	waits    chan struct{} // a slot per wait command held (MaxCommandWaits)
+	rebuilds chan struct{} // a slot per verify, replay or purge running (MaxRebuilds)
 }
 
 // Config configures a CommandServer.
@@ -118,7 +119,7 @@ func New(s *store.Store, cfg Config) *CommandServer {
 		log = slog.Default()
 	}
 	return &CommandServer{cfg: cfg, store: s, nc: s.NC(), log: log.With("component", "commands"),
-		waits: make(chan struct{}, MaxCommandWaits)}
+		waits: make(chan struct{}, MaxCommandWaits), rebuilds: make(chan struct{}, MaxRebuilds)}
 }
 
 // Start adds the service and its endpoints and returns once the NATS
