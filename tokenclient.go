@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -70,6 +71,7 @@ func (c command) call(ctx context.Context, verb string, req, out any, timeout ti
 	m.Data = b
 	m.Header.Set("Content-Type", "application/json")
 	m.Header.Set(engine.AuthHeader, "Bearer "+c.token)
+	tracing.Inject(ctx, m.Header.Set) // a submit continues the caller's trace (docs/tracing.md)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
