@@ -66,18 +66,18 @@ func (c command) pauseQueue(ctx context.Context, queue string, paused bool) erro
 }
 
 // queueLimits sends a queue.limits command and returns the queue's limits
-// as it answers them.
+// as it answers them (as stored).
 func (c command) queueLimits(ctx context.Context, req map[string]any) (domain.QueueLimits, error) {
 	var out struct {
-		Queue *engine.QueueInfo `json:"queue"`
+		Limits *domain.QueueLimits `json:"limits"`
 	}
 	if err := c.call(ctx, "queue.limits", req, &out, 30*time.Second); err != nil {
 		return domain.QueueLimits{}, err
 	}
-	if out.Queue == nil {
-		return domain.QueueLimits{}, errors.New("queue.limits: the reply has no queue")
+	if out.Limits == nil {
+		return domain.QueueLimits{}, errors.New("queue.limits: the reply has no limits")
 	}
-	return domain.QueueLimits{MaxRunning: out.Queue.MaxRunning, MaxRunningPerUser: out.Queue.MaxRunningPerUser}, nil
+	return *out.Limits, nil
 }
 
 // changeQueueLimits reads the queue's limits (a change that gives none),
@@ -92,8 +92,9 @@ func (c command) changeQueueLimits(ctx context.Context, queue string, change fun
 		}
 		next := change(cur)
 		l, err := c.queueLimits(ctx, map[string]any{"queue": queue, "max_running": next.MaxRunning,
-			"max_running_per_user": next.MaxRunningPerUser,
-			"expect":               map[string]int{"max_running": cur.MaxRunning, "max_running_per_user": cur.MaxRunningPerUser}})
+			"max_running_per_user": next.MaxRunningPerUser, "max_running_per_key": next.MaxRunningPerKey,
+			"rate_limit": next.RateLimit, "rate_period": next.RatePeriod.String(), "rate_key": next.RateKey,
+			"priorities": next.Priorities, "max_queued": next.MaxQueued, "expect": cur})
 		if errors.Is(err, commands.ErrConflict) && try < 10 {
 			continue
 		}

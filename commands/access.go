@@ -134,20 +134,70 @@ func ParseTokenSpec(name, ns, role, ttl string) (TokenSpec, error) {
 // QueueLimitsChange is a change of a queue's limits (PUT /queues/{queue},
 // queue.limits): a limit left out (nil) keeps its value, 0 removes it.
 type QueueLimitsChange struct {
-	MaxRunning        *int `json:"max_running,omitempty" msgpack:"max_running,omitempty"`
-	MaxRunningPerUser *int `json:"max_running_per_user,omitempty" msgpack:"max_running_per_user,omitempty"`
+	MaxRunning        *int      `json:"max_running,omitempty" msgpack:"max_running,omitempty"`
+	MaxRunningPerUser *int      `json:"max_running_per_user,omitempty" msgpack:"max_running_per_user,omitempty"`
+	MaxRunningPerKey  *int      `json:"max_running_per_key,omitempty" msgpack:"max_running_per_key,omitempty"`
+	RateLimit         *int      `json:"rate_limit,omitempty" msgpack:"rate_limit,omitempty"`
+	RatePeriod        *Duration `json:"rate_period,omitempty" msgpack:"rate_period,omitempty"`
+	RateKey           *string   `json:"rate_key,omitempty" msgpack:"rate_key,omitempty"`
+	Priorities        *bool     `json:"priorities,omitempty" msgpack:"priorities,omitempty"`
+	MaxQueued         *int      `json:"max_queued,omitempty" msgpack:"max_queued,omitempty"`
 }
 
-// Check refuses limits out of range (CheckLimits: 0 to MaxLimit).
-func (q *QueueLimitsChange) Check() error { return CheckLimits(q.Apply(domain.QueueLimits{})) }
+// Check refuses each limit the change gives out of range (CheckLimits:
+// counts 0 to MaxLimit, a rate period and a rate key); that a rate limit
+// has its period is checked on the queue's limits with the change.
+func (q *QueueLimitsChange) Check() error {
+	counts := q.Apply(domain.QueueLimits{})
+	counts.RatePeriod, counts.RateKey = 0, ""
+	if counts.RateLimit > 0 {
+		counts.RatePeriod = MinRatePeriod // its own is checked below, and with the queue's as changed
+	}
+	if err := CheckLimits(counts); err != nil {
+		return err
+	}
+	if q.RatePeriod != nil && *q.RatePeriod != 0 {
+		if err := CheckRatePeriod(time.Duration(*q.RatePeriod)); err != nil {
+			return err
+		}
+	}
+	if q.RateKey != nil {
+		if err := CheckRateKey(*q.RateKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// Apply returns cur with the limits the change gives.
+// Apply returns cur with the limits the change gives. A rate limit of 0
+// removes the period and the key too, unless the change gives them.
 func (q *QueueLimitsChange) Apply(cur domain.QueueLimits) domain.QueueLimits {
 	if q.MaxRunning != nil {
 		cur.MaxRunning = *q.MaxRunning
 	}
 	if q.MaxRunningPerUser != nil {
 		cur.MaxRunningPerUser = *q.MaxRunningPerUser
+	}
+	if q.MaxRunningPerKey != nil {
+		cur.MaxRunningPerKey = *q.MaxRunningPerKey
+	}
+	if q.RateLimit != nil {
+		cur.RateLimit = *q.RateLimit
+		if cur.RateLimit == 0 {
+			cur.RatePeriod, cur.RateKey = 0, ""
+		}
+	}
+	if q.RatePeriod != nil {
+		cur.RatePeriod = time.Duration(*q.RatePeriod)
+	}
+	if q.RateKey != nil {
+		cur.RateKey = *q.RateKey
+	}
+	if q.Priorities != nil {
+		cur.Priorities = *q.Priorities
+	}
+	if q.MaxQueued != nil {
+		cur.MaxQueued = *q.MaxQueued
 	}
 	return cur
 }

@@ -394,7 +394,9 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 type QueueLimitsRequest = commands.QueueLimitsChange
 
 // DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
-// the limits it gives (commands.CheckLimits: 0 to commands.MaxLimit).
+// each limit it gives (commands.CheckLimits: counts 0 to
+// commands.MaxLimit, a rate period and a rate key); that a rate limit has
+// its period is checked on the queue's limits with the change.
 func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
 	var q QueueLimitsRequest
 	if err := decodeStrict(body, &q, false); err != nil {

@@ -310,22 +310,18 @@ func (c *CommandServer) queueReply(k *call, name string) *cmdReply {
 	return &cmdReply{Body: map[string]any{"queue": q}}
 }
 
-// limitsOf are a queue's limits as the request expects them.
-type limitsOf struct {
-	MaxRunning        int `json:"max_running" msgpack:"max_running"`
-	MaxRunningPerUser int `json:"max_running_per_user" msgpack:"max_running_per_user"`
-}
-
 type queueLimitsCommand struct {
 	Queue                      string `json:"queue" msgpack:"queue"`
 	commands.QueueLimitsChange `msgpack:",inline"`
-	// Expect, if given, are the limits the change was decided on: if the
-	// queue's are others when it is written, it is refused (conflict) and
-	// nothing changes.
-	Expect *limitsOf `json:"expect,omitempty" msgpack:"expect,omitempty"`
+	// Expect, if given, are the limits the change was decided on (as the
+	// reply's limits): if the queue's are others when it is written, it is
+	// refused (conflict) and nothing changes.
+	Expect *domain.QueueLimits `json:"expect,omitempty" msgpack:"expect,omitempty"`
 }
 
-// queueLimits: PUT /queues/{queue}, by a token of every namespace.
+// queueLimits: PUT /queues/{queue}, by a token of every namespace. The
+// reply has the queue, and its limits as stored (limits: the expect of a
+// change decided on them).
 func (c *CommandServer) queueLimits(k *call) *cmdReply {
 	if err := k.p.InEveryNamespace(commands.ActAdmin); err != nil {
 		return fail(err, "")
@@ -341,22 +337,25 @@ func (c *CommandServer) queueLimits(k *call) *cmdReply {
 		return fail(err, "")
 	}
 	var other *domain.QueueLimits
-	_, err := c.store.ChangeQueueLimits(k.ctx, req.Queue, func(cur domain.QueueLimits) domain.QueueLimits {
+	rec, err := c.store.ChangeQueueLimits(k.ctx, req.Queue, func(cur domain.QueueLimits) domain.QueueLimits {
 		other = nil
-		if e := req.Expect; e != nil && (cur.MaxRunning != e.MaxRunning || cur.MaxRunningPerUser != e.MaxRunningPerUser) {
+		if e := req.Expect; e != nil && cur != *e {
 			other = &cur
 			return cur // nothing changes
 		}
 		return req.Apply(cur)
 	})
 	if err == nil && other != nil {
-		err = fmt.Errorf("queue %s: its limits are max_running %d, max_running_per_user %d, not those expected: %w",
-			req.Queue, other.MaxRunning, other.MaxRunningPerUser, commands.ErrConflict)
+		err = fmt.Errorf("queue %s: its limits are %+v, not those expected: %w", req.Queue, *other, commands.ErrConflict)
 	}
 	if err != nil {
 		return fail(err, "")
 	}
-	return c.queueReply(k, req.Queue)
+	q, err := c.store.QueueInfo(k.ctx, req.Queue)
+	if err != nil {
+		return fail(err, "")
+	}
+	return &cmdReply{Body: map[string]any{"queue": q, "limits": rec.Limits}}
 }
 
 // --- workers ---
