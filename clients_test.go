@@ -340,6 +340,24 @@ func TestEveryMethodBothClients(t *testing.T) {
 		if err != nil || l != (jetflow.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2}) {
 			t.Errorf("%s: limits %+v %v", who, l, err)
 		}
+		// Every limit of admission, and back: a rate limit of 0 takes its
+		// period and key with it.
+		all := jetflow.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2, MaxRunningPerKey: 1, RateLimit: 10,
+			RatePeriod: time.Minute, RateKey: "user", Priorities: true, MaxQueued: 50}
+		l, err = cl.ChangeQueueLimits(ctx, "q-"+who, func(l jetflow.QueueLimits) jetflow.QueueLimits {
+			l.MaxRunningPerKey, l.RateLimit, l.RatePeriod, l.RateKey, l.Priorities, l.MaxQueued = 1, 10, time.Minute, "user", true, 50
+			return l
+		})
+		if err != nil || l != all {
+			t.Errorf("%s: every limit %+v %v", who, l, err)
+		}
+		l, err = cl.ChangeQueueLimits(ctx, "q-"+who, func(l jetflow.QueueLimits) jetflow.QueueLimits {
+			l.MaxRunningPerKey, l.RateLimit, l.RatePeriod, l.RateKey, l.Priorities, l.MaxQueued = 0, 0, 0, "", false, 0
+			return l
+		})
+		if err != nil || l != (jetflow.QueueLimits{MaxRunning: 4, MaxRunningPerUser: 2}) {
+			t.Errorf("%s: limits back %+v %v", who, l, err)
+		}
 		return nil
 	})
 	dq, kq := each(e, func(cl *jetflow.Client, who string) []*jetflow.QueueInfo { return must(cl.Queues(ctx))(t) })
