@@ -99,24 +99,13 @@ func (d direct) get(ctx context.Context, id string) (*projections.JobView, error
 }
 
 func (d direct) children(ctx context.Context, id string) ([]*projections.JobView, error) {
-	snap, err := d.store.Record(ctx, id)
+	out := []*projections.JobView{}
+	err := d.store.Children(ctx, id, 0, func(_ int, child *domain.Job) bool {
+		out = append(out, projections.View(child))
+		return true
+	})
 	if err != nil {
 		return nil, err
-	}
-	f := snap.Job.Fanout
-	if f == nil || f.Plan.Kind != domain.FanoutChildren {
-		return []*projections.JobView{}, nil
-	}
-	out := make([]*projections.JobView, 0, f.Plan.Total)
-	for n := 1; n <= f.Plan.Total; n++ {
-		child, err := d.store.Record(ctx, engine.ChildID(snap.Job.Spec.Namespace, id, n))
-		if errors.Is(err, commands.ErrNotFound) {
-			continue // not created (yet)
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, projections.View(child.Job))
 	}
 	return out, nil
 }
@@ -274,38 +263,22 @@ func (d direct) revokeToken(ctx context.Context, id string) (*projections.TokenV
 	return projections.ViewToken(rec), nil
 }
 
+// purge purges page after page (store.PurgePage, as the command
+// service's purge): a dry run selects every job in one page.
 func (d direct) purge(ctx context.Context, opts PurgeOptions) (ids []string, purged int, err error) {
-	older := func(string) time.Duration { return opts.OlderThan }
+	limit := engine.DefaultPurgeMax
 	if opts.DryRun {
-		// Nothing is purged, so a second page would be the first again:
-		// one scan selects them all, as the pages of a real purge would.
-		ids, err := engine.Expired(ctx, d.store, older, opts.Namespace, math.MaxInt)
-		return ids, 0, err
+		limit = math.MaxInt
 	}
-	const batch = engine.DefaultPurgeMax
-	seen := map[string]bool{}
+	var end time.Time
+	var after string
 	for {
-		next, err := engine.Expired(ctx, d.store, older, opts.Namespace, batch)
-		if err != nil {
+		page, err := d.store.PurgePage(ctx, opts.OlderThan, opts.Namespace, end, after, limit, opts.DryRun)
+		ids, purged = append(ids, page.IDs...), purged+page.Purged
+		if err != nil || !page.More {
 			return ids, purged, err
 		}
-		fresh := 0
-		for _, id := range next {
-			if seen[id] {
-				continue // refused before (a child still running)
-			}
-			seen[id] = true
-			fresh++
-			ids = append(ids, id)
-			n, err := d.store.Purge(ctx, id, "purge --older-than "+opts.OlderThan.String())
-			purged += n
-			if err != nil && !errors.Is(err, commands.ErrNotFound) && !errors.Is(err, commands.ErrInvalidTransition) {
-				return ids, purged, err
-			}
-		}
-		if fresh == 0 || len(next) < batch {
-			return ids, purged, nil
-		}
+		end, after = page.LastEnd, page.LastID
 	}
 }
 

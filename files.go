@@ -25,7 +25,8 @@ var (
 // job's directory, slash-separated; commands.CheckFileName) → content. They
 // are stored in the object store before the job is submitted, under its
 // id, and recorded in its spec; a refused submit deletes them. A token
-// client answers ErrNeedsEngine.
+// client sends them to the engine in chunks (file.put, then file.submit:
+// docs/protocol.md), which stores them the same way.
 func Files(fs map[string]io.Reader) SubmitOption {
 	names := make([]string, 0, len(fs))
 	for n := range fs {
@@ -41,13 +42,18 @@ func Files(fs map[string]io.Reader) SubmitOption {
 
 // OpenInput opens an input file of a job, as its spec recorded it
 // (JobInfo.Files): a file whose digest is not the recorded one is refused.
+// A token client reads it in pieces (file.input), as the HTTP worker
+// protocol does: of a job held by an HTTP worker its token registered (an
+// admin's: any), the digest checked at the end.
 func (c *Client) OpenInput(ctx context.Context, jobID string, f FileInfo) (io.ReadCloser, error) {
 	r, err := c.b.openInput(ctx, jobID, domain.FileRef{Name: f.Name, Size: f.Size, Digest: f.Digest})
 	return r, publicErr(err)
 }
 
 // PutResult stores a job's result archive (a zip), replacing the one an
-// earlier attempt stored.
+// earlier attempt stored. A token client sends it in chunks (file.result)
+// for the HTTP worker of its token's that holds the job (an admin's: any),
+// as PUT /jobs/{id}/result does; the engine checks the archive first.
 func (c *Client) PutResult(ctx context.Context, jobID string, r io.Reader) (FileInfo, error) {
 	f, err := c.b.putResult(ctx, jobID, r)
 	return FileInfo{Name: f.Name, Size: f.Size, Digest: f.Digest}, publicErr(err)

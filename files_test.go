@@ -17,7 +17,7 @@ import (
 
 // TestClientFiles: a Go client submits input files with the job, a handler
 // reads them and stores a result, Download writes it once the job ended; a
-// bad name stores nothing; a token client cannot.
+// bad name stores nothing. (A token client's files: TestEveryMethodBothClients.)
 func TestClientFiles(t *testing.T) {
 	t.Parallel()
 	srv := testkit.Server(t)
@@ -76,16 +76,6 @@ func TestClientFiles(t *testing.T) {
 	if _, err := cl.Download(ctx, domain.NewID(), io.Discard); !errors.Is(err, jetflow.ErrNotFound) {
 		t.Errorf("download of no job: %v", err)
 	}
-	tc, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: "jft_x_y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tc.Submit(ctx, "files.cat", nil, jetflow.Files(map[string]io.Reader{"a": strings.NewReader("")})); !errors.Is(err, jetflow.ErrNeedsEngine) {
-		t.Errorf("token client: %v", err)
-	}
-	if _, err := tc.Download(ctx, job.ID, io.Discard); !errors.Is(err, jetflow.ErrNeedsEngine) {
-		t.Errorf("token client download: %v", err)
-	}
 }
 
 // SubmitMany with files stores each request's files before its submit.
@@ -112,9 +102,5 @@ func TestSubmitManyFiles(t *testing.T) {
 		if errs[i] != nil || len(infos[i].Files) != want {
 			t.Errorf("request %d: %+v %v", i, infos[i], errs[i])
 		}
-	}
-	tc, _ := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: "jft_x_y"})
-	if _, errs := tc.SubmitMany(ctx, reqs[:1]); !errors.Is(errs[0], jetflow.ErrNeedsEngine) {
-		t.Errorf("token client: %v", errs[0])
 	}
 }

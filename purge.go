@@ -17,11 +17,16 @@ type PurgeOptions struct {
 // Purge purges terminal jobs that finished more than OlderThan ago (a
 // parent with its children; a parent with a child still running is left),
 // whatever their namespace's retention, and returns the ids of the jobs
-// selected (parents, without their children). With DryRun nothing is
-// written. It needs an engine's connection (ErrNeedsEngine).
+// selected (parents, without their children), oldest first. With DryRun
+// nothing is written. A token client needs an admin token.
 func (c *Client) Purge(ctx context.Context, opts PurgeOptions) (ids []string, purged int, err error) {
 	if opts.OlderThan <= 0 {
 		return nil, 0, publicErr(&commands.InputError{Field: "older_than", Reason: "must be more than 0"})
+	}
+	if opts.Namespace != "" {
+		if err := commands.CheckNamespace(opts.Namespace); err != nil {
+			return nil, 0, publicErr(err)
+		}
 	}
 	ids, purged, err = c.b.purge(ctx, opts)
 	return ids, purged, publicErr(err)

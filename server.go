@@ -92,12 +92,14 @@ type Engine struct {
 	e *engine.Engine
 }
 
-// NewEngine returns an engine that writes through client's connection.
-// A token client (ClientOptions.Token) cannot run an engine: NewEngine
-// panics with one.
+// NewEngine returns an engine that writes through client's connection:
+// a client with the engine's NATS permissions (made without
+// ClientOptions.Token). An engine is no Client method: it runs on
+// JetStream itself (its streams, consumers and buckets), which a token
+// client's NATS user may not touch; NewEngine panics with one.
 func NewEngine(client *Client, cfg EngineConfig) *Engine {
 	if client.store == nil {
-		panic("jetflow.NewEngine: " + ErrNeedsEngine.Error() + ": not a token client")
+		panic("jetflow.NewEngine: " + errTokenClient.Error())
 	}
 	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
 		Purger:    engine.PurgerConfig{Retention: cfg.Retention},

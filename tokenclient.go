@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
@@ -23,10 +21,14 @@ import (
 // writing to JetStream itself: what it may do is what the token's role
 // allows in its namespace, checked by the engine (serve --auth), and its
 // NATS user needs no more than the command subjects (the client role of
-// docs/security.md).
+// docs/security.md). It serves every method of the Client, as a client
+// with the engine's permissions does (tokenverbs.go, tokenfiles.go); only
+// a Worker and an Engine need the latter (they run on JetStream).
 
-// ErrNeedsEngine is the error of a call a token client cannot make.
-var ErrNeedsEngine = errors.New("this needs the engine's NATS permissions (a client without a token) or the HTTP API")
+// errTokenClient is the error of a Worker or an Engine given a token
+// client: they run on JetStream, which a token client does not reach.
+var errTokenClient = errors.New("a token client (ClientOptions.Token) cannot run a worker or an engine: " +
+	"they need a client with the engine's NATS permissions (or, for a worker, the worker role's)")
 
 // tokenPoll is how often a token client looks at a job it waits for or
 // follows (the command service answers requests; it pushes nothing).
@@ -53,9 +55,20 @@ type commandReply struct {
 // refusal is returned as its problem (errors.Is matches it with
 // ErrNotFound, ErrInvalidInput, ...).
 func (c command) do(ctx context.Context, verb string, req any) (*commandReply, error) {
+	var out commandReply
+	if err := c.call(ctx, verb, req, &out, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// call sends one command with the client's token and decodes its reply
+// into out, waiting for it at most timeout when ctx has no deadline; a
+// refusal is returned as its problem.
+func (c command) call(ctx context.Context, verb string, req, out any, timeout time.Duration) error {
 	b, err := json.Marshal(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m := nats.NewMsg(streams.CommandPrefix + "." + verb)
 	m.Data = b
@@ -64,29 +77,29 @@ func (c command) do(ctx context.Context, verb string, req any) (*commandReply, e
 	tracing.Inject(ctx, m.Header.Set) // a submit continues the caller's trace (docs/tracing.md)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	res, err := c.nc.RequestMsgWithContext(ctx, m)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("%s: no jetflow engine answers commands on this NATS system: %w", verb, err)
+		return fmt.Errorf("%s: no jetflow engine answers commands on this NATS system: %w", verb, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", verb, err)
+		return fmt.Errorf("%s: %w", verb, err)
 	}
-	var out commandReply
-	if err := json.Unmarshal(res.Data, &out); err != nil {
-		return nil, fmt.Errorf("%s: the reply does not decode: %w", verb, err)
+	var failed struct {
+		Error *engine.Problem `json:"error"`
 	}
-	if out.Error != nil {
-		return nil, out.Error
+	if err := json.Unmarshal(res.Data, &failed); err != nil {
+		return fmt.Errorf("%s: the reply does not decode: %w", verb, err)
 	}
-	return &out, nil
-}
-
-// needsEngine is the error of a call a token client cannot make.
-func needsEngine(what string) error {
-	return fmt.Errorf("%s: %w", what, ErrNeedsEngine)
+	if failed.Error != nil {
+		return failed.Error
+	}
+	if err := json.Unmarshal(res.Data, out); err != nil {
+		return fmt.Errorf("%s: the reply does not decode: %w", verb, err)
+	}
+	return nil
 }
 
 func (c command) send(ctx context.Context, req *commands.SubmitRequest) (*projections.JobView, bool, error) {
@@ -201,87 +214,4 @@ func (c command) history(ctx context.Context, id string, follow bool, fn func(*p
 		case <-t.C:
 		}
 	}
-}
-
-func (c command) sendWithFiles(context.Context, *commands.SubmitRequest) (*projections.JobView, bool, error) {
-	return nil, false, needsEngine("submit with files")
-}
-
-func (c command) children(context.Context, string) ([]*projections.JobView, error) {
-	return nil, needsEngine("children")
-}
-
-func (c command) retry(context.Context, string, string) (*projections.JobView, error) {
-	return nil, needsEngine("retry")
-}
-
-func (c command) queues(context.Context) ([]*engine.QueueInfo, error) {
-	return nil, needsEngine("queues")
-}
-
-func (c command) pauseQueue(_ context.Context, _ string, paused bool) error {
-	if paused {
-		return needsEngine("pause")
-	}
-	return needsEngine("resume")
-}
-
-func (c command) changeQueueLimits(context.Context, string, func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error) {
-	return domain.QueueLimits{}, needsEngine("queue set")
-}
-
-func (c command) workers(context.Context) ([]*engine.WorkerView, error) {
-	return nil, needsEngine("workers")
-}
-
-func (c command) verify(context.Context, time.Duration) (*projections.Report, error) {
-	return nil, needsEngine("verify")
-}
-
-func (c command) replay(context.Context) (map[domain.State]int, uint64, error) {
-	return nil, 0, needsEngine("replay")
-}
-
-func (c command) registerType(context.Context, commands.TypeDef) (*projections.TypeView, bool, error) {
-	return nil, false, needsEngine("register a type")
-}
-
-func (c command) typ(context.Context, commands.TypeName) (*projections.TypeView, error) {
-	return nil, needsEngine("type")
-}
-
-func (c command) types(context.Context, string, bool) ([]*projections.TypeView, error) {
-	return nil, needsEngine("types")
-}
-
-func (c command) setNamespace(context.Context, string, domain.NamespaceSettings) error {
-	return needsEngine("namespace settings")
-}
-
-func (c command) createToken(context.Context, commands.TokenSpec) (*projections.TokenView, error) {
-	return nil, needsEngine("create a token")
-}
-
-func (c command) tokens(context.Context) ([]*projections.TokenView, error) {
-	return nil, needsEngine("tokens")
-}
-
-func (c command) revokeToken(context.Context, string) (*projections.TokenView, error) {
-	return nil, needsEngine("revoke a token")
-}
-
-func (c command) purge(context.Context, PurgeOptions) ([]string, int, error) {
-	return nil, 0, needsEngine("purge")
-}
-
-func (c command) openInput(context.Context, string, domain.FileRef) (io.ReadCloser, error) {
-	return nil, needsEngine("open an input file")
-}
-
-func (c command) putResult(context.Context, string, io.Reader) (domain.FileRef, error) {
-	return domain.FileRef{}, needsEngine("store a result")
-}
-
-func (c command) download(context.Context, string, io.Writer) (domain.FileRef, error) {
-	return domain.FileRef{}, needsEngine("download")
 }

@@ -8,9 +8,9 @@ import (
 // control on: gateway.Config.Auth, `jetflow serve --auth`). A token belongs
 // to one namespace, or to every one (AllNamespaces), and has one role.
 // Creating and revoking one are events on the log; only a hash of the
-// secret is stored. These calls write through the client's NATS
-// connection: they need the engine's NATS permissions, which is what makes
-// an operator an operator (docs/security.md).
+// secret is stored. A client with the engine's NATS permissions writes
+// them itself (an operator is whoever holds those: docs/security.md); a
+// token client needs an admin token.
 // CreateToken creates a token and returns it, with the token itself in
 // Token: the only time it is shown. A spec out of range is an error
 // matching ErrInvalidInput that names the field.

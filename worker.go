@@ -134,7 +134,13 @@ type Worker struct {
 	watching chan struct{}      // closed when that watch ended
 }
 
-// NewWorker returns a Worker that uses client's connection.
+// NewWorker returns a Worker that uses client's connection: a client with
+// the engine's NATS permissions, or the worker role's (made without
+// ClientOptions.Token). A worker is no Client method: it claims work items
+// from JetStream and writes its jobs' events itself, which a token
+// client's NATS user may not; Start refuses a token client. (Workers in
+// other languages, or without those permissions, use the HTTP worker
+// protocol.)
 func NewWorker(client *Client, cfg WorkerConfig) *Worker {
 	if cfg.ID == "" {
 		cfg.ID = defaultName() + "-" + domain.NewID()[20:]
@@ -230,7 +236,7 @@ func schemaOf[T any]() ([]byte, error) {
 // created later (the worker watches the queue registry for them).
 func (w *Worker) Start(ctx context.Context) error {
 	if w.client.store == nil {
-		return fmt.Errorf("worker: %w (a token client cannot run handlers)", ErrNeedsEngine)
+		return fmt.Errorf("worker: %w", errTokenClient)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

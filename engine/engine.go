@@ -91,7 +91,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 	e.components = []Component{
 		e.Projector,
 		maintenance.NewPromoter(st, maintenance.PromoterConfig{Log: log}),
-		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Log: log}),
+		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Types: s.Types, Log: log}),
 		e.Leader,
 	}
 	return e

@@ -25,6 +25,7 @@ var ErrNoFile = fmt.Errorf("no such file: %w", commands.ErrNotFound)
 // Store is a job's view of the files bucket.
 type Store struct {
 	obs jetstream.ObjectStore
+	js  jetstream.JetStream // reads of an object by offset (ranged.go)
 }
 
 // Open opens the files bucket, provisioning it if it is missing.
@@ -38,7 +39,7 @@ func Open(ctx context.Context, js jetstream.JetStream, topo streams.Topology) (*
 	if err != nil {
 		return nil, fmt.Errorf("files bucket: %w", err)
 	}
-	return &Store{obs: obs}, nil
+	return &Store{obs: obs, js: js}, nil
 }
 
 // InputKey is the object of a job's input file.
@@ -167,7 +168,10 @@ func (s *Store) Sweep(ctx context.Context, grace time.Duration, exists func(ctx 
 		if time.Since(newest[id]) < grace {
 			continue
 		}
-		ok, err := exists(ctx, id)
+		ok, err := false, error(nil)
+		if !ValidUpload(id) { // an upload's chunks belong to no job: swept after the grace
+			ok, err = exists(ctx, id)
+		}
 		if err != nil || ok {
 			continue
 		}

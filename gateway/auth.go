@@ -178,8 +178,7 @@ func scopeNamespace(r *http.Request, act commands.Action, asked string) (string,
 // reports, beats and claims for its own workers only. An admin's may act
 // for any.
 func ownsWorker(r *http.Request, rec *WorkerRecord) error {
-	p := principal(r)
-	if p == nil || p.Role == commands.RoleAdmin || rec.TokenID == p.TokenID {
+	if principal(r).OwnsWorker(rec) {
 		return nil
 	}
 	return errNoWorker(rec.ID)
@@ -187,8 +186,7 @@ func ownsWorker(r *http.Request, rec *WorkerRecord) error {
 
 // seesWorker refuses a worker of another namespace (404).
 func seesWorker(r *http.Request, rec *WorkerRecord) error {
-	p := principal(r)
-	if p == nil || p.Sees(rec.Namespace) {
+	if principal(r).SeesWorker(rec) {
 		return nil
 	}
 	return errNoWorker(rec.ID)
@@ -196,38 +194,21 @@ func seesWorker(r *http.Request, rec *WorkerRecord) error {
 
 // seesType reports whether the request's principal may see a type of
 // scope: its namespace's and @global ones.
-func seesType(r *http.Request, scope string) bool {
-	p := principal(r)
-	return p == nil || scope == commands.ScopeGlobal || p.Sees(scope)
-}
+func seesType(r *http.Request, scope string) bool { return principal(r).SeesType(scope) }
 
 // mayRegister refuses a type registration the principal may not make: a
 // type of another namespace (403), or an @global one by anyone but an
 // admin (403). A worker's registration (serving) may name an active
 // @global type as it is.
 func (g *Gateway) mayRegister(r *http.Request, def commands.TypeDef, serving bool) error {
-	p := principal(r)
-	if p == nil || p.Role == commands.RoleAdmin {
-		return nil
-	}
-	scope := def.Name.Scope
-	if scope != commands.ScopeGlobal {
-		if !p.Sees(scope) {
-			return &commands.ForbiddenError{Role: p.Role, Action: commands.ActRegisterType, Namespace: scope}
+	return principal(r).MayRegisterType(def.Name, serving, func() bool {
+		cur, err := g.store.Types.Type(r.Context(), def.Name)
+		if err != nil || cur.Deleted {
+			return false
 		}
-		return nil
-	}
-	if !serving {
-		return &commands.ForbiddenError{Role: p.Role, Action: commands.ActAdmin}
-	}
-	cur, err := g.store.Types.Type(r.Context(), def.Name)
-	if err == nil && !cur.Deleted {
 		canon, cerr := engine.CanonicalSchema(def.Schema)
-		if len(def.Schema) == 0 || cerr == nil && commands.SchemaEqualBytes(canon, cur.Schema) {
-			return nil
-		}
-	}
-	return &commands.ForbiddenError{Role: p.Role, Action: commands.ActAdmin}
+		return len(def.Schema) == 0 || cerr == nil && commands.SchemaEqualBytes(canon, cur.Schema)
+	})
 }
 
 // tokenBody is the body of POST /tokens.
@@ -264,18 +245,7 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 // TokenSpecOf reads a token's spec from its fields as given, refusing any
 // out of range (the ttl is a Go duration, "" for none).
 func TokenSpecOf(name, ns, role, ttl string) (commands.TokenSpec, error) {
-	spec := commands.TokenSpec{Name: name, Namespace: ns, Role: commands.Role(role)}
-	if ttl != "" {
-		d, err := time.ParseDuration(ttl)
-		if err != nil {
-			return spec, &commands.InputError{Field: "ttl", Value: fmt.Sprintf("%q", ttl), Reason: "want a duration such as 720h"}
-		}
-		if d <= 0 {
-			return spec, &commands.InputError{Field: "ttl", Value: ttl, Reason: "want more than 0 (leave it out for a token that never expires)"}
-		}
-		spec.TTL = d
-	}
-	return spec, spec.Check()
+	return commands.ParseTokenSpec(name, ns, role, ttl)
 }
 
 // GET /tokens
@@ -307,9 +277,11 @@ func (g *Gateway) revokeToken(w http.ResponseWriter, r *http.Request) {
 // namespace, one good in every namespace.
 func (g *Gateway) ops(h http.HandlerFunc, allNS bool) http.HandlerFunc {
 	guarded := g.act(commands.ActRead, func(w http.ResponseWriter, r *http.Request) {
-		if p := principal(r); allNS && p != nil && p.Namespace != commands.AllNamespaces {
-			fail(w, r, &commands.ForbiddenError{Role: p.Role, Action: commands.ActRead, Namespace: "*"}, "")
-			return
+		if allNS {
+			if err := principal(r).InEveryNamespace(commands.ActRead); err != nil {
+				fail(w, r, err, "")
+				return
+			}
 		}
 		h(w, r)
 	})

@@ -391,16 +391,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 
 // QueueLimitsRequest is the body of PUT /queues/{queue}: the limits to
 // change (null or left out: kept as they are; 0: no limit).
-type QueueLimitsRequest struct {
-	MaxRunning        *int               `json:"max_running,omitempty"`
-	MaxRunningPerUser *int               `json:"max_running_per_user,omitempty"`
-	MaxRunningPerKey  *int               `json:"max_running_per_key,omitempty"`
-	RateLimit         *int               `json:"rate_limit,omitempty"`
-	RatePeriod        *commands.Duration `json:"rate_period,omitempty"`
-	RateKey           *string            `json:"rate_key,omitempty"`
-	Priorities        *bool              `json:"priorities,omitempty"`
-	MaxQueued         *int               `json:"max_queued,omitempty"`
-}
+type QueueLimitsRequest = commands.QueueLimitsChange
 
 // DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
 // each limit it gives (commands.CheckLimits: counts 0 to
@@ -411,58 +402,10 @@ func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
 	if err := decodeStrict(body, &q, false); err != nil {
 		return nil, err
 	}
-	counts := q.Apply(domain.QueueLimits{})
-	counts.RatePeriod, counts.RateKey = 0, ""
-	if counts.RateLimit > 0 {
-		counts.RatePeriod = commands.MinRatePeriod // its own is checked below, and with the queue's as changed
-	}
-	if err := commands.CheckLimits(counts); err != nil {
+	if err := q.Check(); err != nil {
 		return nil, err
 	}
-	if q.RatePeriod != nil && *q.RatePeriod != 0 {
-		if err := commands.CheckRatePeriod(time.Duration(*q.RatePeriod)); err != nil {
-			return nil, err
-		}
-	}
-	if q.RateKey != nil {
-		if err := commands.CheckRateKey(*q.RateKey); err != nil {
-			return nil, err
-		}
-	}
 	return &q, nil
-}
-
-// Apply returns cur with the limits the request gives. A rate limit of 0
-// removes the period and the key too, unless the request gives them.
-func (q *QueueLimitsRequest) Apply(cur domain.QueueLimits) domain.QueueLimits {
-	if q.MaxRunning != nil {
-		cur.MaxRunning = *q.MaxRunning
-	}
-	if q.MaxRunningPerUser != nil {
-		cur.MaxRunningPerUser = *q.MaxRunningPerUser
-	}
-	if q.MaxRunningPerKey != nil {
-		cur.MaxRunningPerKey = *q.MaxRunningPerKey
-	}
-	if q.RateLimit != nil {
-		cur.RateLimit = *q.RateLimit
-		if cur.RateLimit == 0 {
-			cur.RatePeriod, cur.RateKey = 0, ""
-		}
-	}
-	if q.RatePeriod != nil {
-		cur.RatePeriod = time.Duration(*q.RatePeriod)
-	}
-	if q.RateKey != nil {
-		cur.RateKey = *q.RateKey
-	}
-	if q.Priorities != nil {
-		cur.Priorities = *q.Priorities
-	}
-	if q.MaxQueued != nil {
-		cur.MaxQueued = *q.MaxQueued
-	}
-	return cur
 }
 
 // cancelRequest is the optional body of POST /jobs/{id}/cancel.

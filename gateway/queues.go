@@ -46,26 +46,20 @@ func (g *Gateway) withCounts(q *QueueInfo) {
 // limits themselves are shown). qs itself (a shared cache's) is not
 // changed.
 func (g *Gateway) scopedQueues(r *http.Request, qs []*QueueInfo) []*QueueInfo {
-	ns := ownNamespace(r)
-	if ns == "" {
+	p := principal(r)
+	if !p.Scoped() {
 		return qs
 	}
 	out := make([]*QueueInfo, 0, len(qs))
 	for _, q := range qs {
-		c := *q
-		c.Jobs = g.index.CountsIn(ns, q.Name, "")
+		jobs := g.index.CountsIn(p.Namespace, q.Name, "")
 		total := 0
-		for _, n := range c.Jobs {
+		for _, n := range jobs {
 			total += n
 		}
-		if total == 0 && q.Name != domain.DefaultQueue {
-			continue
+		if p.SeesQueue(q.Name, total) {
+			out = append(out, q.Scoped(jobs))
 		}
-		c.Running = c.Jobs[domain.StateRunning] + c.Jobs[domain.StateClaimed]
-		c.Depth, c.Held = uint64(c.Jobs[domain.StateQueued]), c.Running
-		c.Delayed = uint64(c.Jobs[domain.StateScheduled])
-		c.Slots = nil
-		out = append(out, &c)
 	}
 	return out
 }
@@ -154,8 +148,8 @@ func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
 // ("*") may use it, whatever its role (403), as for /metrics.
 func everyNamespace(act commands.Action, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if p := principal(r); p != nil && p.Namespace != commands.AllNamespaces {
-			fail(w, r, &commands.ForbiddenError{Role: p.Role, Action: act, Namespace: commands.AllNamespaces}, "")
+		if err := principal(r).InEveryNamespace(act); err != nil {
+			fail(w, r, err, "")
 			return
 		}
 		h(w, r)

@@ -22,6 +22,10 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 	e := newEnv(t)
 	nc := testkit.Conn(t, e.srv)
 	id := e.submit(`{"type":"voc.x"}`).ID
+	ended := e.submit(`{"type":"voc.x"}`).ID
+	if _, err := e.store.Cancel(e.ctx, ended, "ended"); err != nil {
+		t.Fatal(err)
+	}
 	unknown := domain.NewID()
 	big := `{"type":"voc.x","payload":"` + strings.Repeat("x", 3<<20) + `"}`
 	for _, tc := range []struct {
@@ -61,6 +65,33 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 		{"list bad queue", "GET", "/api/v1/jobs?queue=a.b", "list", `{"queue":"a.b"}`, engine.ProblemInvalidInput, "queue"},
 		{"list bad parent", "GET", "/api/v1/jobs?parent=nope", "list", `{"parent":"nope"}`, engine.ProblemInvalidInput, "parent"},
 		{"list bad cursor", "GET", "/api/v1/jobs?cursor=nope", "list", `{"cursor":"nope"}`, engine.ProblemBadCursor, "cursor"},
+		{"retry malformed id", "POST", "/api/v1/jobs/nope/retry", "retry", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"retry unknown id", "POST", "/api/v1/jobs/" + unknown + "/retry", "retry", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
+		{"retry of a job not ended", "POST", "/api/v1/jobs/" + id + "/retry", "retry", `{"id":"` + id + `"}`, engine.ProblemInvalidTransition, ""},
+		{"retry unknown field", "POST", "/api/v1/jobs/" + ended + "/retry", "retry", `{"id":"` + ended + `","bogus":1}`, ProblemMalformedRequest, ""},
+		{"children malformed id", "GET", "/api/v1/jobs/nope/children", "children", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"children unknown id", "GET", "/api/v1/jobs/" + unknown + "/children", "children", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
+		{"pause bad queue", "POST", "/api/v1/queues/a.b/pause", "queue.pause", `{"queue":"a.b"}`, engine.ProblemInvalidInput, "queue"},
+		{"limits bad queue", "PUT", "/api/v1/queues/a.b", "queue.limits", `{"queue":"a.b","max_running":1}`, engine.ProblemInvalidInput, "queue"},
+		{"limits out of range", "PUT", "/api/v1/queues/q", "queue.limits", `{"queue":"q","max_running":-1}`, engine.ProblemInvalidInput, "max_running"},
+		{"limits wrong type", "PUT", "/api/v1/queues/q", "queue.limits", `{"queue":"q","max_running":"five"}`, ProblemMalformedRequest, "max_running"},
+		{"limits unknown field", "PUT", "/api/v1/queues/q", "queue.limits", `{"queue":"q","max":1}`, ProblemMalformedRequest, ""},
+		{"register an internal type", "PUT", "/api/v1/types/@internal/cat/x", "type.register", `{"type":"@internal:cat:x"}`, "internal-type", ""},
+		{"register a bad schema", "PUT", "/api/v1/types/acme/cat/x", "type.register", `{"type":"acme:cat:x","schema":{"type":5}}`, "invalid-schema", ""},
+		{"a type never registered", "GET", "/api/v1/types/acme/cat/none", "type.get", `{"type":"acme:cat:none"}`, "unknown-type", ""},
+		{"types of a bad namespace", "GET", "/api/v1/types?namespace=a@b", "types", `{"namespace":"a@b"}`, "invalid-namespace", "namespace"},
+		{"namespace bad name", "PUT", "/api/v1/namespaces/a@b", "namespace.set", `{"namespace":"a@b","strict_types":true}`, "invalid-namespace", "namespace"},
+		{"retention not a duration", "PUT", "/api/v1/namespaces/ns", "namespace.set", `{"namespace":"ns","retention":"soon"}`, ProblemMalformedRequest, "retention"},
+		{"token bad role", "POST", "/api/v1/tokens", "token.create", `{"name":"n","namespace":"acme","role":"boss"}`, engine.ProblemInvalidInput, "role"},
+		{"token ttl not a duration", "POST", "/api/v1/tokens", "token.create", `{"name":"n","namespace":"acme","role":"reader","ttl":"soon"}`, engine.ProblemInvalidInput, "ttl"},
+		{"token admin of one namespace", "POST", "/api/v1/tokens", "token.create", `{"name":"n","namespace":"acme","role":"admin"}`, engine.ProblemInvalidInput, "namespace"},
+		{"revoke unknown token", "DELETE", "/api/v1/tokens/" + unknown, "token.revoke", `{"id":"` + unknown + `"}`, "unknown-token", ""},
+		{"download malformed id", "GET", "/api/v1/jobs/nope/download", "file.download", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"download without an archive", "GET", "/api/v1/jobs/" + ended + "/download", "file.download", `{"id":"` + ended + `"}`, engine.ProblemNoArchive, ""},
+		{"input of a job not held", "GET", "/api/v1/jobs/" + id + "/inputs/a.txt?worker_id=wk-" + unknown, "file.input",
+			`{"id":"` + id + `","name":"a.txt","worker_id":"wk-` + unknown + `"}`, engine.ProblemNotClaimant, ""},
+		{"result of a job not held", "PUT", "/api/v1/jobs/" + id + "/result?worker_id=wk-" + unknown, "file.result",
+			`{"id":"` + id + `","worker_id":"wk-` + unknown + `","offset":0,"data":""}`, engine.ProblemNotClaimant, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.eventCount()
@@ -68,11 +99,14 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 			if tc.method != "GET" {
 				body = tc.body
 			}
-			// A cancel takes its id from the path: its body is the reason.
-			if tc.verb == "cancel" {
+			// A cancel takes its id from the path: its body is the reason;
+			// so for the other verbs whose route names what they act on.
+			if keys := inPath[tc.verb]; keys != nil {
 				var b map[string]any
 				_ = json.Unmarshal([]byte(tc.body), &b)
-				delete(b, "id")
+				for _, k := range keys {
+					delete(b, k)
+				}
 				body = b
 			}
 			hr := e.do(tc.method, tc.path, body)
@@ -107,3 +141,8 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 		})
 	}
 }
+
+// inPath are the fields of a command that its HTTP route has in its path
+// (or query), not in its body.
+var inPath = map[string][]string{"cancel": {"id"}, "retry": {"id"}, "queue.pause": {"queue"}, "queue.limits": {"queue"},
+	"type.register": {"type"}, "namespace.set": {"namespace"}, "token.revoke": {"id"}, "file.result": {"id", "worker_id", "offset", "data"}}

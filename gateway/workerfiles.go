@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"archive/zip"
 	"errors"
 	"fmt"
 	"io"
@@ -152,22 +151,4 @@ func (g *Gateway) workerResult(w http.ResponseWriter, r *http.Request) {
 
 // checkArchive refuses what is not a zip whose entries are regular files
 // and directories with names files.CheckEntryName accepts.
-func checkArchive(f io.ReaderAt, size int64) error {
-	zr, err := zip.NewReader(f, size)
-	if err != nil {
-		return fmt.Errorf("not a zip archive: %v", err)
-	}
-	for _, e := range zr.File {
-		name := e.Name
-		if e.Mode().IsDir() && len(name) > 1 && name[len(name)-1] == '/' {
-			name = name[:len(name)-1]
-		}
-		if err := files.CheckEntryName(name); err != nil {
-			return err
-		}
-		if m := e.Mode(); !m.IsRegular() && !m.IsDir() {
-			return fmt.Errorf("entry %q: not a regular file or a directory (%s)", e.Name, m.Type())
-		}
-	}
-	return nil
-}
+func checkArchive(f io.ReaderAt, size int64) error { return files.CheckArchive(f, size) }

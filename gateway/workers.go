@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -42,8 +41,6 @@ func OpenRegistry(_ context.Context, store *engine.Store) (*Registry, error) {
 	return newRegistry(store, engine.DefaultLease), nil
 }
 
-var workerIDPattern = regexp.MustCompile(`^wk-[0-9A-Z]{26}$`)
-
 func errNoWorker(id string) error {
 	p := newProblem(engine.ProblemNotFound, http.StatusNotFound,
 		fmt.Sprintf("no worker %q is registered (never, or it stopped beating and expired): register again", id))
@@ -72,7 +69,7 @@ func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerR
 
 // Get reads an HTTP worker's record and its revision.
 func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, error) {
-	if !workerIDPattern.MatchString(id) {
+	if !commands.IsHTTPWorkerID(id) {
 		return nil, 0, errNoWorker(id)
 	}
 	w, err := r.w.Get(ctx, id)
@@ -88,7 +85,7 @@ func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, e
 // Update changes an HTTP worker's record with fn, revision-checked: fn is
 // run again on the newer record if another gateway wrote it meanwhile.
 func (r *Registry) Update(ctx context.Context, id string, fn func(*WorkerRecord)) (*WorkerRecord, error) {
-	if !workerIDPattern.MatchString(id) {
+	if !commands.IsHTTPWorkerID(id) {
 		return nil, errNoWorker(id)
 	}
 	rec, err := r.w.Update(ctx, id, fn)

@@ -25,6 +25,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/auth"
 	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/registry"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
@@ -73,7 +74,8 @@ type CommandServer struct {
 	mu  sync.Mutex
 	run *cmdRun // nil when stopped
 
-	waits chan struct{} // a slot per wait command held (MaxCommandWaits)
+	waits    chan struct{} // a slot per wait command held (MaxCommandWaits)
+	rebuilds chan struct{} // a slot per verify, replay or purge running (MaxRebuilds)
 }
 
 // Config configures a CommandServer.
@@ -84,6 +86,10 @@ type Config struct {
 	Auth   bool
 	Tokens *auth.Tokens
 	Log    *slog.Logger
+	// Types is the type registry (the type verbs, admin.go); MaxUpload
+	// bounds a staged file (files.go; default DefaultMaxUpload).
+	Types     *registry.Registry
+	MaxUpload int64
 }
 
 func (c Config) withDefaults() Config { return c }
@@ -116,7 +122,7 @@ func New(s *store.Store, cfg Config) *CommandServer {
 		log = slog.Default()
 	}
 	return &CommandServer{cfg: cfg, store: s, nc: s.NC(), log: log.With("component", "commands"),
-		waits: make(chan struct{}, MaxCommandWaits)}
+		waits: make(chan struct{}, MaxCommandWaits), rebuilds: make(chan struct{}, MaxRebuilds)}
 }
 
 // Start adds the service and its endpoints and returns once the NATS
@@ -143,7 +149,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
-			if st := run.stats[e.Name]; st != nil {
+			if st := run.stats[strings.TrimPrefix(e.Subject, streams.CommandPrefix+".")]; st != nil {
 				return st.snapshot()
 			}
 			return nil
@@ -169,7 +175,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		return err
 	}
 	for _, verb := range commandVerbs {
-		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) {
+		err := svc.AddEndpoint(endpointName(verb), micro.HandlerFunc(func(req micro.Request) {
 			c.accept(run, verb, req.Reply(), nats.Header(req.Headers()), req.Data())
 		}), micro.WithEndpointSubject(streams.CommandPrefix+"."+verb))
 		if err != nil {
@@ -378,6 +384,8 @@ type cmdReply struct {
 	Error      *CommandError            `json:"error,omitempty"`
 
 	Workflow any `json:"workflow,omitempty"` // the workflow verbs
+	// Body, if set, is the reply of a verb of admin.go or files.go instead.
+	Body any `json:"-"`
 }
 
 // CommandError is the error of a failed command.
@@ -674,6 +682,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 	case "submit_workflow", "get_workflow", "retry_workflow":
 		return c.workflow(ctx, verb, p, body, asJSON, decode, idOf, failed)
 	}
+	if h := moreVerbs[verb]; h != nil {
+		return h(c, &call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p})
+	}
 	return &cmdReply{Error: problems.New(problems.UnknownCommand, 404,
 		fmt.Sprintf("no command %q; commands are %s", verb, strings.Join(commandVerbs, ", ")))}
 }
@@ -701,7 +712,11 @@ func decodeCommand(body []byte, asJSON bool, v any) error {
 // encodeReply encodes a reply as JSON, or as msgpack of the same JSON shape
 // (payloads and results as values, not strings).
 func encodeReply(r *cmdReply, asJSON bool) ([]byte, error) {
-	b, err := json.Marshal(r)
+	var v any = r
+	if r.Body != nil && r.Error == nil {
+		v = r.Body
+	}
+	b, err := json.Marshal(v)
 	if err != nil || asJSON {
 		return b, err
 	}

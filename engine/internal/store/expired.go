@@ -19,7 +19,7 @@ func (s *Store) Expired(ctx context.Context, retention func(ns string) time.Dura
 	now := time.Now()
 	per := map[string]time.Duration{}
 	err := s.Scan(ctx, func(j *domain.Job) {
-		if !j.State.Terminal() || j.Spec.Parent != "" || (ns != "" && j.Spec.Namespace != ns) {
+		if !purgeable(j, ns) {
 			return
 		}
 		r, ok := per[j.Spec.Namespace]
