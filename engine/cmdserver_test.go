@@ -23,10 +23,10 @@ import (
 )
 
 var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
+	"submit_workflow", "get_workflow", "retry_workflow",
 	"children", "file.download", "file.input", "file.put", "file.result", "file.submit", "namespace.set", "purge",
 	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "retry", "token.create", "token.revoke",
-	"tokens", "type.get", "type.register", "types", "verify", "workers",
-	"submit_workflow", "get_workflow", "retry_workflow"}
+	"tokens", "type.get", "type.register", "types", "verify", "workers"}
 
 // commandServer starts a command server on its own connection.
 func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {
