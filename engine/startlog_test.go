@@ -23,7 +23,9 @@ type warnings struct {
 	got  *[]string
 }
 
-func (w warnings) Enabled(ctx context.Context, l slog.Level) bool { return w.next.Enabled(ctx, l) || l >= slog.LevelWarn }
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return w.next.Enabled(ctx, l) || l >= slog.LevelWarn
+}
 func (w warnings) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn {
 		line := r.Message
