@@ -162,6 +162,9 @@ type pageData struct {
 	// Auth: the page was asked for with a token (access control on): it
 	// shows a sign-out button.
 	Auth bool
+	// Anonymous: access control is on and the page was asked for without
+	// a token: it shows no navigation and no namespace.
+	Anonymous bool
 }
 
 // assetVersion is a hash of the embedded static files.
@@ -181,11 +184,18 @@ func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, nam
 	var b bytes.Buffer
 	ns, _ := pageNamespace(r)
 	names := []string{ns}
-	if p := principal(r); p == nil || p.Namespace == commands.AllNamespaces {
+	// Before sign-in (access control on, no token: the sign-in page, a
+	// page not found) nothing of the system is shown: no namespace names,
+	// no navigation.
+	anonymous := g.cfg.Auth && principal(r) == nil
+	switch p := principal(r); {
+	case anonymous:
+		names, ns = nil, ""
+	case p == nil || p.Namespace == commands.AllNamespaces:
 		names = g.namespaceNames(r.Context(), ns)
 	}
 	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: names, Data: data,
-		Auth: principal(r) != nil}
+		Auth: principal(r) != nil, Anonymous: anonymous}
 	if err := templates[name].ExecuteTemplate(&b, "layout.html", d); err != nil {
 		g.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
