@@ -230,18 +230,21 @@ type SlotCount struct {
 
 // WorkerInfo is a worker of the registry (SDK or HTTP) with its heartbeat.
 type WorkerInfo struct {
-	ID            string    `json:"id"`
-	Name          string    `json:"name"`
-	Kind          string    `json:"kind"` // "sdk" or "http"
-	Types         []string  `json:"types"`
-	BatchTypes    []string  `json:"batch_types"` // the batch types an HTTP worker runs
-	Queues        []string  `json:"queues"`      // empty: every queue
-	Concurrency   int       `json:"concurrency"`
-	RegisteredAt  time.Time `json:"registered_at"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
-	Claims        []string  `json:"claims"` // the jobs it holds as of LastHeartbeat
-	Namespace     string    `json:"namespace,omitempty"`
-	Token         string    `json:"token,omitempty"` // the token that registered it, with access control
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Kind        string   `json:"kind"` // "sdk", "shell" (jetflow worker --exec) or "http"
+	Types       []string `json:"types"`
+	BatchTypes  []string `json:"batch_types"` // the batch types an HTTP worker runs
+	Queues      []string `json:"queues"`      // empty: every queue
+	Concurrency int      `json:"concurrency"`
+	// QueueConcurrency is a Go worker's handlers at once on each of its
+	// queues (Concurrency is their sum).
+	QueueConcurrency map[string]int `json:"queue_concurrency,omitempty"`
+	RegisteredAt     time.Time      `json:"registered_at"`
+	LastHeartbeat    time.Time      `json:"last_heartbeat"`
+	Claims           []string       `json:"claims"` // the jobs it holds as of LastHeartbeat
+	Namespace        string         `json:"namespace,omitempty"`
+	Token            string         `json:"token,omitempty"` // the token that registered it, with access control
 	// Live is false once the worker missed its heartbeats for a lease.
 	Live                     bool    `json:"live"`
 	LeaseSeconds             float64 `json:"lease_seconds"`
@@ -533,7 +536,7 @@ func queueInfo(q *engine.QueueInfo) *QueueInfo {
 }
 
 func workerInfo(w *engine.WorkerView) *WorkerInfo {
-	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, Types: w.Types, BatchTypes: w.BatchTypes, Queues: w.Queues, Token: w.Token,
+	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, QueueConcurrency: w.QueueConcurrency, Types: w.Types, BatchTypes: w.BatchTypes, Queues: w.Queues, Token: w.Token,
 		Concurrency: w.Concurrency, RegisteredAt: w.RegisteredAt, LastHeartbeat: w.LastHeartbeat,
 		Claims: w.Claims, Namespace: w.Namespace, Live: w.Live, LeaseSeconds: w.LeaseSeconds,
 		HeartbeatIntervalSeconds: w.HeartbeatIntervalSeconds}

@@ -78,6 +78,8 @@ func parseTemplates() map[string]*template.Template {
 		// pairs of kv that have a value as its query.
 		"in":   func(path, ns string, kv ...string) string { return withQuery(path, append(kv, "namespace", ns)...) },
 		"join": strings.Join,
+		// concurrency is a worker's handlers at once (workerview.go).
+		"concurrency": concurrencyText,
 		// A queue's limit; 0 is none.
 		"limit": func(n int) string {
 			if n == 0 {

@@ -456,6 +456,17 @@
     });
   }
 
+  // concurrencyText is workerview.go's: a Go worker's concurrency is per
+  // queue (one runtime each), not their sum.
+  function concurrencyText(w) {
+    var qc = w.queue_concurrency || {}, names = Object.keys(qc).sort();
+    if (names.length === 0) return String(w.concurrency);
+    if (names.length === 1) return String(qc[names[0]]);
+    var same = names.every(function (q) { return qc[q] === qc[names[0]]; });
+    if (same) return qc[names[0]] + " on each of " + names.length + " queues";
+    return names.map(function (q) { return q + ": " + qc[q]; }).join(", ");
+  }
+
   if (page === "workers") {
     var wt = document.getElementById("workers").tBodies[0];
     connect("/api/v1/stream?with=workers", {
@@ -468,7 +479,7 @@
           if (!tr) { tr = document.createElement("tr"); tr.dataset.worker = w.id; wt.appendChild(tr); }
           tr.innerHTML = "<td>" + esc(w.name) + "</td><td><code>" + esc(w.id) + "</code></td><td>" + esc(w.kind) + "</td><td>" +
             (w.live ? '<span class="badge st-succeeded">live</span>' : '<span class="badge st-failed">silent</span>') + "</td><td>" +
-            esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num">' + w.concurrency + "</td><td>" +
+            esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num concurrency">' + esc(concurrencyText(w)) + "</td><td>" +
             w.claims.map(function (c) { return '<a href="/jobs/' + esc(c) + '"><code>' + esc(c) + "</code></a>"; }).join(" ") +
             '</td><td><time datetime="' + esc(w.last_heartbeat) + '"></time></td>';
         });
