@@ -347,6 +347,9 @@ type jobPage struct {
 	MoreKids bool
 	LastSeq  uint64
 	Files    *FileList // nil if the files bucket could not be read
+	// Unserved says that no live worker serves the job's type in its
+	// queue (served.go).
+	Unserved string
 }
 
 // GET /jobs/{id}
@@ -363,6 +366,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
+	d.Unserved = g.unserved(r.Context(), d.Job)
 	n := 0
 	_ = g.store.History(r.Context(), id, 0, false, func(e *domain.Event) error {
 		v := projections.ViewEvent(e)
@@ -470,6 +474,9 @@ func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
 			v.Queued, v.Running = c[domain.StateQueued], c[domain.StateClaimed]+c[domain.StateRunning]
 		}
 		d.Types = append(d.Types, v)
+	}
+	if !d.Deleted {
+		d.Types = append(d.Types, g.freeFormTypes(r, d.Namespace, workers)...)
 	}
 	if err != nil {
 		d.Error = problemOf(err).Detail

@@ -105,7 +105,7 @@ func (g *Gateway) created(w http.ResponseWriter, r *http.Request, res engine.Sub
 	if !res.Created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, g.view(r.Context(), res.Job))
+	writeJSON(w, status, g.answer(r.Context(), g.view(r.Context(), res.Job)))
 }
 
 // GET /jobs/{id}, with Prefer: wait=N.

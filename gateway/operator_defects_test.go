@@ -3,15 +3,19 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/projections"
 )
 
 // Under access control, a visitor without a token learns nothing of the
@@ -89,5 +93,78 @@ func TestWorkersShowConcurrencyPerQueueAndKind(t *testing.T) {
 		if got := concurrencyText(&WorkerView{WorkerRecord: domain.WorkerRecord{Concurrency: c.n, QueueConcurrency: c.qc}}); got != c.want {
 			t.Errorf("%v: %q, want %q", c.qc, got, c.want)
 		}
+	}
+}
+
+// A submit of a type that no live worker serves in its queue is accepted
+// with a warning (no-worker), and the job's page says it; a served type
+// gets none; the Types page lists free-form types with their live
+// workers (issue 25).
+func TestUnservedTypeIsSaid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	e.sdkWorker("default", map[string]jetflow.HandlerFunc{
+		"demo.echo": func(ctx context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return job.Payload, nil
+		},
+	})
+	defer close(release)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if e.g.unserved(e.ctx, &projections.JobView{Type: "demo.echo", Queue: "default", Namespace: "default", State: domain.StateQueued}) != "" {
+			return fmt.Errorf("the worker is not seen yet")
+		}
+		return nil
+	})
+	var typo SubmitAnswer
+	e.do("POST", "/api/v1/jobs", `{"type":"demo.ecko"}`).want(t, http.StatusCreated).json(t, &typo)
+	want := []Warning{{Type: "no-worker", Detail: "no live worker serves demo.ecko in queue default: the job waits until one does (is the type spelt right? is a worker started?)"}}
+	if typo.JobView == nil || typo.State != domain.StateQueued || !reflect.DeepEqual(typo.Warnings, want) {
+		t.Fatalf("answer %+v %+v", typo.JobView, typo.Warnings)
+	}
+	var other SubmitAnswer
+	e.do("POST", "/api/v1/jobs", `{"type":"demo.echo","queue":"elsewhere"}`).want(t, http.StatusCreated).json(t, &other)
+	if len(other.Warnings) != 1 || !strings.Contains(other.Warnings[0].Detail, "demo.echo in queue elsewhere") {
+		t.Fatalf("another queue: %+v", other.Warnings)
+	}
+	r := e.do("POST", "/api/v1/jobs", `{"type":"demo.echo"}`).want(t, http.StatusCreated)
+	if strings.Contains(string(r.body), "warnings") {
+		t.Fatalf("a served type: %s", r.body)
+	}
+	page := string(e.do("GET", "/jobs/"+typo.ID, nil).want(t, 200).body)
+	if !strings.Contains(page, `<p class="warn" id="unserved">no live worker serves demo.ecko in queue default`) {
+		t.Fatalf("job page:\n%s", page)
+	}
+	var served projections.JobView
+	r.json(t, &served)
+	e.waitState(served.ID, domain.StateRunning)
+	if page := string(e.do("GET", "/jobs/"+served.ID, nil).want(t, 200).body); strings.Contains(page, `id="unserved"`) {
+		t.Fatalf("a served job's page warns")
+	}
+	// Types: the free-form types, with their live workers and jobs.
+	page = string(e.do("GET", "/types", nil).want(t, 200).body)
+	for _, want := range []string{
+		`<tr data-type="demo.echo" data-deleted="false">`, `<tr data-type="demo.ecko" data-deleted="false">`,
+		`>free-form</span></td>`, `<span class="badge st-paused">no worker</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("types page lacks %s:\n%s", want, page)
+		}
+	}
+	row := func(typ string) string {
+		i := strings.Index(page, `<tr data-type="`+typ+`"`)
+		return page[i : i+strings.Index(page[i:], "</tr>")]
+	}
+	if echo := row("demo.echo"); !strings.Contains(echo, `<td class="num live-workers" title="`) ||
+		!strings.Contains(echo, `">1</td>`) || !strings.Contains(echo, `<td class="num running">1</td>`) {
+		t.Fatalf("demo.echo row: %s", echo)
+	}
+	if ecko := row("demo.ecko"); !strings.Contains(ecko, `<td class="num live-workers" title="">0</td>`) ||
+		!strings.Contains(ecko, `<td class="num queued">1</td>`) {
+		t.Fatalf("demo.ecko row: %s", ecko)
 	}
 }

@@ -299,6 +299,16 @@
         document.getElementById("progress-text").textContent = j.progress.current + "/" + j.progress.total +
           (j.progress.percent != null ? " (" + j.progress.percent.toFixed(1) + "%)" : "") + " " + (j.progress.message || "");
       }
+      // A fan-out's counts and its progress bar come from one answer: they
+      // never disagree (dashboard.go renders both from one record too).
+      var fc = document.getElementById("fanout-counts");
+      if (fc && j.fanout) {
+        fc.textContent = j.fanout.finished + "/" + j.fanout.total + " " + j.fanout.kind + " finished · " + j.fanout.succeeded +
+          " succeeded · " + j.fanout.failed + " failed · " + j.fanout.cancelled + " cancelled";
+      }
+      // "No live worker serves this type" holds while the job waits for one.
+      var un = document.getElementById("unserved");
+      if (un && ["pending", "scheduled", "queued"].indexOf(j.state) < 0) un.remove();
       document.getElementById("f-attempts").textContent = j.attempts + " (retries used " + j.retries + " of " + j.max_retries + ")";
       document.getElementById("f-worker").textContent = j.worker || "";
       document.getElementById("f-started").innerHTML = j.started_at ? '<time datetime="' + esc(j.started_at) + '"></time>' : "";
