@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +30,20 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound", "login"}
+// pageNames are the pages: every template of web/templates but the
+// layout and the rows they share, so that a page is added by adding its
+// file (and its route).
+var pageNames = func() []string {
+	files, _ := fs.Glob(webFS, "web/templates/*.html")
+	var out []string
+	for _, f := range files {
+		name := strings.TrimSuffix(path.Base(f), ".html")
+		if name != "layout" && name != "rows" {
+			out = append(out, name)
+		}
+	}
+	return out
+}()
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -225,6 +239,7 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	route(mux, "/queues", methods{"GET": g.act(read, g.pageQueues)})
 	route(mux, "/types", methods{"GET": g.act(read, g.pageTypes)})
 	route(mux, "/workers", methods{"GET": g.act(read, g.pageWorkers)})
+	g.operatorPages(mux)
 	route(mux, "/login", methods{"GET": g.pageLogin, "POST": g.login})
 	route(mux, "/logout", methods{"POST": g.logout})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
