@@ -185,6 +185,19 @@ type ListFilter struct {
 	// Before is a job's Cursor: only the jobs after it in List's order
 	// (older ones), for the next page of a list.
 	Before string `json:"before,omitempty"`
+
+	// Search: IDPrefix, the beginning of the id; Tag, one of the job's
+	// tags; ErrorCode, the last error's code; Error, text of the last
+	// error's code or message (any case); Payload, conditions on payload
+	// fields, "customer=42" or "customer.id=42" (at most 4);
+	// FinishedAfter and FinishedBefore, when the job ended.
+	IDPrefix       string    `json:"id,omitempty"`
+	Tag            string    `json:"tag,omitempty"`
+	ErrorCode      string    `json:"error_code,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	Payload        []string  `json:"payload,omitempty"`
+	FinishedAfter  time.Time `json:"finished_after,omitzero"`
+	FinishedBefore time.Time `json:"finished_before,omitzero"`
 }
 
 // QueueLimits are a queue's quotas: the most jobs running at once in all
@@ -570,7 +583,8 @@ func tokenInfo(t *projections.TokenView) *TokenInfo {
 
 func (f ListFilter) engine() engine.Filter {
 	return engine.Filter{State: domain.State(f.State), Queue: f.Queue, Type: f.Type, Namespace: f.Namespace,
-		Parent: f.Parent, Limit: f.Limit}
+		Parent: f.Parent, Limit: f.Limit, Search: engine.Search{ID: f.IDPrefix, Tag: f.Tag, ErrorCode: f.ErrorCode,
+			Error: f.Error, Payload: f.Payload, FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore}}
 }
 
 // Validate checks a filter's fields (an *InputError naming the field).
