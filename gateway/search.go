@@ -141,4 +141,3 @@ func (g *Gateway) searchPage(ctx context.Context, f engine.Filter, cur *Cursor, 
 		}
 	}
 }
-
