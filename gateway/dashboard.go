@@ -94,6 +94,7 @@ func parseTemplates() map[string]*template.Template {
 		"join": strings.Join,
 		// concurrency is a worker's handlers at once (workerview.go).
 		"concurrency": concurrencyText,
+		"pieceStates": func() []string { return PieceStates },
 		// A queue's limit; 0 is none.
 		"limit": func(n int) string {
 			if n == 0 {
@@ -309,6 +310,8 @@ func visibleFrom(types []string, ns string) bool {
 
 type jobsPage struct {
 	State, Queue, Type string
+	Q                  string // the search box (search.go)
+	Query              string // the filter as GET /jobs's query, for bulk actions
 	Namespace          string
 	Cursor, Next       string
 	Stats              *Stats
@@ -322,12 +325,16 @@ type jobsPage struct {
 func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	q, qerr := strictQuery(r)
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
-		States: domain.States, PageSize: DefaultPageSize}
+		Q: q.Get("q"), States: domain.States, PageSize: DefaultPageSize}
 	status := http.StatusOK
 	ns, err := pageNamespace(r)
 	d.Namespace = ns
 	f, cur, _, lerr := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor},
-		"namespace": {ns}})
+		"namespace": {ns}, "q": {d.Q}})
+	d.Query = withQuery("", "state", d.State, "queue", d.Queue, "type", d.Type, "namespace", ns, "q", d.Q)
+	if len(d.Query) > 0 {
+		d.Query = d.Query[1:]
+	}
 	if err == nil {
 		err = lerr
 	}
@@ -343,10 +350,17 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 		f, cur = engine.Filter{Namespace: ownNamespace(r)}, nil // a namespaced token's, even so
 	}
 	d.Stats = g.statsFor(f.Namespace, f.Queue, f.Type)
-	var next *Cursor
-	d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
-	if next != nil {
-		d.Next = next.Encode()
+	if f.NeedsRecord() && err == nil {
+		d.Jobs, d.Next, err = g.searchSummaries(r.Context(), f, cur, DefaultPageSize)
+		if err != nil {
+			d.Error, status = problemOf(err).Detail, problemOf(err).Status
+		}
+	} else {
+		var next *Cursor
+		d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
+		if next != nil {
+			d.Next = next.Encode()
+		}
 	}
 	title := "Jobs"
 	if d.State != "" {
@@ -365,6 +379,8 @@ type jobPage struct {
 	// Unserved says that no live worker serves the job's type in its
 	// queue (served.go).
 	Unserved string
+	// Attempts are the errors of its failed attempts (attempts.go).
+	Attempts []AttemptError
 }
 
 // GET /jobs/{id}
@@ -385,6 +401,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	_ = g.store.History(r.Context(), id, 0, false, func(e *domain.Event) error {
 		v := projections.ViewEvent(e)
+		d.Attempts = withAttempt(d.Attempts, v)
 		if k := len(d.Events); k > 0 && collapses(v.Type) && d.Events[k-1].Type == v.Type {
 			d.Events[k-1].EventView, d.Events[k-1].Repeat = v, d.Events[k-1].Repeat+1
 		} else {

@@ -145,6 +145,7 @@ type Gateway struct {
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
 
+	bulkOps    bulkOps // bulk operations in progress (bulk.go)
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]
 	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)

@@ -14,6 +14,10 @@ import (
 func (g *Gateway) operatorRoutes(mux *http.ServeMux, v1 string) {
 	read := commands.ActRead
 	route(mux, v1+"/stats/series", methods{"GET": g.act(read, g.statsSeries)})
+	route(mux, v1+"/jobs/{id}/pieces", methods{"GET": g.jobAct(read, g.listPieces)})
+	// Each bulk action checks the role action it needs (bulkActions).
+	route(mux, v1+"/jobs/bulk", methods{"POST": g.act(read, g.bulk)})
+	route(mux, v1+"/bulk/{id}", methods{"GET": g.act(read, g.bulkStatus)})
 }
 
 // operatorPages registers the operator's dashboard pages.
@@ -21,4 +25,5 @@ func (g *Gateway) operatorPages(mux *http.ServeMux) {
 	read := commands.ActRead
 	route(mux, "/overview", methods{"GET": g.act(read, g.pageOverview)})
 	route(mux, "/queues/{queue}", methods{"GET": g.act(read, g.pageQueue)})
+	route(mux, "/failures", methods{"GET": g.act(read, g.pageFailures)})
 }

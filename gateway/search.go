@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -47,6 +48,11 @@ func searchParams(q url.Values, now time.Time) (engine.Search, error) {
 				return s, &commands.InputError{Field: p.name, Value: v, Reason: "want an RFC 3339 time (2026-11-26T10:00:00Z)"}
 			}
 			*p.to = t
+		}
+	}
+	if v := q.Get("q"); v != "" {
+		if err := parseQuery(v, &s); err != nil {
+			return s, err
 		}
 	}
 	if v := q.Get("since"); v != "" {
@@ -140,4 +146,65 @@ func (g *Gateway) searchPage(ctx context.Context, f engine.Filter, cur *Cursor, 
 			return out, nil
 		}
 	}
+}
+
+// parseQuery reads the dashboard's search box into s: tag:T, code:C,
+// id:PREFIX, error:WORD, path=value (a payload field), an id's beginning
+// (six or more of 0-9A-Z), and other words: text of the last error.
+func parseQuery(v string, s *engine.Search) error {
+	if len(v) > engine.MaxSearchText {
+		return &commands.InputError{Field: "q", Reason: fmt.Sprintf("at most %d bytes", engine.MaxSearchText)}
+	}
+	var words []string
+	for _, tok := range strings.Fields(v) {
+		key, val, hasColon := strings.Cut(tok, ":")
+		switch {
+		case hasColon && key == "tag":
+			s.Tag = val
+		case hasColon && (key == "code" || key == "error_code"):
+			s.ErrorCode = val
+		case hasColon && key == "id":
+			s.ID = val
+		case hasColon && key == "error":
+			words = append(words, val)
+		case strings.Contains(tok, "="):
+			s.Payload = append(s.Payload, tok)
+		case isIDPrefix(tok):
+			s.ID = tok
+		default:
+			words = append(words, tok)
+		}
+	}
+	if len(words) > 0 {
+		s.Error = strings.TrimSpace(s.Error + " " + strings.Join(words, " "))
+	}
+	return nil
+}
+
+// isIDPrefix reports whether tok looks like the beginning of a job id.
+func isIDPrefix(tok string) bool {
+	if len(tok) < 6 || len(tok) > 26 {
+		return false
+	}
+	for _, c := range tok {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// searchSummaries is searchPage for the dashboard's rows (summaries).
+func (g *Gateway) searchSummaries(ctx context.Context, f engine.Filter, cur *Cursor, limit int) ([]*Summary, string, error) {
+	list, err := g.searchPage(ctx, f, cur, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*Summary, 0, len(list.Jobs))
+	for _, v := range list.Jobs {
+		if s := g.index.Get(v.ID); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out, list.NextCursor, nil
 }

@@ -109,14 +109,58 @@
     el.classList.add("flash");
   }
 
+  // Live without chaos: the Pause button holds every live update until
+  // Resume, and while the pointer is on a list of jobs its rows do not
+  // move under it; what came meanwhile is applied at once afterwards (a
+  // reload past maxHeld).
+  var pausedByButton = false, hovering = false, held = [], heldOverflow = false, maxHeld = 5000;
+  function isPaused() { return pausedByButton || hovering; }
+  window.jetflowPaused = isPaused;
+  var pauseBtn = null;
+  function showPause() {
+    if (!pauseBtn) return;
+    pauseBtn.textContent = pausedByButton ? "Resume" + (held.length ? " (" + held.length + ")" : "") : "Pause";
+    pauseBtn.setAttribute("aria-pressed", pausedByButton ? "true" : "false");
+    document.body.classList.toggle("paused", isPaused());
+    if (live && isPaused()) { live.textContent = pausedByButton ? "paused" : "held"; live.className = "live held"; }
+  }
+  function hold(fn) {
+    if (held.length >= maxHeld) { heldOverflow = true; return; }
+    held.push(fn);
+    showPause();
+  }
+  function release() {
+    if (isPaused()) { showPause(); return; }
+    if (heldOverflow) { location.reload(); return; }
+    var todo = held;
+    held = [];
+    todo.forEach(function (fn) { fn(); });
+    if (live) { live.textContent = "live"; live.className = "live on"; }
+    showPause();
+  }
+  if (live && page !== "login") {
+    pauseBtn = document.createElement("button");
+    pauseBtn.id = "live-pause";
+    pauseBtn.type = "button";
+    pauseBtn.title = "Hold live updates (the lists stay as they are) until Resume";
+    live.after(pauseBtn);
+    pauseBtn.addEventListener("click", function () { pausedByButton = !pausedByButton; release(); });
+    showPause();
+  }
+  document.querySelectorAll("table.jobs").forEach(function (t) {
+    t.addEventListener("mouseenter", function () { hovering = true; showPause(); });
+    t.addEventListener("mouseleave", function () { hovering = false; release(); });
+  });
+  function whenLive(fn) { if (isPaused()) hold(fn); else fn(); }
+
   var sources = [];
   function connect(url, handlers) {
     var es = new EventSource(url);
     sources.push(es);
-    es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
+    es.onopen = function () { if (!isPaused()) { live.textContent = "live"; live.className = "live on"; } };
     es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
     Object.keys(handlers).forEach(function (ev) {
-      es.addEventListener(ev, function (m) { handlers[ev](JSON.parse(m.data), m, es); });
+      es.addEventListener(ev, function (m) { whenLive(function () { handlers[ev](JSON.parse(m.data), m, es); }); });
     });
     return es;
   }
@@ -350,7 +394,8 @@
       if (TERMINAL[job.dataset.state]) { live.textContent = "done"; live.className = "live"; es.close(); return; }
       live.textContent = "reconnecting…"; live.className = "live off";
     };
-    es.onmessage = function (m) {
+    es.onmessage = function (m) { whenLive(function () { onEvent(m); }); };
+    var onEvent = function (m) {
       var e = JSON.parse(m.data);
       if (events.querySelector('li[data-seq="' + e.seq + '"]')) return;
       var last = events.lastElementChild, li;
