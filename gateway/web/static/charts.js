@@ -26,8 +26,10 @@
     if (fmt) y.values = function (u, vals) { return vals.map(fmt); };
     return [a, y];
   }
-  function line(label, stroke, fmt, fill) {
-    var s = { label: label, stroke: stroke, width: 2, points: { show: false } };
+  function line(label, stroke, fmt, fill, dots) {
+    // Sparse series (a latency only where jobs started) show their points:
+    // a lone value between gaps draws no line.
+    var s = { label: label, stroke: stroke, width: 2, points: { show: !!dots, size: 5, fill: stroke } };
     if (fill) s.fill = stroke + "22";
     if (fmt) s.value = function (u, v) { return fmt(v); };
     return s;
@@ -39,8 +41,8 @@
     throughput: { series: [bars("started", C.started), line("succeeded", C.succeeded), line("failed", C.failed)],
       data: function (s) { return [s.t, s.started, s.succeeded, s.failed]; } },
     depth: { series: [line("queued", C.depth, null, true)], data: function (s) { return [s.t, s.depth]; } },
-    wait: { series: [line("oldest wait", C.wait, secs, true)], fmt: secs, data: function (s) { return [s.t, s.oldest_wait_seconds]; } },
-    latency: { series: [line("average", C.avg, secs), line("longest", C.max, secs)], fmt: secs,
+    wait: { series: [line("oldest wait", C.wait, secs, true, true)], fmt: secs, data: function (s) { return [s.t, s.oldest_wait_seconds]; } },
+    latency: { series: [line("average", C.avg, secs, false, true), line("longest", C.max, secs, false, true)], fmt: secs,
       data: function (s) { return [s.t, s.latency_avg_seconds, s.latency_max_seconds]; } }
   };
   var plots = {};
@@ -70,7 +72,10 @@
         var n = sum(s.started), ok = sum(s.succeeded), bad = sum(s.failed);
         t.dataset.started = n; t.dataset.succeeded = ok; t.dataset.failed = bad;
         t.textContent = n + " started · " + ok + " succeeded · " + bad + " failed";
-        document.querySelectorAll("#charts .step").forEach(function (e) { e.textContent = secs(s.step_seconds).replace(".0", ""); });
+        var step = { 60: "minute", 600: "10 minutes", 3600: "hour" }[s.step_seconds] || secs(s.step_seconds);
+        document.querySelectorAll("#charts .step").forEach(function (e) { e.textContent = step; });
+        var live = document.getElementById("live");
+        if (live && !(window.jetflowPaused && window.jetflowPaused())) { live.textContent = "live"; live.className = "live on"; }
         if (s.as_of) asof.textContent = "Folded from the event log by the engine, up to " + s.as_of.replace("T", " ").replace(/\.\d+Z$|Z$/, "") + " UTC.";
         box.dataset.loaded = (+box.dataset.loaded || 0) + 1;
       }).catch(function () {});

@@ -17,6 +17,10 @@
     });
   }
 
+  // The failures page is as it was loaded (no live stream): say so.
+  var live = document.getElementById("live");
+  if (live && document.body.dataset.page === "failures") { live.textContent = "as loaded"; live.className = "live"; }
+
   // Bulk actions: a dry run says how many jobs the filter selects, the
   // confirmation says it again, then the operation's progress is shown
   // until it ends.
