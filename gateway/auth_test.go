@@ -242,6 +242,24 @@ func TestEveryRouteEveryRole(t *testing.T) {
 			t.Errorf("readA's stats name another namespace's type %s", typ)
 		}
 	}
+	// A namespaced token's charts count its namespace's jobs: as many
+	// submitted as acme's, fewer than every namespace's.
+	submitted := func(who, query string) int {
+		var s struct{ Submitted []int }
+		e.as(who, "GET", "/api/v1/stats/series"+query, nil).want(t, 200).json(t, &s)
+		n := 0
+		for _, v := range s.Submitted {
+			n += v
+		}
+		return n
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		mine, acme, all := submitted("readA", ""), submitted("admin", "?namespace=acme"), submitted("admin", "")
+		if mine != acme || mine == 0 || all <= mine {
+			return fmt.Errorf("readA's series counts %d submitted, acme's %d, every namespace's %d", mine, acme, all)
+		}
+		return nil
+	})
 	// A submit with a namespaced token goes to its namespace, and its
 	// event names the token as the actor.
 	var v projections.JobView
