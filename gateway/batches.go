@@ -29,6 +29,9 @@ type BatchView struct {
 	Payload        json.RawMessage `json:"payload"`
 	Deadline       time.Time       `json:"deadline"`
 	TimeoutSeconds float64         `json:"timeout_seconds"`
+	// TraceParent is the W3C trace context the worker continues: that of
+	// the fan-out that made the batch (docs/tracing.md). Empty: none.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 func viewBatch(b *engine.RemoteBatch) *BatchView {
@@ -37,7 +40,8 @@ func viewBatch(b *engine.RemoteBatch) *BatchView {
 		payload = json.RawMessage("null")
 	}
 	return &BatchView{ID: b.ID, ParentID: b.Item.Parent, Piece: b.Item.Piece, Type: b.Item.Type, Queue: b.Item.Queue,
-		Attempt: b.Attempt, Payload: payload, Deadline: b.Deadline, TimeoutSeconds: b.Item.Timeout.Seconds()}
+		Attempt: b.Attempt, Payload: payload, Deadline: b.Deadline, TimeoutSeconds: b.Item.Timeout.Seconds(),
+		TraceParent: b.Item.Trace}
 }
 
 // BatchPatchRequest is the body of PATCH /batches/{id}: the outcome of a

@@ -469,9 +469,13 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 	// still in flight when it read the log would free its slot twice).
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitWriteTimeout)
 	defer cancel()
+	began, evs := time.Now(), admissions()
 	errs := a.store.ApplyMany(wctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
-		return commands.Admit(j, a.store.Actor(), time.Now().UTC())
+		ev, err := commands.Admit(j, a.store.Actor(), time.Now().UTC())
+		evs.decided(j, ev)
+		return ev, err
 	})
+	evs.record(ctx, curs, errs, began)
 	for i, b := range batch {
 		err := errs[i]
 		b.written = err == nil

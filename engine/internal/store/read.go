@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -198,6 +199,7 @@ func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted
 	if err != nil {
 		return Submitted{}, err
 	}
+	ctx = tracing.LinkTo(ctx, orig.Job.Spec.TraceParent, tracing.LinkRetryOf) // the retry's submit span links to the job
 	if len(orig.Job.Spec.Files) > 0 {
 		return s.retryWithFiles(ctx, orig.Job, req)
 	}
