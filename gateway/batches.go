@@ -62,7 +62,7 @@ func DecodeBatchPatch(body []byte) (*BatchPatchRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	if b.State != domain.StateSucceeded && b.State != domain.StateFailed && b.State != commands.StateRetryLater {
+	if !commands.BatchReportable(b.State) {
 		return nil, &commands.InputError{Field: "state", Value: fmt.Sprintf("%q", b.State),
 			Reason: `a batch reports "succeeded", "failed" or "retry_later"`}
 	}

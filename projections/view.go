@@ -210,3 +210,18 @@ func ViewEvent(e *domain.Event) *EventView {
 	}
 	return v
 }
+
+// LeavesQueue reports whether ev takes a job out of its queue to a worker
+// (claimed or started from queued): the end of its wait.
+func LeavesQueue(ev *domain.Event) bool {
+	return ev.From == domain.StateQueued && (ev.Type == domain.EvStarted || ev.Type == domain.EvClaimed)
+}
+
+// EndsRun reports whether ev moves a running job elsewhere: the end of its
+// run.
+func EndsRun(ev *domain.Event) bool {
+	return ev.From == domain.StateRunning && ev.To != domain.StateNew && ev.To != domain.StateRunning
+}
+
+// EntersQueue reports whether ev puts a job in its queue.
+func EntersQueue(ev *domain.Event) bool { return ev.To == domain.StateQueued }

@@ -169,7 +169,7 @@ func Claimed(span trace.Span, attempt int, worker string) {
 // Error).
 func Outcome(span trace.Span, ev *domain.Event) {
 	span.SetAttributes(AttrOutcome.String(ev.Type))
-	if ev.To != domain.StateNew {
+	if !commands.Annotates(ev) {
 		span.SetAttributes(AttrState.String(string(ev.To)))
 	}
 	if ev.Error != nil {

@@ -235,7 +235,7 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 	if err := f.store.ReadPieces(ctx, parent, t.pieces, 0); err != nil {
 		return err
 	}
-	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || t.snap.Job.State != domain.StateWaiting) {
+	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || !commands.AwaitsPieces(t.snap.Job.State)) {
 		// The parent began waiting since it was read: decide on it as it is.
 		snap, err := f.store.Current(ctx, parent)
 		if err != nil {

@@ -485,7 +485,7 @@ func (r *Runtime) checkRun(rn *run) {
 	if rn.guard().Holds(j) == nil {
 		return
 	}
-	if j.State == domain.StateCancelled {
+	if commands.WasCancelled(j.State) {
 		rn.cancel(ErrJobCancelled)
 	} else {
 		rn.cancel(errLeaseLost)

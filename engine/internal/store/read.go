@@ -171,12 +171,12 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Snapshot,
 // (job.pending).
 func (s *Store) View(ctx context.Context, j *domain.Job) *projections.JobView {
 	v := projections.View(j)
-	if j.State == domain.StateQueued {
+	if commands.InQueue(j.State) {
 		if pos, err := s.QueuePosition(ctx, j); err == nil && pos >= 0 {
 			v.QueuePosition = &pos
 		}
 	}
-	if j.State == domain.StatePending {
+	if commands.InAdmission(j.State) {
 		if place, ok := s.admissionPlaceOf(ctx, j.ID); ok {
 			v.PendingPosition = &place.Position
 			v.Hold = nil // a slot is free: its turn comes at once
