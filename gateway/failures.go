@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
@@ -96,7 +97,7 @@ func (x *Index) failureCodes(ns string) []string {
 	x.mu.RLock()
 	counts := map[string]int{}
 	for _, s := range x.order {
-		if s.State == domain.StateFailed && s.Error != nil && s.Error.Code != "" && (ns == "" || s.Namespace == ns) {
+		if commands.EndedFailed(s.State) && s.Error != nil && s.Error.Code != "" && (ns == "" || s.Namespace == ns) {
 			counts[s.Error.Code]++
 		}
 	}

@@ -46,7 +46,7 @@ func serves(w *WorkerRecord, typ, queue, ns string) bool {
 // registry (at most one read a second for every caller).
 func (g *Gateway) unserved(ctx context.Context, j *projections.JobView) string {
 	switch {
-	case j.State.Terminal(), j.State == domain.StateWaiting, strings.HasPrefix(j.Type, commands.ScopeInternal+":"):
+	case j.State.Terminal(), commands.AwaitsPieces(j.State), strings.HasPrefix(j.Type, commands.ScopeInternal+":"):
 		return "" // ended, or waits for its pieces; @internal types are run by the engine
 	}
 	recs, err := g.cachedWorkers(ctx)

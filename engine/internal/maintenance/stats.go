@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
@@ -270,7 +271,7 @@ func (s *statsSession) readCursor(ctx context.Context) (*StatsCursor, error) {
 // seedWaiting learns since when the queued jobs wait, from their records.
 func (s *statsSession) seedWaiting(ctx context.Context) error {
 	return s.k.store.Scan(ctx, func(j *domain.Job) {
-		if j.State == domain.StateQueued && !j.QueuedAt.IsZero() {
+		if commands.InQueue(j.State) && !j.QueuedAt.IsZero() {
 			s.fold.SeedWaiting(j.ID, j.Spec.Namespace, j.Spec.Queue, j.QueuedAt)
 		}
 	})
