@@ -53,3 +53,9 @@ func (t Topology) EnsureStats(ctx context.Context, js jetstream.JetStream, keeps
 	}
 	return nil
 }
+
+// StatsConsumerPrefix begins the names of the statistics keeper's
+// consumers of the event log (ordered, so not durable: a reader of the
+// server's consumers tells them from a read's by it); a session's name
+// goes on with "_", an id of its own, "_" and the consumer's serial.
+const StatsConsumerPrefix = "jetflow_stats"

@@ -192,7 +192,7 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{streams.EventsPrefix + ".>"}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{streams.EventsPrefix + ".>"}, NamePrefix: streams.StatsConsumerPrefix + "_" + domain.NewID()}
 	if cur != nil {
 		s.last, s.lastAt = cur.Seq, cur.Time
 		for key, n := range cur.Depths {
