@@ -50,6 +50,7 @@ type backend interface {
 	openInput(ctx context.Context, jobID string, f domain.FileRef) (io.ReadCloser, error)
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
+	workflows
 }
 
 // views renders what the store listed, or passes its error on.

@@ -44,6 +44,9 @@ type commandReply struct {
 	Jobs    []*projections.JobView   `json:"jobs"`
 	Events  []*projections.EventView `json:"events"`
 	Error   *engine.Problem          `json:"error"`
+	// Workflow is a workflow's view (get_workflow) or its submit's answer
+	// (submit_workflow, retry_workflow).
+	Workflow json.RawMessage `json:"workflow"`
 }
 
 // do sends one command with the client's token and decodes its reply; a

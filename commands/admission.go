@@ -155,8 +155,12 @@ const AgedEvery = 10
 // looks at for one its own limits do not hold.
 const agedScan = 64
 
-// waiting reports whether j is a pending job to admit.
-func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
+// waiting reports whether j is a pending job to admit (not held by
+// something other than its limits: a workflow's step waiting for its
+// dependencies).
+func waiting(j *slotJob) bool {
+	return j.State == domain.StatePending && !j.admitting && !j.Hold.Blocks()
+}
 
 // before orders pending jobs: higher priority first, then the oldest.
 func before(x, y *slotJob) bool {
@@ -292,9 +296,24 @@ func (a *Admission) Queued() []string {
 func (a *Admission) Known(id string) bool { return a.jobs[id] != nil }
 
 // SetHold records why a pending job waits, as its record now says.
+//
+// A job whose hold kept it out of admission (a workflow's step waiting
+// for its dependencies: Hold.Blocks) and no longer does takes its place
+// among the pending.
 func (a *Admission) SetHold(id string, h *domain.Hold) {
-	if j := a.jobs[id]; j != nil && j.State == domain.StatePending {
-		j.Hold = h
+	j := a.jobs[id]
+	if j == nil || j.State != domain.StatePending {
+		return
+	}
+	was := waiting(j)
+	j.Hold = h
+	switch now := waiting(j); {
+	case now && !was:
+		a.enqueue(j)
+		j.since = time.Now()
+		a.fresh = append(a.fresh, j)
+	case was && !now:
+		a.dequeued(j)
 	}
 }
 

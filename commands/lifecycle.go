@@ -25,6 +25,9 @@ var Lifecycle = []Transition{
 	{domain.StatePending, domain.StateScheduled, domain.EvAdmitted, "admitted, run_at in the future"},
 	{domain.StatePending, domain.StateFailed, domain.EvFailed, "admission failed"},
 	{domain.StatePending, domain.StateCancelled, domain.EvCancelled, "cancel"},
+	// Not in the brief's table: a workflow waits in pending while its
+	// steps are created, then for them (docs/workflows.md).
+	{domain.StatePending, domain.StateWaiting, domain.EvWaiting, "a workflow's steps are all created"},
 
 	{domain.StateScheduled, domain.StateQueued, domain.EvDue, "due"},
 	// Not in the brief's table: a job of a queue with limits that comes due

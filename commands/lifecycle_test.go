@@ -14,8 +14,11 @@ import (
 // commands.Lifecycle, so that a change to the table shows up here.
 var allowedMoves = map[domain.State][]domain.State{
 	domain.StateNew:     {domain.StatePending, domain.StateScheduled, domain.StateQueued},
-	domain.StatePending: {domain.StateQueued, domain.StateScheduled, domain.StateFailed, domain.StateCancelled},
-	// pending: jetflow's one addition to the brief's table (a due job of a
+	domain.StatePending: {domain.StateQueued, domain.StateScheduled, domain.StateFailed, domain.StateCancelled, domain.StateWaiting},
+	// waiting from pending: jetflow's addition for workflows (a workflow
+	// waits in pending while its steps are created, then for them;
+	// docs/workflows.md).
+	// pending: jetflow's addition to the brief's table (a due job of a
 	// queue with limits waits for a slot; docs/quotas.md).
 	domain.StateScheduled: {domain.StateQueued, domain.StateCancelled, domain.StatePending},
 	domain.StateQueued:    {domain.StateClaimed, domain.StateRunning, domain.StateCancelled, domain.StateFailed},

@@ -224,6 +224,10 @@ func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
 		return nil, fmt.Errorf("retry job %s: it is %s; only a succeeded, failed or cancelled job can be retried: %w",
 			j.ID, j.State, ErrInvalidTransition)
 	}
+	if j.Spec.Workflow != nil {
+		return nil, fmt.Errorf("retry job %s: it is a workflow; resume it with POST /api/v1/workflows/%s/retry (jetflow workflow retry): %w",
+			j.ID, j.ID, ErrInvalidTransition)
+	}
 	s := j.Spec
 	dur := func(d time.Duration) *Duration { v := Duration(d); return &v }
 	maxRetries, maxLease, jitter := s.MaxRetries, s.MaxLeaseRequeues, s.Jitter

@@ -48,7 +48,8 @@ func (p *Principal) Can(act Action) error {
 // (jetflow.cmd.<verb>), for a token's role.
 var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
 	"cancel": ActCancel, "list": ActRead, "events": ActRead,
-	"wait": ActRead, "history": ActRead}
+	"wait": ActRead, "history": ActRead,
+	"submit_workflow": ActSubmit, "get_workflow": ActRead, "retry_workflow": ActRetry}
 
 // VerbAction is the action a command of the protocol does ("" for a verb
 // the protocol does not have).

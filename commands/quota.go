@@ -275,6 +275,10 @@ func HoldPending(j *domain.Job, h domain.Hold, actor string, now time.Time) (*do
 // HoldMessage says why a job waits, for people.
 func HoldMessage(queue, user string, h domain.Hold) string {
 	switch h.Limit {
+	case domain.LimitDeps:
+		return "waits for steps " + strings.Join(h.Steps, ", ")
+	case domain.LimitSteps:
+		return fmt.Sprintf("its %d steps are being created", h.Max)
 	case domain.LimitUser:
 		who := "user " + user + " runs"
 		if user == "" {

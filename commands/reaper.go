@@ -44,7 +44,7 @@ func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
 			return ReapQueueTimeout
 		}
 	case j.State == domain.StateWaiting:
-		if now.Sub(j.UpdatedAt) > stallTimeout(j, p) {
+		if st := stallTimeout(j, p); st > 0 && now.Sub(j.UpdatedAt) > st {
 			return ReapStalled
 		}
 	}
@@ -54,6 +54,9 @@ func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
 func stallTimeout(j *domain.Job, p ReapPolicy) time.Duration {
 	if j.Fanout != nil && j.Fanout.Plan.StallTimeout > 0 {
 		return j.Fanout.Plan.StallTimeout
+	}
+	if j.Spec.Workflow != nil {
+		return 0 // a workflow's steps keep their own deadlines; it waits for them however long they take
 	}
 	return p.StallTimeout
 }

@@ -37,10 +37,6 @@ func AwaitsPieces(s domain.State) bool { return s == domain.StateWaiting }
 // WasCancelled reports whether a job in state s ended by a cancel.
 func WasCancelled(s domain.State) bool { return s == domain.StateCancelled }
 
-// EndedFailed reports whether a job in state s ended failed (the failures the
-// dashboard lists first).
-func EndedFailed(s domain.State) bool { return s == domain.StateFailed }
-
 // Settled reports whether a job in state s ended by an outcome of its own
 // (succeeded or failed), not by a cancel.
 func Settled(s domain.State) bool {

@@ -22,7 +22,8 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
+var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
+	"submit_workflow", "get_workflow", "retry_workflow"}
 
 // commandServer starts a command server on its own connection.
 func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {

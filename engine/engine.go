@@ -34,6 +34,10 @@ type EngineConfig struct {
 	FileGrace, FileSweepInterval time.Duration
 	// Purger configures retention: how long terminal jobs are kept.
 	Purger PurgerConfig
+	// WorkflowGrace is how long a workflow may stay pending (its submitter
+	// making its steps) before the leader makes them (default
+	// DefaultWorkflowGrace).
+	WorkflowGrace time.Duration
 	// Auth makes the command server check tokens.
 	Auth bool
 	// StatsFlush is how often the statistics of the charts are written
@@ -79,7 +83,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		Stats:     maintenance.NewStatsKeeper(st, maintenance.StatsConfig{Flush: cfg.StatsFlush, Log: log}),
 	}
 	led := []Component{
-		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log}),
+		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log, WorkflowGrace: cfg.WorkflowGrace}),
 		maintenance.NewLeaseSweeper(st, maintenance.LeaseSweeperConfig{Interval: cfg.LeaseSweepInterval, Log: log}),
 		maintenance.NewTypeSweeper(st, maintenance.TypeSweeperConfig{Grace: cfg.TypeGrace, Interval: cfg.TypeSweepInterval, Types: s.Types, Log: log}),
 		e.Files,

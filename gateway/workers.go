@@ -481,7 +481,9 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ClaimResponse{Batch: viewBatch(got.Batch)})
 		return
 	}
-	writeJSON(w, http.StatusOK, ClaimResponse{Job: projections.View(snap.Job)})
+	v := projections.View(snap.Job)
+	g.withInputs(ctx, snap.Job, v)
+	writeJSON(w, http.StatusOK, ClaimResponse{Job: v})
 }
 
 func errConcurrency(rec *WorkerRecord) error {

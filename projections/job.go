@@ -38,6 +38,13 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		if ev.To == domain.StateQueued {
 			n.QueuedAt = t
 		}
+		if ev.Hold != nil { // a step waiting for its dependencies, a workflow for its steps
+			h := *ev.Hold
+			n.Hold = &h
+		}
+		if ev.Plan != nil { // a workflow: its steps are its pieces
+			n.Fanout = &domain.Fanout{Plan: *ev.Plan}
+		}
 	case domain.EvDue, domain.EvAdmitted:
 		if ev.To == domain.StateQueued {
 			n.QueuedAt = t
@@ -74,6 +81,10 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		n.LeaseItem, n.LeaseAck = 0, ""
 	case domain.EvCancelled:
 		n.Error = &domain.JobError{Code: "CANCELLED", Message: cancelMessage(ev.Message)}
+		if ev.Error != nil { // a step skipped (domain.CodeSkipped)
+			e := *ev.Error
+			n.Error = &e
+		}
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""
 	case domain.EvRetryScheduled, domain.EvRetryLater, domain.EvRequeued, domain.EvLeaseExpiredRequeue:

@@ -51,6 +51,14 @@ type JobView struct {
 	DurationSeconds  *float64         `json:"duration_seconds"`
 	Seq              uint64           `json:"seq"`
 	Events           int              `json:"events"`
+
+	Workflow *WorkflowRef `json:"workflow,omitempty"` // a workflow's job: its name and steps
+	Step     *StepRef     `json:"step,omitempty"`     // a step of a workflow: its name and dependencies
+	// Inputs are a step's dependencies' results by step name, in the job a
+	// worker claims over HTTP; InputRefs the paths of those left out of it
+	// for their size (GET them with ?worker_id=).
+	Inputs    map[string]json.RawMessage `json:"inputs,omitempty"`
+	InputRefs map[string]string          `json:"input_refs,omitempty"`
 	// TraceParent and TraceState are the W3C trace context a worker
 	// continues: while an attempt that recorded a span holds the job, that
 	// span's; else the job's own (its submit's). Empty: none
@@ -65,20 +73,21 @@ type HoldView struct {
 	// Reason is the kind of limit: quota (max_running,
 	// max_running_per_user), key (max_running_per_key) or rate (rate_limit).
 	Reason string    `json:"reason"`
-	Limit  string    `json:"limit"` // max_running, max_running_per_user, max_running_per_key or rate_limit
+	Limit  string    `json:"limit"` // max_running, max_running_per_user, max_running_per_key or rate_limit; depends_on (a step), steps (a workflow being created)
 	Max    int       `json:"max"`
 	Key    string    `json:"key,omitempty"` // the concurrency or rate key that holds it
 	Since  time.Time `json:"since"`
 	// Until is when a rate limit lets it start at the earliest.
 	Until   *time.Time `json:"until,omitempty"`
 	Message string     `json:"message"`
+	Steps   []string   `json:"steps,omitempty"` // depends_on: the steps it waits for
 }
 
 // ViewHold renders why pending job j waits: h, the hold its record says
 // (job.pending) or the one its admitter tells now.
 func ViewHold(j *domain.Job, h domain.Hold) *HoldView {
 	return &HoldView{Reason: commands.HoldReason(h), Limit: h.Limit, Max: h.Max, Key: h.Key, Since: h.Since.UTC(),
-		Until: timePtr(h.Until), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
+		Until: timePtr(h.Until), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h), Steps: h.Steps}
 }
 
 // FanoutView is a coordinator's pieces: how many, and how they ended.
@@ -147,6 +156,7 @@ func View(j *domain.Job) *JobView {
 		v.Progress = &ProgressView{Current: int64(fv.Finished), Total: int64(fv.Total), Percent: &pct,
 			Message: fmt.Sprintf("%d succeeded, %d failed, %d cancelled of %d %s", c.Succeeded, c.Failed, c.Cancelled, fv.Total, fv.Kind)}
 	}
+	viewWorkflow(j, v)
 	if d, ok := commands.Deadline(j); ok {
 		v.Deadline = timePtr(d)
 	}

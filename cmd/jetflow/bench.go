@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,8 @@ func cmdBench(c *cli, args []string) int {
 	c.natsFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
+	workflow := fs.String("workflow", "", "workflow mode: one workflow of --jobs steps (default 1000 chain, 10000 wide): chain (step end -> next step start p50/p99) or wide (--layers layers; steps/s)")
+	layers := fs.Int("layers", 10, "layers of --workflow wide")
 	var limits jetflow.QueueLimits
 	var users int
 	fs.IntVar(&limits.MaxRunning, "max-running", 0, "give the bench queue this limit: every job is then admitted from pending (0: no limit)")
@@ -113,8 +116,16 @@ func cmdBench(c *cli, args []string) int {
 		when("priorities", *fanout, notFanout),
 		when("max-queued", limits.MaxQueued < 0 || limits.MaxQueued > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
 		when("max-queued", *fanout, notFanout),
+		when("workflow", !slices.Contains(workflowShapes, *workflow), "want chain or wide"),
+		when("workflow", *fanout, "not with --fanout"),
+		when("jobs", *workflow != "" && jobs > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be at most %d with --workflow", jetflow.MaxWorkflowSteps)),
+		when("layers", *layers < 1 || *layers > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be 1 to %d", jetflow.MaxWorkflowSteps)),
+		when("layers", *workflow != "wide", "only with --workflow wide"),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
+	}
+	if *workflow != "" && !c.given("jobs") {
+		jobs = map[string]int{"chain": 1000, "wide": 10000}[*workflow]
 	}
 	var auth []nats.Option
 	if url != "" {
@@ -192,6 +203,9 @@ func cmdBench(c *cli, args []string) int {
 	defer eng.Stop(context.Background())
 
 	queue := fmt.Sprintf("bench%08x", rand.Uint32()) // fresh queue per run against a shared server
+	if *workflow != "" {
+		return benchWorkflow(c, ctx, subCl, workCl, queue, *workflow, jobs, min(*layers, jobs), workers, storage)
+	}
 	if *fanout {
 		return benchFanout(c, ctx, subCl, workCl, queue, jobs, workers, storage, *cpuprofile)
 	}

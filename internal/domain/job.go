@@ -174,6 +174,11 @@ type Spec struct {
 	// limit in a queue with limits (QueueLimits). Empty: no one in
 	// particular (all such jobs are one user).
 	User string `msgpack:"user,omitempty"`
+	// Workflow is the graph of a workflow's job (Type WorkflowType).
+	Workflow *Workflow `msgpack:"workflow,omitempty"`
+	// Step is what a step of a workflow knows of it: its name and its
+	// dependencies (Parent is the workflow, Piece its number).
+	Step *StepSpec `msgpack:"step,omitempty"`
 	// ConcurrencyKey groups jobs whose slots count together in a queue
 	// with max_running_per_key (within the namespace); empty: none.
 	ConcurrencyKey string `msgpack:"ckey,omitempty"`
@@ -276,7 +281,11 @@ type Event struct {
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set
 	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
-	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
+	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending, job.submitted of a job that waits for something
+	// Steps are the specs of a workflow's steps, on its job.submitted, in
+	// its graph's order: what its steps are created from, again after a
+	// crash, and again when it is resumed. Not folded into the record.
+	Steps []Spec `msgpack:"steps,omitempty"`
 	// RateKey is the rate key (within the namespace: "ns/key") a job was
 	// admitted under in a queue with a rate limit per key (job.admitted):
 	// a new admitter counts the admissions of a period from the log.

@@ -81,6 +81,8 @@ type Hold struct {
 	Limit string    `msgpack:"limit" json:"limit"` // LimitQueue, LimitUser, LimitKey or LimitRate
 	Max   int       `msgpack:"max" json:"max"`     // the limit's value then
 	Since time.Time `msgpack:"since" json:"since"`
+	// Steps are the steps a workflow's step waits for (LimitDeps).
+	Steps []string `msgpack:"steps,omitempty" json:"steps,omitempty"`
 	// Key is the concurrency key (LimitKey) or rate key (LimitRate, when
 	// per key) that holds it, without its namespace.
 	Key string `msgpack:"key,omitempty" json:"key,omitempty"`

@@ -47,7 +47,8 @@ const (
 
 // commandVerbs are the endpoints of the service, one per verb, each on
 // jetflow.cmd.<verb>.
-var commandVerbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
+var commandVerbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
+	"submit_workflow", "get_workflow", "retry_workflow"}
 
 // CommandServer answers commands on jetflow.cmd.<verb> for clients that do
 // not embed the Go SDK (docs/protocol.md). A request is msgpack, or JSON
@@ -138,7 +139,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        CommandService,
 		Version:     CommandServiceVersion,
-		Description: "jetflow commands: submit, get, cancel, list, events, wait, history (docs/protocol.md)",
+		Description: "jetflow commands: submit, get, cancel, list, events, wait, history, submit_workflow, get_workflow, retry_workflow (docs/protocol.md)",
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
@@ -375,6 +376,8 @@ type cmdReply struct {
 	Next       *uint64                  `json:"next,omitempty"` // history
 	More       *bool                    `json:"more,omitempty"` // history
 	Error      *CommandError            `json:"error,omitempty"`
+
+	Workflow any `json:"workflow,omitempty"` // the workflow verbs
 }
 
 // CommandError is the error of a failed command.
@@ -668,6 +671,8 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		return c.wait(ctx, p, decode, failed)
 	case "history":
 		return c.history(ctx, p, decode, failed)
+	case "submit_workflow", "get_workflow", "retry_workflow":
+		return c.workflow(ctx, verb, p, body, asJSON, decode, idOf, failed)
 	}
 	return &cmdReply{Error: problems.New(problems.UnknownCommand, 404,
 		fmt.Sprintf("no command %q; commands are %s", verb, strings.Join(commandVerbs, ", ")))}

@@ -589,7 +589,7 @@ func observe(q *commands.Admission, ev *domain.Event) bool {
 	switch {
 	case ev.Type == domain.EvSubmitted && ev.Spec != nil:
 		s := commands.SlotOf(ev.JobID, ev.Spec, q.Limits)
-		s.State, s.Created, s.Seq = ev.To, ev.Time, ev.Seq
+		s.State, s.Created, s.Seq, s.Hold = ev.To, ev.Time, ev.Seq, ev.Hold
 		q.Observe(s)
 	case commands.Annotates(ev):
 		if !q.Known(ev.JobID) {

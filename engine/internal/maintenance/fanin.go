@@ -52,6 +52,7 @@ type FanIn struct {
 
 	life    lifecycle.Loop
 	tallies map[string]*tally // the parents of this term (touched by its loop only)
+	looks   *looks            // workflows to look at, from their own events (workflow.go)
 }
 
 // FanInConfig configures the fan-in counter.
@@ -59,11 +60,16 @@ type FanInConfig struct {
 	// Flush is how often a waiting parent's counts are written while its
 	// pieces finish (default defaultFanInFlush).
 	Flush time.Duration
-	Log   *slog.Logger
+	// WorkflowGrace is how long a workflow may stay pending (its steps
+	// being made by its submitter) before the counter makes them
+	// (default DefaultWorkflowGrace).
+	WorkflowGrace time.Duration
+	Log           *slog.Logger
 }
 
 func (c FanInConfig) withDefaults() FanInConfig {
 	orDefault(&c.Flush, defaultFanInFlush)
+	orDefault(&c.WorkflowGrace, DefaultWorkflowGrace)
 	return c
 }
 
@@ -77,6 +83,8 @@ type tally struct {
 	flushed time.Time
 	done    bool // the parent is terminal: nothing more to count
 	failed  bool // its last write failed: deliveries are redelivered
+
+	wf *wfTally // a workflow's steps (workflow.go); nil for a fan-out
 }
 
 // plan is the parent's plan, from its record or its piece.planned event.
@@ -90,7 +98,7 @@ func (t *tally) plan() *domain.FanoutPlan {
 // NewFanIn returns a fan-in counter.
 func NewFanIn(s *store.Store, cfg FanInConfig) *FanIn {
 	cfg = cfg.withDefaults()
-	return &FanIn{store: s, cfg: cfg, log: logger(cfg.Log, "fanin"), tallies: map[string]*tally{}}
+	return &FanIn{store: s, cfg: cfg, log: logger(cfg.Log, "fanin"), tallies: map[string]*tally{}, looks: newLooks()}
 }
 
 // Start starts counting. Idempotent.
@@ -113,6 +121,7 @@ func (f *FanIn) Start(ctx context.Context) error {
 			return nil, fmt.Errorf("fan-in consumer: %w", err)
 		}
 		f.tallies = map[string]*tally{} // a new term counts from the log again
+		f.looks = newLooks()
 		return func(ctx context.Context) { f.loop(ctx, cons) }, nil
 	})
 }
@@ -127,6 +136,9 @@ type news struct {
 }
 
 func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
+	watched := make(chan struct{})
+	defer func() { <-watched }()
+	go func() { defer close(watched); f.watchWorkflows(ctx) }()
 	for ctx.Err() == nil {
 		msgs, err := fetchNews(cons, f.cfg.Flush)
 		if err != nil {
@@ -167,6 +179,7 @@ func (f *FanIn) loop(ctx context.Context, cons jetstream.Consumer) {
 				delete(byParent, parent)
 			}
 		}
+		f.lookAtWorkflows(ctx)
 		f.settle(ctx)
 		for parent, n := range byParent {
 			if t := f.tallies[parent]; t != nil && t.failed {
@@ -224,6 +237,10 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 		default:
 			t.snap = snap
 			t.done = snap.Job.State.Terminal()
+			if g := snap.Job.Spec.Workflow; g != nil && !t.done {
+				t.wf = newWfTally(snap.Job)
+				t.pieces = t.wf.steps.Pieces
+			}
 		}
 		f.tallies[parent] = t
 	}
@@ -232,7 +249,13 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 	}
 	before := t.pieces.Counts.Finished()
 	hadPlan := t.pieces.Planned
-	if err := f.store.ReadPieces(ctx, parent, t.pieces, 0); err != nil {
+	var err error
+	if t.wf != nil {
+		err = f.store.ReadSteps(ctx, parent, t.wf.steps)
+	} else {
+		err = f.store.ReadPieces(ctx, parent, t.pieces, 0)
+	}
+	if err != nil {
 		return err
 	}
 	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || !commands.AwaitsPieces(t.snap.Job.State)) {
@@ -265,6 +288,10 @@ func (f *FanIn) settle(ctx context.Context) {
 			if len(f.tallies) > 10000 {
 				delete(f.tallies, id)
 			}
+			continue
+		}
+		if t.wf != nil {
+			f.settleWorkflow(ctx, id, t)
 			continue
 		}
 		if !t.dirty {

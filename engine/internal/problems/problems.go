@@ -93,6 +93,7 @@ var titles = map[string]string{
 	"type-limit":        "Too many types in the scope",
 	"invalid-file-name": "Invalid file name",
 	"user-not-allowed":  "Not allowed to submit for another user",
+	"invalid-workflow":  "Invalid workflow",
 }
 
 // registryStatus is the status of each problem type of the registry.
@@ -111,6 +112,7 @@ var registryStatus = map[string]int{
 	"unknown-token":     404,
 	"invalid-file-name": 400,
 	"user-not-allowed":  403,
+	"invalid-workflow":  400,
 }
 
 // Problem is an RFC 9457 problem detail: the error of a command (the

@@ -190,8 +190,8 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	// A finished fan-out's counts must be what its piece events say.
 	for id, j := range log {
-		if j.Fanout == nil || !commands.Settled(j.State) || j.Events == 0 {
-			continue
+		if j.Fanout == nil || !commands.Settled(j.State) || j.Events == 0 || j.Spec.Workflow != nil {
+			continue // a workflow's counts: verifyWorkflows
 		}
 		if j.Error != nil && j.Error.Code == "STALLED" {
 			continue // stalled parents end without final counts
@@ -207,6 +207,11 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 				want.Succeeded, want.Failed, want.Cancelled, got.Succeeded, got.Failed, got.Cancelled)})
 		}
 	}
+	wfDiffs, err := verifyWorkflows(ctx, js.Conn(), log, upTo)
+	if err != nil {
+		return nil, err
+	}
+	rep.Diffs = append(rep.Diffs, wfDiffs...)
 	regDiffs, n, err := verifyRegistry(ctx, js)
 	if err != nil {
 		return nil, err
@@ -343,7 +348,7 @@ func slotsOf(reg *projections.Registry, log map[string]*domain.Job) map[string]c
 			continue
 		}
 		sl := commands.SlotOf(j.ID, &j.Spec, reg.Queues[j.Spec.Queue].Limits)
-		sl.State, sl.Created = j.State, j.CreatedAt
+		sl.State, sl.Created, sl.Hold = j.State, j.CreatedAt, j.Hold
 		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], sl)
 	}
 	out := map[string]commands.Counts{}

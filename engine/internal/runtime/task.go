@@ -14,6 +14,8 @@ import (
 type Task struct {
 	Job *domain.Job // the record as claimed: spec, payload, attempt
 	run *run
+
+	inputs inputs // a workflow step's dependencies' results (inputs.go)
 }
 
 // Progress reports how far the attempt got. It never blocks on I/O:

@@ -1,0 +1,62 @@
+package process
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// The CLI submitting a workflow killed after its steps are written and
+// before the workflow records that it waits for them
+// (JETFLOW_CRASH_AT=workflow:steps): the leader's workflow counter finds
+// the workflow pending past its grace, makes what is missing (nothing:
+// the step ids are derived) and starts it; every step runs once, in the
+// graph's order, and the workflow succeeds. Submitting it again with the
+// same key returns it.
+func TestWorkflowSubmitCrashPoint(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	s.worker("B", nil)
+	file := filepath.Join(t.TempDir(), "wf.json")
+	if err := os.WriteFile(file, []byte(`{"name":"crash","steps":[
+		{"name":"one","type":"demo.echo","payload":{"n":1}},
+		{"name":"two","type":"demo.echo","payload":{"n":2},"depends_on":["one"]},
+		{"name":"three","type":"demo.echo","payload":{"n":3},"depends_on":["one","two"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const key = "wf-crash"
+	_, sig, out := s.cli([]string{"JETFLOW_CRASH_AT=workflow:steps"}, "workflow", "submit", file, "--key", key)
+	if sig != syscall.SIGKILL {
+		t.Fatalf("workflow submit was not killed at workflow:steps:\n%s", out)
+	}
+	id := domain.KeyedID(domain.DefaultNS, key)
+	done := testkit.WaitTerminal(t, s.client, id, 60*time.Second)
+	if done.State != jetflow.Succeeded {
+		t.Fatalf("workflow %+v", done)
+	}
+	evs, err := s.client.Events(testkit.Ctx(t), id)
+	if err != nil || len(evs) < 3 || evs[0].Type != evSubmitted || evs[1].Type != domain.EvWaiting || evs[len(evs)-1].Type != evSucceeded {
+		t.Fatalf("the workflow's events: %v %+v", err, evs)
+	}
+	info, err := s.client.GetWorkflow(testkit.Ctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.wantEvents(info.Step("one").ID, evSubmitted, evStarted, evSucceeded)
+	for _, name := range []string{"two", "three"} {
+		s.wantEvents(info.Step(name).ID, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
+	}
+	code, _, out := s.cli(nil, "workflow", "submit", file, "--key", key)
+	if code != 0 || !strings.HasPrefix(out, id+"\tsucceeded\texists, 3 steps") {
+		t.Fatalf("submit again exited %d: %s", code, out)
+	}
+	s.waitDrained("default")
+	s.verify()
+}
