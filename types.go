@@ -196,6 +196,19 @@ type ListFilter struct {
 	// Before is a job's Cursor: only the jobs after it in List's order
 	// (older ones), for the next page of a list.
 	Before string `json:"before,omitempty"`
+
+	// Search: IDPrefix, the beginning of the id; Tag, one of the job's
+	// tags; ErrorCode, the last error's code; Error, text of the last
+	// error's code or message (any case); Payload, conditions on payload
+	// fields, "customer=42" or "customer.id=42" (at most 4);
+	// FinishedAfter and FinishedBefore, when the job ended.
+	IDPrefix       string    `json:"id,omitempty"`
+	Tag            string    `json:"tag,omitempty"`
+	ErrorCode      string    `json:"error_code,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	Payload        []string  `json:"payload,omitempty"`
+	FinishedAfter  time.Time `json:"finished_after,omitzero"`
+	FinishedBefore time.Time `json:"finished_before,omitzero"`
 }
 
 // QueueLimits are a queue's quotas: the most jobs running at once in all
@@ -296,18 +309,21 @@ type SlotCount struct {
 
 // WorkerInfo is a worker of the registry (SDK or HTTP) with its heartbeat.
 type WorkerInfo struct {
-	ID            string    `json:"id"`
-	Name          string    `json:"name"`
-	Kind          string    `json:"kind"` // "sdk" or "http"
-	Types         []string  `json:"types"`
-	BatchTypes    []string  `json:"batch_types"` // the batch types an HTTP worker runs
-	Queues        []string  `json:"queues"`      // empty: every queue
-	Concurrency   int       `json:"concurrency"`
-	RegisteredAt  time.Time `json:"registered_at"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
-	Claims        []string  `json:"claims"` // the jobs it holds as of LastHeartbeat
-	Namespace     string    `json:"namespace,omitempty"`
-	Token         string    `json:"token,omitempty"` // the token that registered it, with access control
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Kind        string   `json:"kind"` // "sdk", "shell" (jetflow worker --exec) or "http"
+	Types       []string `json:"types"`
+	BatchTypes  []string `json:"batch_types"` // the batch types an HTTP worker runs
+	Queues      []string `json:"queues"`      // empty: every queue
+	Concurrency int      `json:"concurrency"`
+	// QueueConcurrency is a Go worker's handlers at once on each of its
+	// queues (Concurrency is their sum).
+	QueueConcurrency map[string]int `json:"queue_concurrency,omitempty"`
+	RegisteredAt     time.Time      `json:"registered_at"`
+	LastHeartbeat    time.Time      `json:"last_heartbeat"`
+	Claims           []string       `json:"claims"` // the jobs it holds as of LastHeartbeat
+	Namespace        string         `json:"namespace,omitempty"`
+	Token            string         `json:"token,omitempty"` // the token that registered it, with access control
 	// Live is false once the worker missed its heartbeats for a lease.
 	Live                     bool    `json:"live"`
 	LeaseSeconds             float64 `json:"lease_seconds"`
@@ -609,7 +625,7 @@ func queueInfo(q *engine.QueueInfo) *QueueInfo {
 }
 
 func workerInfo(w *engine.WorkerView) *WorkerInfo {
-	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, Types: w.Types, BatchTypes: w.BatchTypes, Queues: w.Queues, Token: w.Token,
+	return &WorkerInfo{ID: w.ID, Name: w.Name, Kind: w.Kind, QueueConcurrency: w.QueueConcurrency, Types: w.Types, BatchTypes: w.BatchTypes, Queues: w.Queues, Token: w.Token,
 		Concurrency: w.Concurrency, RegisteredAt: w.RegisteredAt, LastHeartbeat: w.LastHeartbeat,
 		Claims: w.Claims, Namespace: w.Namespace, Live: w.Live, LeaseSeconds: w.LeaseSeconds,
 		HeartbeatIntervalSeconds: w.HeartbeatIntervalSeconds}
@@ -643,7 +659,8 @@ func tokenInfo(t *projections.TokenView) *TokenInfo {
 
 func (f ListFilter) engine() engine.Filter {
 	return engine.Filter{State: domain.State(f.State), Queue: f.Queue, Type: f.Type, Namespace: f.Namespace,
-		Parent: f.Parent, Limit: f.Limit}
+		Parent: f.Parent, Limit: f.Limit, Search: engine.Search{ID: f.IDPrefix, Tag: f.Tag, ErrorCode: f.ErrorCode,
+			Error: f.Error, Payload: f.Payload, FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore}}
 }
 
 // Validate checks a filter's fields (an *InputError naming the field).

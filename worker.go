@@ -110,6 +110,10 @@ type WorkerConfig struct {
 	// hands their jobs to other workers (default 10s).
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// Kind says what the worker is in the worker registry: "sdk" (the
+	// default) or "shell" (jobs run as shell commands, jetflow worker
+	// --exec).
+	Kind string
 	// OnOutcome, if set, is called after an attempt's outcome was recorded,
 	// with the job as recorded (for metrics and benchmarks). It runs in the
 	// handler's slot: keep it fast.
@@ -359,7 +363,7 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	}
 	rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
 		Queue: queue, Handlers: hs, Batches: bs, Concurrency: qc.Concurrency, Lease: qc.Lease,
-		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Namespace: w.cfg.Namespace, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
+		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Namespace: w.cfg.Namespace, Kind: w.cfg.Kind, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
 	})
 	if err == nil {
 		err = rt.Start(ctx)

@@ -32,6 +32,11 @@ func TestStateQuestions(t *testing.T) {
 			t.Errorf("%s is not a state word", s)
 		}
 	}
+	for _, s := range domain.States {
+		if EndedFailed(s) != (s == domain.StateFailed) {
+			t.Errorf("EndedFailed(%s) = %v", s, EndedFailed(s))
+		}
+	}
 	if !StateWord(StateRetryLater) || StateWord("done") {
 		t.Error("StateWord: retry_later is a report's word, done is not")
 	}

@@ -40,7 +40,10 @@ type EngineConfig struct {
 	WorkflowGrace time.Duration
 	// Auth makes the command server check tokens.
 	Auth bool
-	Log  *slog.Logger
+	// StatsFlush is how often the statistics of the charts are written
+	// (default maintenance.DefaultStatsFlush).
+	StatsFlush time.Duration
+	Log        *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
@@ -53,6 +56,7 @@ type Engine struct {
 	Projector  *maintenance.Projector
 	Files      *maintenance.FileSweeper
 	Leader     *maintenance.Leader // runs the led components on one engine at a time
+	Stats      *maintenance.StatsKeeper
 	components []Component
 }
 
@@ -76,6 +80,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 	e := &Engine{Store: s,
 		Projector: maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
 		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),
+		Stats:     maintenance.NewStatsKeeper(st, maintenance.StatsConfig{Flush: cfg.StatsFlush, Log: log}),
 	}
 	led := []Component{
 		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log, WorkflowGrace: cfg.WorkflowGrace}),
@@ -85,6 +90,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		maintenance.NewReaper(st, cfg.Reaper),
 		maintenance.NewPurger(st, cfg.Purger),
 		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
+		e.Stats,
 	}
 	e.Leader = maintenance.NewLeader(st, maintenance.LeaderConfig{Name: "engine", ID: cfg.ID + "-" + domain.NewID()[20:],
 		TTL: cfg.LeaderTTL, Log: log, Components: led})

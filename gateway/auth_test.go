@@ -104,6 +104,13 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	e.as("admin", "PUT", "/api/v1/types/acme/cat/seen", map[string]any{"schema": map[string]any{"type": "object"}}).want(t, http.StatusCreated)
 	e.as("admin", "PUT", "/api/v1/types/other/cat/hidden", map[string]any{}).want(t, http.StatusCreated)
 
+	// A bulk operation of namespace acme that selects nothing (its
+	// progress is the route's resource).
+	var bulk BulkOp
+	e.as("admin", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "cancel", "query": "namespace=acme&type=t.nothing"}).
+		want(t, http.StatusAccepted).json(t, &bulk)
+	bulkA := bulk.ID
+
 	const any2xx = 1 // any 2xx
 	A, T, B := jobA.Job.ID, done.Job.ID, jobB.Job.ID
 	type route struct {
@@ -162,6 +169,15 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"DELETE", "/api/v1/tokens/" + e.ids["workB"], nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"GET", "/api/v1/stats", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
 		{"GET", "/api/v1/stats?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"GET", "/api/v1/stats/series", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"GET", "/api/v1/stats/series?range=week&namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"GET", "/api/v1/jobs/" + A + "/pieces", nil, [7]int{401, 401, 200, 200, 403, 200, 404}},
+		{"GET", "/api/v1/jobs/" + B + "/pieces", nil, [7]int{401, 401, 200, 404, 403, 404, 200}},
+		{"POST", "/api/v1/jobs/bulk", func() any { return map[string]any{"action": "cancel", "query": "type=t.a", "dry_run": true} }, [7]int{401, 401, 200, 200, 403, 403, 200}},
+		{"POST", "/api/v1/jobs/bulk", func() any { return map[string]any{"action": "retry", "query": "namespace=acme", "dry_run": true} }, [7]int{401, 401, 200, 200, 403, 403, 403}},
+		{"POST", "/api/v1/jobs/bulk", func() any { return map[string]any{"action": "purge", "query": "state=failed", "dry_run": true} }, [7]int{401, 401, 200, 403, 403, 403, 403}},
+		{"GET", "/api/v1/bulk/" + bulkA, nil, [7]int{401, 401, 200, 200, 403, 200, 404}},
+		{"GET", "/api/v1/bulk/bk-NONE", nil, [7]int{401, 401, 404, 404, 403, 404, 404}},
 		{"GET", "/metrics", nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"GET", "/readyz", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
 		{"GET", "/healthz", nil, [7]int{200, 200, 200, 200, 200, 200, 200}},
@@ -170,6 +186,11 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"GET", "/queues", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/types", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/workers", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/overview", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/overview?namespace=acme", nil, [7]int{303, 303, 200, 200, 403, 200, 403}},
+		{"GET", "/queues/default", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/failures", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/failures?namespace=acme", nil, [7]int{303, 303, 200, 200, 403, 200, 403}},
 		{"GET", "/login", nil, [7]int{200, 200, 200, 200, 200, 200, 200}},
 	}
 	for _, rt := range routes {
@@ -221,6 +242,24 @@ func TestEveryRouteEveryRole(t *testing.T) {
 			t.Errorf("readA's stats name another namespace's type %s", typ)
 		}
 	}
+	// A namespaced token's charts count its namespace's jobs: as many
+	// submitted as acme's, fewer than every namespace's.
+	submitted := func(who, query string) int {
+		var s struct{ Submitted []int }
+		e.as(who, "GET", "/api/v1/stats/series"+query, nil).want(t, 200).json(t, &s)
+		n := 0
+		for _, v := range s.Submitted {
+			n += v
+		}
+		return n
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		mine, acme, all := submitted("readA", ""), submitted("admin", "?namespace=acme"), submitted("admin", "")
+		if mine != acme || mine == 0 || all <= mine {
+			return fmt.Errorf("readA's series counts %d submitted, acme's %d, every namespace's %d", mine, acme, all)
+		}
+		return nil
+	})
 	// A submit with a namespaced token goes to its namespace, and its
 	// event names the token as the actor.
 	var v projections.JobView

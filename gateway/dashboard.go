@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +30,20 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound", "login"}
+// pageNames are the pages: every template of web/templates but the
+// layout and the rows they share, so that a page is added by adding its
+// file (and its route).
+var pageNames = func() []string {
+	files, _ := fs.Glob(webFS, "web/templates/*.html")
+	var out []string
+	for _, f := range files {
+		name := strings.TrimSuffix(path.Base(f), ".html")
+		if name != "layout" && name != "rows" {
+			out = append(out, name)
+		}
+	}
+	return out
+}()
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -78,6 +92,9 @@ func parseTemplates() map[string]*template.Template {
 		// pairs of kv that have a value as its query.
 		"in":   func(path, ns string, kv ...string) string { return withQuery(path, append(kv, "namespace", ns)...) },
 		"join": strings.Join,
+		// concurrency is a worker's handlers at once (workerview.go).
+		"concurrency": concurrencyText,
+		"pieceStates": func() []string { return PieceStates },
 		// A queue's limit; 0 is none.
 		"limit": func(n int) string {
 			if n == 0 {
@@ -173,6 +190,9 @@ type pageData struct {
 	// Auth: the page was asked for with a token (access control on): it
 	// shows a sign-out button.
 	Auth bool
+	// Anonymous: access control is on and the page was asked for without
+	// a token: it shows no navigation and no namespace.
+	Anonymous bool
 }
 
 // assetVersion is a hash of the embedded static files.
@@ -192,11 +212,18 @@ func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, nam
 	var b bytes.Buffer
 	ns, _ := pageNamespace(r)
 	names := []string{ns}
-	if p := principal(r); p == nil || p.Namespace == commands.AllNamespaces {
+	// Before sign-in (access control on, no token: the sign-in page, a
+	// page not found) nothing of the system is shown: no namespace names,
+	// no navigation.
+	anonymous := g.cfg.Auth && principal(r) == nil
+	switch p := principal(r); {
+	case anonymous:
+		names, ns = nil, ""
+	case p == nil || p.Namespace == commands.AllNamespaces:
 		names = g.namespaceNames(r.Context(), ns)
 	}
 	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: names, Data: data,
-		Auth: principal(r) != nil}
+		Auth: principal(r) != nil, Anonymous: anonymous}
 	if err := templates[name].ExecuteTemplate(&b, "layout.html", d); err != nil {
 		g.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
@@ -224,6 +251,7 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	route(mux, "/queues", methods{"GET": g.act(read, g.pageQueues)})
 	route(mux, "/types", methods{"GET": g.act(read, g.pageTypes)})
 	route(mux, "/workers", methods{"GET": g.act(read, g.pageWorkers)})
+	g.operatorPages(mux)
 	route(mux, "/login", methods{"GET": g.pageLogin, "POST": g.login})
 	route(mux, "/logout", methods{"POST": g.logout})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -293,6 +321,8 @@ func visibleFrom(types []string, ns string) bool {
 
 type jobsPage struct {
 	State, Queue, Type string
+	Q                  string // the search box (search.go)
+	Query              string // the filter as GET /jobs's query, for bulk actions
 	Namespace          string
 	Cursor, Next       string
 	Stats              *Stats
@@ -306,12 +336,16 @@ type jobsPage struct {
 func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	q, qerr := strictQuery(r)
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
-		States: domain.States, PageSize: DefaultPageSize}
+		Q: q.Get("q"), States: domain.States, PageSize: DefaultPageSize}
 	status := http.StatusOK
 	ns, err := pageNamespace(r)
 	d.Namespace = ns
 	f, cur, _, lerr := listParams(url.Values{"state": {d.State}, "queue": {d.Queue}, "type": {d.Type}, "cursor": {d.Cursor},
-		"namespace": {ns}})
+		"namespace": {ns}, "q": {d.Q}})
+	d.Query = withQuery("", "state", d.State, "queue", d.Queue, "type", d.Type, "namespace", ns, "q", d.Q)
+	if len(d.Query) > 0 {
+		d.Query = d.Query[1:]
+	}
 	if err == nil {
 		err = lerr
 	}
@@ -327,10 +361,17 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 		f, cur = engine.Filter{Namespace: ownNamespace(r)}, nil // a namespaced token's, even so
 	}
 	d.Stats = g.statsFor(f.Namespace, f.Queue, f.Type)
-	var next *Cursor
-	d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
-	if next != nil {
-		d.Next = next.Encode()
+	if f.NeedsRecord() && err == nil {
+		d.Jobs, d.Next, err = g.searchSummaries(r.Context(), f, cur, DefaultPageSize)
+		if err != nil {
+			d.Error, status = problemOf(err).Detail, problemOf(err).Status
+		}
+	} else {
+		var next *Cursor
+		d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
+		if next != nil {
+			d.Next = next.Encode()
+		}
 	}
 	title := "Jobs"
 	if d.State != "" {
@@ -346,6 +387,11 @@ type jobPage struct {
 	MoreKids bool
 	LastSeq  uint64
 	Files    *FileList // nil if the files bucket could not be read
+	// Unserved says that no live worker serves the job's type in its
+	// queue (served.go).
+	Unserved string
+	// Attempts are the errors of its failed attempts (attempts.go).
+	Attempts []AttemptError
 }
 
 // GET /jobs/{id}
@@ -362,9 +408,11 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &jobPage{Job: g.view(r.Context(), snap.Job)}
+	d.Unserved = g.unserved(r.Context(), d.Job)
 	n := 0
 	_ = g.store.History(r.Context(), id, 0, false, func(e *domain.Event) error {
 		v := projections.ViewEvent(e)
+		d.Attempts = withAttempt(d.Attempts, v)
 		if k := len(d.Events); k > 0 && collapses(v.Type) && d.Events[k-1].Type == v.Type {
 			d.Events[k-1].EventView, d.Events[k-1].Repeat = v, d.Events[k-1].Repeat+1
 		} else {
@@ -469,6 +517,9 @@ func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
 			v.Queued, v.Running = c[domain.StateQueued], c[domain.StateClaimed]+c[domain.StateRunning]
 		}
 		d.Types = append(d.Types, v)
+	}
+	if !d.Deleted {
+		d.Types = append(d.Types, g.freeFormTypes(r, d.Namespace, workers)...)
 	}
 	if err != nil {
 		d.Error = problemOf(err).Detail

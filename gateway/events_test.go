@@ -4,22 +4,25 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // ephemeralConsumers counts the consumers of the event log that are not
 // durable: reads' and this gateway's metrics consumer, not the engine's
-// (its leader creates those when it likes, after Start).
+// (its leader creates those when it likes, after Start: durable ones, and
+// the statistics keeper's ordered one).
 func (e *env) ephemeralConsumers() int {
 	e.t.Helper()
 	n := 0
 	list := e.store.Events.ListConsumers(e.ctx)
 	for info := range list.Info() {
-		if info.Config.Durable == "" {
+		if info.Config.Durable == "" && !strings.HasPrefix(info.Name, streams.StatsConsumerPrefix+"_") {
 			n++
 		}
 	}

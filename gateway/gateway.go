@@ -145,6 +145,7 @@ type Gateway struct {
 	log      *slog.Logger
 	csrf     *http.CrossOriginProtection
 
+	bulkOps    bulkOps // bulk operations in progress (bulk.go)
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]
 	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)
@@ -365,6 +366,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/tokens/{id}", methods{"DELETE": g.act(commands.ActAdmin, g.revokeToken)})
 	route(mux, v1+"/stats", methods{"GET": g.act(read, g.stats)})
 	route(mux, v1+"/stream", methods{"GET": g.act(read, g.stream)})
+	g.operatorRoutes(mux, v1)
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path))
 	})

@@ -32,6 +32,7 @@ type Summary struct {
 	Worker          string                    `json:"worker,omitempty"`
 	Progress        *projections.ProgressView `json:"progress,omitempty"`
 	Error           *domain.JobError          `json:"error,omitempty"`
+	Tags            []string                  `json:"tags,omitempty"`
 	CreatedAt       time.Time                 `json:"created_at"`
 	UpdatedAt       time.Time                 `json:"updated_at"`
 	FinishedAt      *time.Time                `json:"finished_at,omitempty"`
@@ -46,7 +47,7 @@ func summarize(j *domain.Job, rev uint64) *Summary {
 	s := &Summary{ID: v.ID, Namespace: v.Namespace, Type: v.Type, Queue: v.Queue, State: v.State,
 		ParentID: v.ParentID, RetryOf: v.RetryOf, Attempts: v.Attempts, Worker: v.Worker, Progress: v.Progress,
 		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, FinishedAt: v.FinishedAt, DurationSeconds: v.DurationSeconds,
-		Seq: v.Seq, Rev: rev}
+		Seq: v.Seq, Rev: rev, Tags: j.Spec.Tags}
 	if v.Error != nil {
 		e := *v.Error
 		e.Stack = ""
@@ -427,7 +428,7 @@ func (x *Index) List(f engine.Filter, after *Cursor, limit int) ([]*Summary, *Cu
 func matches(f *engine.Filter, s *Summary) bool {
 	return (f.State == "" || s.State == f.State) && (f.Queue == "" || s.Queue == f.Queue) &&
 		(f.Type == "" || s.Type == f.Type) && (f.Namespace == "" || s.Namespace == f.Namespace) &&
-		(f.Parent == "" || s.ParentID == f.Parent)
+		(f.Parent == "" || s.ParentID == f.Parent) && searchSummary(f, s)
 }
 
 // subscriber receives every change of the index (the live stream). It

@@ -105,7 +105,7 @@ func (g *Gateway) created(w http.ResponseWriter, r *http.Request, res engine.Sub
 	if !res.Created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, g.view(r.Context(), res.Job))
+	writeJSON(w, status, g.answer(r.Context(), g.view(r.Context(), res.Job)))
 }
 
 // GET /jobs/{id}, with Prefer: wait=N.
@@ -243,6 +243,10 @@ type JobList struct {
 	Jobs []*projections.JobView `json:"jobs"`
 	// NextCursor fetches the next (older) page; absent on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
+	// Scanned is how many jobs a search of their payloads read for this
+	// page (search.go): a page may end short of the limit, with a cursor,
+	// when it read searchBudget of them.
+	Scanned int `json:"scanned,omitempty"`
 }
 
 // strictQuery parses a request's query, refusing one that is malformed
@@ -277,6 +281,10 @@ func strictQuery(r *http.Request) (url.Values, error) {
 func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
 	f := engine.Filter{State: domain.State(q.Get("state")), Queue: q.Get("queue"), Type: q.Get("type"),
 		Namespace: q.Get("namespace"), Parent: q.Get("parent")}
+	var err error
+	if f.Search, err = searchParams(q, time.Now()); err != nil {
+		return f, nil, 0, err
+	}
 	if err := f.Validate(); err != nil {
 		return f, nil, 0, err
 	}
@@ -355,6 +363,9 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*JobList, error) {
 	if err := g.index.waitSynced(ctx); err != nil {
 		return nil, err
+	}
+	if f.NeedsRecord() {
+		return g.searchPage(ctx, f, cur, limit)
 	}
 	sums, next := g.index.List(f, cur, limit)
 	out := &JobList{Jobs: make([]*projections.JobView, 0, len(sums))}

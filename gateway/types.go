@@ -19,6 +19,9 @@ type TypeView struct {
 	LiveWorkers []string `json:"live_workers"`
 	Queued      int      `json:"queued"`
 	Running     int      `json:"running"` // claimed or running
+	// FreeForm: a type without registration (demo.echo), known from its
+	// live workers and jobs (the dashboard's Types page).
+	FreeForm bool `json:"free_form,omitempty"`
 }
 
 // typeView renders a type with its live workers and job counts, those a

@@ -291,7 +291,8 @@ func cmdWait(c *cli, args []string) int {
 
 // listFlags maps the fields of a list filter to the flags that set them.
 var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
-	"before": "cursor"}
+	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
+	"finished_after": "since"}
 
 func cmdList(c *cli, args []string) int {
 	fs := c.clientFlags()
@@ -303,9 +304,21 @@ func cmdList(c *cli, args []string) int {
 	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
 	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
+	var payload stringList
+	var since time.Duration
+	fs.StringVar(&f.IDPrefix, "id", "", "only jobs whose id begins with this")
+	fs.StringVar(&f.Tag, "tag", "", "only jobs with this tag")
+	fs.StringVar(&f.ErrorCode, "error-code", "", "only jobs whose last error has this code (TIMEOUT, EXIT_1, ...)")
+	fs.StringVar(&f.Error, "error", "", "only jobs whose last error's code or message contains this text (any case)")
+	fs.Var(&payload, "payload", "only jobs with this payload field: `path=value` (customer=42, customer.id=42); repeatable")
+	durationVar(fs, &since, "since", 0, "only jobs that finished in this last span (1h, 30m)")
 	ns := c.namespaceFlag("only jobs of this namespace")
 	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
+	}
+	f.Payload = payload
+	if since > 0 {
+		f.FinishedAfter = time.Now().Add(-since)
 	}
 	f.Namespace = *ns
 	f.State = jetflow.State(state)
@@ -315,7 +328,9 @@ func cmdList(c *cli, args []string) int {
 	if !c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
 		when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
 		when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
-		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
+		when("limit", f.Limit < 0, "must be 0 (all) or more"), when("since", since <= 0, "must be more than 0"),
+		when("id", f.IDPrefix == "", empty), when("tag", f.Tag == "", empty),
+		when("error-code", f.ErrorCode == "", empty), when("error", f.Error == "", empty)) {
 		return exitUsage
 	}
 	if err := f.Validate(); err != nil {

@@ -80,11 +80,16 @@ terminal), then prints it, and exits as wait does.`,
 		usage:    "wait ID [--timeout D] [flags]",
 		examples: []string{"wait 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "wait 01JD3K2Q4V8ZB7R1X9C0M5T6NA --timeout 5m"}},
 	{name: "ls", group: "Jobs", summary: "list jobs, newest first", aliases: []string{"list"},
-		usage: "ls [--state S] [--queue Q] [--type T] [--parent ID] [--limit N] [--cursor C] [flags]",
+		usage: "ls [--state S] [--queue Q] [--type T] [--parent ID] [--id PREFIX] [--tag T] [--error-code C] [--error TEXT] [--payload PATH=VALUE] [--since D] [--limit N] [--cursor C] [flags]",
 		details: `At most --limit jobs (default 100); when there are more, a last line says how many
 and gives the command of the next page (--cursor). --json prints
-{"jobs": [...], "next_cursor": "..."} ("" on the last page).`,
-		examples: []string{"ls --state failed", "ls --type demo.echo --limit 20 --json", "ls --state failed --cursor 01JD3K2Q4V8ZB7R1X9C0M5T6NA.1fk3l2m9x0ab"}},
+{"jobs": [...], "next_cursor": "..."} ("" on the last page).
+Search: --id (the id begins with it), --tag, --error-code (the last error's code),
+--error (text of the last error, any case), --payload customer=42 (a payload field,
+customer.id=42 for a nested one; repeatable, up to 4), --since 1h (finished in the
+last hour). Every flag narrows the list.`,
+		examples: []string{"ls --state failed", "ls --type demo.echo --limit 20 --json", "ls --state failed --cursor 01JD3K2Q4V8ZB7R1X9C0M5T6NA.1fk3l2m9x0ab",
+			"ls --state failed --error-code TIMEOUT --since 1h", "ls --payload customer=42 --tag vip"}},
 	{name: "tree", group: "Jobs", summary: "a fan-out parent and its children, with their states",
 		usage:    "tree ID [--max N] [flags]",
 		examples: []string{"tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA --max 10 --json"}},

@@ -368,8 +368,12 @@ func cmdWorker(c *cli, args []string) int {
 	}
 	defer stopTracing()
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		kind := ""
+		if len(ex.execs) > 0 {
+			kind = "shell"
+		}
 		w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
-			Concurrency: concurrency, Lease: lease, Namespace: *ns})
+			Concurrency: concurrency, Lease: lease, Namespace: *ns, Kind: kind})
 		runners, err := ex.register(w, cl, queue, c.logger())
 		if err != nil {
 			c.errorOf(err, "%v", err)

@@ -6,19 +6,25 @@ import "time"
 const (
 	WorkerSDK  = "sdk"  // a Go worker (jetflow.Worker, jetflow worker)
 	WorkerHTTP = "http" // a worker of the HTTP worker protocol
+	// WorkerShell is a Go worker that runs jobs as shell commands
+	// (jetflow worker --exec).
+	WorkerShell = "shell"
 )
 
 // WorkerRecord is a worker's entry in WorkersBucket (msgpack; JSON in the
 // API).
 type WorkerRecord struct {
-	ID            string    `msgpack:"id" json:"id"`
-	Name          string    `msgpack:"name" json:"name"`
-	Kind          string    `msgpack:"kind,omitempty" json:"kind"`
-	Types         []string  `msgpack:"types" json:"types"`
-	Queues        []string  `msgpack:"queues" json:"queues"` // empty: every queue
-	Concurrency   int       `msgpack:"concurrency" json:"concurrency"`
-	RegisteredAt  time.Time `msgpack:"registered_at" json:"registered_at"`
-	LastHeartbeat time.Time `msgpack:"last_heartbeat" json:"last_heartbeat"`
+	ID          string   `msgpack:"id" json:"id"`
+	Name        string   `msgpack:"name" json:"name"`
+	Kind        string   `msgpack:"kind,omitempty" json:"kind"`
+	Types       []string `msgpack:"types" json:"types"`
+	Queues      []string `msgpack:"queues" json:"queues"` // empty: every queue
+	Concurrency int      `msgpack:"concurrency" json:"concurrency"`
+	// QueueConcurrency is a Go worker's handlers at once on each queue it
+	// serves (Concurrency is their sum): one runtime per queue.
+	QueueConcurrency map[string]int `msgpack:"queue_conc,omitempty" json:"queue_concurrency,omitempty"`
+	RegisteredAt     time.Time      `msgpack:"registered_at" json:"registered_at"`
+	LastHeartbeat    time.Time      `msgpack:"last_heartbeat" json:"last_heartbeat"`
 	// Claims are the jobs it holds as of LastHeartbeat: an SDK worker lists
 	// the attempts it runs; for an HTTP worker, the jobs it claimed and has
 	// not reported the end of.

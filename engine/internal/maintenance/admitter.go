@@ -129,7 +129,13 @@ func (a *Admitter) Stop(ctx context.Context) {
 func (a *Admitter) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := a.session(ctx)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errLimitsChanged):
+			// A queue gained or lost its limits: a new session follows
+			// the new set at once; nothing went wrong.
+			a.log.Info("admission follows the queues with limits as they are now")
+		default:
 			a.log.Warn("admission restarts", "err", err)
 			sleepCtx(ctx, time.Second)
 		}
@@ -185,7 +191,17 @@ func (a *Admitter) session(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-changed:
-				return errLimitsChanged
+				// Any queue record changed (a queue made by its first
+				// job, a pause): a new session only if a queue has
+				// limits now.
+				recs, ch, err := a.store.Limits().Tracked(ctx)
+				if err != nil {
+					return err
+				}
+				if len(recs) > 0 {
+					return errLimitsChanged
+				}
+				changed = ch
 			case ask := <-a.asks:
 				ask(qs)
 			}

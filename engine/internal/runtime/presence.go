@@ -55,7 +55,10 @@ func joinPresence(ctx context.Context, rt *Runtime) error {
 		p = &presence{workers: rt.store.Workers(), runtimes: map[*Runtime]bool{},
 			log: rt.cfg.Log.With("component", "presence", "worker", id),
 			rec: domain.WorkerRecord{ID: id, Name: id, Kind: domain.WorkerSDK, RegisteredAt: time.Now().UTC(),
-				Namespace: rt.cfg.Namespace}}
+				Namespace: rt.cfg.Namespace, QueueConcurrency: map[string]int{}}}
+		if rt.cfg.Kind != "" {
+			p.rec.Kind = rt.cfg.Kind
+		}
 		if p.rec.Namespace == "" {
 			p.rec.Namespace = domain.DefaultNS
 		}
@@ -72,12 +75,14 @@ func joinPresence(ctx context.Context, rt *Runtime) error {
 		p.rec.Queues = append(p.rec.Queues, rt.cfg.Queue)
 	}
 	p.rec.Concurrency += rt.cfg.Concurrency
+	p.rec.QueueConcurrency[rt.cfg.Queue] += rt.cfg.Concurrency
 	err := p.beatLocked(ctx)
 	p.mu.Unlock()
 	if err != nil {
 		p.mu.Lock()
 		delete(p.runtimes, rt)
 		p.rec.Concurrency -= rt.cfg.Concurrency
+		p.leaveQueueLocked(rt)
 		p.mu.Unlock()
 		return err
 	}
@@ -102,6 +107,7 @@ func leavePresence(ctx context.Context, rt *Runtime) {
 	if p.runtimes[rt] {
 		delete(p.runtimes, rt)
 		p.rec.Concurrency -= rt.cfg.Concurrency
+		p.leaveQueueLocked(rt)
 	}
 	last := len(p.runtimes) == 0
 	p.mu.Unlock()
@@ -164,5 +170,14 @@ func (p *presence) stop(ctx context.Context) {
 	defer cancel()
 	if err := p.workers.Delete(dctx, p.rec.ID); err != nil {
 		p.log.Warn("unregister", "err", err)
+	}
+}
+
+// leaveQueueLocked takes rt's handlers out of its queue's concurrency.
+func (p *presence) leaveQueueLocked(rt *Runtime) {
+	q := rt.cfg.Queue
+	p.rec.QueueConcurrency[q] -= rt.cfg.Concurrency
+	if p.rec.QueueConcurrency[q] <= 0 {
+		delete(p.rec.QueueConcurrency, q)
 	}
 }

@@ -48,7 +48,10 @@ type Config struct {
 	// Namespace is the worker's namespace, shown on its record in the
 	// worker registry (its category:name handlers are of it); "": default.
 	Namespace string
-	Log       *slog.Logger
+	// Kind is what the worker is, on its record (default domain.WorkerSDK;
+	// domain.WorkerShell for jetflow worker --exec).
+	Kind string
+	Log  *slog.Logger
 	// OnOutcome, if set, is called after an attempt's outcome was recorded
 	// (the job's new record and the event), once its work item was settled.
 	OnOutcome func(j *domain.Job, ev *domain.Event)

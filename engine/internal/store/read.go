@@ -23,6 +23,9 @@ type Filter struct {
 	Namespace string       `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
 	Parent    string       `json:"parent,omitempty" msgpack:"parent,omitempty"`
 	Limit     int          `json:"limit,omitempty" msgpack:"limit,omitempty"`
+	// Search (search.go): an id's beginning, a tag, the last error's code
+	// or a piece of its text, payload fields, when it finished.
+	Search
 }
 
 // Validate checks a filter's fields.
@@ -45,14 +48,14 @@ func (f *Filter) Validate() error {
 	if f.Limit < 0 {
 		return &commands.InputError{Field: "limit", Reason: "must not be negative"}
 	}
-	return nil
+	return f.Search.Validate()
 }
 
 // Match reports whether j passes the filter.
 func (f *Filter) Match(j *domain.Job) bool {
 	return (f.State == "" || j.State == f.State) && (f.Queue == "" || j.Spec.Queue == f.Queue) &&
 		(f.Type == "" || j.Spec.Type == f.Type) && (f.Namespace == "" || j.Spec.Namespace == f.Namespace) &&
-		(f.Parent == "" || j.Spec.Parent == f.Parent)
+		(f.Parent == "" || j.Spec.Parent == f.Parent) && f.Search.Match(j)
 }
 
 // scanIdle is how long a scan of a bucket waits for its next record.

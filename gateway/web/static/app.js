@@ -115,14 +115,58 @@
     el.classList.add("flash");
   }
 
+  // Live without chaos: the Pause button holds every live update until
+  // Resume, and while the pointer is on a list of jobs its rows do not
+  // move under it; what came meanwhile is applied at once afterwards (a
+  // reload past maxHeld).
+  var pausedByButton = false, hovering = false, held = [], heldOverflow = false, maxHeld = 5000;
+  function isPaused() { return pausedByButton || hovering; }
+  window.jetflowPaused = isPaused;
+  var pauseBtn = null;
+  function showPause() {
+    if (!pauseBtn) return;
+    pauseBtn.textContent = pausedByButton ? "Resume" + (held.length ? " (" + held.length + ")" : "") : "Pause";
+    pauseBtn.setAttribute("aria-pressed", pausedByButton ? "true" : "false");
+    document.body.classList.toggle("paused", isPaused());
+    if (live && isPaused()) { live.textContent = pausedByButton ? "paused" : "held"; live.className = "live held"; }
+  }
+  function hold(fn) {
+    if (held.length >= maxHeld) { heldOverflow = true; return; }
+    held.push(fn);
+    showPause();
+  }
+  function release() {
+    if (isPaused()) { showPause(); return; }
+    if (heldOverflow) { location.reload(); return; }
+    var todo = held;
+    held = [];
+    todo.forEach(function (fn) { fn(); });
+    if (live) { live.textContent = "live"; live.className = "live on"; }
+    showPause();
+  }
+  if (live && page !== "login") {
+    pauseBtn = document.createElement("button");
+    pauseBtn.id = "live-pause";
+    pauseBtn.type = "button";
+    pauseBtn.title = "Hold live updates (the lists stay as they are) until Resume";
+    live.after(pauseBtn);
+    pauseBtn.addEventListener("click", function () { pausedByButton = !pausedByButton; release(); });
+    showPause();
+  }
+  document.querySelectorAll("table.jobs").forEach(function (t) {
+    t.addEventListener("mouseenter", function () { hovering = true; showPause(); });
+    t.addEventListener("mouseleave", function () { hovering = false; release(); });
+  });
+  function whenLive(fn) { if (isPaused()) hold(fn); else fn(); }
+
   var sources = [];
   function connect(url, handlers) {
     var es = new EventSource(url);
     sources.push(es);
-    es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
+    es.onopen = function () { if (!isPaused()) { live.textContent = "live"; live.className = "live on"; } };
     es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
     Object.keys(handlers).forEach(function (ev) {
-      es.addEventListener(ev, function (m) { handlers[ev](JSON.parse(m.data), m, es); });
+      es.addEventListener(ev, function (m) { whenLive(function () { handlers[ev](JSON.parse(m.data), m, es); }); });
     });
     return es;
   }
@@ -305,6 +349,16 @@
         document.getElementById("progress-text").textContent = j.progress.current + "/" + j.progress.total +
           (j.progress.percent != null ? " (" + j.progress.percent.toFixed(1) + "%)" : "") + " " + (j.progress.message || "");
       }
+      // A fan-out's counts and its progress bar come from one answer: they
+      // never disagree (dashboard.go renders both from one record too).
+      var fc = document.getElementById("fanout-counts");
+      if (fc && j.fanout) {
+        fc.textContent = j.fanout.finished + "/" + j.fanout.total + " " + j.fanout.kind + " finished · " + j.fanout.succeeded +
+          " succeeded · " + j.fanout.failed + " failed · " + j.fanout.cancelled + " cancelled";
+      }
+      // "No live worker serves this type" holds while the job waits for one.
+      var un = document.getElementById("unserved");
+      if (un && ["pending", "scheduled", "queued"].indexOf(j.state) < 0) un.remove();
       document.getElementById("f-attempts").textContent = j.attempts + " (retries used " + j.retries + " of " + j.max_retries + ")";
       document.getElementById("f-worker").textContent = j.worker || "";
       document.getElementById("f-started").innerHTML = j.started_at ? '<time datetime="' + esc(j.started_at) + '"></time>' : "";
@@ -349,7 +403,8 @@
       if (TERMINAL[job.dataset.state]) { live.textContent = "done"; live.className = "live"; es.close(); return; }
       live.textContent = "reconnecting…"; live.className = "live off";
     };
-    es.onmessage = function (m) {
+    es.onmessage = function (m) { whenLive(function () { onEvent(m); }); };
+    var onEvent = function (m) {
       var e = JSON.parse(m.data);
       if (events.querySelector('li[data-seq="' + e.seq + '"]')) return;
       var last = events.lastElementChild, li;
@@ -474,6 +529,17 @@
     });
   }
 
+  // concurrencyText is workerview.go's: a Go worker's concurrency is per
+  // queue (one runtime each), not their sum.
+  function concurrencyText(w) {
+    var qc = w.queue_concurrency || {}, names = Object.keys(qc).sort();
+    if (names.length === 0) return String(w.concurrency);
+    if (names.length === 1) return String(qc[names[0]]);
+    var same = names.every(function (q) { return qc[q] === qc[names[0]]; });
+    if (same) return qc[names[0]] + " on each of " + names.length + " queues";
+    return names.map(function (q) { return q + ": " + qc[q]; }).join(", ");
+  }
+
   if (page === "workers") {
     var wt = document.getElementById("workers").tBodies[0];
     connect("/api/v1/stream?with=workers", {
@@ -486,7 +552,7 @@
           if (!tr) { tr = document.createElement("tr"); tr.dataset.worker = w.id; wt.appendChild(tr); }
           tr.innerHTML = "<td>" + esc(w.name) + "</td><td><code>" + esc(w.id) + "</code></td><td>" + esc(w.kind) + "</td><td>" +
             (w.live ? '<span class="badge st-succeeded">live</span>' : '<span class="badge st-failed">silent</span>') + "</td><td>" +
-            esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num">' + w.concurrency + "</td><td>" +
+            esc(w.types.join(", ")) + "</td><td>" + esc(w.queues.join(", ")) + '</td><td class="num concurrency">' + esc(concurrencyText(w)) + "</td><td>" +
             w.claims.map(function (c) { return '<a href="/jobs/' + esc(c) + '"><code>' + esc(c) + "</code></a>"; }).join(" ") +
             '</td><td><time datetime="' + esc(w.last_heartbeat) + '"></time></td>';
         });

@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// Bulk actions: retry, cancel or purge every job a list's filter selects
+// (POST /api/v1/jobs/bulk). Each job's change is the ordinary one (its
+// cancel, its retry: a new job with retry_of; its purge), an event named
+// by the caller's token (or, without access control, the gateway), with
+// the operation's id in its reason. A dry run says how many jobs the
+// filter selects, for the confirmation; the operation runs in the
+// background, and GET /api/v1/bulk/{id} tells its progress.
+
+// Limits of bulk actions.
+const (
+	MaxBulkJobs    = 100_000           // jobs one operation may select
+	bulkWorkers    = 8                 // jobs changed at once
+	maxBulkOps     = 100               // operations kept for their progress
+	bulkKeep       = time.Hour         // an operation's progress is kept this long after it ends
+	maxBulkErrors  = 10                // errors an operation's progress lists
+	bulkReasonDflt = "bulk action"     // the reason of a cancel or purge given none
+	bulkOpPrefix   = "bk-"             // operation ids
+	bulkStateRun   = "running"         // an operation's states
+	bulkStateDone  = "done"            //
+	bulkStateStop  = "stopped"         // the gateway stopped before it ended
+	bulkRetryNote  = "already retried" //
+)
+
+// Bulk actions, and the role action each needs.
+var bulkActions = map[string]commands.Action{
+	"retry": commands.ActRetry, "cancel": commands.ActCancel, "purge": commands.ActAdmin,
+}
+
+// BulkRequest is the body of POST /jobs/bulk.
+type BulkRequest struct {
+	Action string `json:"action"` // retry, cancel or purge
+	// Query selects the jobs as GET /jobs's query does
+	// ("state=failed&error_code=TIMEOUT&since=1h"), every page of it.
+	Query  string `json:"query"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// BulkOp is a bulk operation and how far it got.
+type BulkOp struct {
+	ID        string     `json:"id,omitempty"`
+	Action    string     `json:"action"`
+	Query     string     `json:"query"`
+	DryRun    bool       `json:"dry_run,omitempty"`
+	Matched   int        `json:"matched"` // jobs the filter selected
+	Done      int        `json:"done"`    // of them, handled
+	Changed   int        `json:"changed"` // cancelled, retried or purged
+	Skipped   int        `json:"skipped"` // not applicable (a cancel of a finished job, a retry of one running or retried already)
+	Failed    int        `json:"failed"`  // refused for another reason (Errors)
+	Errors    []string   `json:"errors,omitempty"`
+	State     string     `json:"state,omitempty"` // running, done, stopped
+	By        string     `json:"by,omitempty"`    // who asked
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+
+	namespace string // "": every one (who may read its progress)
+}
+
+// bulkOps are the operations of this gateway.
+type bulkOps struct {
+	mu  sync.Mutex
+	ops map[string]*BulkOp
+}
+
+func (b *bulkOps) add(op *BulkOp) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ops == nil {
+		b.ops = map[string]*BulkOp{}
+	}
+	for id, o := range b.ops {
+		if o.EndedAt != nil && time.Since(*o.EndedAt) > bulkKeep {
+			delete(b.ops, id)
+		}
+	}
+	running := 0
+	for _, o := range b.ops {
+		if o.State == bulkStateRun {
+			running++
+		}
+	}
+	if len(b.ops) >= maxBulkOps || running >= 4 {
+		return newProblem(ProblemOverloaded, http.StatusServiceUnavailable,
+			"this gateway runs as many bulk operations as it may now; retry when one ended")
+	}
+	b.ops[op.ID] = op
+	return nil
+}
+
+// snapshot is a copy of an operation, to be sent.
+func (b *bulkOps) snapshot(id string) (BulkOp, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	op, ok := b.ops[id]
+	if !ok {
+		return BulkOp{}, false
+	}
+	c := *op
+	c.Errors = append([]string(nil), op.Errors...)
+	return c, true
+}
+
+// POST /jobs/bulk
+func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
+	var req BulkRequest
+	if err := g.readJSON(w, r, &req, false); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	act, ok := bulkActions[req.Action]
+	if !ok {
+		fail(w, r, &commands.InputError{Field: "action", Value: req.Action, Reason: "want retry, cancel or purge"}, "")
+		return
+	}
+	if err := commands.CheckReason("reason", req.Reason); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	p := principal(r)
+	if g.cfg.Auth {
+		if err := p.Can(act); err != nil {
+			fail(w, r, err, "")
+			return
+		}
+	}
+	q, err := url.ParseQuery(req.Query)
+	if err != nil {
+		fail(w, r, &commands.InputError{Field: "query", Reason: "does not decode: " + err.Error()}, "")
+		return
+	}
+	if q.Has("cursor") || q.Has("limit") {
+		fail(w, r, &commands.InputError{Field: "query", Reason: "selects every page: no cursor, no limit"}, "")
+		return
+	}
+	if p != nil && p.Namespace != commands.AllNamespaces {
+		ns, err := p.Scope(act, q.Get("namespace"))
+		if err != nil {
+			fail(w, r, err, "")
+			return
+		}
+		q.Set("namespace", ns)
+	}
+	f, _, _, err := listParams(q)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	ids, err := g.selectJobs(r.Context(), f)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	op := &BulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, Matched: len(ids), namespace: f.Namespace}
+	if req.DryRun {
+		writeJSON(w, http.StatusOK, op)
+		return
+	}
+	now := time.Now().UTC()
+	op.ID, op.State, op.StartedAt = bulkOpPrefix+domain.NewID(), bulkStateRun, &now
+	ctx := g.base()
+	if p != nil {
+		op.By = p.Actor()
+		ctx = engine.WithPrincipal(ctx, p)
+	} else {
+		op.By = g.store.Actor
+	}
+	if err := g.bulkOps.add(op); err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = bulkReasonDflt
+	}
+	go g.runBulk(ctx, op, ids, fmt.Sprintf("%s (%s by %s)", reason, op.ID, op.By))
+	w.Header().Set("Location", "/api/v1/bulk/"+op.ID)
+	snap, _ := g.bulkOps.snapshot(op.ID)
+	writeJSON(w, http.StatusAccepted, snap)
+}
+
+// GET /bulk/{id}: an operation's progress.
+func (g *Gateway) bulkStatus(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	op, ok := g.bulkOps.snapshot(id)
+	if ok && op.namespace != ownNamespace(r) && ownNamespace(r) != "" {
+		ok = false // another namespace's: as if it did not exist
+	}
+	if !ok {
+		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound,
+			fmt.Sprintf("no bulk operation %q on this gateway (operations are kept %s after they end)", id, bulkKeep)))
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+// selectJobs lists the ids of every job f selects, newest first, at most
+// MaxBulkJobs (more is refused: narrow the filter).
+func (g *Gateway) selectJobs(ctx context.Context, f engine.Filter) ([]string, error) {
+	if err := g.index.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	var cur *Cursor
+	for {
+		sums, next := g.index.List(f, cur, 1000)
+		if f.NeedsRecord() {
+			jobs, err := g.records(ctx, sums)
+			if err != nil {
+				return nil, err
+			}
+			for _, j := range jobs {
+				if f.Match(j) {
+					ids = append(ids, j.ID)
+				}
+			}
+		} else {
+			for _, s := range sums {
+				ids = append(ids, s.ID)
+			}
+		}
+		if len(ids) > MaxBulkJobs {
+			return nil, &commands.InputError{Field: "query", Reason: fmt.Sprintf(
+				"selects more than %d jobs: narrow the filter (by queue, type, time), and run it again for the rest", MaxBulkJobs)}
+		}
+		if next == nil {
+			return ids, nil
+		}
+		cur = next
+	}
+}
+
+// retried is the set of jobs some job is a retry of (a bulk retry skips
+// them: retrying everything failed twice does not run each twice).
+func (x *Index) retried() map[string]bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := map[string]bool{}
+	for _, s := range x.order {
+		if s.RetryOf != "" {
+			out[s.RetryOf] = true
+		}
+	}
+	return out
+}
+
+// runBulk changes each job, bulkWorkers at once, and keeps op's progress.
+func (g *Gateway) runBulk(ctx context.Context, op *BulkOp, ids []string, reason string) {
+	var retried map[string]bool
+	if op.Action == "retry" {
+		retried = g.index.retried()
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range bulkWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				changed, skipped, err := g.bulkOne(ctx, op.Action, id, reason, retried)
+				g.bulkOps.mu.Lock()
+				op.Done++
+				switch {
+				case changed:
+					op.Changed++
+				case skipped:
+					op.Skipped++
+				default:
+					op.Failed++
+					if len(op.Errors) < maxBulkErrors {
+						op.Errors = append(op.Errors, fmt.Sprintf("%s: %v", id, err))
+					}
+				}
+				g.bulkOps.mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	g.bulkOps.mu.Lock()
+	now := time.Now().UTC()
+	op.EndedAt, op.State = &now, bulkStateDone
+	if op.Done < op.Matched {
+		op.State = bulkStateStop
+	}
+	g.bulkOps.mu.Unlock()
+	g.log.Info("bulk operation ended", "op", op.ID, "action", op.Action, "matched", op.Matched, "changed", op.Changed,
+		"skipped", op.Skipped, "failed", op.Failed, "by", op.By)
+}
+
+// bulkOne changes one job: changed, or skipped (the action does not apply
+// to it as it is), or an error.
+func (g *Gateway) bulkOne(ctx context.Context, action, id, reason string, retried map[string]bool) (changed, skipped bool, err error) {
+	switch action {
+	case "cancel":
+		snap, err := g.store.Cancel(ctx, id, reason)
+		if errors.Is(err, commands.ErrTerminal) {
+			return false, true, nil
+		}
+		if err != nil {
+			return false, errors.Is(err, commands.ErrNotFound), err
+		}
+		g.index.Put(snap.Job, snap.Rev)
+		return true, false, nil
+	case "retry":
+		if retried[id] {
+			return false, true, nil
+		}
+		res, err := g.store.Retry(ctx, id, "")
+		if errors.Is(err, commands.ErrInvalidTransition) || errors.Is(err, commands.ErrNotFound) {
+			return false, true, nil // not finished (yet), or gone
+		}
+		if err != nil {
+			return false, false, err
+		}
+		g.index.Put(res.Job, res.Rev)
+		return true, false, nil
+	case "purge":
+		_, err := g.store.Purge(ctx, id, reason)
+		var pe *commands.PurgeError
+		if errors.As(err, &pe) || errors.Is(err, commands.ErrNotFound) {
+			return false, true, nil
+		}
+		return err == nil, false, err
+	}
+	return false, false, fmt.Errorf("no bulk action %q", action)
+}

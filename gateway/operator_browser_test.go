@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// TestOperatorPagesInBrowser drives the operator's pages in headless
+// Chromium: the overview's charts (drawn from the engine's statistics),
+// a queue's page, the failures page filtered by code with a bulk retry
+// confirmed by its count, a failed job's attempts, a fan-out's batches one
+// by one with the same counts in its header and its progress, the search
+// box, and the live pause. Screenshots go to the artifacts directory.
+func TestOperatorPagesInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	e.failingWorker()
+	var bad []string
+	for i := 0; i < 4; i++ {
+		bad = append(bad, e.submit(`{"type":"op.fail"}`).ID)
+		e.submit(fmt.Sprintf(`{"type":"op.ok","payload":{"customer":%d}}`, i))
+	}
+	parent := e.submit(`{"type":"op.fanout"}`)
+	for _, id := range bad {
+		e.waitState(id, domain.StateFailed)
+	}
+	e.waitState(parent.ID, domain.StateFailed)
+	// The statistics have the failures.
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		var s struct{ Failed []int }
+		e.do("GET", "/api/v1/stats/series?range=hour", nil).want(t, 200).json(t, &s)
+		n := 0
+		for _, f := range s.Failed {
+			n += f
+		}
+		if n != 5 {
+			return fmt.Errorf("%d failed in the statistics", n)
+		}
+		return nil
+	})
+
+	b := openBrowser(t, e, exe)
+	b.run("open the overview", chromedp.Navigate(e.ts.URL+"/overview"), chromedp.WaitVisible(`#chart-throughput canvas`),
+		chromedp.WaitVisible(`#chart-depth canvas`), chromedp.WaitVisible(`#chart-wait canvas`), chromedp.WaitVisible(`#chart-latency canvas`))
+	b.until("see the totals", `document.querySelector("#chart-throughput .total").dataset.failed === "5" &&
+		document.querySelector("#chart-throughput .total").dataset.started === "9"`)
+	if pts := b.text(`#chart-throughput .total`); pts != "9 started · 4 succeeded · 5 failed" {
+		t.Fatalf("totals %q", pts)
+	}
+	shot(t, b.ctx, "overview")
+	b.run("a week", chromedp.Click(`#ranges a[data-range="week"]`), chromedp.WaitVisible(`#charts[data-range="week"] #chart-throughput canvas`))
+	b.until("a week of hours", `document.getElementById("chart-throughput").dataset.points === "168"`)
+	b.run("the queue's page", chromedp.Click(`#overview-queues tr[data-queue="default"] a`), chromedp.WaitVisible(`#queue-facts`),
+		chromedp.WaitVisible(`#chart-throughput canvas`))
+	b.until("its totals", `document.querySelector("#chart-throughput .total").dataset.failed === "5"`)
+	shot(t, b.ctx, "queue")
+
+	// Failures first.
+	b.run("the failures", chromedp.Click(`header nav a[href^="/failures"]`), chromedp.WaitVisible(`#jobs tr[data-id="`+bad[0]+`"]`))
+	if total := b.text(`#fail-total`); total != "5 failed jobs match" {
+		t.Fatalf("total %q", total)
+	}
+	b.run("filter by code", chromedp.SetValue(`select[name="error_code"]`, "BROKEN"), chromedp.Click(`#fail-filters button[type="submit"]`),
+		chromedp.WaitVisible(`#fail-total`))
+	b.until("only the BROKEN ones", `document.getElementById("fail-total").textContent === "4 failed jobs match" &&
+		!document.querySelector('#jobs tr[data-id="`+parent.ID+`"]')`)
+	if msg := b.text(`#jobs tr[data-id="` + bad[0] + `"] td.emsg`); msg != "permanent: the printer is on fire" {
+		t.Fatalf("message %q", msg)
+	}
+	shot(t, b.ctx, "failures")
+	b.run("retry them all", chromedp.Click(`#bulk-retry`))
+	// The page reloads a moment after the operation ended: its progress is
+	// read in the same poll that sees it done.
+	b.until("see it done", `document.getElementById("bulk-progress").dataset.state === "done" &&
+		document.querySelector("#bulk-progress .bulk-text").textContent === "4 retried, 0 skipped, 0 failed of 4 (done)"`)
+	shot(t, b.ctx, "bulk-retried")
+	// Each failed job was retried once: a new job with retry_of.
+	var l JobList
+	e.do("GET", "/api/v1/jobs?type=op.fail&limit=100", nil).want(t, 200).json(t, &l)
+	retries := map[string]int{}
+	for _, j := range l.Jobs {
+		retries[j.RetryOf]++
+	}
+	for _, id := range bad {
+		if retries[id] != 1 {
+			t.Fatalf("job %s retried %d times (%d op.fail jobs)", id, retries[id], len(l.Jobs))
+		}
+	}
+
+	// A failed job's attempts, a fan-out's batches.
+	b.run("a failed job", chromedp.Navigate(e.ts.URL+"/jobs/"+bad[0]), chromedp.WaitVisible(`#attempts tr[data-attempt="1"]`))
+	b.run("the fan-out", chromedp.Navigate(e.ts.URL+"/jobs/"+parent.ID), chromedp.WaitVisible(`#pieces-table tr[data-piece="6"]`))
+	if c := b.text(`#fanout-counts`); c != "6/6 batches finished · 4 succeeded · 2 failed · 0 cancelled" {
+		t.Fatalf("counts %q", c)
+	}
+	b.run("only the failed batches", chromedp.Click(`#pieces .piece-filter a[data-state="failed"]`),
+		chromedp.WaitNotPresent(`#pieces-table tr[data-piece="1"]`), chromedp.WaitVisible(`#pieces-table tr[data-piece="5"]`))
+	if msg := b.text(`#pieces-table tr[data-piece="2"] td.emsg`); !strings.Contains(msg, "batch 2 is broken") {
+		t.Fatalf("batch 2: %q", msg)
+	}
+	shot(t, b.ctx, "fanout-pieces")
+
+	// Search, and the live pause.
+	b.run("search a payload", chromedp.Navigate(e.ts.URL+"/?q=customer%3D2"), chromedp.WaitVisible(`#jobs tbody tr`))
+	if n := b.text(`#jobs tbody`); strings.Count(n, "op.ok") != 1 {
+		t.Fatalf("search rows %q", n)
+	}
+	b.run("the jobs", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`))
+	b.run("pause", chromedp.Click(`#live-pause`), chromedp.WaitVisible(`#live.held`))
+	held := e.submit(`{"type":"op.none","queue":"held"}`)
+	b.until("hold it", `document.getElementById("live-pause").textContent.startsWith("Resume (")`)
+	b.run("not shown while paused", chromedp.WaitNotPresent(`#jobs tr[data-id="`+held.ID+`"]`))
+	shot(t, b.ctx, "paused")
+	b.run("resume", chromedp.Click(`#live-pause`), chromedp.WaitVisible(`#jobs tr[data-id="`+held.ID+`"]`), chromedp.WaitVisible(`#live.on`))
+}
