@@ -258,6 +258,7 @@ type Event struct {
 	Token     *TokenChange     `msgpack:"token,omitempty"`   // token.created, token.revoked
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
 	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
+	Schedule  *ScheduleChange  `msgpack:"sched,omitempty"`   // schedule.*
 
 	// By is the access token (token:<name>/<id>) on whose behalf the actor
 	// wrote it, when the actor is not the token itself (a worker writing
