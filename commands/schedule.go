@@ -527,6 +527,17 @@ func NextStep(rec *domain.ScheduleRecord, now time.Time, grace time.Duration) (T
 	return TickStep{Kind: StepMiss, First: first, Tick: last, Count: count - int64(keep), Next: tt.Next(last)}, nil
 }
 
+// FireNext is the step that fires the record's next tick, whatever its
+// misfire policy says: for a tick whose job exists already (a leader
+// fired it, then died before recording it).
+func FireNext(rec *domain.ScheduleRecord) (TickStep, error) {
+	tt, err := ParseTimetable(rec.Spec)
+	if err != nil {
+		return TickStep{}, err
+	}
+	return TickStep{Kind: StepFire, Tick: rec.Next, Next: tt.Next(rec.Next)}, nil
+}
+
 // backlog finds the ticks from first up to now: how many, and the newest
 // MaxMissedFires+1 of them, oldest first. complete is false when it
 // stopped counting (maxBacklogScan) before it reached now: there are more.

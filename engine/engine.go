@@ -34,6 +34,10 @@ type EngineConfig struct {
 	FileGrace, FileSweepInterval time.Duration
 	// Purger configures retention: how long terminal jobs are kept.
 	Purger PurgerConfig
+	// MisfireGrace is how late a schedule's tick may fire and still count
+	// as on time (default DefaultMisfireGrace); later, the schedule's
+	// misfire policy decides.
+	MisfireGrace time.Duration
 	// Auth makes the command server check tokens.
 	Auth bool
 	Log  *slog.Logger
@@ -50,6 +54,9 @@ type Engine struct {
 	Files      *maintenance.FileSweeper
 	Leader     *maintenance.Leader // runs the led components on one engine at a time
 	components []Component
+
+	// Scheduler fires the schedules' ticks (a led component).
+	Scheduler *maintenance.Scheduler
 }
 
 // NewEngine assembles an engine on a store.
@@ -73,6 +80,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		Projector: maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
 		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),
 	}
+	e.Scheduler = maintenance.NewScheduler(st, maintenance.SchedulerConfig{Schedules: s.Schedules, MisfireGrace: cfg.MisfireGrace, Log: log})
 	led := []Component{
 		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log}),
 		maintenance.NewLeaseSweeper(st, maintenance.LeaseSweeperConfig{Interval: cfg.LeaseSweepInterval, Log: log}),
@@ -81,6 +89,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		maintenance.NewReaper(st, cfg.Reaper),
 		maintenance.NewPurger(st, cfg.Purger),
 		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
+		e.Scheduler,
 	}
 	e.Leader = maintenance.NewLeader(st, maintenance.LeaderConfig{Name: "engine", ID: cfg.ID + "-" + domain.NewID()[20:],
 		TTL: cfg.LeaderTTL, Log: log, Components: led})

@@ -72,16 +72,14 @@ type Registry struct {
 	Types      map[string]*domain.TypeRecord
 	Namespaces map[string]*domain.NamespaceRecord
 	Tokens     map[string]*domain.TokenRecord
-	Queues     map[string]domain.QueueRecord     // queues' limits (only the Limits fields)
-	Schedules  map[string]*domain.ScheduleRecord // by namespace/name
+	Queues     map[string]domain.QueueRecord // queues' limits (only the Limits fields)
 }
 
 // NewRegistry returns an empty registry, to fold the registry's events
 // into, in log order.
 func NewRegistry() *Registry {
 	return &Registry{Types: map[string]*domain.TypeRecord{}, Namespaces: map[string]*domain.NamespaceRecord{},
-		Tokens: map[string]*domain.TokenRecord{}, Queues: map[string]domain.QueueRecord{},
-		Schedules: map[string]*domain.ScheduleRecord{}}
+		Tokens: map[string]*domain.TokenRecord{}, Queues: map[string]domain.QueueRecord{}}
 }
 
 // Fold folds one registry event (its Seq set) into the registry.
@@ -108,13 +106,6 @@ func (reg *Registry) Fold(ev *domain.Event) error {
 		reg.Tokens[ev.Token.ID] = t
 	case ev.Queue != nil:
 		reg.Queues[ev.Queue.Name] = FoldQueueLimits(reg.Queues[ev.Queue.Name], ev)
-	case ev.Schedule != nil:
-		key := ev.Schedule.Namespace + "/" + ev.Schedule.Name
-		r, err := FoldSchedule(reg.Schedules[key], ev)
-		if err != nil {
-			return err
-		}
-		reg.Schedules[key] = r
 	}
 	return nil
 }

@@ -140,8 +140,8 @@ func ViewSchedule(r *domain.ScheduleRecord) *ScheduleView {
 	s := r.Spec
 	v := &ScheduleView{Name: r.Name, Namespace: r.Namespace, Cron: s.Cron, Timezone: s.Timezone,
 		Job: json.RawMessage(s.Job), Overlap: s.Overlap, Misfire: s.Misfire, Paused: r.Paused, Deleted: r.Deleted,
-		LastRuns: make([]ScheduleRun, len(r.LastRuns)),
-		Counts:   TickCounts{Fired: r.Fired, Skipped: r.Skipped, Cancelled: r.Cancelled, Missed: r.Missed, Refused: r.Refused},
+		LastRuns:  make([]ScheduleRun, len(r.LastRuns)),
+		Counts:    TickCounts{Fired: r.Fired, Skipped: r.Skipped, Cancelled: r.Cancelled, Missed: r.Missed, Refused: r.Refused},
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
 	if len(v.Job) == 0 {
 		v.Job = json.RawMessage("null")
