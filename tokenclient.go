@@ -43,6 +43,10 @@ type commandReply struct {
 	Jobs    []*projections.JobView   `json:"jobs"`
 	Events  []*projections.EventView `json:"events"`
 	Error   *engine.Problem          `json:"error"`
+
+	// The schedule verbs': the schedule, or the schedules.
+	Schedule  *projections.ScheduleView   `json:"schedule"`
+	Schedules []*projections.ScheduleView `json:"schedules"`
 }
 
 // do sends one command with the client's token and decodes its reply; a

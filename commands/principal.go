@@ -48,7 +48,9 @@ func (p *Principal) Can(act Action) error {
 // (jetflow.cmd.<verb>), for a token's role.
 var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
 	"cancel": ActCancel, "list": ActRead, "events": ActRead,
-	"wait": ActRead, "history": ActRead}
+	"wait": ActRead, "history": ActRead,
+	"schedule.create": ActSchedule, "schedule.update": ActSchedule, "schedule.pause": ActSchedule,
+	"schedule.resume": ActSchedule, "schedule.delete": ActSchedule, "schedule.list": ActRead, "schedule.get": ActRead}
 
 // VerbAction is the action a command of the protocol does ("" for a verb
 // the protocol does not have).

@@ -22,7 +22,8 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
+var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
+	"schedule-create", "schedule-list", "schedule-get", "schedule-update", "schedule-pause", "schedule-resume", "schedule-delete"}
 
 // commandServer starts a command server on its own connection.
 func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {
@@ -122,7 +123,7 @@ func TestCommandServiceDiscovery(t *testing.T) {
 	var names []string
 	for _, e := range info.Endpoints {
 		names = append(names, e.Name)
-		if e.Subject != streams.CommandPrefix+"."+e.Name || e.QueueGroup != "jetflow-engine" {
+		if e.Subject != streams.CommandPrefix+"."+strings.ReplaceAll(e.Name, "-", ".") || e.QueueGroup != "jetflow-engine" {
 			t.Errorf("endpoint %+v", e)
 		}
 	}

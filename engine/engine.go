@@ -96,7 +96,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 	e.components = []Component{
 		e.Projector,
 		maintenance.NewPromoter(st, maintenance.PromoterConfig{Log: log}),
-		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Log: log}),
+		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Log: log, Schedules: s.Schedules}),
 		e.Leader,
 	}
 	return e

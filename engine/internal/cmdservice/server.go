@@ -24,6 +24,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/auth"
 	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/schedules"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
@@ -45,7 +46,7 @@ const (
 
 // commandVerbs are the endpoints of the service, one per verb, each on
 // jetflow.cmd.<verb>.
-var commandVerbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history"}
+var commandVerbs = append([]string{"submit", "get", "cancel", "list", "events", "wait", "history"}, scheduleVerbs...)
 
 // CommandServer answers commands on jetflow.cmd.<verb> for clients that do
 // not embed the Go SDK (docs/protocol.md). A request is msgpack, or JSON
@@ -81,6 +82,9 @@ type Config struct {
 	Auth   bool
 	Tokens *auth.Tokens
 	Log    *slog.Logger
+
+	// Schedules serve the schedule verbs (schedule.create, ...).
+	Schedules *schedules.Schedules
 }
 
 func (c Config) withDefaults() Config { return c }
@@ -136,11 +140,11 @@ func (c *CommandServer) Start(ctx context.Context) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        CommandService,
 		Version:     CommandServiceVersion,
-		Description: "jetflow commands: submit, get, cancel, list, events, wait, history (docs/protocol.md)",
+		Description: "jetflow commands: submit, get, cancel, list, events, wait, history, schedule.* (docs/protocol.md)",
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
-			if st := run.stats[e.Name]; st != nil {
+			if st := run.stats[strings.TrimPrefix(e.Subject, streams.CommandPrefix+".")]; st != nil {
 				return st.snapshot()
 			}
 			return nil
@@ -166,7 +170,8 @@ func (c *CommandServer) Start(ctx context.Context) error {
 		return err
 	}
 	for _, verb := range commandVerbs {
-		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) {
+		// An endpoint's name has no dots: schedule.create is schedule-create.
+		err := svc.AddEndpoint(strings.ReplaceAll(verb, ".", "-"), micro.HandlerFunc(func(req micro.Request) {
 			c.accept(run, verb, req.Reply(), nats.Header(req.Headers()), req.Data())
 		}), micro.WithEndpointSubject(streams.CommandPrefix+"."+verb))
 		if err != nil {
@@ -369,6 +374,8 @@ type cmdReply struct {
 	Next       *uint64                  `json:"next,omitempty"` // history
 	More       *bool                    `json:"more,omitempty"` // history
 	Error      *CommandError            `json:"error,omitempty"`
+
+	scheduleReply // the schedule verbs'
 }
 
 // CommandError is the error of a failed command.
@@ -554,6 +561,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			}
 		}
 		return &req, nil
+	}
+	if strings.HasPrefix(verb, "schedule.") && commands.VerbAction(verb) != "" {
+		return c.schedule(ctx, p, verb, asJSON, body, decode, failed)
 	}
 	switch verb {
 	case "submit":
