@@ -446,3 +446,28 @@ func TestSchedulePatch(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTimetable: any cron expression, zone and interval is parsed or
+// refused naming its field, and a timetable's next ticks move forward.
+func FuzzTimetable(f *testing.F) {
+	for _, s := range []string{"* * * * *", "*/15 9-17 * * MON-FRI", "@every 90s", "@daily", "0 0 29 2 *", "61 * * * *",
+		"@every -1s", "CRON_TZ=UTC * * * * *", "* * * * * *", "@every 1000000h", ""} {
+		f.Add(s, "Europe/Berlin", int64(0))
+		f.Add(s, "", int64(time.Minute))
+	}
+	f.Fuzz(func(t *testing.T, expr, zone string, every int64) {
+		spec := domain.ScheduleSpec{Cron: expr, Timezone: zone, Every: time.Duration(every)}
+		tt, err := commands.ParseTimetable(spec)
+		if err != nil {
+			if !errors.Is(err, commands.ErrInvalidInput) {
+				t.Fatalf("%+v: %v", spec, err)
+			}
+			return
+		}
+		now := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)
+		n := tt.Next(now)
+		if !n.IsZero() && !n.After(now) {
+			t.Fatalf("%+v: next %s is not after %s", spec, n, now)
+		}
+	})
+}

@@ -374,6 +374,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/tokens/{id}", methods{"DELETE": g.act(commands.ActAdmin, g.revokeToken)})
 	route(mux, v1+"/stats", methods{"GET": g.act(read, g.stats)})
 	route(mux, v1+"/stream", methods{"GET": g.act(read, g.stream)})
+	g.scheduleRoutes(mux)
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path))
 	})

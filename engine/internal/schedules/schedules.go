@@ -106,6 +106,11 @@ func (x *Schedules) Snapshot(ctx context.Context) (map[string]*domain.ScheduleRe
 // List returns the schedules of namespace ns ("": of every namespace),
 // by namespace and name; deleted ones are left out.
 func (x *Schedules) List(ctx context.Context, ns string) ([]*domain.ScheduleRecord, error) {
+	if ns != "" {
+		if err := commands.CheckNamespace(ns); err != nil {
+			return nil, err
+		}
+	}
 	all, _, err := x.Snapshot(ctx)
 	if err != nil {
 		return nil, err
