@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/clientstore"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
@@ -459,4 +460,13 @@ func (c *Client) SetNamespace(ctx context.Context, ns string, s NamespaceSetting
 		return publicErr(&commands.InputError{Field: "retention", Reason: "must not be negative"})
 	}
 	return publicErr(c.b.setNamespace(ctx, ns, domain.NamespaceSettings{StrictTypes: s.StrictTypes, Retention: domain.Period(s.Retention)}))
+}
+
+func init() {
+	clientstore.Of = func(c any) *engine.Store {
+		if cl, ok := c.(*Client); ok && cl != nil {
+			return cl.store
+		}
+		return nil
+	}
 }

@@ -24,8 +24,9 @@ func BenchmarkGetJobAuth(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			srv := testkit.Server(b)
 			ctx := testkit.Ctx(b)
-			st := testkit.Store(b, testkit.Conn(b, srv), "gateway")
-			g, err := New(Config{Store: st, Auth: auth, Log: testkit.Logger(b)})
+			cl := testkit.Client(b, testkit.Conn(b, srv), "gateway")
+			st := testkit.StoreOf(b, cl)
+			g, err := New(Config{Client: cl, Auth: auth, Log: testkit.Logger(b)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func newEnv(t *testing.T, tune ...func(*Config)) *env {
 	e.store = testkit.Store(t, testkit.Conn(t, srv), "client")
 	e.eng = engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
 		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
-	cfg := Config{Store: testkit.Store(t, testkit.Conn(t, srv), "gateway"), Lease: 3 * time.Second, Log: testkit.Logger(t)}
+	cfg := Config{Client: testkit.Client(t, testkit.Conn(t, srv), "gateway"), Lease: 3 * time.Second, Log: testkit.Logger(t)}
 	for _, f := range tune {
 		f(&cfg)
 	}

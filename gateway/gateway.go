@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
-	"github.com/jetflow/jetflow/streams"
+	"github.com/jetflow/jetflow/internal/clientstore"
 )
 
 // Defaults of Config.
@@ -31,19 +31,16 @@ const (
 	MaxPageSize         = 1000
 )
 
-// Config configures a Gateway. The zero value of every field but Store
-// (or Conn) means its default.
+// Config configures a Gateway. The zero value of every field but Client
+// means its default.
 type Config struct {
-	// Store is the write path the gateway uses; nil: one of its own on
-	// Conn.
-	Store *engine.Store
+	// Client is what the gateway serves the HTTP API with: a client of
+	// the engine's NATS permissions (jetflow.Connect or NewClient without a
+	// token); what the gateway writes names the client (ClientOptions.Name).
+	Client *jetflow.Client
 	// Categories, when not empty, are the only categories a type may be
 	// registered under (400 invalid-category).
 	Categories []string
-	// Conn is the NATS connection of a gateway without a Store (the CLI's
-	// serve); the gateway writes as Name.
-	Conn *nats.Conn
-	Name string
 	// Addr is the address to listen on; empty: Start listens nowhere, and
 	// the Gateway is served as an http.Handler by its owner.
 	Addr string
@@ -120,8 +117,11 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if c.Store == nil && c.Conn == nil {
-		return errors.New("gateway: no store and no NATS connection")
+	if c.Client == nil {
+		return errors.New("gateway: no client")
+	}
+	if clientstore.Of(c.Client) == nil {
+		return errors.New("gateway: the client has a token: the gateway needs a client with the engine's NATS permissions")
 	}
 	if c.Lease < 3*time.Millisecond {
 		return errors.New("gateway: lease too short")
@@ -166,34 +166,21 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	log := cfg.Log.With("component", "gateway")
-	if cfg.Store == nil {
-		name := cfg.Name
-		if name == "" {
-			name = "gateway"
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		st, err := engine.OpenStore(ctx, cfg.Conn, streams.Topology{}, name)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		st.Log = cfg.Log
-		cfg.Store = st
-	}
+	st := clientstore.Of(cfg.Client)
 	if len(cfg.Categories) > 0 {
-		cfg.Store.Types.Categories = cfg.Categories
+		st.Types.Categories = cfg.Categories
 	}
-	g := &Gateway{cfg: cfg, store: cfg.Store, log: log,
-		remote: engine.NewRemote(cfg.Store, cfg.Lease, cfg.Log),
-		index:  NewIndex(cfg.Store.KV, cfg.Log),
+	g := &Gateway{cfg: cfg, store: st, log: log,
+		remote: engine.NewRemote(st, cfg.Lease, cfg.Log),
+		index:  NewIndex(st.KV, cfg.Log),
 		open:   make(chan struct{}, cfg.MaxStreams),
 		qcache: sharedRead[[]*QueueInfo]{ttl: sharedTTL},
 		wcache: sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
 	}
-	g.workers = newRegistry(cfg.Store, cfg.Lease)
+	g.workers = newRegistry(st, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
 	g.progress = engine.NewProgressCoalescer(cfg.ProgressInterval, g.flushProgress)
-	g.cancels = &cancelHub{nc: cfg.Store.NC}
+	g.cancels = &cancelHub{nc: st.NC}
 	g.csrf = http.NewCrossOriginProtection()
 	for _, o := range cfg.TrustedOrigins {
 		if err := g.csrf.AddTrustedOrigin(o); err != nil {

@@ -301,7 +301,7 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 	e.do("POST", "/api/v1/jobs", `{"type":"x"}`, "Origin", "http://"+host).want(t, 201)
 	e.do("POST", "/api/v1/jobs", `{"type":"x"}`, "Origin", "https://ops.example.com", "Sec-Fetch-Site", "cross-site").want(t, 201)
 	e.do("POST", "/api/v1/jobs/"+id+"/cancel", nil).want(t, 200)
-	if _, err := New(Config{Store: e.store, TrustedOrigins: []string{"not an origin"}}); err == nil {
+	if _, err := New(Config{Client: testkit.Client(t, testkit.Conn(t, e.srv), "gateway-3"), TrustedOrigins: []string{"not an origin"}}); err == nil {
 		t.Fatal("a bad trusted origin was accepted")
 	}
 }

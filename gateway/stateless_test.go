@@ -17,7 +17,7 @@ import (
 func TestTwoGatewaysBehindABalancer(t *testing.T) {
 	t.Parallel()
 	a := newEnv(t)
-	g2, err := New(Config{Store: testkit.Store(t, testkit.Conn(t, a.srv), "gateway-2"), Lease: 3 * time.Second, Log: testkit.Logger(t)})
+	g2, err := New(Config{Client: testkit.Client(t, testkit.Conn(t, a.srv), "gateway-2"), Lease: 3 * time.Second, Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

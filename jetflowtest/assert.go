@@ -40,9 +40,10 @@ func RunJob[T, R any](t testing.TB, env *Env, jobType string, fn func(context.Co
 	// The attempt's outcome is the first event that moves the job out of
 	// running.
 	var outcome error = fmt.Errorf("the job's history ended before its attempt's outcome")
+	var outcomeSeq uint64
 	err = env.Client.Follow(ctx, job.ID, func(e *jetflow.EventInfo) error {
 		if e.From == jetflow.Running && e.To != "" {
-			outcome = nil
+			outcome, outcomeSeq = nil, e.Seq
 			return errDone
 		}
 		return nil
@@ -53,11 +54,22 @@ func RunJob[T, R any](t testing.TB, env *Env, jobType string, fn func(context.Co
 	if outcome != nil {
 		t.Fatalf("jetflowtest.RunJob: job %s: %v", job.ID, outcome)
 	}
-	done, err := env.Client.Get(ctx, job.ID)
-	if err != nil {
-		t.Fatalf("jetflowtest.RunJob: get job %s: %v", job.ID, err)
+	// The record is projected from the log a moment after the event is
+	// in it: wait until it has folded the outcome.
+	for {
+		done, err := env.Client.Get(ctx, job.ID)
+		if err != nil {
+			t.Fatalf("jetflowtest.RunJob: get job %s: %v", job.ID, err)
+		}
+		if done.Seq >= outcomeSeq {
+			return done
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("jetflowtest.RunJob: job %s: its record never folded event %d: %v", job.ID, outcomeSeq, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	return done
 }
 
 var errDone = fmt.Errorf("done")

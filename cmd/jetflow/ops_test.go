@@ -72,7 +72,7 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 	if out, errs, code := e.jetflow("workers"); code != exitOK || strings.Count(out, "\n") != 2 || !strings.Contains(out, " sdk ") {
 		t.Fatalf("workers: %d %q %q", code, out, errs)
 	}
-	g, err := gateway.New(gateway.Config{Store: testkit.StoreOf(t, e.cl), Log: testkit.Logger(t)})
+	g, err := gateway.New(gateway.Config{Client: e.cl, Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestCLIQueuesPauseResumeRetryWorkers(t *testing.T) {
 func TestCLIAndAPIJobJSONAreOne(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := testkit.Ctx(t)
-	g, err := gateway.New(gateway.Config{Store: testkit.StoreOf(t, e.cl), Log: testkit.Logger(t)})
+	g, err := gateway.New(gateway.Config{Client: e.cl, Log: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,13 @@ func cmdServe(c *cli, args []string) int {
 	}
 	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log})
 	if httpAddr != "" && httpAddr != "off" {
-		gw, err := gateway.New(gateway.Config{Conn: nc, Name: "gateway-" + defaultID(), Addr: httpAddr, Log: log,
+		// The gateway writes as itself: events it writes name it.
+		gwClient, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: "gateway-" + defaultID(), Logger: log})
+		if err != nil {
+			c.errorOf(err, "%v", err)
+			return exitUsage
+		}
+		gw, err := gateway.New(gateway.Config{Client: gwClient, Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,
 			Auth: auth, OpenOps: openOps, MaxUpload: int64(maxUpload), MaxFiles: maxFiles})
 		if err != nil {

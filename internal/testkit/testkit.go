@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/jetflowtest"
 	"github.com/jetflow/jetflow/streams"
@@ -120,3 +121,15 @@ func Ctx(t testing.TB) context.Context {
 
 // Errorf is fmt.Errorf, for WaitFor conditions.
 var Errorf = fmt.Errorf
+
+// Client opens a jetflow.Client on nc, writing as name, logging to t.
+func Client(t testing.TB, nc *nats.Conn, name string) *jetflow.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}

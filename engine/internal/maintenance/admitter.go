@@ -436,6 +436,9 @@ func (b *batcher[T]) signal() {
 	}
 }
 
+// admitWriteTimeout bounds the writes of a batch of admissions.
+const admitWriteTimeout = 10 * time.Second
+
 // admitAll writes the admissions of a batch, pipelined (Store.ApplyMany),
 // and reports each.
 func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(admitting)) {
@@ -444,7 +447,13 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 		ids[i] = b.id
 	}
 	curs := a.snapshots(ctx, ids)
-	errs := a.store.ApplyMany(ctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
+	// The writes of a batch begun are finished even when Stop comes
+	// meanwhile: Stop waits for them, and only then does the leader give
+	// the lead up, so that the next leader's rebuild counts them (a write
+	// still in flight when it read the log would free its slot twice).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitWriteTimeout)
+	defer cancel()
+	errs := a.store.ApplyMany(wctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
 		return commands.Admit(j, a.store.Actor(), time.Now().UTC())
 	})
 	for i, b := range batch {
