@@ -38,7 +38,7 @@ var commandFuncs = map[string]func(*cli, []string) int{
 	"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
 	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
-	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload,
+	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload, "schedule": cmdSchedule,
 	"version": cmdVersion, // and help (cmdHelp), which runs these
 }
 
