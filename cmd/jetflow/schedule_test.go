@@ -126,7 +126,9 @@ func TestCLISchedules(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "NEXT RUN") || !strings.Contains(out, "beat") || !strings.Contains(out, "0 3 * * * (Europe/Berlin)") {
 		t.Fatalf("ls: exit %d\n%s", code, out)
 	}
-	var ls struct{ Schedules []struct{ Name, Namespace string } }
+	var ls struct {
+		Schedules []struct{ Name, Namespace string }
+	}
 	out, _, code = e.jetflow("schedule", "ls", "--namespace", "shop", "--json")
 	if code != exitOK || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Schedules) != 1 || ls.Schedules[0].Name != "nightly" {
 		t.Fatalf("ls --namespace shop: exit %d %s", code, out)
