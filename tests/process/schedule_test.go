@@ -1,0 +1,161 @@
+package process
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// An every-second schedule fired by engines that die at each instant of a
+// tick, NATS living on: the leader SIGKILLed right after it submitted a
+// tick's job (JETFLOW_CRASH_AT=schedule:submitted), the next one right
+// after it recorded that tick (schedule:ticked), then three engines of
+// which the leader is SIGKILLed just after a tick. Each tick is recorded
+// once, as fired, naming the job its id derives from; the ticks follow
+// each other second by second from the first to the last, gaps of the
+// failovers included; there is exactly one job per tick; replay --verify
+// agrees.
+func TestScheduleLeaderKilledAtTicks(t *testing.T) {
+	start := time.Now()
+	s := startOnNATS(t)
+	s.client = testkit.Connect(t, s.url)
+	ctx := testkit.Ctx(t)
+	st := testkit.StoreOf(t, s.client)
+	const name = "beat"
+	req := jetflow.ScheduleRequest{Name: name, Every: time.Second, Overlap: jetflow.OverlapAllow, Misfire: jetflow.MisfireAll,
+		Job: jetflow.SubmitRequest{Type: "proc.beat", Queue: "beats", Payload: []byte(`{"n":1}`)}}
+	if _, created, err := s.client.CreateSchedule(ctx, req); err != nil || !created {
+		t.Fatalf("create: %v (created %v)", err, created)
+	}
+	ticks := func() []*domain.ScheduleTick {
+		t.Helper()
+		var out []*domain.ScheduleTick
+		_, err := streams.ReadSubject(ctx, st.NC, streams.EventsStream, streams.ScheduleSubject(domain.DefaultNS, name), 1,
+			func(_ uint64, data []byte) error {
+				ev, err := streams.DecodeEvent(data)
+				if err == nil && ev.Type == domain.EvScheduleTick {
+					out = append(out, ev.Schedule.Tick)
+				}
+				return err
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	jobs := func() map[string]*domain.Job {
+		t.Helper()
+		out := map[string]*domain.Job{}
+		if err := st.Scan(ctx, func(j *domain.Job) {
+			if strings.HasPrefix(j.Spec.Key, "schedule:"+name+":") {
+				out[j.ID] = j
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// caughtUp waits until the schedule has recorded at least n ticks, the
+	// newest of them a second old at most.
+	caughtUp := func(n int, timeout time.Duration) []*domain.ScheduleTick {
+		t.Helper()
+		var got []*domain.ScheduleTick
+		testkit.WaitFor(t, timeout, func() error {
+			got = ticks()
+			if len(got) < n {
+				return testkit.Errorf("%d ticks, want %d", len(got), n)
+			}
+			if late := time.Since(got[len(got)-1].At); late > 1500*time.Millisecond {
+				return testkit.Errorf("the newest tick is %s old", late)
+			}
+			return nil
+		})
+		return got
+	}
+
+	// 1. The leader dies between the submit of a tick's job and the tick.
+	a := s.startEngineEnv("serve A (crash at schedule:submitted)", []string{"JETFLOW_CRASH_AT=schedule:submitted"})
+	wantKilled(t, a)
+	js := jobs()
+	if len(js) != 1 || len(ticks()) != 0 {
+		t.Fatalf("after A: %d jobs, %d ticks; want 1 and 0", len(js), len(ticks()))
+	}
+	var orphan *domain.Job
+	for _, j := range js {
+		orphan = j
+	}
+
+	// 2. The next leader records that tick with that job, and dies right
+	// after.
+	b := s.startEngineEnv("serve B (crash at schedule:ticked)", []string{"JETFLOW_CRASH_AT=schedule:ticked"})
+	wantKilled(t, b)
+	tk := ticks()
+	if len(tk) != 1 || tk[0].Outcome != domain.TickFired || tk[0].Job != orphan.ID || orphan.Spec.Key != commands.TickKey(name, tk[0].At) {
+		t.Fatalf("after B: ticks %+v; want one, fired with job %s (%s)", tk, orphan.ID, orphan.Spec.Key)
+	}
+	if n := len(jobs()); n != 1 {
+		t.Fatalf("after B: %d jobs, want 1", n)
+	}
+
+	// 3. Three engines; the leader is SIGKILLed just after a tick.
+	engines := []*testkit.Proc{s.startEngine("serve C"), s.startEngine("serve D"), s.startEngine("serve E")}
+	leader := s.leaderOf(engines...)
+	before := caughtUp(len(tk)+3, 40*time.Second)
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if n := len(ticks()); n == len(before) {
+			return testkit.Errorf("no new tick")
+		}
+		return nil
+	})
+	leader.Kill(t)
+	killed := len(ticks())
+	var rest []*testkit.Proc
+	for _, p := range engines {
+		if p != leader {
+			rest = append(rest, p)
+		}
+	}
+	next := s.leaderOf(rest...)
+	caughtUp(killed+3, 40*time.Second)
+	if _, err := s.client.PauseSchedule(ctx, "", name); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rest {
+		p.Signal(t, syscall.SIGTERM)
+		if code, sig := p.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+			t.Fatalf("%s exited with code %d, signal %v", p.Name, code, sig)
+		}
+	}
+
+	// Each tick once, contiguous, fired, with its own job; one job a tick.
+	tk = ticks()
+	js = jobs()
+	for i, x := range tk {
+		if x.Outcome != domain.TickFired {
+			t.Fatalf("tick %d: %+v", i, x)
+		}
+		if i > 0 && !x.At.Equal(tk[i-1].At.Add(time.Second)) {
+			t.Fatalf("tick %d at %s follows %s: not contiguous", i, x.At, tk[i-1].At)
+		}
+		j := js[x.Job]
+		if x.Job != commands.TickJobID(domain.DefaultNS, name, x.At) || j == nil || j.Spec.Key != commands.TickKey(name, x.At) ||
+			j.Spec.Type != "proc.beat" || j.Spec.Queue != "beats" {
+			t.Fatalf("tick %d (%s) names job %s: %+v", i, x.At, x.Job, j)
+		}
+	}
+	if len(js) != len(tk) {
+		t.Fatalf("%d jobs for %d ticks", len(js), len(tk))
+	}
+	if tk[0].Job != orphan.ID {
+		t.Fatalf("the first tick names %s, not the job A submitted (%s)", tk[0].Job, orphan.ID)
+	}
+	s.verify()
+	t.Logf("%d ticks, one job each, over %s; leaders: A, B, %s, %s", len(tk), time.Since(start).Round(time.Second), leader.Name, next.Name)
+}
