@@ -15,9 +15,10 @@ import (
 
 // An every-second schedule fired by engines that die at each instant of a
 // tick, NATS living on: the leader SIGKILLed right after it submitted a
-// tick's job (JETFLOW_CRASH_AT=schedule:submitted), the next one right
-// after it recorded that tick (schedule:ticked), then three engines of
-// which the leader is SIGKILLed just after a tick. Each tick is recorded
+// tick's job (JETFLOW_CRASH_AT=schedule:submitted), the next one between
+// that tick's append and its record (tick:appended), the next one right
+// after it recorded the following tick (schedule:ticked), then three
+// engines of which the leader is SIGKILLed just after a tick. Each tick is recorded
 // once, as fired, naming the job its id derives from; the ticks follow
 // each other second by second from the first to the last, gaps of the
 // failovers included; there is exactly one job per tick; replay --verify
@@ -92,9 +93,9 @@ func TestScheduleLeaderKilledAtTicks(t *testing.T) {
 		orphan = j
 	}
 
-	// 2. The next leader records that tick with that job, and dies right
-	// after.
-	b := s.startEngineEnv("serve B (crash at schedule:ticked)", []string{"JETFLOW_CRASH_AT=schedule:ticked"})
+	// 2. The next leader records that tick with that job, and dies
+	// between the tick's append and its record.
+	b := s.startEngineEnv("serve B (crash at tick:appended)", []string{"JETFLOW_CRASH_AT=tick:appended"})
 	wantKilled(t, b)
 	tk := ticks()
 	if len(tk) != 1 || tk[0].Outcome != domain.TickFired || tk[0].Job != orphan.ID || orphan.Spec.Key != commands.TickKey(name, tk[0].At) {
@@ -104,8 +105,21 @@ func TestScheduleLeaderKilledAtTicks(t *testing.T) {
 		t.Fatalf("after B: %d jobs, want 1", n)
 	}
 
-	// 3. Three engines; the leader is SIGKILLed just after a tick.
-	engines := []*testkit.Proc{s.startEngine("serve C"), s.startEngine("serve D"), s.startEngine("serve E")}
+	// 3. The next leader decides on the log, not on the record left
+	// behind: it fires the next tick, records it, and dies right after.
+	c := s.startEngineEnv("serve C (crash at schedule:ticked)", []string{"JETFLOW_CRASH_AT=schedule:ticked"})
+	wantKilled(t, c)
+	tk = ticks()
+	if len(tk) != 2 || tk[1].Outcome != domain.TickFired || !tk[1].At.Equal(tk[0].At.Add(time.Second)) ||
+		tk[1].Job != commands.TickJobID(domain.DefaultNS, name, tk[1].At) {
+		t.Fatalf("after C: ticks %+v; want two, the second the next second's, fired", tk)
+	}
+	if n := len(jobs()); n != 2 {
+		t.Fatalf("after C: %d jobs, want 2", n)
+	}
+
+	// 4. Three engines; the leader is SIGKILLed just after a tick.
+	engines := []*testkit.Proc{s.startEngine("serve D"), s.startEngine("serve E"), s.startEngine("serve F")}
 	leader := s.leaderOf(engines...)
 	before := caughtUp(len(tk)+3, 40*time.Second)
 	testkit.WaitFor(t, 5*time.Second, func() error {
@@ -157,5 +171,5 @@ func TestScheduleLeaderKilledAtTicks(t *testing.T) {
 		t.Fatalf("the first tick names %s, not the job A submitted (%s)", tk[0].Job, orphan.ID)
 	}
 	s.verify()
-	t.Logf("%d ticks, one job each, over %s; leaders: A, B, %s, %s", len(tk), time.Since(start).Round(time.Second), leader.Name, next.Name)
+	t.Logf("%d ticks, one job each, over %s; leaders: A, B, C, %s, %s", len(tk), time.Since(start).Round(time.Second), leader.Name, next.Name)
 }
