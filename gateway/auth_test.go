@@ -195,6 +195,8 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"GET", "/queues", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/types", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/workers", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/schedules", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/schedules?namespace=acme", nil, [7]int{303, 303, 200, 200, 403, 200, 403}},
 		{"GET", "/login", nil, [7]int{200, 200, 200, 200, 200, 200, 200}},
 	}
 	for _, rt := range routes {

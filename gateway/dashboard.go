@@ -29,7 +29,7 @@ import (
 //go:embed web
 var webFS embed.FS
 
-var pageNames = []string{"jobs", "job", "queues", "types", "workers", "notfound", "login"}
+var pageNames = []string{"jobs", "job", "queues", "types", "workers", "schedules", "notfound", "login"}
 
 func parseTemplates() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -78,6 +78,9 @@ func parseTemplates() map[string]*template.Template {
 		// pairs of kv that have a value as its query.
 		"in":   func(path, ns string, kv ...string) string { return withQuery(path, append(kv, "namespace", ns)...) },
 		"join": strings.Join,
+		// A schedule's timing and its job's type (schedules page).
+		"timing":  scheduleTiming,
+		"jobType": scheduleJobType,
 		// A queue's limit; 0 is none.
 		"limit": func(n int) string {
 			if n == 0 {
@@ -213,6 +216,7 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	route(mux, "/queues", methods{"GET": g.act(read, g.pageQueues)})
 	route(mux, "/types", methods{"GET": g.act(read, g.pageTypes)})
 	route(mux, "/workers", methods{"GET": g.act(read, g.pageWorkers)})
+	route(mux, "/schedules", methods{"GET": g.act(read, g.pageSchedules)})
 	route(mux, "/login", methods{"GET": g.pageLogin, "POST": g.login})
 	route(mux, "/logout", methods{"POST": g.logout})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
