@@ -30,6 +30,10 @@ const (
 	MisfireAll  = domain.MisfireAll  // fire each (the newest 100 at most)
 )
 
+// DefaultMisfireGrace is how late a tick may fire and still count as on
+// time (EngineConfig.MisfireGrace).
+const DefaultMisfireGrace = commands.DefaultMisfireGrace
+
 // Tick outcomes (ScheduleRun.Outcome).
 const (
 	TickFired             = domain.TickFired

@@ -173,3 +173,165 @@ func TestScheduleLeaderKilledAtTicks(t *testing.T) {
 	s.verify()
 	t.Logf("%d ticks, one job each, over %s; leaders: A, B, C, %s, %s", len(tk), time.Since(start).Round(time.Second), leader.Name, next.Name)
 }
+
+// One engine fires three every-second schedules, one per misfire policy,
+// then is stopped for a few seconds (SIGTERM: it gives up the lead at
+// once) and another starts (serve --misfire-grace 1s: a tick found more
+// than a second late is a misfire). The ticks of the downtime: skip fires
+// none of them (one missed run, recorded when the new leader found them),
+// once fires one, for the newest, right after the missed run of the
+// others; all fires each. Every schedule's ticks stay contiguous, each
+// fired one with its own job, one job a tick.
+func TestScheduleMisfirePolicies(t *testing.T) {
+	s := startOnNATS(t)
+	s.client = testkit.Connect(t, s.url)
+	ctx := testkit.Ctx(t)
+	st := testkit.StoreOf(t, s.client)
+	policies := []string{jetflow.MisfireSkip, jetflow.MisfireOnce, jetflow.MisfireAll}
+	for _, p := range policies {
+		req := jetflow.ScheduleRequest{Name: "m-" + p, Every: time.Second, Overlap: jetflow.OverlapAllow, Misfire: p,
+			Job: jetflow.SubmitRequest{Type: "proc.misfire"}}
+		if _, _, err := s.client.CreateSchedule(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type tickEv struct {
+		*domain.ScheduleTick
+		at time.Time // when it was recorded
+	}
+	ticks := func(name string) []tickEv {
+		t.Helper()
+		var out []tickEv
+		_, err := streams.ReadSubject(ctx, st.NC, streams.EventsStream, streams.ScheduleSubject(domain.DefaultNS, name), 1,
+			func(_ uint64, data []byte) error {
+				ev, err := streams.DecodeEvent(data)
+				if err == nil && ev.Type == domain.EvScheduleTick {
+					out = append(out, tickEv{ev.Schedule.Tick, ev.Time})
+				}
+				return err
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	serve := func(name string) *testkit.Proc {
+		p := testkit.StartProc(t, name, nil, binary, "serve", "--nats", s.url, "--http", "off", "--projector-lag", "300ms", "--misfire-grace", "1s")
+		p.WaitOutput(t, 30*time.Second, "jetflow is running")
+		return p
+	}
+	waitFired := func(after time.Time) {
+		t.Helper()
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			for _, p := range policies {
+				tk := ticks("m-" + p)
+				if n := len(tk); n < 2 || !tk[n-1].At.After(after) || tk[n-1].Outcome != domain.TickFired {
+					return testkit.Errorf("m-%s: %d ticks, none fired after %s yet", p, n, after)
+				}
+			}
+			return nil
+		})
+	}
+
+	first := serve("serve 1")
+	waitFired(time.Now().Add(time.Second))
+	first.Signal(t, syscall.SIGTERM)
+	if code, sig := first.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+		t.Fatalf("serve 1 exited with code %d, signal %v", code, sig)
+	}
+	down := time.Now()
+	// The downtime is the test's input: no engine runs over these ticks.
+	time.Sleep(5 * time.Second)
+	up := time.Now()
+	second := serve("serve 2")
+	waitFired(time.Now().Add(2 * time.Second))
+	for _, p := range policies {
+		if _, err := s.client.PauseSchedule(ctx, "", "m-"+p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second.Signal(t, syscall.SIGTERM)
+	if code, sig := second.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+		t.Fatalf("serve 2 exited with code %d, signal %v", code, sig)
+	}
+
+	jobs := map[string]*domain.Job{}
+	if err := st.Scan(ctx, func(j *domain.Job) {
+		if j.Spec.Type == "proc.misfire" {
+			jobs[j.ID] = j
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fired := 0
+	for _, p := range policies {
+		name := "m-" + p
+		tk := ticks(name)
+		// Contiguous, each fired tick with its own job.
+		var prev time.Time
+		var missed *tickEv // the missed run of the downtime
+		for i, x := range tk {
+			from := x.At
+			if x.Outcome == domain.TickMissed {
+				from = x.First
+				if n := int64(x.At.Sub(x.First)/time.Second) + 1; n != x.Count {
+					t.Fatalf("%s: tick %d: missed %s..%s counts %d, want %d", name, i, x.First, x.At, x.Count, n)
+				}
+				if x.First.Before(up) && x.At.After(down) && x.Count >= 3 {
+					missed = &tk[i]
+				}
+			}
+			if i > 0 && !from.Equal(prev.Add(time.Second)) {
+				t.Fatalf("%s: tick %d at %s follows %s: not contiguous", name, i, from, prev)
+			}
+			prev = x.At
+			if commands.FiresJob(x.Outcome) {
+				fired++
+				if j := jobs[x.Job]; j == nil || x.Job != commands.TickJobID(domain.DefaultNS, name, x.At) {
+					t.Fatalf("%s: tick %d (%s) names job %s, not its own or none", name, i, x.At, x.Job)
+				}
+			} else if x.Job != "" {
+				t.Fatalf("%s: tick %d %s names job %s", name, i, x.Outcome, x.Job)
+			}
+		}
+		// What became of the ticks no engine fired.
+		firedIn := func(from, to time.Time) int {
+			n := 0
+			for _, x := range tk {
+				if x.Outcome == domain.TickFired && x.At.After(from) && !x.At.After(to) {
+					n++
+				}
+			}
+			return n
+		}
+		switch p {
+		case jetflow.MisfireSkip:
+			if missed == nil {
+				t.Fatalf("%s: no missed run over the downtime", name)
+			}
+			if n := firedIn(down, missed.at); n != 0 {
+				t.Fatalf("%s: %d ticks of the downtime fired; want none", name, n)
+			}
+		case jetflow.MisfireOnce:
+			if missed == nil {
+				t.Fatalf("%s: no missed run over the downtime", name)
+			}
+			if firedIn(down, missed.At) != 0 || firedIn(missed.At, missed.At.Add(time.Second)) != 1 {
+				t.Fatalf("%s: missed run %+v; want it followed by one fired tick, the newest", name, *missed.ScheduleTick)
+			}
+		case jetflow.MisfireAll:
+			if missed != nil || firedIn(down, up) < 4 {
+				t.Fatalf("%s: a missed run (%v), %d ticks of the downtime fired; want none missed, each fired", name, missed != nil, firedIn(down, up))
+			}
+		}
+		n := int64(0)
+		if missed != nil {
+			n = missed.Count
+		}
+		t.Logf("%s: %d tick events, %d ticks of the downtime missed", name, len(tk), n)
+	}
+	if len(jobs) != fired {
+		t.Fatalf("%d jobs for %d fired ticks", len(jobs), fired)
+	}
+	s.verify()
+}
