@@ -13,6 +13,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -61,6 +62,7 @@ func (c command) do(ctx context.Context, verb string, req any) (*commandReply, e
 	m.Data = b
 	m.Header.Set("Content-Type", "application/json")
 	m.Header.Set(engine.AuthHeader, "Bearer "+c.token)
+	tracing.Inject(ctx, m.Header.Set) // a submit continues the caller's trace (docs/tracing.md)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)

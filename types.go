@@ -135,6 +135,11 @@ type JobInfo struct {
 	DurationSeconds  *float64        `json:"duration_seconds"`
 	Seq              uint64          `json:"seq"`
 	Events           int             `json:"events"`
+	// TraceParent and TraceState are the job's W3C trace context (that of
+	// its submit), or, while an attempt holds it, that attempt's span's
+	// (docs/tracing.md). Empty: none.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // EventInfo is one event of a job's history.
@@ -468,7 +473,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 		Priority: v.Priority, Worker: v.Worker, QueuePosition: v.QueuePosition, User: v.User,
 		PendingPosition: v.PendingPosition, CreatedAt: v.CreatedAt, RunAt: v.RunAt, QueuedAt: v.QueuedAt,
 		StartedAt: v.StartedAt, Deadline: v.Deadline, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,
-		DurationSeconds: v.DurationSeconds, Seq: v.Seq, Events: v.Events}
+		DurationSeconds: v.DurationSeconds, Seq: v.Seq, Events: v.Events, TraceParent: v.TraceParent, TraceState: v.TraceState}
 	if v.Files != nil {
 		j.Files = make([]FileInfo, len(v.Files))
 		for i, f := range v.Files {

@@ -21,7 +21,7 @@ type Beat struct {
 // Held reports whether j is claimed or running: held by a worker under a
 // lease.
 func Held(j *domain.Job) bool {
-	return j.State == domain.StateClaimed || j.State == domain.StateRunning
+	return HeldState(j.State)
 }
 
 // CancelNotifies reports whether a job cancelled in state from has a

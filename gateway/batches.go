@@ -29,6 +29,9 @@ type BatchView struct {
 	Payload        json.RawMessage `json:"payload"`
 	Deadline       time.Time       `json:"deadline"`
 	TimeoutSeconds float64         `json:"timeout_seconds"`
+	// TraceParent is the W3C trace context the worker continues: that of
+	// the fan-out that made the batch (docs/tracing.md). Empty: none.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 func viewBatch(b *engine.RemoteBatch) *BatchView {
@@ -37,7 +40,8 @@ func viewBatch(b *engine.RemoteBatch) *BatchView {
 		payload = json.RawMessage("null")
 	}
 	return &BatchView{ID: b.ID, ParentID: b.Item.Parent, Piece: b.Item.Piece, Type: b.Item.Type, Queue: b.Item.Queue,
-		Attempt: b.Attempt, Payload: payload, Deadline: b.Deadline, TimeoutSeconds: b.Item.Timeout.Seconds()}
+		Attempt: b.Attempt, Payload: payload, Deadline: b.Deadline, TimeoutSeconds: b.Item.Timeout.Seconds(),
+		TraceParent: b.Item.Trace}
 }
 
 // BatchPatchRequest is the body of PATCH /batches/{id}: the outcome of a
@@ -58,7 +62,7 @@ func DecodeBatchPatch(body []byte) (*BatchPatchRequest, error) {
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
-	if b.State != domain.StateSucceeded && b.State != domain.StateFailed && b.State != commands.StateRetryLater {
+	if !commands.BatchReportable(b.State) {
 		return nil, &commands.InputError{Field: "state", Value: fmt.Sprintf("%q", b.State),
 			Reason: `a batch reports "succeeded", "failed" or "retry_later"`}
 	}

@@ -174,6 +174,13 @@ func DecodePatch(body []byte) (*PatchRequest, error) {
 	return &p, p.validate()
 }
 
+// shape is which of the report's fields p gives.
+func (p *PatchRequest) shape() commands.ReportShape {
+	return commands.ReportShape{State: p.State, Result: len(p.Result) > 0, Error: p.Error != nil,
+		ErrorText: p.Error != nil && p.Error.Message != "", Retryable: p.Retryable != nil, Reason: p.Reason != "",
+		Delay: (*time.Duration)(p.Delay), Fanout: p.Fanout != nil}
+}
+
 func (p *PatchRequest) validate() error {
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
@@ -184,29 +191,20 @@ func (p *PatchRequest) validate() error {
 	if p.State == "" && p.Progress == nil && p.Event == nil {
 		return in("state", `give a state ("running", "succeeded", "failed", "queued", "retry_later", "waiting"), a progress or an event`)
 	}
-	if p.State != "" && !p.State.Valid() && p.State != commands.StateRetryLater {
+	if p.State != "" && !commands.StateWord(p.State) {
 		return in("state", "%q is not a state", p.State)
 	}
 	if err := p.validateMore(); err != nil {
 		return err
 	}
-	if len(p.Result) > 0 && p.State != domain.StateSucceeded {
-		return in("result", `only with state "succeeded"`)
-	}
-	if p.Error != nil && p.State != domain.StateFailed {
-		return in("error", `only with state "failed"`)
-	}
-	if p.Retryable != nil && p.State != domain.StateFailed {
-		return in("retryable", `only with state "failed"`)
-	}
-	if p.Reason != "" && p.State != domain.StateQueued && p.State != commands.StateRetryLater {
-		return in("reason", `only with state "queued" or "retry_later"`)
+	if err := p.shape().CheckFields(); err != nil {
+		return err
 	}
 	if err := commands.CheckReason("reason", p.Reason); err != nil {
 		return err
 	}
-	if p.State == domain.StateFailed && (p.Error == nil || p.Error.Message == "") {
-		return in("error", `state "failed" needs an error with a message`)
+	if err := p.shape().CheckFailure(); err != nil {
+		return err
 	}
 	if e := p.Error; e != nil && (len(e.Code) > 128 || len(e.Message) > 64<<10 || len(e.Stack) > 256<<10) {
 		return in("error", "code over 128 bytes, message over 64 KiB or stack over 256 KiB")

@@ -243,7 +243,7 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		req.ID, req.Files = id, refs
 		var res engine.Submitted
-		res, err = g.store.Submit(ctx, req)
+		res, err = g.store.Submit(submitContext(ctx, r), req)
 		if err == nil {
 			g.created(w, r, res, nil, "")
 			return

@@ -71,7 +71,7 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	res, err := g.store.Submit(r.Context(), req)
+	res, err := g.store.Submit(submitContext(r.Context(), r), req)
 	g.created(w, r, res, err, "")
 }
 
@@ -234,7 +234,7 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	res, err := g.store.Retry(r.Context(), id, req.IdempotencyKey)
+	res, err := g.store.Retry(submitContext(r.Context(), r), id, req.IdempotencyKey)
 	g.created(w, r, res, err, id)
 }
 

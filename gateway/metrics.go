@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
+	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -189,18 +190,18 @@ func (m *Metrics) observe(msg jetstream.Msg) {
 		}
 		return
 	}
-	if ev.From == domain.StateQueued && (ev.Type == domain.EvStarted || ev.Type == domain.EvClaimed) && !t.queued.IsZero() {
+	if projections.LeavesQueue(ev) && !t.queued.IsZero() {
 		m.wait.WithLabelValues(queue).Observe(ev.Time.Sub(t.queued).Seconds())
 		t.queued = time.Time{}
 	}
 	if ev.Type == domain.EvStarted {
 		t.started = ev.Time
 	}
-	if ev.From == domain.StateRunning && ev.To != "" && ev.To != domain.StateRunning && !t.started.IsZero() {
+	if projections.EndsRun(ev) && !t.started.IsZero() {
 		m.run.WithLabelValues(queue, string(ev.To)).Observe(ev.Time.Sub(t.started).Seconds())
 		t.started = time.Time{}
 	}
-	if ev.To == domain.StateQueued {
+	if projections.EntersQueue(ev) {
 		t.queued = ev.Time
 	}
 	if ev.To.Terminal() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -19,7 +20,7 @@ import (
 // be the holder's is written at once, so that it is refused at once.
 func (g *Gateway) reportProgress(ctx context.Context, id, worker string, p domain.Progress) (snap engine.Snapshot, deferred bool, err error) {
 	s := g.index.Get(id)
-	holder := s != nil && s.Worker == worker && (s.State == domain.StateRunning || s.State == domain.StateClaimed)
+	holder := s != nil && s.Worker == worker && commands.HeldState(s.State)
 	if holder && g.progress.Hold(id, worker, p) {
 		return engine.Snapshot{}, true, nil
 	}

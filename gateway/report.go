@@ -48,20 +48,8 @@ type BatchesBody struct {
 // validateMore checks what goes with the states retry_later and waiting,
 // and an event.
 func (p *PatchRequest) validateMore() error {
-	in := func(field, format string, args ...any) error {
-		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case p.State == commands.StateRetryLater && p.Delay == nil:
-		return in("delay", `state "retry_later" needs a delay (0: at once)`)
-	case p.Delay != nil && p.State != commands.StateRetryLater:
-		return in("delay", `only with state "retry_later"`)
-	case p.Delay != nil && *p.Delay < 0:
-		return &commands.InputError{Field: "delay", Value: time.Duration(*p.Delay).String(), Reason: "must not be negative"}
-	case p.State == domain.StateWaiting && p.Fanout == nil:
-		return in("fanout", `state "waiting" needs a fanout`)
-	case p.Fanout != nil && p.State != domain.StateWaiting:
-		return in("fanout", `only with state "waiting"`)
+	if err := p.shape().CheckDelayAndFanout(); err != nil {
+		return err
 	}
 	if e := p.Event; e != nil {
 		if _, err := commands.CheckEvent(e.Name, e.Level, e.Message, e.Fields); err != nil {

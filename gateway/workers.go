@@ -500,7 +500,7 @@ func errConcurrency(rec *WorkerRecord) error {
 func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[string]bool, error) {
 	gone := map[string]bool{}
 	held := func(s *Summary) bool {
-		return s.Worker == rec.ID && (s.State == domain.StateClaimed || s.State == domain.StateRunning)
+		return s.Worker == rec.ID && commands.HeldState(s.State)
 	}
 	live := 0
 	for _, c := range rec.Claims {
@@ -594,12 +594,12 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	// A state report carries the progress still pending from earlier
 	// reports, unless it brings a newer one: it is written with the report,
 	// before the move, and only if the report as a whole is accepted.
-	pending := g.progress.Take(id, p.WorkerID, p.State != "" && p.State != domain.StateRunning)
+	pending := g.progress.Take(id, p.WorkerID, commands.ReportEnds(p.State))
 	if progress == nil {
 		progress = pending
 	}
 	var snap engine.Snapshot
-	if p.State == domain.StateWaiting {
+	if commands.AwaitsPieces(p.State) {
 		var f *engine.FanOut
 		if f, err = g.fanOut(r, p.Fanout); err == nil {
 			snap, err = g.remote.FanOut(ctx, id, p.WorkerID, f, progress, rep.Event)
@@ -615,7 +615,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.index.Put(snap.Job, snap.Rev)
-	if snap.Job.State != domain.StateClaimed && snap.Job.State != domain.StateRunning {
+	if !commands.HeldState(snap.Job.State) {
 		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *WorkerRecord) {
 			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
 		})

@@ -53,11 +53,13 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 	case domain.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.ClaimedAt = t
+		attemptTrace(&n, ev.Trace)
 	case domain.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.Progress = nil
+		attemptTrace(&n, ev.Trace)
 	case domain.EvSucceeded:
 		n.Result = ev.Result
 		n.Error = nil
@@ -126,6 +128,15 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		n.UpdatedAt = t
 	}
 	return &n, nil
+}
+
+// attemptTrace records the span of the attempt a claim names; the one
+// before it stays, for the link of a retry's span to it. An HTTP worker's
+// job.started names the span its job.claimed named: nothing changes.
+func attemptTrace(n *domain.Job, trace string) {
+	if trace != n.AttemptTrace {
+		n.PrevAttemptTrace, n.AttemptTrace = n.AttemptTrace, trace
+	}
 }
 
 func cancelMessage(reason string) string {

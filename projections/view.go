@@ -50,6 +50,12 @@ type JobView struct {
 	DurationSeconds  *float64         `json:"duration_seconds"`
 	Seq              uint64           `json:"seq"`
 	Events           int              `json:"events"`
+	// TraceParent and TraceState are the W3C trace context a worker
+	// continues: while an attempt that recorded a span holds the job, that
+	// span's; else the job's own (its submit's). Empty: none
+	// (docs/tracing.md).
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // HoldView is why a pending job waits: the limit of its queue that held
@@ -106,6 +112,10 @@ func View(j *domain.Job) *JobView {
 	}
 	if v.Tags == nil {
 		v.Tags = []string{}
+	}
+	v.TraceParent, v.TraceState = j.Spec.TraceParent, j.Spec.TraceState
+	if j.AttemptTrace != "" && commands.Held(j) {
+		v.TraceParent = j.AttemptTrace
 	}
 	if j.Progress != nil {
 		p := &ProgressView{Current: j.Progress.Current, Total: j.Progress.Total, Message: j.Progress.Message}
@@ -200,3 +210,18 @@ func ViewEvent(e *domain.Event) *EventView {
 	}
 	return v
 }
+
+// LeavesQueue reports whether ev takes a job out of its queue to a worker
+// (claimed or started from queued): the end of its wait.
+func LeavesQueue(ev *domain.Event) bool {
+	return ev.From == domain.StateQueued && (ev.Type == domain.EvStarted || ev.Type == domain.EvClaimed)
+}
+
+// EndsRun reports whether ev moves a running job elsewhere: the end of its
+// run.
+func EndsRun(ev *domain.Event) bool {
+	return ev.From == domain.StateRunning && ev.To != domain.StateNew && ev.To != domain.StateRunning
+}
+
+// EntersQueue reports whether ev puts a job in its queue.
+func EntersQueue(ev *domain.Event) bool { return ev.To == domain.StateQueued }

@@ -78,7 +78,7 @@ func (r *Runner) run(ctx context.Context, job *jetflow.RawJob, a *Attempt, log *
 	defer lifeW.Close() // once the group is gone; and keeps lifeW from the collector until then
 	cmd := exec.Command("bash", "-c", supervisor, "jetflow-job", r.cfg.Command)
 	cmd.Dir = a.Dir
-	cmd.Env = r.env(job, a)
+	cmd.Env = r.env(ctx, job, a)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{lifeR} // fd 3
 	// Its own session (and so its own process group): a process that

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/tracing"
 )
 
 // Defaults of Config.
@@ -73,7 +74,8 @@ type Config struct {
 	// SIGKILL (default DefaultKillGrace).
 	KillGrace time.Duration
 	// Env is the environment the JETFLOW_* variables are added to (default:
-	// the worker's, less its own JETFLOW_* variables such as JETFLOW_NATS).
+	// the worker's, less its own JETFLOW_* variables such as JETFLOW_NATS,
+	// and its TRACEPARENT and TRACESTATE: a job's are its attempt's).
 	Env []string
 	// Prepare, if set, runs before the command, in a directory with
 	// payload.json, out/ and tmp/ made: it places the job's input files in
@@ -284,14 +286,17 @@ func (r *Runner) removeDir(dir string) {
 	}
 }
 
-// env is the command's environment.
-func (r *Runner) env(job *jetflow.RawJob, a *Attempt) []string {
-	env := make([]string, 0, len(r.cfg.Env)+9)
+// env is the command's environment. TRACEPARENT and TRACESTATE are the
+// attempt's trace context (ctx's span), never the worker's own.
+func (r *Runner) env(ctx context.Context, job *jetflow.RawJob, a *Attempt) []string {
+	env := make([]string, 0, len(r.cfg.Env)+11)
 	for _, kv := range r.cfg.Env {
-		if !strings.HasPrefix(kv, "JETFLOW_") && !strings.HasPrefix(kv, "TMPDIR=") {
+		if !strings.HasPrefix(kv, "JETFLOW_") && !strings.HasPrefix(kv, "TMPDIR=") &&
+			!strings.HasPrefix(kv, "TRACEPARENT=") && !strings.HasPrefix(kv, "TRACESTATE=") {
 			env = append(env, kv)
 		}
 	}
+	tracing.Inject(ctx, func(key, value string) { env = append(env, strings.ToUpper(key)+"="+value) })
 	env = append(env,
 		"JETFLOW_JOB_ID="+job.ID,
 		"JETFLOW_TYPE="+job.Type,

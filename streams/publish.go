@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
 
 	"github.com/nats-io/nats.go"
@@ -136,11 +137,11 @@ func (w Writer) DispatchAsync(item *domain.WorkItem) Future {
 	if err != nil {
 		return Future{err: fmt.Errorf("encode work item %s: %w", j.ID, err)}
 	}
-	switch j.State {
-	case domain.StateQueued:
+	switch {
+	case commands.InQueue(j.State):
 		return w.PublishAsync(&nats.Msg{Subject: RunSubject(j.Spec.Queue, j.Spec.Type), Data: data, Header: nats.Header{}},
 			jetstream.WithMsgID(j.ID+"-"+strconv.FormatUint(j.Seq, 10)))
-	case domain.StateScheduled:
+	case commands.DueLater(j.State):
 		// One schedule per job subject: publishing again replaces it, so this
 		// is idempotent without a message id. Schedules have a resolution of
 		// a second: round up, so that a job never runs early.

@@ -43,6 +43,8 @@ type benchResult struct {
 	// admitted from pending, and processing is the admission rate.
 	Limits jetflow.QueueLimits `json:"limits"`
 	Users  int                 `json:"users"`
+	// Spans recorded with --trace (tracing on, exported to nowhere).
+	Spans int64 `json:"spans,omitempty"`
 }
 
 func cmdBench(c *cli, args []string) int {
@@ -69,6 +71,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.IntVar(&limits.MaxRunning, "max-running", 0, "give the bench queue this limit: every job is then admitted from pending (0: no limit)")
 	fs.IntVar(&limits.MaxRunningPerUser, "max-running-per-user", 0, "give the bench queue this per-user limit (0: none)")
 	fs.IntVar(&users, "users", 1, "jobs are submitted for this many users, in turn")
+	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -105,6 +108,12 @@ func cmdBench(c *cli, args []string) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	spans := func() int64 { return 0 }
+	if *traced {
+		var stopTracing func()
+		spans, stopTracing = benchTracing()
+		defer stopTracing()
+	}
 
 	connect := func(name string) (*nats.Conn, error) {
 		return nats.Connect(url, append([]nats.Option{nats.Name(name)}, auth...)...)
@@ -321,6 +330,7 @@ func cmdBench(c *cli, args []string) int {
 		mu.Unlock()
 	}
 	res.ProjectorRepair = eng.Repairs()
+	res.Spans = spans()
 
 	if c.json {
 		c.printJSON(res)
@@ -340,6 +350,9 @@ func cmdBench(c *cli, args []string) int {
 			res.LatencyRate, res.LatStartP50Ms, res.LatStartP99Ms, res.LatCompleteP50, res.LatCompleteP99)
 	}
 	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain)\n", res.CPUCores)
+	if *traced {
+		fmt.Fprintf(c.out, "  tracing          %8d spans recorded (exported to nowhere)\n", res.Spans)
+	}
 	return exitOK
 }
 

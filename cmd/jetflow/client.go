@@ -94,7 +94,7 @@ func cmdSubmit(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		job, created, err := cl.Send(ctx, req)
+		job, created, err := cl.Send(envTrace(ctx), req)
 		if err != nil {
 			return c.fail(err)
 		}

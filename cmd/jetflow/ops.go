@@ -119,7 +119,7 @@ func cmdRetry(c *cli, args []string) int {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		job, err := cl.Retry(ctx, pos[0], key)
+		job, err := cl.Retry(envTrace(ctx), pos[0], key)
 		if err != nil {
 			if c.flagInput(err, map[string]string{"idempotency_key": "key"}) {
 				return exitUsage

@@ -150,6 +150,11 @@ func cmdServe(c *cli, args []string) int {
 		return exitUsage
 	}
 	log := c.logger()
+	stopTracing, ok := c.startTracing("jetflow")
+	if !ok {
+		return exitUsage
+	}
+	defer stopTracing()
 	ctx, stop := signalContext()
 	defer stop()
 
@@ -361,6 +366,11 @@ func cmdWorker(c *cli, args []string) int {
 	) || !ex.check(c) {
 		return exitUsage
 	}
+	stopTracing, ok := c.startTracing("jetflow-worker")
+	if !ok {
+		return exitUsage
+	}
+	defer stopTracing()
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		w := jetflow.NewWorker(cl, jetflow.WorkerConfig{ID: id, Logger: c.logger(), ShutdownGrace: grace,
 			Concurrency: concurrency, Lease: lease, Namespace: *ns})

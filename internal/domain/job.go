@@ -137,6 +137,9 @@ type BatchItem struct {
 	MaxRetries int           `msgpack:"max_retries"`
 	Backoff    time.Duration `msgpack:"backoff"`
 	Timeout    time.Duration `msgpack:"timeout"`
+	// Trace is the W3C traceparent its attempts continue: the span of the
+	// fan-out that made it (docs/tracing.md). Empty: none.
+	Trace string `msgpack:"trace,omitempty"`
 }
 
 // EnvelopeVersion is the version of the Event envelope written by this code.
@@ -171,6 +174,11 @@ type Spec struct {
 	// limit in a queue with limits (QueueLimits). Empty: no one in
 	// particular (all such jobs are one user).
 	User string `msgpack:"user,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the job was
+	// submitted in (its submit's span, or the caller's context): every
+	// attempt's span is its child (docs/tracing.md). Empty: none.
+	TraceParent string `msgpack:"traceparent,omitempty"`
+	TraceState  string `msgpack:"tracestate,omitempty"`
 }
 
 // JobError is why an attempt or a job failed.
@@ -223,6 +231,13 @@ type Job struct {
 	// ClaimedAt is when a worker outside the process last claimed it
 	// (job.claimed): a claimed job's deadline counts from it.
 	ClaimedAt time.Time `msgpack:"claimed_at,omitempty"`
+
+	// AttemptTrace is the W3C traceparent of the span of the attempt that
+	// last claimed the job (job.started, job.claimed: Event.Trace), and
+	// PrevAttemptTrace that of the attempt before it: a retry's span links
+	// to it (docs/tracing.md). Empty: no span was recorded.
+	AttemptTrace     string `msgpack:"attempt_trace,omitempty"`
+	PrevAttemptTrace string `msgpack:"prev_attempt_trace,omitempty"`
 }
 
 // Event is the envelope of every entry in the events stream. The common part
@@ -252,6 +267,7 @@ type Event struct {
 	Plan     *FanoutPlan   `msgpack:"plan,omitempty"`      // job.waiting
 	Counts   *FanoutCounts `msgpack:"counts,omitempty"`    // job.fanin, and a parent's outcome
 	Piece    int           `msgpack:"piece,omitempty"`     // piece events: the piece number
+	Trace    string        `msgpack:"trace,omitempty"`     // job.started, job.claimed: the W3C traceparent of the attempt's span
 
 	TypeDef   *TypeDefinition  `msgpack:"typedef,omitempty"` // type.registered, type.deleted
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set

@@ -21,6 +21,7 @@ See docs/python.md.
 
 import logging as _logging
 
+from . import tracing
 from .aio import AsyncClient
 from .client import DEFAULT_URL, TERMINAL, Client, Event, JobInfo, Page, Record
 from .errors import *  # noqa: F401,F403
@@ -35,4 +36,4 @@ _logging.getLogger("jetflow").addHandler(_logging.NullHandler())
 
 __all__ = ["Client", "AsyncClient", "Worker", "Job", "Batch", "JobInfo", "Event", "Page", "Record",
            "RetryLater", "Permanent", "JobError", "Cancelled", "FanOut", "Batches", "TERMINAL", "DEFAULT_URL",
-           "__version__"] + list(_errors_all)
+           "__version__", "tracing"] + list(_errors_all)

@@ -9,7 +9,7 @@ import os
 import time
 import urllib.parse
 
-from . import errors
+from . import errors, tracing
 from ._http import SSE, Multipart, Transport
 
 __all__ = ["Client", "Record", "JobInfo", "Event", "Page", "TERMINAL", "DEFAULT_URL"]
@@ -181,13 +181,16 @@ class Client:
     def submit(self, type, payload=None, *, queue=None, delay=None, run_at=None, max_retries=None, backoff=None,
                backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
                max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
-               parent=None, retry_of=None, user=None, files=None):
+               parent=None, retry_of=None, user=None, files=None, traceparent=None, tracestate=None):
         """Submits a job and returns it (state ``queued``, ``scheduled`` or
         ``pending``). Durations are seconds, timedeltas or Go duration
         strings; ``run_at`` a datetime or an RFC 3339 string; ``files`` input
         files (paths, ``(name, bytes)`` or ``(name, path)`` pairs, or a dict),
         sent as a multipart upload. An ``idempotency_key`` that names an
-        existing job returns that job."""
+        existing job returns that job. ``traceparent`` and ``tracestate``
+        (W3C) put the job in a trace; without them, a submit in a worker's
+        handler continues its job's trace (jetflow.tracing)."""
+        trace = tracing.headers(traceparent, tracestate)
         body = submit_body(type, payload, queue=queue, delay=delay, run_at=run_at, max_retries=max_retries,
                            backoff=backoff, backoff_cap=backoff_cap, jitter=jitter, retry_on=retry_on,
                            no_retry_on=no_retry_on, timeout=timeout, queue_timeout=queue_timeout,
@@ -196,8 +199,8 @@ class Client:
                            retry_of=retry_of, user=user)
         uploads = _upload_list(files)
         if uploads:
-            return self._job("POST", "/jobs", Multipart(body, uploads), timeout=max(self.timeout, 300))
-        return self._job("POST", "/jobs", body)
+            return self._job("POST", "/jobs", Multipart(body, uploads), headers=trace, timeout=max(self.timeout, 300))
+        return self._job("POST", "/jobs", body, headers=trace)
 
     def get(self, id, wait=None):
         """The job. With ``wait`` (seconds, at most 60), the server answers as
@@ -239,10 +242,12 @@ class Client:
         returned unchanged."""
         return self._job("POST", "/jobs/%s/cancel" % _seg(id), {"reason": reason} if reason else None)
 
-    def retry(self, id, idempotency_key=None):
-        """Submits a terminal job again (a new job, ``retry_of`` = id)."""
+    def retry(self, id, idempotency_key=None, traceparent=None, tracestate=None):
+        """Submits a terminal job again (a new job, ``retry_of`` = id), in a
+        trace as ``submit`` does."""
+        trace = tracing.headers(traceparent, tracestate)
         body = {"idempotency_key": idempotency_key} if idempotency_key else None
-        return self._job("POST", "/jobs/%s/retry" % _seg(id), body)
+        return self._job("POST", "/jobs/%s/retry" % _seg(id), body, headers=trace)
 
     def list_page(self, state=None, type=None, queue=None, namespace=None, parent=None, limit=None, cursor=None):
         """One page of jobs, newest first."""

@@ -31,7 +31,7 @@ import traceback
 import urllib.parse
 import zipfile
 
-from . import errors
+from . import errors, tracing
 from ._http import Call, dumps
 from .client import Client, duration, submit_body
 
@@ -215,6 +215,8 @@ class _Attempt:
         self.type = info.get("type")
         self.queue = info.get("queue")
         self.payload = info.get("payload")
+        self.traceparent = info.get("traceparent") or None
+        self.tracestate = info.get("tracestate") or None
         self.worker_id = worker.id
         self.cancelled = threading.Event()
         self.cancel_reason = None
@@ -308,8 +310,10 @@ class Job(_Attempt):
 
     ``id``, ``type``, ``queue``, ``namespace``, ``payload``, ``attempt`` (1
     for the first), ``parent_id``, ``deadline`` (a UTC datetime: when the
-    attempt's execution timeout ends), ``traceparent`` (W3C trace context
-    of the job, when the server gives one), ``info`` (the job object as
+    attempt's execution timeout ends), ``traceparent`` and ``tracestate``
+    (W3C trace context: the attempt's span when the server traces, else the
+    job's own; None when the job is in no trace; the current trace context
+    while the handler runs, see jetflow.tracing), ``info`` (the job object as
     claimed), ``inputs`` (name -> pathlib.Path of each input file,
     downloaded into ``input_dir``), ``output_dir`` (what the handler leaves
     there is zipped and uploaded as the job's result archive before the
@@ -324,7 +328,6 @@ class Job(_Attempt):
         self.namespace = info.get("namespace")
         self.parent_id = info.get("parent_id")
         self.attempt = (info.get("attempts") or 0) + 1
-        self.traceparent = info.get("traceparent")
         self.files = list(info.get("files") or [])
         self.inputs = {}
         self.input_dir = None
@@ -393,7 +396,8 @@ class Job(_Attempt):
 class Batch(_Attempt):
     """A batch of a fan-out, as its handler sees it: ``id``, ``parent_id``,
     ``piece`` (1-based), ``type``, ``queue``, ``attempt``, ``payload``,
-    ``deadline``, ``cancelled``."""
+    ``deadline``, ``cancelled``, ``traceparent`` (the fan-out's that made
+    it, or None)."""
 
     kind = "batch"
 
@@ -845,11 +849,13 @@ class Worker:
         self._conclude(b, self._call(h.fn, b))
 
     def _call(self, fn, a):
-        """Runs a handler: its return value, or the exception it raised."""
+        """Runs a handler, in the attempt's trace context (jetflow.tracing):
+        its return value, or the exception it raised."""
         try:
-            if inspect.iscoroutinefunction(fn):
-                return _Returned(asyncio.run(fn(a)))
-            return _Returned(fn(a))
+            with _trace_of(a):
+                if inspect.iscoroutinefunction(fn):
+                    return _Returned(asyncio.run(fn(a)))
+                return _Returned(fn(a))
         except (Exception, Cancelled) as e:  # noqa: BLE001 - a handler's error is the attempt's outcome
             try:
                 e.__jetflow_tb__ = traceback.format_exc()
@@ -1144,6 +1150,19 @@ class Worker:
         except errors.JetflowError as e:
             log.warning("unregister: %s", e)
         self._stopped.set()
+
+
+def _trace_of(a):
+    """The attempt's trace context made current; none (cleared) when the
+    server sent one that is not W3C."""
+    tp = a.traceparent
+    if tp is not None:
+        try:
+            tracing._check(tp, a.tracestate)
+        except ValueError:
+            log.warning("%s %s: ignoring trace context %r", a.kind, a.id, tp)
+            tp = None
+    return tracing.use(tp, a.tracestate if tp else None)
 
 
 class _Returned:

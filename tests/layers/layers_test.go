@@ -33,8 +33,8 @@ func rank(pkg string) (int, bool) {
 // API; what is built on it.
 var ranks = map[string]int{
 	"internal/domain": 0, "internal/lifecycle": 0,
-	"commands":              1,
-	"projections":           2,
+	"commands":    1,
+	"projections": 2, "internal/tracing": 2,
 	"streams":               3,
 	"files":                 4,
 	"engine/internal/store": 5, "engine/internal/pull": 5, "engine/internal/problems": 5,

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/auth"
@@ -27,6 +28,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/schedules"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -262,15 +264,16 @@ func (c *CommandServer) accept(run *cmdRun, verb, reply string, h nats.Header, b
 	}
 	run.inflight.Add(1)
 	run.mu.RUnlock()
+	parent := tracing.FromHeaders(tracing.Header(h).Get) // a submit's trace context (docs/tracing.md)
 	go func() {
 		defer run.inflight.Done()
-		c.serve(run, verb, reply, strings.HasPrefix(h.Get("Content-Type"), "application/json"), h.Get(AuthHeader), body)
+		c.serve(run, verb, reply, strings.HasPrefix(h.Get("Content-Type"), "application/json"), h.Get(AuthHeader), body, parent)
 	}()
 }
 
 // serve answers one command on reply (nothing when it is empty); a panic
 // is answered with an internal error.
-func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, token string, body []byte) {
+func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, token string, body []byte, parent trace.SpanContext) {
 	start := time.Now()
 	var out []byte
 	var failed *CommandError
@@ -284,6 +287,9 @@ func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, toke
 		}()
 		ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
 		defer cancel()
+		if parent.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+		}
 		r := c.authenticate(&ctx, token)
 		if r == nil {
 			r = c.answer(ctx, verb, asJSON, body)

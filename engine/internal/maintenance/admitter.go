@@ -453,9 +453,13 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 	// still in flight when it read the log would free its slot twice).
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitWriteTimeout)
 	defer cancel()
+	began, evs := time.Now(), admissions()
 	errs := a.store.ApplyMany(wctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
-		return commands.Admit(j, a.store.Actor(), time.Now().UTC())
+		ev, err := commands.Admit(j, a.store.Actor(), time.Now().UTC())
+		evs.decided(j, ev)
+		return ev, err
 	})
+	evs.record(ctx, curs, errs, began)
 	for i, b := range batch {
 		err := errs[i]
 		b.written = err == nil
@@ -465,7 +469,7 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 			// record or its ack did not): the slot is given back only if
 			// the log says the job still waits; otherwise the log tells
 			// admission where the job went (Observe clears admitting).
-			if cur, lerr := a.store.Current(ctx, b.id); lerr == nil && cur.Job.State != domain.StatePending {
+			if cur, lerr := a.store.Current(ctx, b.id); lerr == nil && !commands.InAdmission(cur.Job.State) {
 				b.written = true
 			}
 		}
@@ -501,7 +505,7 @@ func (a *Admitter) holdAll(ctx context.Context, hs []commands.Hold) {
 func (a *Admitter) redispatch(ctx context.Context, ids []string) {
 	for _, id := range ids {
 		snap, err := a.store.Current(ctx, id)
-		if err == nil && snap.Job.State == domain.StateQueued {
+		if err == nil && commands.InQueue(snap.Job.State) {
 			err = a.store.Dispatch(ctx, snap)
 		}
 		if err != nil && !errors.Is(err, commands.ErrNotFound) && ctx.Err() == nil {
@@ -540,7 +544,7 @@ func observe(q *commands.Admission, ev *domain.Event) bool {
 	switch {
 	case ev.Type == domain.EvSubmitted && ev.Spec != nil:
 		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time, Seq: ev.Seq})
-	case ev.To == domain.StateNew: // an annotation
+	case commands.Annotates(ev):
 		if !q.Known(ev.JobID) {
 			// A rebuild that found this last (a pending job's hold, a
 			// running job's progress): its record says the rest.

@@ -14,6 +14,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/lifecycle"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -234,7 +235,7 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 	if err := f.store.ReadPieces(ctx, parent, t.pieces, 0); err != nil {
 		return err
 	}
-	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || t.snap.Job.State != domain.StateWaiting) {
+	if t.pieces.Planned && !hadPlan && (t.snap.Job == nil || !commands.AwaitsPieces(t.snap.Job.State)) {
 		// The parent began waiting since it was read: decide on it as it is.
 		snap, err := f.store.Current(ctx, parent)
 		if err != nil {
@@ -302,12 +303,17 @@ func (f *FanIn) settle(ctx context.Context) {
 }
 
 func (f *FanIn) finish(ctx context.Context, id string, t *tally, counts domain.FanoutCounts) {
+	var on *domain.Job
+	began := time.Now()
 	next, ev, err := f.store.Apply(ctx, "fanin", t.snap, func(j *domain.Job) (*domain.Event, error) {
+		on = j
 		return commands.FinishFanout(j, counts, f.store.Actor(), time.Now().UTC())
 	})
 	t.failed = false
 	switch {
 	case err == nil:
+		decided(ctx, tracing.SpanFanIn, on, ev, began, tracing.AttrSucceeded.Int(counts.Succeeded),
+			tracing.AttrFailed.Int(counts.Failed), tracing.AttrCancelled.Int(counts.Cancelled))
 		t.snap, t.done = next, true
 		f.log.Info("fan-out completed", "parent", id, "outcome", ev.To, "succeeded", counts.Succeeded,
 			"failed", counts.Failed, "cancelled", counts.Cancelled)

@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -247,7 +248,10 @@ func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[st
 // out), and whichever of the two items is claimed first holds the job; the
 // other is dropped as a duplicate.
 func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapshot, beat commands.Beat) bool {
+	var on *domain.Job
+	began := time.Now()
 	_, ev, err := l.store.Apply(ctx, "lease", cur, func(j *domain.Job) (*domain.Event, error) {
+		on = j
 		return commands.WriteOffLease(j, it.seq, beat, it.lease, l.store.Actor(), time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
@@ -259,6 +263,7 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapsh
 	}
 	_ = l.store.NC().Publish(streams.CancelSubject, []byte(it.job))
 	l.log.Info("lease expired", "job", it.job, "worker", cur.Job.Worker, "event", ev.Type)
+	decided(ctx, tracing.SpanLeaseExpired, on, ev, began)
 	return true
 }
 
@@ -269,10 +274,11 @@ func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapsh
 // the cancel broadcast tells the worker's heartbeat that it lost the job.
 // Its later reports are refused: it no longer holds the job.
 func (l *LeaseSweeper) timeOut(ctx context.Context, it inFlight, cur store.Snapshot) bool {
-	var decided *domain.Job
+	var on *domain.Job
 	u := commands.Jitter()
+	began := time.Now()
 	_, ev, err := l.store.Apply(ctx, "timeout", cur, func(j *domain.Job) (*domain.Event, error) {
-		decided = j
+		on = j
 		return commands.TimeOutHeld(j, it.seq, commands.DeadlineGrace, l.store.Actor(), time.Now().UTC(), u)
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
@@ -282,8 +288,9 @@ func (l *LeaseSweeper) timeOut(ctx context.Context, it inFlight, cur store.Snaps
 		l.log.Warn("execution timeout", "job", it.job, "err", err)
 		return false
 	}
-	_ = l.store.NC().Publish(decided.LeaseAck, []byte("+ACK"))
+	_ = l.store.NC().Publish(on.LeaseAck, []byte("+ACK"))
 	_ = l.store.NC().Publish(streams.CancelSubject, []byte(it.job))
-	l.log.Info("execution timeout", "job", it.job, "worker", decided.Worker, "event", ev.Type)
+	l.log.Info("execution timeout", "job", it.job, "worker", on.Worker, "event", ev.Type)
+	decided(ctx, tracing.SpanTimeout, on, ev, began)
 	return true
 }

@@ -222,9 +222,9 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// was done (message ids, schedules by subject, pieces by number).
 		j := snap.Job
 		switch {
-		case j.State == domain.StateQueued || j.State == domain.StateScheduled:
+		case commands.Dispatchable(j.State):
 			futs = append(futs, p.store.DispatchAsync(snap))
-		case j.State == domain.StateWaiting && s.event.Type == domain.EvWaiting:
+		case commands.AwaitsPieces(j.State) && s.event.Type == domain.EvWaiting:
 			futs = append(futs, p.store.PlanAsync(j))
 		}
 		if j.State.Terminal() && j.Spec.Parent != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 )
 
 // Defaults of ReaperConfig.
@@ -92,11 +93,13 @@ func (r *Reaper) reap(ctx context.Context, id string) {
 		return
 	}
 	var did string
+	var on *domain.Job
+	began := time.Now()
 	_, ev, err := r.store.Apply(ctx, "reap", cur, func(j *domain.Job) (*domain.Event, error) {
 		// Decided again on the job as it is now: one that moved on since
 		// the scan is left alone.
 		ev, why, err := commands.Reap(j, r.policy(), "reaper", time.Now().UTC())
-		did = why
+		did, on = why, j
 		return ev, err
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
@@ -107,4 +110,5 @@ func (r *Reaper) reap(ctx context.Context, id string) {
 		return
 	}
 	r.log.Info("reaped", "job", id, "why", did, "event", ev.Type)
+	decided(ctx, tracing.SpanReap, on, ev, began, tracing.AttrReason.String(did))
 }

@@ -277,7 +277,9 @@ func (r *Remote) ReportBatch(ctx context.Context, id, worker string, rep command
 
 // settle carries out step for batch b and says what became of it.
 func (r *Remote) settle(ctx context.Context, b *heldBatch, actor string, step commands.BatchStep) (BatchReport, error) {
-	if err := r.store.SettleBatch(ctx, ackSubject{r.store.NC(), b.ref.ack}, &b.item, b.ref.delivered, step, actor); err != nil {
+	err := r.store.SettleBatch(ctx, ackSubject{r.store.NC(), b.ref.ack}, &b.item, b.ref.delivered, step, actor)
+	batchSpan(ctx, b, actor, step, err)
+	if err != nil {
 		return BatchReport{}, fmt.Errorf("batch of %s, piece %d: %w", b.item.Parent, b.item.Piece, err)
 	}
 	out := BatchReport{ParentID: b.item.Parent, Piece: b.item.Piece, State: BatchRetrying}

@@ -7,6 +7,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 )
 
 // FanOut records that a job worker holds defers its outcome to the pieces
@@ -36,10 +37,12 @@ func (r *Remote) FanOut(ctx context.Context, id, worker string, f *store.FanOut,
 	if cur, err = r.annotations(ctx, cur, a, worker, progress, ev); err != nil {
 		return cur, err
 	}
-	if plan, err = r.store.MakePieces(ctx, cur.Job, f); err != nil {
+	// The pieces continue the trace of the attempt that makes them.
+	if plan, err = r.store.MakePieces(tracing.RemoteContext(ctx, cur.Job), cur.Job, f); err != nil {
 		return cur, err
 	}
-	next, _, err := r.store.RecordOutcome(ctx, "complete", cur, a, commands.Outcome{Kind: commands.Waiting, Plan: &plan})
+	next, waited, err := r.store.RecordOutcome(ctx, "complete", cur, a, commands.Outcome{Kind: commands.Waiting, Plan: &plan})
+	endAttempt(ctx, cur.Job, waited)
 	if err != nil {
 		// Cancelled (or lost) while its pieces were made: nobody waits for
 		// the children it made.

@@ -441,11 +441,12 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 
 // dropChild cancels a child the worker just claimed whose parent ended.
 func (r *Remote) dropChild(ctx context.Context, snap store.Snapshot, worker string) {
-	_, _, err := r.store.RecordOutcome(ctx, "cancel", snap, store.Attempt{Worker: worker},
+	_, ev, err := r.store.RecordOutcome(ctx, "cancel", snap, store.Attempt{Worker: worker},
 		commands.Outcome{Kind: commands.ParentEnded, Reason: store.ErrParentGone.Error()}, store.WaitForCascade)
 	if err != nil {
 		r.log.Warn("cancel a child whose parent ended", "job", snap.Job.ID, "err", err)
 	}
+	endAttempt(ctx, snap.Job, ev)
 }
 
 func (r *Remote) tryClaim(ctx context.Context, c *runConsumer, worker, only string) (Claimed, bool, error) {
@@ -487,7 +488,7 @@ func (r *Remote) tryClaimOne(ctx context.Context, c *runConsumer, worker, only s
 				skipped = true
 				continue
 			}
-			snap, ok := r.store.Claim(ctx, c.qs, d, worker, true, r.lease, r.log)
+			snap, ok := r.store.Claim(claimContext(ctx, &d.Item.Job), c.qs, d, worker, true, r.lease, r.log)
 			if ok && r.store.ParentEnded(ctx, snap.Job) {
 				// Read after the claim is in the log: a child whose parent
 				// was cancelled before it is never handed out.
@@ -608,7 +609,7 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 		return r.store.Annotate(ctx, "start", cur, a, func(j *domain.Job, now time.Time) (*domain.Event, error) {
 			ev, err := commands.Start(j, worker, j.LeaseItem, now)
 			if ev != nil {
-				ev.LeaseAck = j.LeaseAck
+				ev.LeaseAck, ev.Trace = j.LeaseAck, j.AttemptTrace // the attempt's span stays its claim's
 			}
 			return ev, err
 		})
@@ -617,7 +618,8 @@ func (r *Remote) Report(ctx context.Context, id, worker string, rep commands.Rep
 	if o.Kind == commands.GivenBack {
 		op = "requeue"
 	}
-	next, _, err := r.store.RecordOutcome(ctx, op, cur, a, o)
+	next, ev, err := r.store.RecordOutcome(ctx, op, cur, a, o)
+	endAttempt(ctx, cur.Job, ev)
 	return next, err
 }
 

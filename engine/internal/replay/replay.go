@@ -190,7 +190,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	// A finished fan-out's counts must be what its piece events say.
 	for id, j := range log {
-		if j.Fanout == nil || !j.State.Terminal() || j.State == domain.StateCancelled || j.Events == 0 {
+		if j.Fanout == nil || !commands.Settled(j.State) || j.Events == 0 {
 			continue
 		}
 		if j.Error != nil && j.Error.Code == "STALLED" {

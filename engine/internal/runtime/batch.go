@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -75,7 +77,11 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 		return
 	}
 	attempt := int(meta.NumDelivered)
-	hctx, cancel := context.WithCancelCause(context.Background())
+	var span trace.Span
+	if tr := tracing.Tracer(); tr != nil {
+		_, span = tracing.StartBatch(ctx, tr, &item, attempt, r.cfg.WorkerID, false, time.Time{})
+	}
+	hctx, cancel := context.WithCancelCause(tracing.HandlerContext(context.Background(), span, item.Trace, ""))
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, item.Timeout, ErrTimeout)
 	key := item.Parent + "/" + strconv.Itoa(item.Piece)
 	br := &batchRun{msg: msg, parent: item.Parent, cancel: cancel, since: time.Now()}
@@ -93,15 +99,21 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 	r.mu.Unlock()
 
 	o, _ := classifyOutcome(nil, herr, cause, item.Timeout)
-	r.settleBatch(ctx, msg, &item, attempt, commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled)))
+	step := commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled))
+	err = r.settleBatch(ctx, msg, &item, attempt, step)
+	if span != nil {
+		tracing.EndBatch(span, step, err)
+	}
 }
 
 // settleBatch carries out what was decided of a batch's attempt
 // (Store.SettleBatch); a piece event that could not be written leaves the
 // batch to be redelivered.
-func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *domain.BatchItem, attempt int, step commands.BatchStep) {
-	if err := r.store.SettleBatch(ctx, msg, item, attempt, step, r.cfg.WorkerID); err != nil {
+func (r *Runtime) settleBatch(ctx context.Context, msg jetstream.Msg, item *domain.BatchItem, attempt int, step commands.BatchStep) error {
+	err := r.store.SettleBatch(ctx, msg, item, attempt, step, r.cfg.WorkerID)
+	if err != nil {
 		r.log.Warn("batch outcome not recorded; the batch will be redelivered", "parent", item.Parent, "piece", item.Piece, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 	}
+	return err
 }

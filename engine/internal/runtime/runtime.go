@@ -10,11 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/pull"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -165,6 +167,9 @@ type run struct {
 	// Progress is coalesced: the last value waits there for its turn.
 	pmu      sync.Mutex
 	progress *Coalescer // made at the first report
+
+	span    trace.Span // the attempt's span; nil with tracing off (set once, before the run is shared)
+	spanEnd sync.Once
 }
 
 // New returns a runtime for one queue.
@@ -318,6 +323,10 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	// Listed in this worker's heartbeats while it claims: a claim whose
 	// answer is slow (a cluster losing a node) is not taken for a lost lease.
 	r.held.Store(d.Item.Job.ID, struct{}{})
+	var span trace.Span // the attempt's, with tracing on; one whose claim fails is never ended (nothing recorded)
+	if tr := tracing.Tracer(); tr != nil {
+		ctx, span = tracing.StartAttempt(ctx, tr, &d.Item.Job)
+	}
 	snap, ok := r.store.Claim(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
 	if !ok {
 		r.mu.Lock()
@@ -329,11 +338,17 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	}
 	meta := d.Meta
 	store.Crash("claim:done")
+	spec := &snap.Job.Spec
+	if span != nil {
+		tracing.Claimed(span, snap.Job.Attempt, r.cfg.WorkerID)
+	} else {
+		ctx = tracing.WithRemote(ctx, spec.TraceParent, spec.TraceState) // a fan-out's pieces continue the job's trace
+	}
 
-	hctx, cancel := context.WithCancelCause(context.Background())
+	hctx, cancel := context.WithCancelCause(tracing.HandlerContext(context.Background(), span, spec.TraceParent, spec.TraceState))
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, snap.Job.Spec.Timeout, ErrTimeout)
 	rn := &run{rt: r, msg: msg, id: snap.Job.ID, lease: meta.Sequence.Stream, number: snap.Job.Attempt,
-		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap}
+		cancel: cancel, since: time.Now(), done: make(chan struct{}), snap: snap, span: span}
 	r.mu.Lock()
 	if old := r.inflight[snap.Job.ID]; old != nil {
 		// This runtime ran the job before under an item whose lease lapsed
@@ -409,6 +424,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			// Cancelled, or the lease went to another worker: what this
 			// attempt produced is discarded.
 			r.log.Info("attempt result discarded", "job", rn.id, "reason", err)
+			rn.endSpan(nil, err)
 			r.store.CancelMadeChildren(ctx, next.Job, children)
 			r.release(rn, next.Job)
 			return
@@ -421,8 +437,10 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			// Leave the item to be redelivered: the lease expires and the job
 			// is requeued.
 			r.log.Error("could not record the outcome of an attempt", "job", rn.id, "err", err)
+			rn.endSpan(nil, err)
 			return
 		}
+		rn.endSpan(ev, nil)
 		r.store.CancelMadeChildren(ctx, next.Job, children)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(next.Job, ev)
@@ -464,7 +482,7 @@ func (r *Runtime) checkRun(rn *run) {
 	if rn.guard().Holds(j) == nil {
 		return
 	}
-	if j.State == domain.StateCancelled {
+	if commands.WasCancelled(j.State) {
 		rn.cancel(ErrJobCancelled)
 	} else {
 		rn.cancel(errLeaseLost)
@@ -608,8 +626,9 @@ func (r *Runtime) requeue(ctx context.Context, rn *run) {
 		r.log.Error("requeue on shutdown", "job", rn.id, "err", err)
 		return
 	}
-	next, _, err := r.store.RecordOutcome(ctx, "requeue", snap, rn.guard(),
+	next, ev, err := r.store.RecordOutcome(ctx, "requeue", snap, rn.guard(),
 		commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down; handler did not stop"})
+	rn.endSpan(ev, err)
 	if err != nil {
 		if !errors.Is(err, commands.ErrNotClaimant) {
 			r.log.Error("requeue on shutdown", "job", rn.id, "err", err)

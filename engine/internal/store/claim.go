@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -149,17 +150,22 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 		ack = d.Msg.Reply()
 	}
 	cur := Snapshot{Job: &d.Item.Job, Rev: d.Item.Rev}
+	span := tracing.ClaimTrace(ctx) // the attempt's span, if tracing is on
 	for round := 0; round < 4; round++ {
 		snap, _, err := s.Apply(ctx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
 			now := time.Now().UTC()
 			if remote {
 				ev, err := commands.Claim(j, worker, item, now)
 				if ev != nil {
-					ev.LeaseAck = ack
+					ev.LeaseAck, ev.Trace = ack, span
 				}
 				return ev, err
 			}
-			return commands.Start(j, worker, item, now)
+			ev, err := commands.Start(j, worker, item, now)
+			if ev != nil {
+				ev.Trace = span
+			}
+			return ev, err
 		})
 		if err == nil {
 			return snap, true
@@ -210,7 +216,8 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			return snap, false
 		}
 		held := j.LeaseItem
-		next, _, err := s.Apply(ctx, "lease", snap, func(j *domain.Job) (*domain.Event, error) {
+		began := time.Now()
+		next, ev, err := s.Apply(ctx, "lease", snap, func(j *domain.Job) (*domain.Event, error) {
 			return commands.WriteOffLease(j, held, beat, lease, worker, time.Now().UTC())
 		})
 		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
@@ -221,6 +228,7 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 		if err == nil {
 			// The holder lost it: a heartbeat waiting for news of its jobs hears it.
 			_ = s.nc.Publish(streams.CancelSubject, []byte(j.ID))
+			leaseWrittenOff(ctx, j, ev, began)
 		}
 		if next.Job.State.Terminal() {
 			_ = d.Msg.Ack()

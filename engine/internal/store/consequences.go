@@ -33,7 +33,7 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 		return nil
 	}
 	var futs []streams.Future
-	if (ev.To == domain.StateQueued || ev.To == domain.StateScheduled) && j.Seq == ev.Seq {
+	if commands.Dispatchable(ev.To) && j.Seq == ev.Seq {
 		futs = append(futs, s.DispatchAsync(snapshot(next)))
 	}
 	switch {
@@ -48,7 +48,7 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 // Dispatch makes a runnable snapshot claimable: a work item for a queued
 // job, a schedule for a scheduled one. Anything else is left alone.
 func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
-	if st := snap.Job.State; st != domain.StateQueued && st != domain.StateScheduled {
+	if !commands.Dispatchable(snap.Job.State) {
 		return nil
 	}
 	_, err := s.DispatchAsync(snap).Wait(ctx)
@@ -63,16 +63,10 @@ func (s *Store) DispatchAsync(snap Snapshot) streams.Future {
 
 // PieceAsync publishes what became of child j on its parent's piece subject.
 func (s *Store) PieceAsync(j *domain.Job) streams.Future {
-	typ := domain.PcSucceeded
-	switch j.State {
-	case domain.StateFailed:
-		typ = domain.PcFailed
-	case domain.StateCancelled:
-		typ = domain.PcCancelled
-	}
+	typ := commands.PieceOutcome(j.State)
 	ev := &domain.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
 		Actor: s.actor, Fields: map[string]any{"child": j.ID}}
-	if j.State != domain.StateSucceeded && j.Error != nil {
+	if typ != domain.PcSucceeded && j.Error != nil {
 		e := *j.Error
 		e.Stack = ""
 		ev.Error = &e

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 )
 
 // Defaults of a fan-out of batches.
@@ -80,10 +83,15 @@ func (f *FanOut) Plan(j *domain.Job) domain.FanoutPlan {
 // (FanOut returned by a handler) and HTTP ones (PATCH with state waiting)
 // both come here. An error matching commands.ErrInvalidInput can never
 // succeed.
-func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (domain.FanoutPlan, error) {
-	plan := f.Plan(parent)
+func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (plan domain.FanoutPlan, err error) {
+	plan = f.Plan(parent)
 	if err := commands.CheckPlan(&plan); err != nil {
 		return plan, err
+	}
+	if tr := tracing.Tracer(); tr != nil {
+		var span trace.Span
+		ctx, span = tracing.StartFanOut(ctx, tr, parent, &plan)
+		defer func() { tracing.End(span, err) }()
 	}
 	if plan.Kind != domain.FanoutChildren {
 		return plan, s.sendBatches(ctx, parent, plan, f)
@@ -137,13 +145,15 @@ func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain
 	if timeout <= 0 {
 		timeout = parent.Spec.Timeout
 	}
+	// Each batch continues the trace of the fan-out that made it.
+	tp := tracing.TraceParent(trace.SpanContextFromContext(ctx))
 	return s.SendBatches(ctx, len(f.Batches), func(i int) (*domain.BatchItem, error) {
 		body, err := commands.CompactJSON(f.Batches[i])
 		if err != nil {
 			return nil, fmt.Errorf("batch %d payload: %w", i+1, err)
 		}
 		return &domain.BatchItem{Parent: parent.ID, Piece: i + 1, Type: plan.BatchType,
-			Queue: plan.BatchQueue, Payload: body, MaxRetries: maxRetries, Backoff: backoff, Timeout: timeout}, nil
+			Queue: plan.BatchQueue, Payload: body, MaxRetries: maxRetries, Backoff: backoff, Timeout: timeout, Trace: tp}, nil
 	})
 }
 

@@ -241,6 +241,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 		ws[i] = w
 		todo = append(todo, w)
 	}
+	spans := traceSubmits(ctx, ws)
 	// A child linked by parent is recorded on the parent's piece subject
 	// before it exists: a cascade of the parent finds it (one of a child
 	// that was never made cancels nothing).
@@ -268,6 +269,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 			s.dropIfParentEnded(ctx, out[i].Job)
 		}
 	}
+	endSubmits(spans, out)
 	return out
 }
 

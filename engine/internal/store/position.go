@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -27,7 +28,7 @@ var errFound = errors.New("found")
 // (cancelled while queued, say) are not ahead of anyone. Past
 // maxExactAhead items, the count is the stream's, an upper bound.
 func (s *Store) QueuePosition(ctx context.Context, j *domain.Job) (int, error) {
-	if j.State != domain.StateQueued {
+	if !commands.InQueue(j.State) {
 		return -1, nil
 	}
 	stream := streams.QueueStream(j.Spec.Queue)
@@ -108,7 +109,7 @@ func (s *Store) liveItems(ctx context.Context, items []*domain.WorkItem) (int, e
 			continue
 		}
 		cur, ok := recs[it.Job.ID]
-		if !ok || cur.Job.State != domain.StateQueued || cur.Job.Seq != it.Job.Seq {
+		if !ok || !commands.InQueue(cur.Job.State) || cur.Job.Seq != it.Job.Seq {
 			continue
 		}
 		seen[it.Job.ID] = true

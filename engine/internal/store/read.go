@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
 )
@@ -167,12 +168,12 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Snapshot,
 // (job.pending).
 func (s *Store) View(ctx context.Context, j *domain.Job) *projections.JobView {
 	v := projections.View(j)
-	if j.State == domain.StateQueued {
+	if commands.InQueue(j.State) {
 		if pos, err := s.QueuePosition(ctx, j); err == nil && pos >= 0 {
 			v.QueuePosition = &pos
 		}
 	}
-	if j.State == domain.StatePending {
+	if commands.InAdmission(j.State) {
 		if place, ok := s.admissionPlaceOf(ctx, j.ID); ok {
 			v.PendingPosition = &place.Position
 			v.Hold = nil // a slot is free: its turn comes at once
@@ -195,6 +196,7 @@ func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted
 	if err != nil {
 		return Submitted{}, err
 	}
+	ctx = tracing.LinkTo(ctx, orig.Job.Spec.TraceParent, tracing.LinkRetryOf) // the retry's submit span links to the job
 	if len(orig.Job.Spec.Files) > 0 {
 		return s.retryWithFiles(ctx, orig.Job, req)
 	}
