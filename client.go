@@ -138,6 +138,7 @@ type SubmitRequest struct {
 	RetryOn          []string
 	NoRetryOn        []string
 	User             string
+	ConcurrencyKey   string
 	// Uploads are input files, stored with the job before it is submitted
 	// (see Files).
 	Uploads []FileUpload
@@ -165,7 +166,7 @@ func (r *SubmitRequest) command() *commands.SubmitRequest {
 		Backoff: duration(r.Backoff), BackoffCap: duration(r.BackoffCap), Jitter: r.Jitter,
 		Timeout: duration(r.Timeout), IdempotencyKey: r.IdempotencyKey, Tags: r.Tags, Parent: r.Parent,
 		Priority: r.Priority, RetryOn: r.RetryOn, NoRetryOn: r.NoRetryOn, MaxLeaseRequeues: r.MaxLeaseRequeues,
-		QueueTimeout: duration(r.QueueTimeout), User: r.User}
+		QueueTimeout: duration(r.QueueTimeout), User: r.User, ConcurrencyKey: r.ConcurrencyKey}
 	for _, u := range r.Uploads {
 		c.Uploads = append(c.Uploads, commands.FileUpload{Name: u.Name, Reader: u.Reader})
 	}
@@ -369,8 +370,10 @@ const MaxQueueLimit = commands.MaxLimit
 
 // SetQueueLimits sets a queue's limits (creating the queue if need be).
 // Jobs submitted to a queue with limits wait in Pending until a slot is
-// free, admitted fairly across users. Lowering a limit stops no running
-// job; raising one admits pending jobs at once. docs/quotas.md.
+// free and their rate limit lets them start, admitted fairly across users
+// and keys. Lowering a limit stops no running job; raising one admits
+// pending jobs at once. A limit out of range (a count under 0, a rate
+// limit without its period) is refused naming it. docs/quotas.md.
 func (c *Client) SetQueueLimits(ctx context.Context, queue string, l QueueLimits) error {
 	_, err := c.ChangeQueueLimits(ctx, queue, func(QueueLimits) QueueLimits { return l })
 	return err
@@ -380,13 +383,12 @@ func (c *Client) SetQueueLimits(ctx context.Context, queue string, l QueueLimits
 // ones (decided on the limits as they are when written), and returns them.
 func (c *Client) ChangeQueueLimits(ctx context.Context, queue string, change func(QueueLimits) QueueLimits) (QueueLimits, error) {
 	l, err := c.b.changeQueueLimits(ctx, queue, func(cur domain.QueueLimits) domain.QueueLimits {
-		n := change(QueueLimits{MaxRunning: cur.MaxRunning, MaxRunningPerUser: cur.MaxRunningPerUser})
-		return domain.QueueLimits{MaxRunning: n.MaxRunning, MaxRunningPerUser: n.MaxRunningPerUser}
+		return change(queueLimits(cur)).domain()
 	})
 	if err != nil {
 		return QueueLimits{}, publicErr(err)
 	}
-	return QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser}, nil
+	return queueLimits(l), nil
 }
 
 // Workers lists the registered workers by registration time; live says

@@ -55,12 +55,22 @@ func IdempotencyKey(key string) SubmitOption {
 // engine takes the token's name, and only an admin may name another.
 func User(u string) SubmitOption { return func(r *SubmitRequest) { r.User = u } }
 
+// ConcurrencyKey groups the job with the others of its key (within its
+// namespace): in a queue with MaxRunningPerKey they hold at most that many
+// slots at once (1: one at a time, in submit order); a queue whose rate
+// limit is per "concurrency_key" counts their starts together.
+func ConcurrencyKey(key string) SubmitOption {
+	return func(r *SubmitRequest) { r.ConcurrencyKey = key }
+}
+
 // Tags labels the job.
 func Tags(tags ...string) SubmitOption {
 	return func(r *SubmitRequest) { r.Tags = append(r.Tags, tags...) }
 }
 
-// Priority sets the job's priority (recorded; dispatch is FIFO per queue).
+// Priority sets the job's priority, -1000 to 1000, higher first: in a
+// queue with priorities (QueueLimits.Priorities) pending jobs start by
+// priority (docs/quotas.md); elsewhere it is recorded and work is FIFO.
 func Priority(p int) SubmitOption { return func(r *SubmitRequest) { r.Priority = p } }
 
 // Parent links the job to a parent job.

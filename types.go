@@ -76,13 +76,18 @@ type ErrorCount struct {
 }
 
 // HoldInfo is why a pending job waits: the limit of its queue that held it
-// when admission last looked (max_running or max_running_per_user), its
-// value, since when, and that said for people.
+// when admission last looked (max_running, max_running_per_user,
+// max_running_per_key or rate_limit), its value, the key it holds (for a
+// key's limit), since when, when a rate limit lets it start, and that said
+// for people.
 type HoldInfo struct {
-	Limit   string    `json:"limit"`
-	Max     int       `json:"max"`
-	Since   time.Time `json:"since"`
-	Message string    `json:"message"`
+	Reason  string     `json:"reason"` // quota, key or rate
+	Limit   string     `json:"limit"`
+	Max     int        `json:"max"`
+	Key     string     `json:"key,omitempty"`
+	Since   time.Time  `json:"since"`
+	Until   *time.Time `json:"until,omitempty"`
+	Message string     `json:"message"`
 }
 
 // FileInfo is one of a job's files: its name in the job's directory, its
@@ -123,6 +128,7 @@ type JobInfo struct {
 	Fanout           *FanoutInfo     `json:"fanout,omitempty"`
 	QueuePosition    *int            `json:"queue_position,omitempty"`
 	User             string          `json:"user,omitempty"`
+	ConcurrencyKey   string          `json:"concurrency_key,omitempty"`
 	Hold             *HoldInfo       `json:"hold,omitempty"`
 	PendingPosition  *int            `json:"pending_position,omitempty"`
 	CreatedAt        time.Time       `json:"created_at"`
@@ -193,10 +199,58 @@ type ListFilter struct {
 }
 
 // QueueLimits are a queue's quotas: the most jobs running at once in all
-// (MaxRunning) and per user (MaxRunningPerUser); 0 is no limit.
+// (MaxRunning), per user (MaxRunningPerUser) and per concurrency key
+// (MaxRunningPerKey; 1: one at a time per key, in submit order); and the
+// most jobs started (admitted) in any period of RatePeriod (RateLimit),
+// of the whole queue, or of each rate key when RateKey says where a job's
+// comes from ("user", "concurrency_key" or a payload field
+// "payload.<name>[.<name>...]"). 0 is no limit. Priorities sends every
+// job of the queue through admission, which starts the pending ones by
+// priority (every 10th start goes to the job pending longest), keeping at
+// most MaxQueued admitted jobs waiting for a worker (0: 100). docs/quotas.md.
 type QueueLimits struct {
-	MaxRunning        int `json:"max_running"`
-	MaxRunningPerUser int `json:"max_running_per_user"`
+	MaxRunning        int           `json:"max_running"`
+	MaxRunningPerUser int           `json:"max_running_per_user"`
+	MaxRunningPerKey  int           `json:"max_running_per_key"`
+	RateLimit         int           `json:"rate_limit"`
+	RatePeriod        time.Duration `json:"rate_period"` // JSON: seconds
+	RateKey           string        `json:"rate_key,omitempty"`
+	Priorities        bool          `json:"priorities,omitempty"`
+	MaxQueued         int           `json:"max_queued,omitempty"`
+}
+
+// MarshalJSON writes the rate period in seconds, as the HTTP API does.
+func (l QueueLimits) MarshalJSON() ([]byte, error) {
+	type plain QueueLimits
+	return json.Marshal(struct {
+		plain
+		RatePeriod float64 `json:"rate_period"`
+	}{plain(l), l.RatePeriod.Seconds()})
+}
+
+// UnmarshalJSON reads the rate period in seconds.
+func (l *QueueLimits) UnmarshalJSON(b []byte) error {
+	type plain QueueLimits
+	var w struct {
+		plain
+		RatePeriod float64 `json:"rate_period"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*l = QueueLimits(w.plain)
+	l.RatePeriod = time.Duration(w.RatePeriod * float64(time.Second))
+	return nil
+}
+
+func (l QueueLimits) domain() domain.QueueLimits {
+	return domain.QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser, MaxRunningPerKey: l.MaxRunningPerKey,
+		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey, Priorities: l.Priorities, MaxQueued: l.MaxQueued}
+}
+
+func queueLimits(l domain.QueueLimits) QueueLimits {
+	return QueueLimits{MaxRunning: l.MaxRunning, MaxRunningPerUser: l.MaxRunningPerUser, MaxRunningPerKey: l.MaxRunningPerKey,
+		RateLimit: l.RateLimit, RatePeriod: l.RatePeriod, RateKey: l.RateKey, Priorities: l.Priorities, MaxQueued: l.MaxQueued}
 }
 
 // QueueInfo is a queue: its settings and what it holds.
@@ -213,18 +267,25 @@ type QueueInfo struct {
 	Running           int           `json:"running"`
 	MaxRunning        int           `json:"max_running"`
 	MaxRunningPerUser int           `json:"max_running_per_user"`
+	MaxRunningPerKey  int           `json:"max_running_per_key"`
+	RateLimit         int           `json:"rate_limit"`
+	RatePeriodSeconds float64       `json:"rate_period"`
+	RateKey           string        `json:"rate_key,omitempty"`
+	Priorities        bool          `json:"priorities,omitempty"`
+	MaxQueued         int           `json:"max_queued,omitempty"` // the window of a queue with priorities or max_queued
 	// Slots are, for a queue with limits, what its admitter counts (nil
 	// when none answered).
 	Slots *QueueSlots `json:"slots,omitempty"`
 }
 
 // QueueSlots are the jobs of a queue with limits that hold a slot (queued
-// after admission, claimed or running) and those that wait for one, in all
-// and by user ("namespace/user").
+// after admission, claimed or running) and those that wait for one, in all,
+// by user ("namespace/user") and by concurrency key ("namespace/key").
 type QueueSlots struct {
 	Running int                  `json:"running"`
 	Pending int                  `json:"pending"`
 	Users   map[string]SlotCount `json:"users,omitempty"`
+	Keys    map[string]SlotCount `json:"keys,omitempty"`
 }
 
 // SlotCount is one user's share of a queue's slots.
@@ -272,7 +333,10 @@ type VerifyReport struct {
 	Slots        map[string]QueueSlots `json:"slots,omitempty"`
 	SlotsChecked bool                  `json:"slots_checked"` // the live admitter's counts were compared
 	Schedules    int                   `json:"schedules"`     // schedules compared
-	Diffs        []VerifyDiff          `json:"diffs"`
+	// RateAdmissions is how many admissions of queues with a rate limit
+	// were checked against it (no period with more than the limit).
+	RateAdmissions int          `json:"rate_admissions_checked"`
+	Diffs          []VerifyDiff `json:"diffs"`
 }
 
 // TypeInfo is a registered job type: scope:category:name, its payload's
@@ -470,7 +534,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 		MaxRetries: v.MaxRetries, Retries: v.Retries, LeaseRequeues: v.LeaseRequeues,
 		MaxLeaseRequeues: v.MaxLeaseRequeues, TimeoutSeconds: v.TimeoutSeconds, BackoffSeconds: v.BackoffSeconds,
 		Tags: v.Tags, IdempotencyKey: v.IdempotencyKey, ParentID: v.ParentID, RetryOf: v.RetryOf,
-		Priority: v.Priority, Worker: v.Worker, QueuePosition: v.QueuePosition, User: v.User,
+		Priority: v.Priority, Worker: v.Worker, QueuePosition: v.QueuePosition, User: v.User, ConcurrencyKey: v.ConcurrencyKey,
 		PendingPosition: v.PendingPosition, CreatedAt: v.CreatedAt, RunAt: v.RunAt, QueuedAt: v.QueuedAt,
 		StartedAt: v.StartedAt, Deadline: v.Deadline, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,
 		DurationSeconds: v.DurationSeconds, Seq: v.Seq, Events: v.Events, TraceParent: v.TraceParent, TraceState: v.TraceState}
@@ -489,7 +553,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 			MaxFailureRatio: f.MaxFailureRatio, BatchType: f.BatchType, Errors: errorCounts(f.Errors)}
 	}
 	if h := v.Hold; h != nil {
-		j.Hold = &HoldInfo{Limit: h.Limit, Max: h.Max, Since: h.Since, Message: h.Message}
+		j.Hold = &HoldInfo{Reason: h.Reason, Limit: h.Limit, Max: h.Max, Key: h.Key, Since: h.Since, Until: h.Until, Message: h.Message}
 	}
 	return j
 }
@@ -512,19 +576,26 @@ func eventInfo(v *projections.EventView) *EventInfo {
 }
 
 func queueSlots(c commands.Counts) QueueSlots {
-	s := QueueSlots{Running: c.Holding, Pending: c.Pending}
-	if c.Users != nil {
-		s.Users = make(map[string]SlotCount, len(c.Users))
-		for u, n := range c.Users {
-			s.Users[u] = SlotCount{Running: n.Holding, Pending: n.Pending}
-		}
-	}
+	s := QueueSlots{Running: c.Holding, Pending: c.Pending, Users: slotCounts(c.Users), Keys: slotCounts(c.Keys)}
 	return s
+}
+
+func slotCounts(c map[string]commands.Count) map[string]SlotCount {
+	if c == nil {
+		return nil
+	}
+	out := make(map[string]SlotCount, len(c))
+	for u, n := range c {
+		out[u] = SlotCount{Running: n.Holding, Pending: n.Pending}
+	}
+	return out
 }
 
 func queueInfo(q *engine.QueueInfo) *QueueInfo {
 	out := &QueueInfo{Name: q.Name, Paused: q.Paused, Depth: q.Depth, Held: q.Held, Delayed: q.Delayed,
-		CreatedAt: q.CreatedAt, Running: q.Running, MaxRunning: q.MaxRunning, MaxRunningPerUser: q.MaxRunningPerUser}
+		CreatedAt: q.CreatedAt, Running: q.Running, MaxRunning: q.MaxRunning, MaxRunningPerUser: q.MaxRunningPerUser,
+		MaxRunningPerKey: q.MaxRunningPerKey, RateLimit: q.RateLimit, RatePeriodSeconds: time.Duration(q.RatePeriod).Seconds(),
+		RateKey: q.RateKey, Priorities: q.Priorities, MaxQueued: q.MaxQueued}
 	if q.Jobs != nil {
 		out.Jobs = make(map[State]int, len(q.Jobs))
 		for s, n := range q.Jobs {
@@ -547,7 +618,8 @@ func workerInfo(w *engine.WorkerView) *WorkerInfo {
 
 func verifyReport(r *projections.Report) *VerifyReport {
 	out := &VerifyReport{Jobs: r.Jobs, Records: r.Records, LastSeq: r.LastSeq, Registry: r.Registry,
-		Purged: r.Purged, SlotsChecked: r.SlotsChecked, Diffs: make([]VerifyDiff, len(r.Diffs)), Schedules: r.Schedules}
+		Purged: r.Purged, SlotsChecked: r.SlotsChecked, RateAdmissions: r.RateAdmissions, Diffs: make([]VerifyDiff, len(r.Diffs)),
+		Schedules: r.Schedules}
 	for i, d := range r.Diffs {
 		out.Diffs[i] = VerifyDiff{ID: d.ID, Reason: d.Reason, Fields: d.Fields}
 	}

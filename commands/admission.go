@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"container/heap"
 	"sort"
 	"time"
 
@@ -10,21 +11,34 @@ import (
 // Admission decides which pending jobs of one queue with limits take its
 // free slots. It holds no counter of its own: its state is the set of the
 // queue's jobs that are not terminal, each in the state the log last gave
-// it (Observe), so rebuilding it from the log rebuilds the counts.
+// it (Observe), and the admissions of the last rate period the log told
+// (CountAdmission), so rebuilding it from the log rebuilds the counts.
 //
 // A job holds a slot while it is queued (once admitted), claimed or
 // running, and while an admission of it is being written. A job waiting
 // for a retry (scheduled) or for its children (waiting) holds none.
-// Admission is fair across users: one job per user in turn (round-robin),
-// the oldest first within a user, skipping users at their own limit.
+//
+// Pending jobs wait in lanes: the jobs of one user with one concurrency
+// key and one rate key, each lane in order (higher priority first, then
+// the oldest). Admission is fair across lanes: it takes the head of one
+// lane in turn (round-robin: the lane served longest ago first), skipping
+// a lane whose head its limits hold (its user's, its key's, its rate
+// key's). A job with a concurrency key in a queue with max_running_per_key
+// waits for the jobs of its key ahead of it, in every lane: one at a time
+// per key means in submit order.
 type Admission struct {
 	Queue   string
 	Limits  domain.QueueLimits
 	jobs    map[string]*slotJob
-	users   map[string]*userSlots
-	ring    []string // users with pending jobs, in turn
-	cursor  int
+	users   map[string]*holder // by SlotUser
+	keys    map[string]*holder // by scoped concurrency key (jobs with one)
+	lanes   map[string]*lane
+	rates   map[string]*rateWindow // by scoped rate key; "": the queue's
 	holding int
+	queued  int        // jobs admitted (or being) and not yet claimed: the window's (QueueLimits.Window)
+	served  uint64     // admissions so far: every AgedEvery-th goes to the oldest (a queue with priorities)
+	byAge   []entry    // pending jobs in the order they became pending (a queue with priorities)
+	turns   uint64     // lanes served so far: a lane's turn is the count when it was last served
 	fresh   []*slotJob // became pending, oldest first, not yet looked at by Holds
 }
 
@@ -33,21 +47,77 @@ type Admission struct {
 // tokens' names) are two users. The admission's counts are by SlotUser.
 func SlotUser(namespace, user string) string { return namespace + "/" + user }
 
+// SlotKey is a concurrency or rate key within its namespace ("acme/c42"):
+// the keys of two namespaces never share a limit. "" for no key.
+func SlotKey(namespace, key string) string {
+	if key == "" {
+		return ""
+	}
+	return namespace + "/" + key
+}
+
 // Slot is what Admission needs to know of a job: the state the log gives
-// it, its user and when it was created (its age among the pending).
+// it, whom and what key it counts against and when it was created (its
+// age among the pending).
 type Slot struct {
-	ID      string
-	User    string // SlotUser
-	State   domain.State
-	Created time.Time
-	Hold    *domain.Hold // why it waits, as its record says (job.pending)
-	Seq     uint64       // the event that gave it this state: an older one is ignored (0: take it)
+	ID       string
+	User     string // SlotUser
+	Key      string // SlotKey of its concurrency key; "" none
+	RateKey  string // SlotKey of its rate key in a queue with a rate limit per key
+	Priority int
+	State    domain.State
+	Created  time.Time
+	Hold     *domain.Hold // why it waits, as its record says (job.pending)
+	Seq      uint64       // the event that gave it this state: an older one is ignored (0: take it)
+}
+
+// SlotOf is the slot of a job of spec in a queue with limits l: its user,
+// keys and priority (the caller adds its state, age and sequence).
+func SlotOf(id string, spec *domain.Spec, l domain.QueueLimits) Slot {
+	return Slot{ID: id, User: SlotUser(spec.Namespace, spec.User), Key: SlotKey(spec.Namespace, spec.ConcurrencyKey),
+		RateKey: RateKeyOf(l, spec), Priority: spec.Priority}
 }
 
 type slotJob struct {
 	Slot
-	admitting bool      // an admission is being written
-	since     time.Time // when admission saw it become pending
+	admitting bool        // an admission is being written
+	rate      *rateWindow // the rate window its admission being written counts in
+	since     time.Time   // when admission saw it become pending
+	gen       uint32      // stays in pending so far: an entry of an earlier stay is stale
+	lane      *lane
+}
+
+// entry is a pending job in a list, as of one stay in pending.
+type entry struct {
+	j   *slotJob
+	gen uint32
+}
+
+func (e entry) valid() bool { return e.j.gen == e.gen && waiting(e.j) }
+
+// holder is what a user or a key holds, and its pending jobs.
+type holder struct {
+	holding  int
+	npending int
+	pending  []entry // keys only, with max_running_per_key: in order, for one at a time in submit order
+}
+
+// lane is the pending jobs of one user with one concurrency key and one
+// rate key: the limits that hold its head hold all of it.
+type lane struct {
+	id       string
+	user     string
+	key      string
+	pending  []entry // in order (before)
+	npending int
+	turn     uint64
+}
+
+// rateWindow is the admissions of one rate key (or of the queue) in the
+// last rate period: those the log told, and those being written.
+type rateWindow struct {
+	times     []time.Time // oldest first
+	admitting int
 }
 
 // HoldAfter is how long a job waits in pending before admission records
@@ -55,16 +125,10 @@ type slotJob struct {
 // slots absorb within a second costs no write per job.
 const HoldAfter = time.Second
 
-type userSlots struct {
-	holding  int
-	pending  []*slotJob // oldest first; entries no longer pending are skipped lazily
-	npending int        // entries of pending that are pending and not admitting
-	inRing   bool
-}
-
 // NewAdmission returns an empty admission for queue with limits l.
 func NewAdmission(queue string, l domain.QueueLimits) *Admission {
-	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*userSlots{}}
+	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*holder{},
+		keys: map[string]*holder{}, lanes: map[string]*lane{}, rates: map[string]*rateWindow{}}
 }
 
 func holdsSlot(j *slotJob) bool {
@@ -78,13 +142,74 @@ func holdsSlot(j *slotJob) bool {
 	return false
 }
 
-func (a *Admission) user(name string) *userSlots {
+// inWindow reports whether j counts in the queue's window: admitted (or
+// being) and not claimed yet.
+func inWindow(j *slotJob) bool { return j.admitting || j.State == domain.StateQueued }
+
+// AgedEvery: in a queue with priorities, every AgedEvery-th admission goes
+// to the job pending longest that its own limits do not hold, whatever
+// its priority: no job starves.
+const AgedEvery = 10
+
+// agedScan bounds how many of the oldest pending jobs an aged admission
+// looks at for one its own limits do not hold.
+const agedScan = 64
+
+// waiting reports whether j is a pending job to admit.
+func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
+
+// before orders pending jobs: higher priority first, then the oldest.
+func before(x, y *slotJob) bool {
+	if x.Priority != y.Priority {
+		return x.Priority > y.Priority
+	}
+	if !x.Created.Equal(y.Created) {
+		return x.Created.Before(y.Created)
+	}
+	return x.ID < y.ID
+}
+
+func (a *Admission) user(name string) *holder {
 	u := a.users[name]
 	if u == nil {
-		u = &userSlots{}
+		u = &holder{}
 		a.users[name] = u
 	}
 	return u
+}
+
+func (a *Admission) key(name string) *holder {
+	if name == "" {
+		return nil
+	}
+	k := a.keys[name]
+	if k == nil {
+		k = &holder{}
+		a.keys[name] = k
+	}
+	return k
+}
+
+// forget drops holders and lanes that hold and wait for nothing.
+func (a *Admission) forget(j *slotJob) {
+	if u := a.users[j.User]; u != nil && u.holding == 0 && u.npending == 0 {
+		delete(a.users, j.User)
+	}
+	if k := a.keys[j.Key]; k != nil && k.holding == 0 && k.npending == 0 {
+		delete(a.keys, j.Key)
+	}
+	if l := j.lane; l != nil && l.npending == 0 && a.lanes[l.id] == l {
+		delete(a.lanes, l.id)
+	}
+}
+
+// hold adds d to the slots j holds: of the queue, its user, its key.
+func (a *Admission) hold(j *slotJob, d int) {
+	a.holding += d
+	a.user(j.User).holding += d
+	if k := a.key(j.Key); k != nil {
+		k.holding += d
+	}
 }
 
 // Observe records the state the log gives a job of the queue.
@@ -94,7 +219,7 @@ func (a *Admission) Observe(s Slot) {
 		if s.State.Terminal() || s.State == domain.StateNew {
 			return
 		}
-		j = &slotJob{Slot: Slot{ID: s.ID, User: s.User, Created: s.Created}}
+		j = &slotJob{Slot: Slot{ID: s.ID, User: s.User, Key: s.Key, RateKey: s.RateKey, Priority: s.Priority, Created: s.Created}}
 		a.jobs[s.ID] = j
 	}
 	if s.Seq != 0 && s.Seq <= j.Seq {
@@ -103,9 +228,11 @@ func (a *Admission) Observe(s Slot) {
 	if s.Seq != 0 {
 		j.Seq = s.Seq
 	}
-	u := a.user(j.User)
-	held, pending := holdsSlot(j), j.State == domain.StatePending && !j.admitting
-	j.admitting = false // whatever was being written, the log now says where the job is
+	held, wasWaiting, wasQueued := holdsSlot(j), waiting(j), inWindow(j)
+	// Whatever was being written, the log now says where the job is (an
+	// admission that landed is counted by CountAdmission).
+	j.admitting = false
+	a.unrate(j)
 	j.State = s.State
 	if s.State != domain.StatePending {
 		j.Hold = nil
@@ -115,25 +242,37 @@ func (a *Admission) Observe(s Slot) {
 	if s.State.Terminal() {
 		delete(a.jobs, s.ID)
 	}
-	if now := holdsSlot(j) && !s.State.Terminal(); now != held {
+	if now := inWindow(j) && !s.State.Terminal(); now != wasQueued {
 		if now {
-			a.holding++
-			u.holding++
+			a.queued++
 		} else {
-			a.holding--
-			u.holding--
+			a.queued--
 		}
 	}
-	switch nowPending := s.State == domain.StatePending; {
-	case nowPending && !pending:
-		a.enqueue(u, j)
+	if now := holdsSlot(j) && !s.State.Terminal(); now != held {
+		if now {
+			a.hold(j, 1)
+		} else {
+			a.hold(j, -1)
+		}
+	}
+	switch nowWaiting := waiting(j); {
+	case nowWaiting && !wasWaiting:
+		a.enqueue(j)
 		j.since = time.Now()
 		a.fresh = append(a.fresh, j)
-	case !nowPending && pending:
-		u.npending--
+	case !nowWaiting && wasWaiting:
+		a.dequeued(j)
 	}
-	if u.holding == 0 && u.npending == 0 && !u.inRing {
-		delete(a.users, j.User)
+	a.forget(j)
+}
+
+// unrate gives back the place in its rate window that j's admission being
+// written held.
+func (a *Admission) unrate(j *slotJob) {
+	if j.rate != nil {
+		j.rate.admitting--
+		j.rate = nil
 	}
 }
 
@@ -159,100 +298,348 @@ func (a *Admission) SetHold(id string, h *domain.Hold) {
 	}
 }
 
-// enqueue puts j among its user's pending jobs, oldest first.
-func (a *Admission) enqueue(u *userSlots, j *slotJob) {
-	older := func(x, y *slotJob) bool {
-		return x.Created.Before(y.Created) || x.Created.Equal(y.Created) && x.ID < y.ID
+// insert puts e in list, in order.
+func insert(list []entry, e entry) []entry {
+	n := len(list)
+	if n == 0 || !before(e.j, list[n-1].j) {
+		return append(list, e)
 	}
-	n := len(u.pending)
-	if n == 0 || !older(j, u.pending[n-1]) {
-		u.pending = append(u.pending, j)
-	} else {
-		i := sort.Search(n, func(i int) bool { return older(j, u.pending[i]) })
-		u.pending = append(u.pending, nil)
-		copy(u.pending[i+1:], u.pending[i:])
-		u.pending[i] = j
+	i := sort.Search(n, func(i int) bool { return before(e.j, list[i].j) })
+	list = append(list, entry{})
+	copy(list[i+1:], list[i:])
+	list[i] = e
+	return list
+}
+
+// head drops the stale entries at the front of list and returns its first
+// pending job (nil: none).
+func head(list *[]entry) *slotJob {
+	for len(*list) > 0 {
+		if e := (*list)[0]; e.valid() {
+			return e.j
+		}
+		(*list)[0] = entry{}
+		*list = (*list)[1:]
 	}
-	u.npending++
-	if !u.inRing {
-		u.inRing = true
-		a.ring = append(a.ring, j.User)
+	return nil
+}
+
+// enqueue puts j, which just became pending, in its lane (and its key's
+// list), in order.
+func (a *Admission) enqueue(j *slotJob) {
+	j.gen++
+	id := j.User + "\x00" + j.Key + "\x00" + j.RateKey
+	l := j.lane
+	if l == nil || a.lanes[id] != l {
+		l = a.lanes[id]
+		if l == nil {
+			// A new lane's turn is now: it waits for the lanes not served
+			// since, as if it had just been served.
+			l = &lane{id: id, user: j.User, key: j.Key, turn: a.turns}
+			a.lanes[id] = l
+		}
+		j.lane = l
+	}
+	e := entry{j: j, gen: j.gen}
+	if a.Limits.Priorities {
+		head(&a.byAge)
+		a.byAge = append(a.byAge, e)
+	}
+	head(&l.pending) // drop what went stale at the front
+	l.pending = insert(l.pending, e)
+	l.npending++
+	a.user(j.User).npending++
+	if k := a.key(j.Key); k != nil {
+		k.npending++
+		head(&k.pending)
+		k.pending = insert(k.pending, e)
 	}
 }
 
-// waiting reports whether j is one of its user's pending jobs to admit.
-func waiting(j *slotJob) bool { return j.State == domain.StatePending && !j.admitting }
+// dequeued counts j, which stopped waiting (admitted, or moved on), out
+// of its lane; its entries go stale.
+func (a *Admission) dequeued(j *slotJob) {
+	j.lane.npending--
+	a.user(j.User).npending--
+	if k := a.key(j.Key); k != nil {
+		k.npending--
+	}
+}
 
-// Next picks the pending jobs that take the queue's free slots now, marks
-// them admitting (they hold their slots from here) and returns their ids,
-// in the order admitted. The caller writes each admission and reports it
-// with Settled.
-func (a *Admission) Next() []string {
-	var out []string
+func (a *Admission) window(key string) *rateWindow {
+	w := a.rates[key]
+	if w == nil {
+		w = &rateWindow{}
+		a.rates[key] = w
+	}
+	return w
+}
+
+// rateKeyOf is the rate window j counts in ("" the queue's); false if the
+// queue has no rate limit.
+func (a *Admission) rateKeyOf(j *slotJob) (string, bool) {
+	if a.Limits.RateLimit <= 0 {
+		return "", false
+	}
+	if a.Limits.RateKey == "" {
+		return "", true
+	}
+	return j.RateKey, true
+}
+
+// prune drops the admissions that left the period as of now.
+func (w *rateWindow) prune(now time.Time, period time.Duration) {
+	from := now.Add(-period)
+	i := 0
+	for i < len(w.times) && !w.times[i].After(from) {
+		i++
+	}
+	if i > 0 {
+		w.times = append(w.times[:0], w.times[i:]...)
+	}
+}
+
+func (w *rateWindow) count() int { return len(w.times) + w.admitting }
+
+// rateLeft is how many more admissions rate window key allows now, and
+// when it allows one more if none (zero: not known, an admission being
+// written holds it); -1 with no rate limit.
+func (a *Admission) rateLeft(key string, now time.Time) (int, time.Time) {
+	if a.Limits.RateLimit <= 0 {
+		return -1, time.Time{}
+	}
+	w := a.rates[key]
+	if w == nil {
+		return a.Limits.RateLimit, time.Time{}
+	}
+	w.prune(now, a.Limits.RatePeriod)
+	left := a.Limits.RateLimit - w.count()
+	if left > 0 {
+		return left, time.Time{}
+	}
+	// The window frees a place when enough of its oldest leave it.
+	if i := -left; i < len(w.times) {
+		return 0, w.times[i].Add(a.Limits.RatePeriod)
+	}
+	return 0, time.Time{}
+}
+
+// CountAdmission counts an admission the log told (job.admitted, at its
+// time, under rateKey: the event's, "" in a queue whose rate limit is the
+// queue's) in its rate window. An admitter counts each admission once:
+// those of the last period when it starts, then each new one.
+func (a *Admission) CountAdmission(rateKey string, at time.Time, now time.Time) {
+	if a.Limits.RateLimit <= 0 || a.Limits.RatePeriod <= 0 || !at.After(now.Add(-a.Limits.RatePeriod)) {
+		return
+	}
+	if a.Limits.RateKey == "" {
+		rateKey = ""
+	}
+	w := a.window(rateKey)
+	n := len(w.times)
+	if n == 0 || !at.Before(w.times[n-1]) {
+		w.times = append(w.times, at)
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return at.Before(w.times[i]) })
+	w.times = append(w.times, time.Time{})
+	copy(w.times[i+1:], w.times[i:])
+	w.times[i] = at
+}
+
+// blocked reports whether a limit of its own (its user's, its key's, its
+// rate key's) holds pending job j now, with the hold to tell.
+func (a *Admission) blocked(j *slotJob, now time.Time) (domain.Hold, bool) {
+	l := a.Limits
+	if l.MaxRunningPerUser > 0 && a.user(j.User).holding >= l.MaxRunningPerUser {
+		return domain.Hold{Limit: domain.LimitUser, Max: l.MaxRunningPerUser}, true
+	}
+	if k := a.keys[j.Key]; l.MaxRunningPerKey > 0 && k != nil {
+		// Its key's earlier jobs go first, whoever they run for.
+		if k.holding >= l.MaxRunningPerKey || head(&k.pending) != j {
+			return domain.Hold{Limit: domain.LimitKey, Max: l.MaxRunningPerKey, Key: keyName(j.Key)}, true
+		}
+	}
+	if l.RateLimit > 0 && l.RateKey != "" {
+		if left, until := a.rateLeft(j.RateKey, now); left == 0 {
+			return domain.Hold{Limit: domain.LimitRate, Max: l.RateLimit, Key: keyName(j.RateKey), Until: until}, true
+		}
+	}
+	return domain.Hold{}, false
+}
+
+// keyName is a scoped key without its namespace.
+func keyName(scoped string) string {
+	for i := 0; i < len(scoped); i++ {
+		if scoped[i] == '/' {
+			return scoped[i+1:]
+		}
+	}
+	return scoped
+}
+
+// queueFree is how many jobs the queue's own limits let admission take
+// now (-1: no bound), and the hold that stops it when none.
+func (a *Admission) queueFree(now time.Time) (int, domain.Hold) {
 	free := -1 // no queue limit
 	if a.Limits.MaxRunning > 0 {
 		// A limit lowered under what runs leaves no slot (not a negative
 		// count, which would read as no limit).
 		free = max(0, a.Limits.MaxRunning-a.holding)
-	}
-	for free != 0 && len(a.ring) > 0 {
-		progressed := false
-		for turns := len(a.ring); turns > 0 && free != 0 && len(a.ring) > 0; turns-- {
-			if a.cursor >= len(a.ring) {
-				a.cursor = 0
-			}
-			name := a.ring[a.cursor]
-			u := a.users[name]
-			if u == nil || u.npending == 0 {
-				a.dropFromRing(a.cursor)
-				continue
-			}
-			a.cursor++
-			if a.Limits.MaxRunningPerUser > 0 && u.holding >= a.Limits.MaxRunningPerUser {
-				continue
-			}
-			j := u.popOldest()
-			j.admitting = true
-			u.npending--
-			u.holding++
-			a.holding++
-			if free > 0 {
-				free--
-			}
-			out = append(out, j.ID)
-			progressed = true
+		if free == 0 {
+			return 0, domain.Hold{Limit: domain.LimitQueue, Max: a.Limits.MaxRunning}
 		}
-		if !progressed {
+	}
+	if w := a.Limits.Window(); w > 0 {
+		left := max(0, w-a.queued)
+		if left == 0 {
+			return 0, domain.Hold{Limit: domain.LimitQueued, Max: w}
+		}
+		if free < 0 || left < free {
+			free = left
+		}
+	}
+	if a.Limits.RateLimit > 0 && a.Limits.RateKey == "" {
+		left, until := a.rateLeft("", now)
+		if left == 0 {
+			return 0, domain.Hold{Limit: domain.LimitRate, Max: a.Limits.RateLimit, Until: until}
+		}
+		if free < 0 || left < free {
+			free = left
+		}
+	}
+	return free, domain.Hold{}
+}
+
+// laneHeap orders the lanes whose heads may be admitted: the head of
+// higher priority first, then the lane served longest ago, then the
+// oldest head.
+type laneHeap struct {
+	ls    []*lane
+	heads []*slotJob
+}
+
+func (h *laneHeap) Len() int { return len(h.ls) }
+func (h *laneHeap) Less(i, k int) bool {
+	x, y := h.heads[i], h.heads[k]
+	if x.Priority != y.Priority {
+		return x.Priority > y.Priority
+	}
+	if h.ls[i].turn != h.ls[k].turn {
+		return h.ls[i].turn < h.ls[k].turn
+	}
+	return before(x, y)
+}
+func (h *laneHeap) Swap(i, k int) {
+	h.ls[i], h.ls[k] = h.ls[k], h.ls[i]
+	h.heads[i], h.heads[k] = h.heads[k], h.heads[i]
+}
+func (h *laneHeap) Push(x any) {
+	p := x.(laneHead)
+	h.ls, h.heads = append(h.ls, p.l), append(h.heads, p.j)
+}
+func (h *laneHeap) Pop() any {
+	n := len(h.ls) - 1
+	p := laneHead{h.ls[n], h.heads[n]}
+	h.ls, h.heads = h.ls[:n], h.heads[:n]
+	return p
+}
+
+type laneHead struct {
+	l *lane
+	j *slotJob
+}
+
+// Next picks the pending jobs that take the queue's free slots now, marks
+// them admitting (they hold their slots, and their places in their rate
+// windows, from here) and returns their ids, in the order admitted. The
+// caller writes each admission and reports it with Settled.
+func (a *Admission) Next(now time.Time) []string {
+	free, _ := a.queueFree(now)
+	if free == 0 {
+		return nil
+	}
+	h := &laneHeap{}
+	for _, l := range a.lanes {
+		if l.npending == 0 {
+			continue
+		}
+		if j := head(&l.pending); j != nil {
+			if _, no := a.blocked(j, now); !no {
+				h.ls, h.heads = append(h.ls, l), append(h.heads, j)
+			}
+		}
+	}
+	heap.Init(h)
+	var out []string
+	admit := func(j *slotJob) {
+		j.admitting = true
+		a.dequeued(j)
+		a.hold(j, 1)
+		a.queued++
+		if key, ok := a.rateKeyOf(j); ok {
+			j.rate = a.window(key)
+			j.rate.admitting++
+		}
+		a.turns++
+		j.lane.turn = a.turns
+		a.served++
+		if free > 0 {
+			free--
+		}
+		out = append(out, j.ID)
+	}
+	for free != 0 {
+		if a.Limits.Priorities && a.served%AgedEvery == AgedEvery-1 {
+			if j := a.oldest(now); j != nil {
+				admit(j)
+				continue
+			}
+		}
+		if h.Len() == 0 {
 			break
+		}
+		p := heap.Pop(h).(laneHead)
+		j := p.j
+		if !waiting(j) || j.lane != p.l {
+			// Admitted out of turn (oldest): the lane's next head
+			// takes its place.
+			if next := head(&p.l.pending); next != nil && a.lanes[p.l.id] == p.l {
+				if _, no := a.blocked(next, now); !no {
+					heap.Push(h, laneHead{p.l, next})
+				}
+			}
+			continue
+		}
+		if _, no := a.blocked(j, now); no {
+			continue // held by what this pass admitted: nothing frees within a pass
+		}
+		admit(j)
+		if next := head(&p.l.pending); next != nil {
+			if _, no := a.blocked(next, now); !no {
+				heap.Push(h, laneHead{p.l, next})
+			}
 		}
 	}
 	return out
 }
 
-func (u *userSlots) popOldest() *slotJob {
-	for i, j := range u.pending {
-		if waiting(j) {
-			u.pending[i] = nil
-			u.pending = u.pending[i+1:]
-			return j
+// oldest is the job pending longest (of the first agedScan) that its own
+// limits do not hold now; nil if none.
+func (a *Admission) oldest(now time.Time) *slotJob {
+	head(&a.byAge)
+	for i, e := range a.byAge {
+		if i == agedScan {
+			break
+		}
+		if !e.valid() {
+			continue
+		}
+		if _, no := a.blocked(e.j, now); !no {
+			return e.j
 		}
 	}
-	panic("admission: npending > 0 with no pending job")
-}
-
-func (a *Admission) dropFromRing(i int) {
-	name := a.ring[i]
-	if u := a.users[name]; u != nil {
-		u.inRing = false
-		u.pending = nil
-		if u.holding == 0 {
-			delete(a.users, name)
-		}
-	}
-	a.ring = append(a.ring[:i], a.ring[i+1:]...)
-	if a.cursor > i {
-		a.cursor--
-	}
+	return nil
 }
 
 // Settled reports how the admission of id went: written (the log will say
@@ -264,13 +651,15 @@ func (a *Admission) Settled(id string, written bool) {
 		return
 	}
 	j.admitting = false
-	u := a.user(j.User)
+	a.unrate(j)
 	if j.State != domain.StateQueued && j.State != domain.StateClaimed && j.State != domain.StateRunning {
-		a.holding--
-		u.holding--
+		a.hold(j, -1)
+	}
+	if j.State != domain.StateQueued {
+		a.queued--
 	}
 	if j.State == domain.StatePending {
-		a.enqueue(u, j)
+		a.enqueue(j)
 	}
 }
 
@@ -295,7 +684,7 @@ func (a *Admission) Holds(now time.Time) []Hold {
 			continue
 		}
 		h, ok := a.reason(j, now)
-		if !ok || j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max {
+		if !ok || j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max && j.Hold.Key == h.Key {
 			continue
 		}
 		j.Hold = &h
@@ -305,83 +694,93 @@ func (a *Admission) Holds(now time.Time) []Hold {
 	return out
 }
 
-// reason is the limit that holds pending job j now (its user's, if the
-// user is at it; else the queue's); false if a slot is free for it (its
+// reason is the limit that holds pending job j now: its own (its user's,
+// its key's, its rate key's) first, since those are what it waits for
+// whatever the queue; else the queue's. False if nothing holds it (its
 // turn comes at the next Next).
 func (a *Admission) reason(j *slotJob, now time.Time) (domain.Hold, bool) {
-	// A user at their own limit waits for one of their own jobs, whatever
-	// the queue: that is the reason to tell.
-	switch {
-	case a.Limits.MaxRunningPerUser > 0 && a.user(j.User).holding >= a.Limits.MaxRunningPerUser:
-		return domain.Hold{Limit: domain.LimitUser, Max: a.Limits.MaxRunningPerUser, Since: now}, true
-	case a.Limits.MaxRunning > 0 && a.holding >= a.Limits.MaxRunning:
-		return domain.Hold{Limit: domain.LimitQueue, Max: a.Limits.MaxRunning, Since: now}, true
+	h, ok := a.blocked(j, now)
+	if !ok {
+		var free int
+		free, h = a.queueFree(now)
+		ok = free == 0
 	}
-	return domain.Hold{}, false
+	h.Since = now
+	return h, ok
 }
 
 // Reason is the limit that holds pending job id now, since when it has
 // been pending; false if id is not pending here or nothing holds it.
-func (a *Admission) Reason(id string) (domain.Hold, bool) {
+func (a *Admission) Reason(id string, now time.Time) (domain.Hold, bool) {
 	j := a.jobs[id]
 	if j == nil || !waiting(j) {
 		return domain.Hold{}, false
 	}
-	h, ok := a.reason(j, j.since)
+	h, ok := a.reason(j, now)
+	h.Since = j.since
 	return h, ok
 }
 
 // Position is how many pending jobs of the queue admission takes before
-// pending job id, if slots free one at a time (round-robin over users,
-// oldest first within one), and false if id is not pending here.
+// pending job id, if slots free one at a time (lanes in turn, each in its
+// order), and false if id is not pending here. It leaves out the limits
+// of users, keys and rates.
 func (a *Admission) Position(id string) (int, bool) {
 	j := a.jobs[id]
-	if j == nil || !waiting(j) {
+	if j == nil || !waiting(j) || j.lane == nil {
 		return 0, false
 	}
-	u := a.users[j.User]
-	if u == nil {
-		return 0, false
-	}
-	k := 0 // the user's own pending jobs ahead
-	for _, x := range u.pending {
-		if x == j {
+	mine := j.lane
+	k := 0 // jobs of its own lane ahead
+	for _, e := range mine.pending {
+		if e.j == j {
 			break
 		}
-		if waiting(x) {
+		if e.valid() {
 			k++
 		}
 	}
-	mine := -1
-	for i := range a.ring {
-		if a.ring[(a.cursor+i)%len(a.ring)] == j.User {
-			mine = i
-			break
-		}
-	}
+	mineHead := head(&mine.pending)
 	ahead := k
-	for i := range a.ring {
-		name := a.ring[(a.cursor+i)%len(a.ring)]
-		if name == j.User {
+	for _, l := range a.lanes {
+		if l == mine || l.npending == 0 {
 			continue
 		}
+		// Its jobs of a higher priority all come first; of the same, one
+		// a round, this lane's first in a round if its turn comes first.
 		turns := k
-		if mine < 0 || i < mine {
-			turns++ // its turn comes before this user's in each round
+		if lh := head(&l.pending); lh != nil && mineHead != nil &&
+			(l.turn < mine.turn || l.turn == mine.turn && before(lh, mineHead)) {
+			turns++
 		}
-		ahead += min(a.users[name].npending, turns)
+		same := 0
+		for _, e := range l.pending {
+			if !e.valid() {
+				continue
+			}
+			if e.j.Priority > j.Priority {
+				ahead++
+				continue
+			}
+			if e.j.Priority < j.Priority || same == turns {
+				break
+			}
+			same++
+		}
+		ahead += same
 	}
 	return ahead, true
 }
 
 // Counts are a queue's slots as admission sees them.
 type Counts struct {
-	Holding int              `json:"running"`         // jobs holding a slot (queued after admission, claimed, running)
+	Holding int              `json:"running"`         // jobs holding a slot (queued after admission, claimed or running)
 	Pending int              `json:"pending"`         // jobs waiting for one
 	Users   map[string]Count `json:"users,omitempty"` // by SlotUser ("ns/user"; "ns/": no one in particular)
+	Keys    map[string]Count `json:"keys,omitempty"`  // by concurrency key ("ns/key"), the jobs with one
 }
 
-// Count is one user's share of a queue's slots.
+// Count is one user's (or key's) share of a queue's slots.
 type Count struct {
 	Holding int `json:"running"`
 	Pending int `json:"pending"`
@@ -397,7 +796,28 @@ func (a *Admission) Counts() Counts {
 		c.Pending += u.npending
 		c.Users[name] = Count{Holding: u.holding, Pending: u.npending}
 	}
+	for name, k := range a.keys {
+		if k.holding == 0 && k.npending == 0 {
+			continue
+		}
+		if c.Keys == nil {
+			c.Keys = map[string]Count{}
+		}
+		c.Keys[name] = Count{Holding: k.holding, Pending: k.npending}
+	}
 	return c
+}
+
+// Admitted is how many admissions rate window key (SlotKey; "" the
+// queue's) counts as of now: those of the last rate period and those being
+// written.
+func (a *Admission) Admitted(key string, now time.Time) int {
+	w := a.rates[key]
+	if w == nil || a.Limits.RateLimit <= 0 {
+		return 0
+	}
+	w.prune(now, a.Limits.RatePeriod)
+	return w.count()
 }
 
 // CountSlots counts the slots of a queue's jobs as the log gives them,

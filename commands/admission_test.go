@@ -35,20 +35,20 @@ func TestAdmissionIsFairAcrossUsers(t *testing.T) {
 	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 4})
 	pend(a, "big", 1000, 0)
 	small := pend(a, "small", 3, 1000)
-	got := a.Next()
+	got := a.Next(time.Now())
 	if len(got) != 4 || got[0] != "big-0000" || got[1] != "small-1000" || got[2] != "big-0001" || got[3] != "small-1001" {
 		t.Fatalf("first admissions %v: want big and small in turn, oldest first", got)
 	}
 	run(a, got)
-	if n := a.Next(); len(n) != 0 {
+	if n := a.Next(time.Now()); len(n) != 0 {
 		t.Fatalf("admitted %v with every slot held", n)
 	}
 	// One slot frees at a time: small's last job comes within two slots.
 	a.Observe(commands.Slot{ID: got[0], State: domain.StateSucceeded})
-	n1 := a.Next()
+	n1 := a.Next(time.Now())
 	run(a, n1)
 	a.Observe(commands.Slot{ID: got[1], State: domain.StateFailed})
-	n2 := a.Next()
+	n2 := a.Next(time.Now())
 	if len(n1) != 1 || len(n2) != 1 || (n1[0] != small[2] && n2[0] != small[2]) {
 		t.Fatalf("after two slots freed: %v then %v; want small's last job among them", n1, n2)
 	}
@@ -63,7 +63,7 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	for _, u := range []string{"a", "b", "c"} {
 		pend(a, u, 30, 0)
 	}
-	got := a.Next()
+	got := a.Next(time.Now())
 	if len(got) != 4 {
 		t.Fatalf("admitted %v: want 4 (the queue limit)", got)
 	}
@@ -100,19 +100,19 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	}
 	// Raising the queue limit admits at once, still two per user.
 	a.Limits.MaxRunning = 100
-	more := a.Next()
+	more := a.Next(time.Now())
 	if len(more) != 2 {
 		t.Fatalf("admitted %v after raising the limit: want the 2 that the per-user limit leaves", more)
 	}
 	// Lowering it admits nothing and touches nothing running.
 	run(a, more)
 	a.Limits.MaxRunning = 1
-	if n := a.Next(); len(n) != 0 || a.Counts().Holding != 6 {
+	if n := a.Next(time.Now()); len(n) != 0 || a.Counts().Holding != 6 {
 		t.Fatalf("after lowering: admitted %v, holding %d", n, a.Counts().Holding)
 	}
 	// Lowered under what runs, with users under their own limit: still none.
 	a.Limits.MaxRunningPerUser = 0
-	if n := a.Next(); len(n) != 0 {
+	if n := a.Next(time.Now()); len(n) != 0 {
 		t.Fatalf("limit 1 with 6 holding admitted %v", n)
 	}
 }
@@ -120,7 +120,7 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 func TestAdmissionSlotsAndStates(t *testing.T) {
 	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunning: 1})
 	ids := pend(a, "u", 3, 0)
-	first := a.Next()
+	first := a.Next(time.Now())
 	if len(first) != 1 || first[0] != ids[0] {
 		t.Fatalf("admitted %v", first)
 	}
@@ -131,7 +131,7 @@ func TestAdmissionSlotsAndStates(t *testing.T) {
 		t.Fatalf("after a refused admission: %+v", c)
 	}
 	// A failed write of a job still pending puts it back in its place.
-	second := a.Next()
+	second := a.Next(time.Now())
 	a.Settled(second[0], false)
 	if p, ok := a.Position(ids[1]); !ok || p != 0 {
 		t.Fatalf("position of the job whose admission failed: %d %v, want 0", p, ok)
@@ -140,13 +140,13 @@ func TestAdmissionSlotsAndStates(t *testing.T) {
 		t.Fatalf("position of the last: %d, want 1", p)
 	}
 	// A retry after backoff (scheduled) and a waiting parent hold none.
-	got := a.Next()
+	got := a.Next(time.Now())
 	run(a, got)
 	a.Observe(commands.Slot{ID: got[0], State: domain.StateScheduled})
 	if a.Counts().Holding != 0 {
 		t.Fatal("a job waiting for its retry holds a slot")
 	}
-	next := a.Next()
+	next := a.Next(time.Now())
 	run(a, next)
 	a.Observe(commands.Slot{ID: next[0], State: domain.StateWaiting})
 	if a.Counts().Holding != 0 {
@@ -154,7 +154,7 @@ func TestAdmissionSlotsAndStates(t *testing.T) {
 	}
 	// The retry comes due: pending again, and admitted.
 	a.Observe(commands.Slot{ID: got[0], State: domain.StatePending})
-	if n := a.Next(); len(n) != 1 || n[0] != got[0] {
+	if n := a.Next(time.Now()); len(n) != 1 || n[0] != got[0] {
 		t.Fatalf("the due retry: %v", n)
 	}
 	// Requeued (lease lost, worker shut down): it keeps its slot.
@@ -179,7 +179,7 @@ func TestAdmissionPositionRoundRobin(t *testing.T) {
 	}
 	var order []string
 	for range 7 {
-		n := a.Next()
+		n := a.Next(time.Now())
 		if len(n) != 1 {
 			t.Fatalf("admitted %v", n)
 		}

@@ -233,7 +233,8 @@ func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
 		Timeout: dur(s.Timeout), Tags: append([]string(nil), s.Tags...), RetryOf: j.ID, Priority: s.Priority,
 		RetryOn: append([]string(nil), s.RetryOn...), NoRetryOn: append([]string(nil), s.NoRetryOn...),
 		MaxLeaseRequeues: &maxLease, IdempotencyKey: idempotencyKey,
-		User: s.User, // it runs for the same user (quotas)
+		User:           s.User, // it runs for the same user (quotas)
+		ConcurrencyKey: s.ConcurrencyKey,
 	}
 	if s.QueueTimeout > 0 {
 		req.QueueTimeout = dur(s.QueueTimeout)

@@ -1,7 +1,12 @@
 package commands
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -18,15 +23,151 @@ const MaxLimit = 1_000_000
 // MaxUserBytes bounds a job's user name.
 const MaxUserBytes = 128
 
-// CheckLimits checks a queue's limits: each 0 (no limit) to MaxLimit.
+// Bounds of a rate limit's period (QueueLimits.RatePeriod).
+const (
+	MinRatePeriod = time.Second
+	MaxRatePeriod = 24 * time.Hour
+)
+
+// MaxKeyBytes bounds a concurrency key, and a rate key taken from a
+// payload (a longer value is known by its SHA-256).
+const MaxKeyBytes = 256
+
+// maxRateKeyDepth bounds the path of a payload field naming a rate key.
+const maxRateKeyDepth = 8
+
+// CheckLimits checks a queue's limits: each count 0 (no limit) to
+// MaxLimit; a rate limit with its period (MinRatePeriod to
+// MaxRatePeriod), and a period or a rate key only with a rate limit.
 func CheckLimits(l domain.QueueLimits) error {
-	if l.MaxRunning < 0 || l.MaxRunning > MaxLimit {
-		return valueErr("max_running", l.MaxRunning, "must be 0 (no limit) to %d", MaxLimit)
+	for _, c := range []struct {
+		field string
+		v     int
+	}{{"max_running", l.MaxRunning}, {"max_running_per_user", l.MaxRunningPerUser},
+		{"max_running_per_key", l.MaxRunningPerKey}, {"rate_limit", l.RateLimit}, {"max_queued", l.MaxQueued}} {
+		if c.v < 0 || c.v > MaxLimit {
+			return valueErr(c.field, c.v, "must be 0 (no limit) to %d", MaxLimit)
+		}
 	}
-	if l.MaxRunningPerUser < 0 || l.MaxRunningPerUser > MaxLimit {
-		return valueErr("max_running_per_user", l.MaxRunningPerUser, "must be 0 (no limit) to %d", MaxLimit)
+	switch {
+	case l.RateLimit == 0 && l.RatePeriod != 0:
+		return valueErr("rate_period", l.RatePeriod, "a period needs a rate_limit (0 removes the rate limit and its period)")
+	case l.RateLimit == 0 && l.RateKey != "":
+		return valueErr("rate_key", l.RateKey, "a rate key needs a rate_limit")
+	case l.RateLimit > 0 && l.RatePeriod == 0:
+		return inputErr("rate_period", "a rate_limit needs its period (from %s to %s)", MinRatePeriod, MaxRatePeriod)
+	case l.RateLimit > 0:
+		if err := CheckRatePeriod(l.RatePeriod); err != nil {
+			return err
+		}
+	}
+	return CheckRateKey(l.RateKey)
+}
+
+// CheckRatePeriod checks the period of a rate limit: MinRatePeriod to
+// MaxRatePeriod.
+func CheckRatePeriod(d time.Duration) error {
+	if d < MinRatePeriod || d > MaxRatePeriod {
+		return valueErr("rate_period", d, "must be from %s to %s", MinRatePeriod, MaxRatePeriod)
 	}
 	return nil
+}
+
+// CheckRateKey checks where a queue's rate key comes from: "" (the rate
+// limit is the queue's), "user", "concurrency_key", or a payload field
+// "payload.<name>[.<name>...]" (at most 8 names of 1-64 of [A-Za-z0-9_-]).
+func CheckRateKey(k string) error {
+	if k == "" || k == domain.RateKeyUser || k == domain.RateKeyConcurrency {
+		return nil
+	}
+	const want = `want "user", "concurrency_key" or "payload.<field>[.<field>...]" (at most 8 fields of 1-64 of [A-Za-z0-9_-])`
+	path, ok := strings.CutPrefix(k, domain.RateKeyPayload)
+	if !ok || len(k) > MaxKeyBytes {
+		return valueErr("rate_key", k, want)
+	}
+	names := strings.Split(path, ".")
+	if len(names) > maxRateKeyDepth {
+		return valueErr("rate_key", k, want)
+	}
+	for _, n := range names {
+		if n == "" || len(n) > 64 || !domain.IsPlain(n) {
+			return valueErr("rate_key", k, want)
+		}
+	}
+	return nil
+}
+
+// CheckConcurrencyKey checks a job's concurrency key: at most MaxKeyBytes
+// of valid UTF-8 with no control characters. Empty is none.
+func CheckConcurrencyKey(k string) error {
+	if len(k) > MaxKeyBytes {
+		return inputErr("concurrency_key", "%d bytes: at most %d", len(k), MaxKeyBytes)
+	}
+	if !utf8.ValidString(k) {
+		return inputErr("concurrency_key", "not valid UTF-8")
+	}
+	for _, r := range k {
+		if unicode.IsControl(r) {
+			return inputErr("concurrency_key", "control character %U", r)
+		}
+	}
+	return nil
+}
+
+// RateKeyOf is the rate key a job of spec counts against in a queue with
+// limits l (SlotUser-scoped: its namespace, "/", the key; a job with no
+// value has the namespace's empty key), or "" when the queue's rate limit
+// is not per key.
+func RateKeyOf(l domain.QueueLimits, spec *domain.Spec) string {
+	if l.RateLimit <= 0 || l.RateKey == "" {
+		return ""
+	}
+	var v string
+	switch l.RateKey {
+	case domain.RateKeyUser:
+		v = spec.User
+	case domain.RateKeyConcurrency:
+		v = spec.ConcurrencyKey
+	default:
+		v = payloadField(spec.Payload, strings.Split(strings.TrimPrefix(l.RateKey, domain.RateKeyPayload), "."))
+	}
+	return SlotUser(spec.Namespace, v)
+}
+
+// payloadField is the value of the field at path in a JSON payload, as a
+// key: a string as it is, a number or a boolean as its JSON text; "" for
+// anything else or nothing there. A value longer than MaxKeyBytes is
+// known by its SHA-256.
+func payloadField(payload []byte, path []string) string {
+	raw := json.RawMessage(payload)
+	for _, name := range path {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return ""
+		}
+		if raw = obj[name]; raw == nil {
+			return ""
+		}
+	}
+	raw = bytes.TrimSpace(raw)
+	var v string
+	switch {
+	case len(raw) == 0:
+		return ""
+	case raw[0] == '"':
+		if json.Unmarshal(raw, &v) != nil {
+			return ""
+		}
+	case raw[0] == '{' || raw[0] == '[' || bytes.Equal(raw, []byte("null")):
+		return ""
+	default:
+		v = string(raw)
+	}
+	if len(v) > MaxKeyBytes {
+		sum := sha256.Sum256([]byte(v))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return v
 }
 
 // CheckUser checks a job's user: at most MaxUserBytes of valid UTF-8 with
@@ -63,13 +204,37 @@ func SetQueueLimits(cur *domain.QueueRecord, queue string, l domain.QueueLimits,
 	}
 	return &domain.Event{
 		Type: domain.EvQueueSet, JobID: queue, Time: now, Actor: actor, Level: domain.LevelInfo,
-		Message: fmt.Sprintf("limits of queue %s: max_running %d, max_running_per_user %d", queue, l.MaxRunning, l.MaxRunningPerUser),
+		Message: "limits of queue " + queue + ": " + LimitsText(l),
 		Queue:   &domain.QueueChange{Name: queue, Limits: l},
 	}, nil
 }
 
-// Admit moves a pending job to its queue: admission found it a slot.
-func Admit(j *domain.Job, actor string, now time.Time) (*domain.Event, error) {
+// LimitsText says a queue's limits in words.
+func LimitsText(l domain.QueueLimits) string {
+	s := fmt.Sprintf("max_running %d, max_running_per_user %d", l.MaxRunning, l.MaxRunningPerUser)
+	if l.MaxRunningPerKey > 0 {
+		s += fmt.Sprintf(", max_running_per_key %d", l.MaxRunningPerKey)
+	}
+	if l.RateLimit > 0 {
+		s += fmt.Sprintf(", rate_limit %d per %s", l.RateLimit, l.RatePeriod)
+		if l.RateKey != "" {
+			s += " per " + l.RateKey
+		}
+	}
+	if l.Priorities {
+		s += ", priorities"
+	}
+	if w := l.Window(); w > 0 {
+		s += fmt.Sprintf(", max_queued %d", w)
+	}
+	return s
+}
+
+// Admit moves a pending job to its queue: admission found it a slot. A
+// job of a queue with a rate limit per key is admitted under its rate key
+// (RateKeyOf), which the event keeps: a new admitter counts the
+// admissions of the last period per key from the log.
+func Admit(j *domain.Job, l domain.QueueLimits, actor string, now time.Time) (*domain.Event, error) {
 	to := domain.StateQueued
 	if !j.Spec.RunAt.IsZero() && j.Spec.RunAt.After(now) {
 		to = domain.StateScheduled
@@ -81,6 +246,7 @@ func Admit(j *domain.Job, actor string, now time.Time) (*domain.Event, error) {
 	if to == domain.StateScheduled {
 		ev.RunAt = j.Spec.RunAt
 	}
+	ev.RateKey = RateKeyOf(l, &j.Spec)
 	return ev, nil
 }
 
@@ -90,7 +256,7 @@ func HoldPending(j *domain.Job, h domain.Hold, actor string, now time.Time) (*do
 	if j.State != domain.StatePending {
 		return nil, &TransitionError{JobID: j.ID, Event: domain.EvPending, From: j.State, To: j.State}
 	}
-	if j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max {
+	if j.Hold != nil && j.Hold.Limit == h.Limit && j.Hold.Max == h.Max && j.Hold.Key == h.Key {
 		return nil, nil
 	}
 	ev, err := event(j, domain.EvPending, "", actor, now)
@@ -108,12 +274,42 @@ func HoldPending(j *domain.Job, h domain.Hold, actor string, now time.Time) (*do
 
 // HoldMessage says why a job waits, for people.
 func HoldMessage(queue, user string, h domain.Hold) string {
-	if h.Limit == domain.LimitUser {
+	switch h.Limit {
+	case domain.LimitUser:
 		who := "user " + user + " runs"
 		if user == "" {
 			who = "the jobs with no user run"
 		}
 		return fmt.Sprintf("%s %d in queue %s: the queue's max_running_per_user", who, h.Max, queue)
+	case domain.LimitKey:
+		return fmt.Sprintf("key %q runs %d in queue %s (its max_running_per_key), or its earlier jobs go first", h.Key, h.Max, queue)
+	case domain.LimitRate:
+		whose := "queue " + queue
+		if h.Key != "" {
+			whose = fmt.Sprintf("key %q in queue %s", h.Key, queue)
+		}
+		msg := fmt.Sprintf("%s started %d in its rate period: the queue's rate_limit", whose, h.Max)
+		if !h.Until.IsZero() {
+			msg += "; it can start at " + h.Until.UTC().Format(time.RFC3339Nano)
+		}
+		return msg
+	case domain.LimitQueued:
+		return fmt.Sprintf("queue %s has %d admitted jobs waiting for a worker (its max_queued): pending jobs start by priority as workers take them", queue, h.Max)
 	}
 	return fmt.Sprintf("queue %s runs %d: its max_running", queue, h.Max)
+}
+
+// HoldReason is what kind of limit a hold is: "quota" (the running jobs
+// of the queue or of a user), "key" (of a concurrency key), "rate" or
+// "priority" (the window of a queue with priorities: its turn by priority).
+func HoldReason(h domain.Hold) string {
+	switch h.Limit {
+	case domain.LimitQueued:
+		return "priority"
+	case domain.LimitKey:
+		return "key"
+	case domain.LimitRate:
+		return "rate"
+	}
+	return "quota"
 }

@@ -213,6 +213,9 @@ type SubmitRequest struct {
 	// User is who the job runs for (quotas: QueueLimits.MaxRunningPerUser).
 	// With access control, a token's name unless an admin names another.
 	User string `json:"user,omitempty" msgpack:"user,omitempty"`
+	// ConcurrencyKey groups jobs whose slots count together in a queue
+	// with max_running_per_key (1: one at a time per key, in submit order).
+	ConcurrencyKey string `json:"concurrency_key,omitempty" msgpack:"concurrency_key,omitempty"`
 
 	// ID and Piece are set by the engine for the children of a fan-out:
 	// their ids are derived from the parent's (engine.ChildID).
@@ -332,6 +335,10 @@ func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
 		return s, err
 	}
 	s.User = r.User
+	if err := CheckConcurrencyKey(r.ConcurrencyKey); err != nil {
+		return s, err
+	}
+	s.ConcurrencyKey = r.ConcurrencyKey
 	if len(s.Key) > maxKeyLen {
 		return s, inputErr("idempotency_key", "longer than %d bytes", maxKeyLen)
 	}

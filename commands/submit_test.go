@@ -234,7 +234,8 @@ func TestSubmitRequestMsgpackPayload(t *testing.T) {
 func FuzzSubmitRequestJSON(f *testing.F) {
 	for _, s := range []string{`{"type":"demo.echo","payload":{"a":1}}`, `{"type":"x","delay":"1s","max_retries":2}`,
 		`{"type":"x","run_at":"2030-01-01T00:00:00Z","tags":["a"]}`, `{"type":1}`, `[]`, `{"delay":-5}`, `{"jitter":"x"}`,
-		`{"type":"x","priority":99999}`, `{"type":"x","delay":1e10}`, `{"type":"x","retry_on":[""]}`, `{"type":"x","jitter":-1}`} {
+		`{"type":"x","priority":99999}`, `{"type":"x","delay":1e10}`, `{"type":"x","retry_on":[""]}`, `{"type":"x","jitter":-1}`,
+		`{"type":"x","concurrency_key":"cust-1"}`, `{"type":"x","concurrency_key":"a\u0000"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -277,7 +278,7 @@ func checkSpec(t *testing.T, r *commands.SubmitRequest) {
 		!json.Valid(spec.Payload) || spec.MaxRetries < 0 || spec.MaxRetries > commands.MaxRetriesLimit || spec.Timeout <= 0 ||
 		spec.Backoff < 0 || spec.BackoffCap < 0 || spec.QueueTimeout < 0 || spec.MaxLeaseRequeues < 0 ||
 		spec.MaxLeaseRequeues > commands.MaxRetriesLimit || !(spec.Jitter >= 0 && spec.Jitter <= 1) ||
-		spec.Priority < commands.MinPriority || spec.Priority > commands.MaxPriority {
+		spec.Priority < commands.MinPriority || spec.Priority > commands.MaxPriority || commands.CheckConcurrencyKey(spec.ConcurrencyKey) != nil {
 		t.Fatalf("accepted an invalid spec: %+v", spec)
 	}
 }

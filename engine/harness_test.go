@@ -123,7 +123,7 @@ func (h *harness) wantEvents(id string, want ...string) {
 }
 
 // verify rebuilds every job from the log and requires the bucket to agree.
-func (h *harness) verify() {
+func (h *harness) verify() *projections.Report {
 	h.t.Helper()
 	rep, err := replay.Verify(h.ctx, h.st.JS, 2*time.Second)
 	if err != nil {
@@ -132,6 +132,7 @@ func (h *harness) verify() {
 	if len(rep.Diffs) > 0 {
 		h.t.Fatalf("log and jobs bucket differ: %+v", rep.Diffs)
 	}
+	return rep
 }
 
 // lastSeq is the last event sequence of the events stream.

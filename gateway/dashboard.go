@@ -88,6 +88,17 @@ func parseTemplates() map[string]*template.Template {
 			}
 			return fmt.Sprint(n)
 		},
+		// rate is a queue's rate limit: "10 / 1m0s", "… per user"; — for none.
+		"rate": func(q *QueueInfo) string {
+			if q.RateLimit == 0 {
+				return "—"
+			}
+			s := fmt.Sprintf("%d / %s", q.RateLimit, time.Duration(q.RatePeriod))
+			if q.RateKey != "" {
+				s += " per " + q.RateKey
+			}
+			return s
+		},
 		// pendingOf is a queue's pending jobs: the admitter's count, or
 		// the index's when it did not answer (or the page is a
 		// namespace's, whose view has no slots).

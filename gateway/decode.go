@@ -392,30 +392,75 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 // QueueLimitsRequest is the body of PUT /queues/{queue}: the limits to
 // change (null or left out: kept as they are; 0: no limit).
 type QueueLimitsRequest struct {
-	MaxRunning        *int `json:"max_running,omitempty"`
-	MaxRunningPerUser *int `json:"max_running_per_user,omitempty"`
+	MaxRunning        *int               `json:"max_running,omitempty"`
+	MaxRunningPerUser *int               `json:"max_running_per_user,omitempty"`
+	MaxRunningPerKey  *int               `json:"max_running_per_key,omitempty"`
+	RateLimit         *int               `json:"rate_limit,omitempty"`
+	RatePeriod        *commands.Duration `json:"rate_period,omitempty"`
+	RateKey           *string            `json:"rate_key,omitempty"`
+	Priorities        *bool              `json:"priorities,omitempty"`
+	MaxQueued         *int               `json:"max_queued,omitempty"`
 }
 
 // DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
-// the limits it gives (commands.CheckLimits: 0 to commands.MaxLimit).
+// each limit it gives (commands.CheckLimits: counts 0 to
+// commands.MaxLimit, a rate period and a rate key); that a rate limit has
+// its period is checked on the queue's limits with the change.
 func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
 	var q QueueLimitsRequest
 	if err := decodeStrict(body, &q, false); err != nil {
 		return nil, err
 	}
-	if err := commands.CheckLimits(q.Apply(domain.QueueLimits{})); err != nil {
+	counts := q.Apply(domain.QueueLimits{})
+	counts.RatePeriod, counts.RateKey = 0, ""
+	if counts.RateLimit > 0 {
+		counts.RatePeriod = commands.MinRatePeriod // its own is checked below, and with the queue's as changed
+	}
+	if err := commands.CheckLimits(counts); err != nil {
 		return nil, err
+	}
+	if q.RatePeriod != nil && *q.RatePeriod != 0 {
+		if err := commands.CheckRatePeriod(time.Duration(*q.RatePeriod)); err != nil {
+			return nil, err
+		}
+	}
+	if q.RateKey != nil {
+		if err := commands.CheckRateKey(*q.RateKey); err != nil {
+			return nil, err
+		}
 	}
 	return &q, nil
 }
 
-// Apply returns cur with the limits the request gives.
+// Apply returns cur with the limits the request gives. A rate limit of 0
+// removes the period and the key too, unless the request gives them.
 func (q *QueueLimitsRequest) Apply(cur domain.QueueLimits) domain.QueueLimits {
 	if q.MaxRunning != nil {
 		cur.MaxRunning = *q.MaxRunning
 	}
 	if q.MaxRunningPerUser != nil {
 		cur.MaxRunningPerUser = *q.MaxRunningPerUser
+	}
+	if q.MaxRunningPerKey != nil {
+		cur.MaxRunningPerKey = *q.MaxRunningPerKey
+	}
+	if q.RateLimit != nil {
+		cur.RateLimit = *q.RateLimit
+		if cur.RateLimit == 0 {
+			cur.RatePeriod, cur.RateKey = 0, ""
+		}
+	}
+	if q.RatePeriod != nil {
+		cur.RatePeriod = time.Duration(*q.RatePeriod)
+	}
+	if q.RateKey != nil {
+		cur.RateKey = *q.RateKey
+	}
+	if q.Priorities != nil {
+		cur.Priorities = *q.Priorities
+	}
+	if q.MaxQueued != nil {
+		cur.MaxQueued = *q.MaxQueued
 	}
 	return cur
 }

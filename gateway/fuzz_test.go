@@ -109,7 +109,9 @@ func FuzzDecodeRegister(f *testing.F) {
 
 func FuzzDecodeQueueLimits(f *testing.F) {
 	for _, s := range []string{`{"max_running":4}`, `{"max_running_per_user":2}`, `{"max_running":0,"max_running_per_user":0}`, `{}`,
-		`{"max_running":-1}`, `{"max_running":1000001}`, `{"max_running":1e30}`, `{"max_running":null}`, `{"paused":true}`, ``} {
+		`{"max_running":-1}`, `{"max_running":1000001}`, `{"max_running":1e30}`, `{"max_running":null}`, `{"paused":true}`, ``,
+		`{"max_running_per_key":1}`, `{"rate_limit":10,"rate_period":"1m","rate_key":"payload.customer"}`, `{"rate_limit":0}`,
+		`{"rate_period":0.5}`, `{"rate_key":"user"}`, `{"rate_key":"payload."}`, `{"rate_period":"86401s"}`, `{"rate_limit":0,"rate_period":60}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -118,13 +120,20 @@ func FuzzDecodeQueueLimits(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Taken as given: what it sets is in range, what it leaves out is kept.
-		cur := domain.QueueLimits{MaxRunning: 7, MaxRunningPerUser: 3}
+		// Taken as given: what it sets is in range, what it leaves out is
+		// kept; with the queue's limits, only a rate limit's period or key
+		// given without the limit (or the limit without a period) is
+		// refused, naming one of them.
+		cur := domain.QueueLimits{MaxRunning: 7, MaxRunningPerUser: 3, MaxRunningPerKey: 2, RateLimit: 5, RatePeriod: time.Minute}
 		got := q.Apply(cur)
 		if err := commands.CheckLimits(got); err != nil {
-			t.Fatalf("accepted %s: %v", body, err)
+			var in *commands.InputError
+			if !errors.As(err, &in) || in.Field != "rate_period" && in.Field != "rate_key" {
+				t.Fatalf("accepted %s: %v", body, err)
+			}
 		}
-		if q.MaxRunning == nil && got.MaxRunning != 7 || q.MaxRunningPerUser == nil && got.MaxRunningPerUser != 3 {
+		if q.MaxRunning == nil && got.MaxRunning != 7 || q.MaxRunningPerUser == nil && got.MaxRunningPerUser != 3 ||
+			q.MaxRunningPerKey == nil && got.MaxRunningPerKey != 2 || q.RateLimit == nil && got.RateLimit != 5 {
 			t.Fatalf("%s changed a limit it left out: %+v", body, got)
 		}
 	})

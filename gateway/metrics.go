@@ -223,7 +223,7 @@ var (
 	descDelayed = prometheus.NewDesc("jetflow_queue_delayed", "Scheduled jobs and retries in backoff.", []string{"queue"}, nil)
 	descPaused  = prometheus.NewDesc("jetflow_queue_paused", "1 if the queue is paused.", []string{"queue"}, nil)
 	descRunning = prometheus.NewDesc("jetflow_jobs_running", "Jobs claimed or running, by queue.", []string{"queue"}, nil)
-	descLimit   = prometheus.NewDesc("jetflow_queue_limit", "A queue's limits (quotas; docs/quotas.md), 0 for none: max_running and max_running_per_user.",
+	descLimit   = prometheus.NewDesc("jetflow_queue_limit", "A queue's limits (quotas; docs/quotas.md), 0 for none: max_running, max_running_per_user, max_running_per_key, rate_limit (admissions per rate_period_seconds).",
 		[]string{"queue", "limit"}, nil)
 	descSlots = prometheus.NewDesc("jetflow_queue_slots", "Jobs of a queue with limits holding a slot (running: queued after admission, claimed, running) or waiting for one (pending), as its admitter counts them.",
 		[]string{"queue", "state"}, nil)
@@ -270,9 +270,12 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(descPaused, paused, q.Name)
 			gauge(descRunning, float64(q.Running), q.Name)
-			if q.MaxRunning > 0 || q.MaxRunningPerUser > 0 || q.Slots != nil {
+			if q.MaxRunning > 0 || q.MaxRunningPerUser > 0 || q.MaxRunningPerKey > 0 || q.RateLimit > 0 || q.Slots != nil {
 				gauge(descLimit, float64(q.MaxRunning), q.Name, "max_running")
 				gauge(descLimit, float64(q.MaxRunningPerUser), q.Name, "max_running_per_user")
+				gauge(descLimit, float64(q.MaxRunningPerKey), q.Name, "max_running_per_key")
+				gauge(descLimit, float64(q.RateLimit), q.Name, "rate_limit")
+				gauge(descLimit, time.Duration(q.RatePeriod).Seconds(), q.Name, "rate_period_seconds")
 			}
 			if q.Slots != nil {
 				gauge(descSlots, float64(q.Slots.Holding), q.Name, "running")

@@ -44,6 +44,8 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 		{"bad type", "POST", "/api/v1/jobs", "submit", `{"type":"bad type"}`, engine.ProblemInvalidInput, "type"},
 		{"no type", "POST", "/api/v1/jobs", "submit", `{}`, engine.ProblemInvalidInput, "type"},
 		{"bad parent", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","parent":"nope"}`, engine.ProblemInvalidInput, "parent"},
+		{"concurrency key too long", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","concurrency_key":"` + strings.Repeat("k", 257) + `"}`, engine.ProblemInvalidInput, "concurrency_key"},
+		{"concurrency key not a string", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","concurrency_key":7}`, ProblemMalformedRequest, "concurrency_key"},
 		{"bad namespace", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","namespace":"a@b"}`, "invalid-namespace", "namespace"},
 		{"empty namespace", "POST", "/api/v1/jobs", "submit", `{"type":"voc.x","namespace":""}`, "invalid-namespace", "namespace"},
 		{"bad registered type", "POST", "/api/v1/jobs", "submit", `{"type":"a:b:c:d"}`, "invalid-type-name", "type"},

@@ -161,12 +161,12 @@ func TestViewUserAndHold(t *testing.T) {
 	if j, err = projections.Fold(j, hev); err != nil {
 		t.Fatal(err)
 	}
-	want := &projections.HoldView{Limit: domain.LimitUser, Max: 2, Since: at(time.Second),
+	want := &projections.HoldView{Reason: "quota", Limit: domain.LimitUser, Max: 2, Since: at(time.Second),
 		Message: commands.HoldMessage("q", "ann", h)}
 	if diff := cmp.Diff(want, projections.View(j).Hold); diff != "" {
 		t.Fatalf("hold (-want +got):\n%s", diff)
 	}
-	aev, err := commands.Admit(j, "adm", at(2*time.Second))
+	aev, err := commands.Admit(j, domain.QueueLimits{}, "adm", at(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,5 +27,8 @@ type Report struct {
 	// SlotsChecked says whether the live admitter's counts were compared.
 	Slots        map[string]commands.Counts `json:"slots,omitempty"`
 	SlotsChecked bool                       `json:"slots_checked"`
-	Diffs        []Diff                     `json:"diffs"`
+	// RateAdmissions is how many admissions of queues with a rate limit
+	// were checked against it (no period over the limit).
+	RateAdmissions int    `json:"rate_admissions_checked"`
+	Diffs          []Diff `json:"diffs"`
 }

@@ -38,6 +38,7 @@ type JobView struct {
 	Fanout           *FanoutView      `json:"fanout,omitempty"`
 	QueuePosition    *int             `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
 	User             string           `json:"user,omitempty"`             // who the job runs for (quotas)
+	ConcurrencyKey   string           `json:"concurrency_key,omitempty"`  // its slots count with its key's (max_running_per_key)
 	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it
 	PendingPosition  *int             `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
 	CreatedAt        time.Time        `json:"created_at"`
@@ -61,16 +62,23 @@ type JobView struct {
 // HoldView is why a pending job waits: the limit of its queue that held
 // it when admission last looked, since when, and that said for people.
 type HoldView struct {
-	Limit   string    `json:"limit"` // max_running or max_running_per_user
-	Max     int       `json:"max"`
-	Since   time.Time `json:"since"`
-	Message string    `json:"message"`
+	// Reason is the kind of limit: quota (max_running,
+	// max_running_per_user), key (max_running_per_key) or rate (rate_limit).
+	Reason string    `json:"reason"`
+	Limit  string    `json:"limit"` // max_running, max_running_per_user, max_running_per_key or rate_limit
+	Max    int       `json:"max"`
+	Key    string    `json:"key,omitempty"` // the concurrency or rate key that holds it
+	Since  time.Time `json:"since"`
+	// Until is when a rate limit lets it start at the earliest.
+	Until   *time.Time `json:"until,omitempty"`
+	Message string     `json:"message"`
 }
 
 // ViewHold renders why pending job j waits: h, the hold its record says
 // (job.pending) or the one its admitter tells now.
 func ViewHold(j *domain.Job, h domain.Hold) *HoldView {
-	return &HoldView{Limit: h.Limit, Max: h.Max, Since: h.Since.UTC(), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
+	return &HoldView{Reason: commands.HoldReason(h), Limit: h.Limit, Max: h.Max, Key: h.Key, Since: h.Since.UTC(),
+		Until: timePtr(h.Until), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h)}
 }
 
 // FanoutView is a coordinator's pieces: how many, and how they ended.
@@ -105,7 +113,7 @@ func View(j *domain.Job) *JobView {
 		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
 		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
 		Tags: j.Spec.Tags, Files: j.Spec.Files, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
-		Priority: j.Spec.Priority, Worker: j.Worker, User: j.Spec.User,
+		Priority: j.Spec.Priority, Worker: j.Worker, User: j.Spec.User, ConcurrencyKey: j.Spec.ConcurrencyKey,
 		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
 		Seq: j.Seq, Events: j.Events,

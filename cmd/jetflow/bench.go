@@ -43,6 +43,7 @@ type benchResult struct {
 	// admitted from pending, and processing is the admission rate.
 	Limits jetflow.QueueLimits `json:"limits"`
 	Users  int                 `json:"users"`
+	Keys   int                 `json:"keys"` // concurrency keys of the jobs (--keys)
 	// Spans recorded with --trace (tracing on, exported to nowhere).
 	Spans int64 `json:"spans,omitempty"`
 }
@@ -71,6 +72,14 @@ func cmdBench(c *cli, args []string) int {
 	fs.IntVar(&limits.MaxRunning, "max-running", 0, "give the bench queue this limit: every job is then admitted from pending (0: no limit)")
 	fs.IntVar(&limits.MaxRunningPerUser, "max-running-per-user", 0, "give the bench queue this per-user limit (0: none)")
 	fs.IntVar(&users, "users", 1, "jobs are submitted for this many users, in turn")
+	var keys int
+	fs.IntVar(&limits.MaxRunningPerKey, "max-running-per-key", 0, "give the bench queue this per-key limit (0: none); jobs have --keys concurrency keys")
+	fs.IntVar(&keys, "keys", 0, "jobs are submitted with this many concurrency keys, in turn (0: none)")
+	fs.IntVar(&limits.RateLimit, "rate-limit", 0, "give the bench queue this rate limit, per --rate-period (0: none)")
+	durationVar(fs, &limits.RatePeriod, "rate-period", time.Second, "the period of --rate-limit")
+	fs.StringVar(&limits.RateKey, "rate-key", "", "the bench queue's rate key (user, concurrency_key; \"\": the queue's)")
+	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
+	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
 	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -96,6 +105,14 @@ func cmdBench(c *cli, args []string) int {
 		when("max-running", *fanout, notFanout),
 		when("max-running-per-user", *fanout, notFanout),
 		when("users", users < 1 || users > 100000, "must be 1 to 100000"),
+		when("keys", keys < 0 || keys > 100000, "must be 0 to 100000"),
+		when("max-running-per-key", limits.MaxRunningPerKey < 0 || limits.MaxRunningPerKey > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("rate-limit", limits.RateLimit < 0 || limits.RateLimit > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("max-running-per-key", *fanout, notFanout),
+		when("rate-limit", *fanout, notFanout),
+		when("priorities", *fanout, notFanout),
+		when("max-queued", limits.MaxQueued < 0 || limits.MaxQueued > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
+		when("max-queued", *fanout, notFanout),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
 	}
@@ -212,12 +229,22 @@ func cmdBench(c *cli, args []string) int {
 	var submitted atomic.Int64
 	request := func() *jetflow.SubmitRequest {
 		r := &jetflow.SubmitRequest{Type: jobType, Queue: queue, Payload: []byte(`{"n":1}`)}
+		n := submitted.Add(1)
 		if users > 1 {
-			r.User = fmt.Sprintf("user%d", submitted.Add(1)%int64(users))
+			r.User = fmt.Sprintf("user%d", n%int64(users))
+		}
+		if keys > 0 {
+			r.ConcurrencyKey = fmt.Sprintf("key%d", n%int64(keys))
+		}
+		if limits.Priorities {
+			r.Priority = int(n % 10)
 		}
 		return r
 	}
-	if limits.MaxRunning > 0 || limits.MaxRunningPerUser > 0 {
+	if limits.RateLimit == 0 {
+		limits.RatePeriod, limits.RateKey = 0, ""
+	}
+	if limits != (jetflow.QueueLimits{}) {
 		// Every job then goes through admission: pending, then admitted as
 		// slots free (the processing rate is the admission rate).
 		if err := subCl.SetQueueLimits(ctx, queue, limits); err != nil {
@@ -293,7 +320,7 @@ func cmdBench(c *cli, args []string) int {
 	pprof.StopCPUProfile()
 	mu.Lock()
 	procDur := lastDone.Sub(startT)
-	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage, Limits: limits, Users: users,
+	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage, Limits: limits, Users: users, Keys: keys,
 		EnqueuePerSec: float64(jobs) / enqDur.Seconds(), ProcessPerSec: float64(jobs) / procDur.Seconds()}
 	res.StartP50Ms, res.StartP99Ms = pct(startLat)
 	res.CompleteP50Ms, res.CompleteP99Ms = pct(doneLat)
@@ -337,9 +364,10 @@ func cmdBench(c *cli, args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.out, "jetflow bench: %d jobs, %d handlers, %s\n", jobs, workers, storage)
-	if limits.MaxRunning > 0 || limits.MaxRunningPerUser > 0 {
-		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, %d users: every job admitted from pending\n",
-			limits.MaxRunning, limits.MaxRunningPerUser, users)
+	if limits != (jetflow.QueueLimits{}) {
+		fmt.Fprintf(c.out, "  queue limits     max_running %d, max_running_per_user %d, max_running_per_key %d, rate_limit %s, priorities %s; %d users, %d keys: every job admitted from pending\n",
+			limits.MaxRunning, limits.MaxRunningPerUser, limits.MaxRunningPerKey, rateText(limits.RateLimit, limits.RatePeriod, limits.RateKey),
+			prioritiesText(limits.Priorities, limits.MaxQueued), users, keys)
 	}
 	fmt.Fprintf(c.out, "  enqueue          %8.0f jobs/s\n", res.EnqueuePerSec)
 	fmt.Fprintf(c.out, "  processing       %8.0f jobs/s\n", res.ProcessPerSec)

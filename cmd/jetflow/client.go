@@ -22,12 +22,14 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // submitFlags maps the fields of a submit request to the flags that set
 // them, so that a refused value is reported as the flag.
 var submitFlags = map[string]string{"queue": "queue", "delay": "delay", "max_retries": "max-retries",
-	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace", "user": "user"}
+	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace", "user": "user",
+	"concurrency_key": "concurrency-key"}
 
 func cmdSubmit(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var (
 		queue, key, user     string
+		concurrencyKey       string
 		delay, backoff, tout time.Duration
 		maxRetries           int
 		wait                 bool
@@ -41,6 +43,7 @@ func cmdSubmit(c *cli, args []string) int {
 	durationVar(fs, &tout, "timeout", jetflow.DefaultTimeout, "execution timeout of one attempt")
 	fs.StringVar(&key, "key", "", "idempotency key")
 	fs.StringVar(&user, "user", "", "who the job runs for (quotas: a queue's max_running_per_user; with --token, the token's name unless an admin names another)")
+	fs.StringVar(&concurrencyKey, "concurrency-key", "", "the job's concurrency key: a queue's max_running_per_key counts the slots of its key's jobs together (docs/quotas.md)")
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
 	fs.Var(&paths, "file", "an input file to store with the job, named by its base name; a directory: its tree, named by their paths in it (repeatable; docs/files.md)")
@@ -74,6 +77,7 @@ func cmdSubmit(c *cli, args []string) int {
 	set("key", jetflow.IdempotencyKey(key))
 	set("tag", jetflow.Tags(tags...))
 	set("user", jetflow.User(user))
+	set("concurrency-key", jetflow.ConcurrencyKey(concurrencyKey))
 	if *ns != "" {
 		opts = append(opts, jetflow.Namespace(*ns))
 	}
@@ -191,6 +195,9 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	}
 	if j.User != "" {
 		row("user", j.User)
+	}
+	if j.ConcurrencyKey != "" {
+		row("concurrency_key", j.ConcurrencyKey)
 	}
 	if j.Hold != nil {
 		row("waits", j.Hold.Message)
@@ -574,6 +581,9 @@ func cmdReplay(c *cli, args []string) int {
 					checked = "the admitter agrees"
 				}
 				fmt.Fprintf(c.out, "  queue %s: %d running, %d pending (from the log; %s)\n", name, sl.Running, sl.Pending, checked)
+			}
+			if rep.RateAdmissions > 0 {
+				fmt.Fprintf(c.out, "  %d admissions of queues with a rate limit checked against it\n", rep.RateAdmissions)
 			}
 			for _, d := range rep.Diffs {
 				fmt.Fprintf(c.out, "  %s  %s", d.ID, d.Reason)

@@ -109,11 +109,19 @@ cancel", exit 1 (--json: the job and "cancelled": false).`,
 	{name: "queue", summary: "a queue's settings: queue ls, queue set, queue pause, queue resume",
 		usage:    "queue ls | queue set QUEUE [flags] | queue pause QUEUE | queue resume QUEUE",
 		examples: []string{"queue ls", "queue set slow --max-running 2 --max-running-per-user 1", "queue pause slow"}},
-	{name: "queue set", group: "Queues and workers", summary: "set a queue's limits on running jobs",
-		usage: "queue set QUEUE [--max-running N] [--max-running-per-user M] [flags]",
+	{name: "queue set", group: "Queues and workers", summary: "set a queue's limits on running jobs and starts",
+		usage: "queue set QUEUE [--max-running N] [--max-running-per-user M] [--max-running-per-key K] [--rate-limit R --rate-period D [--rate-key FROM]] [--priorities] [--max-queued W] [flags]",
 		details: `0 removes a limit; a limit not given is kept. Over a limit, jobs wait in pending
-and are admitted, round-robin across users, as slots free (docs/quotas.md).`,
-		examples: []string{"queue set slow --max-running 2 --max-running-per-user 1", "queue set slow --max-running 0"}},
+and are admitted, round-robin across users and keys, as slots free and as their
+rate limit lets them start (docs/quotas.md). --max-running-per-key counts the jobs
+of one --concurrency-key (1: one at a time, in submit order); --rate-limit counts
+the starts of the queue in any --rate-period, or of each key: --rate-key user,
+concurrency_key or payload.<field>. --priorities starts the queue's jobs by
+priority (higher first; every 10th start goes to the job pending longest),
+keeping at most --max-queued admitted jobs waiting for a worker (default 100).`,
+		examples: []string{"queue set slow --max-running 2 --max-running-per-user 1", "queue set slow --max-running 0",
+			"queue set mail --rate-limit 100 --rate-period 1m --rate-key payload.domain", "queue set orders --max-running-per-key 1",
+			"queue set reports --priorities --max-queued 50"}},
 	{name: "pause", group: "Queues and workers", summary: "pause a queue: it accepts jobs and dispatches none",
 		usage: "pause QUEUE [flags]", aliases: []string{"queue pause"},
 		examples: []string{"pause slow", "queue pause slow --json"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -25,8 +26,17 @@ func cmdQueues(c *cli, args []string) int {
 			c.printJSON(qs)
 			return exitOK
 		}
+		// The columns of the limits per key and of rates, when a queue has one.
+		more := false
+		for _, q := range qs {
+			more = more || q.MaxRunningPerKey > 0 || q.RateLimit > 0 || q.Priorities || q.MaxQueued > 0
+		}
 		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "QUEUE\tSTATUS\tWAITING\tRUNNING/HELD\tDELAYED\tMAX RUNNING\tPER USER\tPENDING")
+		header := "QUEUE\tSTATUS\tWAITING\tRUNNING/HELD\tDELAYED\tMAX RUNNING\tPER USER\tPENDING"
+		if more {
+			header += "\tPER KEY\tRATE\tPRIORITIES"
+		}
+		fmt.Fprintln(w, header)
 		for _, q := range qs {
 			status := "active"
 			if q.Paused {
@@ -36,8 +46,13 @@ func cmdQueues(c *cli, args []string) int {
 			if q.Slots != nil {
 				pending = fmt.Sprint(q.Slots.Pending)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", q.Name, status, q.Depth, q.Held, q.Delayed,
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s", q.Name, status, q.Depth, q.Held, q.Delayed,
 				limitText(q.MaxRunning), limitText(q.MaxRunningPerUser), pending)
+			if more {
+				fmt.Fprintf(w, "\t%s\t%s\t%s", limitText(q.MaxRunningPerKey),
+					rateText(q.RateLimit, time.Duration(q.RatePeriodSeconds*float64(time.Second)), q.RateKey), prioritiesText(q.Priorities, q.MaxQueued))
+			}
+			fmt.Fprintln(w)
 		}
 		w.Flush()
 		return exitOK
@@ -141,9 +156,10 @@ func cmdRetry(c *cli, args []string) int {
 	})
 }
 
-// cmdQueue sets a queue's limits: jetflow queue set QUEUE
-// [--max-running N] [--max-running-per-user M]. A limit not given keeps
-// its value; 0 removes it.
+// cmdQueue lists the queues, sets a queue's limits (jetflow queue set
+// QUEUE [--max-running N] [--max-running-per-user M] [--max-running-per-key
+// K] [--rate-limit R --rate-period D [--rate-key FROM]]: a limit not given
+// keeps its value; 0 removes it), pauses or resumes one.
 func cmdQueue(c *cli, args []string) int {
 	sub, rest := subcommand(args)
 	switch sub {
@@ -169,24 +185,48 @@ func cmdQueue(c *cli, args []string) int {
 	return exitUsage
 }
 
+// queueLimitFlags maps the fields of queue limits to their flags, so that
+// a refused value is reported as its flag.
+var queueLimitFlags = map[string]string{"queue": "queue", "max_running": "max-running",
+	"max_running_per_user": "max-running-per-user", "max_running_per_key": "max-running-per-key",
+	"rate_limit": "rate-limit", "rate_period": "rate-period", "rate_key": "rate-key", "max_queued": "max-queued"}
+
 // queueSet: jetflow queue set QUEUE [--max-running N]
-// [--max-running-per-user M].
+// [--max-running-per-user M] [--max-running-per-key K] [--rate-limit R]
+// [--rate-period D] [--rate-key FROM] [--priorities[=false]] [--max-queued W].
 func queueSet(c *cli, args []string) int {
 	fs := c.clientFlags()
-	var maxRunning, perUser int
+	var maxRunning, perUser, perKey, rate, maxQueued int
+	var period time.Duration
+	var rateKey string
+	var priorities bool
 	fs.IntVar(&maxRunning, "max-running", 0, "the most jobs of the queue running at once, in all (0: no limit)")
 	fs.IntVar(&perUser, "max-running-per-user", 0, "the most jobs of one user running at once in the queue (0: no limit)")
+	fs.IntVar(&perKey, "max-running-per-key", 0, "the most jobs of one concurrency key running at once in the queue; 1: one at a time, in submit order (0: no limit)")
+	fs.IntVar(&rate, "rate-limit", 0, "the most jobs started in any --rate-period, of the queue or of each --rate-key (0: no rate limit)")
+	durationVar(fs, &period, "rate-period", 0, "the period of --rate-limit (1s to 24h)")
+	fs.StringVar(&rateKey, "rate-key", "", `whose starts --rate-limit counts: "user", "concurrency_key" or a payload field "payload.<name>" ("": the whole queue's)`)
+	fs.BoolVar(&priorities, "priorities", false, "start the queue's jobs by priority, through admission (--priorities=false: FIFO again)")
+	fs.IntVar(&maxQueued, "max-queued", 0, "the most admitted jobs waiting for a worker; with --priorities 0 means 100 (0: no bound)")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok {
 		return exitUsage
 	}
-	if !c.given("max-running") && !c.given("max-running-per-user") {
-		c.errorf("give --max-running, --max-running-per-user or both (0 removes a limit)")
+	flags := []string{"max-running", "max-running-per-user", "max-running-per-key", "rate-limit", "rate-period", "rate-key", "priorities", "max-queued"}
+	givenAny := false
+	for _, f := range flags {
+		givenAny = givenAny || c.given(f)
+	}
+	if !givenAny {
+		c.errorf("give one or more of --max-running, --max-running-per-user, --max-running-per-key, --rate-limit, --rate-period, --rate-key, --priorities, --max-queued (0 removes a limit)")
 		return exitUsage
 	}
 	bad := fmt.Sprintf("must be 0 (no limit) to %d", jetflow.MaxQueueLimit)
 	if !c.checkFlags(when("max-running", maxRunning < 0 || maxRunning > jetflow.MaxQueueLimit, bad),
-		when("max-running-per-user", perUser < 0 || perUser > jetflow.MaxQueueLimit, bad)) {
+		when("max-running-per-user", perUser < 0 || perUser > jetflow.MaxQueueLimit, bad),
+		when("max-running-per-key", perKey < 0 || perKey > jetflow.MaxQueueLimit, bad),
+		when("rate-limit", rate < 0 || rate > jetflow.MaxQueueLimit, bad),
+		when("max-queued", maxQueued < 0 || maxQueued > jetflow.MaxQueueLimit, bad)) {
 		return exitUsage
 	}
 	queue := pos[0]
@@ -198,21 +238,71 @@ func queueSet(c *cli, args []string) int {
 			if c.given("max-running-per-user") {
 				cur.MaxRunningPerUser = perUser
 			}
+			if c.given("max-running-per-key") {
+				cur.MaxRunningPerKey = perKey
+			}
+			if c.given("rate-limit") {
+				cur.RateLimit = rate
+				if rate == 0 { // no rate limit: no period or key either, unless given
+					cur.RatePeriod, cur.RateKey = 0, ""
+				}
+			}
+			if c.given("rate-period") {
+				cur.RatePeriod = period
+			}
+			if c.given("rate-key") {
+				cur.RateKey = rateKey
+			}
+			if c.given("priorities") {
+				cur.Priorities = priorities
+			}
+			if c.given("max-queued") {
+				cur.MaxQueued = maxQueued
+			}
 			return cur
 		})
 		if err != nil {
-			if c.flagInput(err, map[string]string{"queue": "queue"}) {
+			if c.flagInput(err, queueLimitFlags) {
+				return exitUsage
+			}
+			// A limit that needs another not given (a rate limit, its
+			// period): named as the flag to give.
+			var in *jetflow.InputError
+			if errors.As(err, &in) && queueLimitFlags[in.Field] != "" && in.Field != "queue" {
+				c.reportAs(problemInput("--"+queueLimitFlags[in.Field]), "--%s: %s", queueLimitFlags[in.Field], in.Reason)
 				return exitUsage
 			}
 			return c.fail(err)
 		}
 		if c.json {
-			c.printJSON(map[string]any{"name": queue, "max_running": cur.MaxRunning, "max_running_per_user": cur.MaxRunningPerUser})
+			c.printJSON(map[string]any{"name": queue, "max_running": cur.MaxRunning, "max_running_per_user": cur.MaxRunningPerUser,
+				"max_running_per_key": cur.MaxRunningPerKey, "rate_limit": cur.RateLimit, "rate_period": cur.RatePeriod.Seconds(),
+				"rate_key": cur.RateKey, "priorities": cur.Priorities, "max_queued": cur.MaxQueued})
 			return exitOK
 		}
-		fmt.Fprintf(c.out, "%s\tmax_running %s\tmax_running_per_user %s\n", queue, limitText(cur.MaxRunning), limitText(cur.MaxRunningPerUser))
+		fmt.Fprintf(c.out, "%s\tmax_running %s\tmax_running_per_user %s", queue, limitText(cur.MaxRunning), limitText(cur.MaxRunningPerUser))
+		if cur.MaxRunningPerKey > 0 || cur.RateLimit > 0 {
+			fmt.Fprintf(c.out, "\tmax_running_per_key %s\trate_limit %s", limitText(cur.MaxRunningPerKey),
+				rateText(cur.RateLimit, cur.RatePeriod, cur.RateKey))
+		}
+		if cur.Priorities || cur.MaxQueued > 0 {
+			fmt.Fprintf(c.out, "\tpriorities %v\tmax_queued %s", cur.Priorities, limitText(cur.MaxQueued))
+		}
+		fmt.Fprintln(c.out)
 		return exitOK
 	})
+}
+
+// rateText says a rate limit: "10/1m0s", "10/1m0s per user", or "none".
+func rateText(n int, period time.Duration, key string) string {
+	if n == 0 {
+		return "none"
+	}
+	s := fmt.Sprintf("%d/%s", n, period)
+	if key != "" {
+		s += " per " + key
+	}
+	return s
 }
 
 func limitText(n int) string {
@@ -220,4 +310,18 @@ func limitText(n int) string {
 		return "none"
 	}
 	return fmt.Sprint(n)
+}
+
+// prioritiesText says whether a queue starts its jobs by priority, and its
+// window: "yes (max_queued 100)", "no".
+func prioritiesText(on bool, maxQueued int) string {
+	switch {
+	case on && maxQueued == 0:
+		return "yes"
+	case on:
+		return fmt.Sprintf("yes (max_queued %d)", maxQueued)
+	case maxQueued > 0:
+		return fmt.Sprintf("no (max_queued %d)", maxQueued)
+	}
+	return "no"
 }

@@ -174,6 +174,9 @@ type Spec struct {
 	// limit in a queue with limits (QueueLimits). Empty: no one in
 	// particular (all such jobs are one user).
 	User string `msgpack:"user,omitempty"`
+	// ConcurrencyKey groups jobs whose slots count together in a queue
+	// with max_running_per_key (within the namespace); empty: none.
+	ConcurrencyKey string `msgpack:"ckey,omitempty"`
 	// TraceParent and TraceState are the W3C trace context the job was
 	// submitted in (its submit's span, or the caller's context): every
 	// attempt's span is its child (docs/tracing.md). Empty: none.
@@ -275,6 +278,10 @@ type Event struct {
 	Queue     *QueueChange     `msgpack:"queue,omitempty"`   // queue.set
 	Hold      *Hold            `msgpack:"hold,omitempty"`    // job.pending
 	Schedule  *ScheduleChange  `msgpack:"sched,omitempty"`   // schedule.*
+	// RateKey is the rate key (within the namespace: "ns/key") a job was
+	// admitted under in a queue with a rate limit per key (job.admitted):
+	// a new admitter counts the admissions of a period from the log.
+	RateKey string `msgpack:"rate_key,omitempty"`
 
 	// By is the access token (token:<name>/<id>) on whose behalf the actor
 	// wrote it, when the actor is not the token itself (a worker writing

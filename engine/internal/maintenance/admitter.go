@@ -89,7 +89,7 @@ func (a *Admitter) Start(ctx context.Context) error {
 			for _, q := range qs {
 				if p, ok := q.Position(string(m.Data)); ok {
 					place := store.AdmissionPlace{Pending: true, Position: p}
-					if h, ok := q.Reason(string(m.Data)); ok {
+					if h, ok := q.Reason(string(m.Data), time.Now().UTC()); ok {
 						place.Hold = &h
 					}
 					return place
@@ -146,7 +146,17 @@ var errRebuildRestarted = errors.New("the log's consumer restarted during the re
 // admitting is one admission's outcome, back from its writer.
 type admitting struct {
 	queue, id string
+	limits    domain.QueueLimits // the queue's when it was decided
 	written   bool
+}
+
+// rateShape is what of a queue's limits decides the rate windows its
+// admitter rebuilds from the log: a change of it starts a new session.
+func rateShape(l domain.QueueLimits) domain.QueueLimits {
+	if l.RateLimit == 0 {
+		return domain.QueueLimits{}
+	}
+	return domain.QueueLimits{RateLimit: 1, RatePeriod: l.RatePeriod, RateKey: l.RateKey}
 }
 
 // session follows the queues with limits as they are now, until that set
@@ -157,10 +167,16 @@ func (a *Admitter) session(ctx context.Context) error {
 		return err
 	}
 	qs := map[string]*commands.Admission{}
-	var filters []string
+	var filters, rated []string
+	var period time.Duration // the longest rate period
 	for name, rec := range recs {
 		qs[name] = commands.NewAdmission(name, rec.Limits)
-		filters = append(filters, streams.EventsPrefix+".*."+name+".>")
+		filter := streams.EventsPrefix + ".*." + name + ".>"
+		filters = append(filters, filter)
+		if rec.Limits.RateLimit > 0 {
+			rated = append(rated, filter)
+			period = max(period, rec.Limits.RatePeriod)
+		}
 	}
 	sort.Strings(filters)
 	if len(qs) == 0 {
@@ -198,6 +214,15 @@ func (a *Admitter) session(ctx context.Context) error {
 	// the count is that of the consumer that replaced the first).
 	caughtUp := info.NumPending == 0
 	toRead := info.NumPending
+	// The admissions of the last rate period, read from the log up to
+	// where this consumer sends every event (each job's last only before):
+	// it counts only those after (countFrom).
+	var countFrom uint64
+	if len(rated) > 0 {
+		if countFrom, err = a.countAdmissions(sctx, qs, rated, period); err != nil {
+			return err
+		}
+	}
 	var consumerSeq uint64 // the last message's: a reset starts it again
 	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
 	if err != nil {
@@ -270,7 +295,7 @@ func (a *Admitter) session(ctx context.Context) error {
 			}
 			for name, rec := range recs2 {
 				q := qs[name]
-				if q == nil {
+				if q == nil || rateShape(q.Limits) != rateShape(rec.Limits) {
 					return errLimitsChanged
 				}
 				q.Limits = rec.Limits
@@ -326,7 +351,7 @@ func (a *Admitter) session(ctx context.Context) error {
 			if q == nil {
 				continue
 			}
-			lookups = observeOrLookUp(q, ev, looking, lookups)
+			lookups = observeOrLookUp(q, ev, countFrom, looking, lookups)
 		}
 		if len(lookups) > 0 {
 			if err := a.lookUp(ctx, qs, lookups); err != nil {
@@ -364,8 +389,8 @@ func (a *Admitter) session(ctx context.Context) error {
 		}
 		now := time.Now().UTC()
 		for name, q := range qs {
-			for _, id := range q.Next() {
-				admits.add(admitting{queue: name, id: id})
+			for _, id := range q.Next(now) {
+				admits.add(admitting{queue: name, id: id, limits: q.Limits})
 			}
 			if hs := q.Holds(now); len(hs) > 0 {
 				holds.add(hs...)
@@ -446,6 +471,10 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 	for i, b := range batch {
 		ids[i] = b.id
 	}
+	limits := make(map[string]domain.QueueLimits, len(batch))
+	for _, b := range batch {
+		limits[b.id] = b.limits
+	}
 	curs := a.snapshots(ctx, ids)
 	// The writes of a batch begun are finished even when Stop comes
 	// meanwhile: Stop waits for them, and only then does the leader give
@@ -455,7 +484,7 @@ func (a *Admitter) admitAll(ctx context.Context, batch []admitting, report func(
 	defer cancel()
 	began, evs := time.Now(), admissions()
 	errs := a.store.ApplyMany(wctx, "admit", curs, func(j *domain.Job) (*domain.Event, error) {
-		ev, err := commands.Admit(j, a.store.Actor(), time.Now().UTC())
+		ev, err := commands.Admit(j, limits[j.ID], a.store.Actor(), time.Now().UTC())
 		evs.decided(j, ev)
 		return ev, err
 	})
@@ -543,7 +572,9 @@ type lookup struct {
 func observe(q *commands.Admission, ev *domain.Event) bool {
 	switch {
 	case ev.Type == domain.EvSubmitted && ev.Spec != nil:
-		q.Observe(commands.Slot{ID: ev.JobID, User: commands.SlotUser(ev.Spec.Namespace, ev.Spec.User), State: ev.To, Created: ev.Time, Seq: ev.Seq})
+		s := commands.SlotOf(ev.JobID, ev.Spec, q.Limits)
+		s.State, s.Created, s.Seq = ev.To, ev.Time, ev.Seq
+		q.Observe(s)
 	case commands.Annotates(ev):
 		if !q.Known(ev.JobID) {
 			// A rebuild that found this last (a pending job's hold, a
@@ -567,7 +598,13 @@ func observe(q *commands.Admission, ev *domain.Event) bool {
 // later events of the batch are too (terminal ones included): a record
 // read after the batch may be behind them, and lookUp brings a record
 // behind its lookup's event up to the log.
-func observeOrLookUp(q *commands.Admission, ev *domain.Event, looking map[string]bool, ls []lookup) []lookup {
+//
+// An admission after countFrom (the stream sequence up to which
+// countAdmissions counted them) is counted in its rate window.
+func observeOrLookUp(q *commands.Admission, ev *domain.Event, countFrom uint64, looking map[string]bool, ls []lookup) []lookup {
+	if ev.Type == domain.EvAdmitted && ev.Seq > countFrom {
+		q.CountAdmission(ev.RateKey, ev.Time, time.Now().UTC())
+	}
 	if looking[ev.JobID] || !observe(q, ev) {
 		looking[ev.JobID] = true
 		ls = append(ls, lookup{queue: q.Queue, id: ev.JobID, seq: ev.Seq})
@@ -599,13 +636,73 @@ func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission
 			}
 			j = snap.Job
 		}
-		qs[l.queue].Observe(commands.Slot{ID: j.ID, User: commands.SlotUser(j.Spec.Namespace, j.Spec.User), State: j.State,
-			Created: j.CreatedAt, Hold: j.Hold, Seq: j.Seq})
+		q := qs[l.queue]
+		s := commands.SlotOf(j.ID, &j.Spec, q.Limits)
+		s.State, s.Created, s.Hold, s.Seq = j.State, j.CreatedAt, j.Hold, j.Seq
+		q.Observe(s)
 	}
 	return nil
 }
 
 var errNothingToDo = errors.New("nothing to write")
+
+// countAdmissions counts in their rate windows the admissions (job.admitted)
+// of the queues with a rate limit (filters) of the last period, from the
+// log: from period ago up to the last event the log has now, which it
+// returns. It is read after the session's consumer started, which sends
+// every event after its start: those up to the returned sequence it skips.
+func (a *Admitter) countAdmissions(ctx context.Context, qs map[string]*commands.Admission, filters []string, period time.Duration) (uint64, error) {
+	info, err := a.store.Events().Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last := info.State.LastSeq
+	from := time.Now().Add(-period)
+	cons, err := a.store.Events().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from,
+	})
+	if err != nil {
+		return 0, err
+	}
+	ci := cons.CachedInfo()
+	if ci == nil {
+		return 0, errors.New("admission rate consumer: no info")
+	}
+	if ci.NumPending == 0 {
+		return last, nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return 0, err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return 0, err
+		}
+		if meta.Sequence.Stream > last {
+			break
+		}
+		n++
+		if ev, err := streams.DecodeEvent(m.Data()); err == nil && ev.Type == domain.EvAdmitted {
+			_, queue, _ := eventQueue(m.Subject())
+			if q := qs[queue]; q != nil {
+				q.CountAdmission(ev.RateKey, ev.Time, time.Now().UTC())
+			}
+		}
+		if meta.Sequence.Stream == last || meta.NumPending == 0 {
+			break
+		}
+	}
+	a.log.Debug("admissions of the rate period counted from the log", "events", n, "up_to", last)
+	return last, nil
+}
 
 // eventQueue returns the namespace and queue of a job's event subject
 // (jetflow.ev.<ns>.<queue>.<type>.<id>).

@@ -15,7 +15,7 @@ func ObserveBatch(ctx context.Context, st *store.Store, q *commands.Admission, e
 	var ls []lookup
 	looking := map[string]bool{}
 	for _, ev := range evs {
-		ls = observeOrLookUp(q, ev, looking, ls)
+		ls = observeOrLookUp(q, ev, 0, looking, ls)
 	}
 	if len(ls) == 0 {
 		return nil

@@ -219,6 +219,16 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	if err := verifySlots(ctx, js, log, settle, rep); err != nil {
 		return nil, err
 	}
+	reg, err := rebuildRegistry(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	rateDiffs, n, err := verifyRates(ctx, js, reg, upTo)
+	if err != nil {
+		return nil, err
+	}
+	rep.RateAdmissions = n
+	rep.Diffs = append(rep.Diffs, rateDiffs...)
 	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 	return rep, nil
 }
@@ -335,7 +345,9 @@ func slotsOf(reg *projections.Registry, log map[string]*domain.Job) map[string]c
 		if _, ok := byQueue[j.Spec.Queue]; !ok || j.State.Terminal() {
 			continue
 		}
-		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], commands.Slot{ID: j.ID, User: commands.SlotUser(j.Spec.Namespace, j.Spec.User), State: j.State, Created: j.CreatedAt})
+		sl := commands.SlotOf(j.ID, &j.Spec, reg.Queues[j.Spec.Queue].Limits)
+		sl.State, sl.Created = j.State, j.CreatedAt
+		byQueue[j.Spec.Queue] = append(byQueue[j.Spec.Queue], sl)
 	}
 	out := map[string]commands.Counts{}
 	for name, slots := range byQueue {
@@ -369,14 +381,17 @@ func slotDiffs(want, got map[string]commands.Counts) []projections.Diff {
 			diffs = append(diffs, projections.Diff{ID: "queue " + name, Reason: "has limits, but the admitter does not follow it"})
 			continue
 		}
-		same := g.Holding == w.Holding && g.Pending == w.Pending && len(g.Users) == len(w.Users)
+		same := g.Holding == w.Holding && g.Pending == w.Pending && len(g.Users) == len(w.Users) && len(g.Keys) == len(w.Keys)
 		for u, wc := range w.Users {
 			same = same && g.Users[u] == wc
 		}
+		for k, wc := range w.Keys {
+			same = same && g.Keys[k] == wc
+		}
 		if !same {
 			diffs = append(diffs, projections.Diff{ID: "queue " + name, Reason: fmt.Sprintf(
-				"the admitter counts %d running and %d pending (%v); the log says %d and %d (%v)",
-				g.Holding, g.Pending, g.Users, w.Holding, w.Pending, w.Users)})
+				"the admitter counts %d running and %d pending (%v, keys %v); the log says %d and %d (%v, keys %v)",
+				g.Holding, g.Pending, g.Users, g.Keys, w.Holding, w.Pending, w.Users, w.Keys)})
 		}
 	}
 	return diffs

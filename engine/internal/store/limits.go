@@ -119,6 +119,15 @@ func (s *Store) ChangeQueueLimits(ctx context.Context, queue string, change func
 		_, err := commands.SetQueueLimits(nil, queue, domain.QueueLimits{}, "", time.Now())
 		return nil, err // checked before anything is created
 	}
+	// Checked on the limits as they are (a rate limit given alone keeps
+	// the period the queue has) before the queue is created.
+	var cur domain.QueueLimits
+	if rec, err := s.Queue(ctx, queue); err == nil {
+		cur = rec.Limits
+	}
+	if err := commands.CheckLimits(change(cur)); err != nil {
+		return nil, err
+	}
 	if err := s.queues.Ensure(ctx, queue); err != nil {
 		return nil, err
 	}

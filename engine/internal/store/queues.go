@@ -100,9 +100,15 @@ type QueueInfo struct {
 	// Limits are the queue's quotas (0: none); Slots, for a queue with
 	// limits, what its admitter counts: jobs holding a slot and pending,
 	// in all and by user (absent when no admitter answered).
-	MaxRunning        int              `json:"max_running"`
-	MaxRunningPerUser int              `json:"max_running_per_user"`
-	Slots             *commands.Counts `json:"slots,omitempty"`
+	MaxRunning        int               `json:"max_running"`
+	MaxRunningPerUser int               `json:"max_running_per_user"`
+	MaxRunningPerKey  int               `json:"max_running_per_key"`
+	RateLimit         int               `json:"rate_limit"`
+	RatePeriod        commands.Duration `json:"rate_period"` // seconds
+	RateKey           string            `json:"rate_key,omitempty"`
+	Priorities        bool              `json:"priorities,omitempty"`
+	MaxQueued         int               `json:"max_queued,omitempty"` // its window (domain.QueueLimits.Window)
+	Slots             *commands.Counts  `json:"slots,omitempty"`
 }
 
 // QueueInfos reads every queue's settings and depth, by name.
@@ -153,7 +159,10 @@ func (s *Store) queueInfo(ctx context.Context, rec *domain.QueueRecord, slots ma
 	}
 	qi := &QueueInfo{Name: rec.Name, Paused: st.Paused, Depth: st.Waiting, Held: st.Held,
 		Delayed: st.Delayed, CreatedAt: rec.CreatedAt, Running: st.Held,
-		MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser}
+		MaxRunning: rec.Limits.MaxRunning, MaxRunningPerUser: rec.Limits.MaxRunningPerUser,
+		MaxRunningPerKey: rec.Limits.MaxRunningPerKey, RateLimit: rec.Limits.RateLimit,
+		RatePeriod: commands.Duration(rec.Limits.RatePeriod), RateKey: rec.Limits.RateKey,
+		Priorities: rec.Limits.Priorities, MaxQueued: rec.Limits.Window()}
 	if c, ok := slots[rec.Name]; ok {
 		qi.Slots = &c
 	}

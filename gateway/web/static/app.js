@@ -57,6 +57,12 @@
     if (f < 3600) return Math.floor(f / 60) + "m" + String(Math.floor(f % 60)).padStart(2, "0") + "s";
     return Math.floor(f / 3600) + "h" + String(Math.floor(f % 3600 / 60)).padStart(2, "0") + "m";
   }
+  // goDuration writes seconds as Go's time.Duration does ("1m30s"), as the
+  // server-rendered pages do.
+  function goDuration(f) {
+    var h = Math.floor(f / 3600), m = Math.floor(f % 3600 / 60), s = Math.round((f % 60) * 1e6) / 1e6;
+    return (h ? h + "h" : "") + (h || m ? m + "m" : "") + s + "s";
+  }
   function ago(iso) {
     var d = (Date.now() - Date.parse(iso)) / 1000;
     if (isNaN(d)) return "";
@@ -306,7 +312,10 @@
       document.getElementById("f-duration").textContent = secs(j.duration_seconds);
       // Why a pending job waits, and where it stands: gone once it moves on.
       var hold = document.getElementById("f-hold");
-      if (hold && j.hold) document.getElementById("f-hold-msg").textContent = j.hold.message;
+      if (hold && j.hold) {
+        document.getElementById("f-hold-msg").textContent = j.hold.message;
+        document.getElementById("f-hold-reason").textContent = j.hold.reason;
+      }
       var place = document.getElementById("f-pending");
       if (place && j.pending_position != null) place.textContent = j.pending_position + " ahead";
       [[hold, j.hold], [place, j.pending_position != null]].forEach(function (p) {
@@ -385,6 +394,14 @@
     var qt = document.getElementById("queues").tBodies[0];
     // limit and slotUsers are dashboard.go's template functions.
     var limit = function (n) { return n ? String(n) : "—"; };
+    var rate = function (q) {
+      if (!q.rate_limit) return "—";
+      return q.rate_limit + " / " + goDuration(q.rate_period) + (q.rate_key ? " per " + q.rate_key : "");
+    };
+    var prio = function (q) {
+      if (q.priorities) return "yes, max_queued " + q.max_queued;
+      return q.max_queued ? "max_queued " + q.max_queued : "—";
+    };
     var slotUsers = function (q) {
       if (!q.slots || !q.slots.users) return "";
       return Object.keys(q.slots.users).sort().map(function (u) {
@@ -404,6 +421,7 @@
         '</td><td class="num delayed">' + q.delayed + "</td>" +
         '<td class="num pending"' + (slotUsers(q) ? ' title="' + esc(slotUsers(q)) + '"' : "") + ">" + (q.slots ? q.slots.pending : (q.jobs && q.jobs.pending) || 0) + "</td>" +
         '<td class="num maxrun">' + limit(q.max_running) + '</td><td class="num maxuser">' + limit(q.max_running_per_user) + "</td>" +
+        '<td class="num maxkey">' + limit(q.max_running_per_key) + '</td><td class="num rate">' + esc(rate(q)) + '</td><td class="prio">' + esc(prio(q)) + "</td>" +
         '<td class="mini">' + mini + "</td>" +
         '<td><button class="qtoggle" data-queue="' + esc(q.name) + '" data-paused="' + q.paused + '">' + (q.paused ? "Resume" : "Pause") + "</button></td>";
     }
