@@ -80,6 +80,10 @@ type EngineConfig struct {
 	// does with gateway.Config.Auth (docs/security.md).
 	Auth   bool
 	Logger *slog.Logger
+	// MisfireGrace is how late a schedule's tick may fire and still count
+	// as on time (default DefaultMisfireGrace); later, the schedule's
+	// misfire policy decides (docs/schedules.md).
+	MisfireGrace time.Duration
 }
 
 // Engine runs the components that keep jetflow whole next to any number of
@@ -104,7 +108,7 @@ func NewEngine(client *Client, cfg EngineConfig) *Engine {
 	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
 		Purger:    engine.PurgerConfig{Retention: cfg.Retention},
 		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
-		Auth: cfg.Auth, Log: cfg.Logger})}
+		Auth: cfg.Auth, Log: cfg.Logger, MisfireGrace: cfg.MisfireGrace})}
 }
 
 // Add adds a component (an HTTP gateway) that starts after, and stops

@@ -49,6 +49,10 @@ type commandReply struct {
 	// Workflow is a workflow's view (get_workflow) or its submit's answer
 	// (submit_workflow, retry_workflow).
 	Workflow json.RawMessage `json:"workflow"`
+
+	// The schedule verbs': the schedule, or the schedules.
+	Schedule  *projections.ScheduleView   `json:"schedule"`
+	Schedules []*projections.ScheduleView `json:"schedules"`
 }
 
 // do sends one command with the client's token and decodes its reply; a

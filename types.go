@@ -348,6 +348,7 @@ type VerifyReport struct {
 	Purged       int                   `json:"purged"`   // jobs of the log purged by retention
 	Slots        map[string]QueueSlots `json:"slots,omitempty"`
 	SlotsChecked bool                  `json:"slots_checked"` // the live admitter's counts were compared
+	Schedules    int                   `json:"schedules"`     // schedules compared
 	// RateAdmissions is how many admissions of queues with a rate limit
 	// were checked against it (no period with more than the limit).
 	RateAdmissions int          `json:"rate_admissions_checked"`
@@ -633,7 +634,8 @@ func workerInfo(w *engine.WorkerView) *WorkerInfo {
 
 func verifyReport(r *projections.Report) *VerifyReport {
 	out := &VerifyReport{Jobs: r.Jobs, Records: r.Records, LastSeq: r.LastSeq, Registry: r.Registry,
-		Purged: r.Purged, SlotsChecked: r.SlotsChecked, RateAdmissions: r.RateAdmissions, Diffs: make([]VerifyDiff, len(r.Diffs))}
+		Purged: r.Purged, SlotsChecked: r.SlotsChecked, RateAdmissions: r.RateAdmissions, Diffs: make([]VerifyDiff, len(r.Diffs)),
+		Schedules: r.Schedules}
 	for i, d := range r.Diffs {
 		out.Diffs[i] = VerifyDiff{ID: d.ID, Reason: d.Reason, Fields: d.Fields}
 	}

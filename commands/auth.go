@@ -56,11 +56,14 @@ const (
 	ActWork         Action = "work"          // register as a worker, beat, claim, report held jobs
 	ActRegisterType Action = "register-type" // register a type of the token's namespace
 	ActAdmin        Action = "admin"         // queues, namespace settings, @global types, tokens
+	// ActSchedule creates, changes, pauses, resumes and deletes the
+	// schedules of the token's namespace (reading them is ActRead).
+	ActSchedule Action = "schedule"
 )
 
 var roleActions = map[Role][]Action{
-	RoleAdmin:    {ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin},
-	RoleProducer: {ActRead, ActSubmit, ActCancel, ActRetry},
+	RoleAdmin:    {ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin, ActSchedule},
+	RoleProducer: {ActRead, ActSubmit, ActCancel, ActRetry, ActSchedule},
 	RoleWorker:   {ActWork, ActRegisterType},
 	RoleReader:   {ActRead},
 }

@@ -49,7 +49,9 @@ func (p *Principal) Can(act Action) error {
 var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
 	"cancel": ActCancel, "list": ActRead, "events": ActRead,
 	"wait": ActRead, "history": ActRead,
-	"submit_workflow": ActSubmit, "get_workflow": ActRead, "retry_workflow": ActRetry}
+	"submit_workflow": ActSubmit, "get_workflow": ActRead, "retry_workflow": ActRetry,
+	"schedule.create": ActSchedule, "schedule.update": ActSchedule, "schedule.pause": ActSchedule,
+	"schedule.resume": ActSchedule, "schedule.delete": ActSchedule, "schedule.list": ActRead, "schedule.get": ActRead}
 
 // VerbAction is the action a command of the protocol does ("" for a verb
 // the protocol does not have).

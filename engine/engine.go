@@ -38,6 +38,10 @@ type EngineConfig struct {
 	// making its steps) before the leader makes them (default
 	// DefaultWorkflowGrace).
 	WorkflowGrace time.Duration
+	// MisfireGrace is how late a schedule's tick may fire and still count
+	// as on time (default DefaultMisfireGrace); later, the schedule's
+	// misfire policy decides.
+	MisfireGrace time.Duration
 	// Auth makes the command server check tokens.
 	Auth bool
 	// StatsFlush is how often the statistics of the charts are written
@@ -58,6 +62,9 @@ type Engine struct {
 	Leader     *maintenance.Leader // runs the led components on one engine at a time
 	Stats      *maintenance.StatsKeeper
 	components []Component
+
+	// Scheduler fires the schedules' ticks (a led component).
+	Scheduler *maintenance.Scheduler
 }
 
 // NewEngine assembles an engine on a store.
@@ -82,6 +89,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),
 		Stats:     maintenance.NewStatsKeeper(st, maintenance.StatsConfig{Flush: cfg.StatsFlush, Log: log}),
 	}
+	e.Scheduler = maintenance.NewScheduler(st, maintenance.SchedulerConfig{Schedules: s.Schedules, MisfireGrace: cfg.MisfireGrace, Log: log})
 	led := []Component{
 		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log, WorkflowGrace: cfg.WorkflowGrace}),
 		maintenance.NewLeaseSweeper(st, maintenance.LeaseSweeperConfig{Interval: cfg.LeaseSweepInterval, Log: log}),
@@ -91,13 +99,14 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		maintenance.NewPurger(st, cfg.Purger),
 		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
 		e.Stats,
+		e.Scheduler,
 	}
 	e.Leader = maintenance.NewLeader(st, maintenance.LeaderConfig{Name: "engine", ID: cfg.ID + "-" + domain.NewID()[20:],
 		TTL: cfg.LeaderTTL, Log: log, Components: led})
 	e.components = []Component{
 		e.Projector,
 		maintenance.NewPromoter(st, maintenance.PromoterConfig{Log: log}),
-		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Types: s.Types, Log: log}),
+		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Types: s.Types, Log: log, Schedules: s.Schedules}),
 		e.Leader,
 	}
 	return e

@@ -20,6 +20,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/remote"
 	"github.com/jetflow/jetflow/engine/internal/replay"
 	"github.com/jetflow/jetflow/engine/internal/runtime"
+	"github.com/jetflow/jetflow/engine/internal/schedules"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
@@ -50,6 +51,9 @@ type Store struct {
 	// Repairs counts job records this Store rebuilt from the log because
 	// they were missing or behind it.
 	Repairs *atomic.Int64
+
+	// Schedules are the schedules (cron and intervals).
+	Schedules *schedules.Schedules
 }
 
 // OpenStore connects a Store to JetStream, provisioning the topology.
@@ -66,8 +70,12 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if err != nil {
 		return nil, err
 	}
+	sch, err := schedules.Open(ctx, st, reg)
+	if err != nil {
+		return nil, err
+	}
 	return &Store{Store: st, NC: st.NC(), JS: st.JS(), KV: st.KV(), Events: st.Events(), Queues: st.Queues(),
-		Topo: st.Topology(), Workers: st.Workers(), Types: reg, Tokens: toks, Actor: st.Actor(), Repairs: st.Repairs()}, nil
+		Topo: st.Topology(), Workers: st.Workers(), Types: reg, Tokens: toks, Schedules: sch, Actor: st.Actor(), Repairs: st.Repairs()}, nil
 }
 
 // Snapshot is a job record and the KV revision it was read or written at.

@@ -103,6 +103,19 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	wkA, wkB := reg("workA", "acme"), reg("workB", "")
 	e.as("admin", "PUT", "/api/v1/types/acme/cat/seen", map[string]any{"schema": map[string]any{"type": "object"}}).want(t, http.StatusCreated)
 	e.as("admin", "PUT", "/api/v1/types/other/cat/hidden", map[string]any{}).want(t, http.StatusCreated)
+	e.as("admin", "POST", "/api/v1/schedules?namespace=acme", map[string]any{"name": "s-acme", "cron": "@daily", "job": map[string]any{"type": "t.s"}}).
+		want(t, http.StatusCreated)
+	e.as("admin", "POST", "/api/v1/schedules?namespace=other", map[string]any{"name": "s-other", "cron": "@daily", "job": map[string]any{"type": "t.s"}}).
+		want(t, http.StatusCreated)
+	newSchedule := func(ns string) func() any {
+		return func() any {
+			b := map[string]any{"name": "s-new", "every": "1h", "job": map[string]any{"type": "t.s"}}
+			if ns != "" {
+				b["namespace"] = ns
+			}
+			return b
+		}
+	}
 
 	// A bulk operation of namespace acme that selects nothing (its
 	// progress is the route's resource).
@@ -167,6 +180,18 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"GET", "/api/v1/tokens", nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"POST", "/api/v1/tokens", func() any { return map[string]any{"name": "n", "namespace": "acme", "role": "reader"} }, [7]int{401, 401, 201, 403, 403, 403, 403}},
 		{"DELETE", "/api/v1/tokens/" + e.ids["workB"], nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
+		{"GET", "/api/v1/schedules", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"GET", "/api/v1/schedules?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"POST", "/api/v1/schedules", newSchedule(""), [7]int{401, 401, 201, 201, 403, 403, 201}},
+		// prodA made acme's s-new above, its job running for prod-a; the
+		// admin's runs for no one: another spec.
+		{"POST", "/api/v1/schedules", newSchedule("acme"), [7]int{401, 401, 409, 200, 403, 403, 403}},
+		{"GET", "/api/v1/schedules/s-acme?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"GET", "/api/v1/schedules/s-acme", nil, [7]int{401, 401, 404, 200, 403, 200, 404}},
+		{"PATCH", "/api/v1/schedules/s-acme?namespace=acme", func() any { return map[string]any{"overlap": "allow"} }, [7]int{401, 401, 200, 200, 403, 403, 403}},
+		{"POST", "/api/v1/schedules/s-acme/pause", nil, [7]int{401, 401, 404, 200, 403, 403, 404}},
+		{"POST", "/api/v1/schedules/s-acme/resume?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 403, 403}},
+		{"DELETE", "/api/v1/schedules/s-other?namespace=other", nil, [7]int{401, 401, 200, 403, 403, 403, 404}},
 		{"GET", "/api/v1/stats", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
 		{"GET", "/api/v1/stats?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
 		{"GET", "/api/v1/stats/series", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
@@ -191,6 +216,8 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"GET", "/queues/default", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/failures", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
 		{"GET", "/failures?namespace=acme", nil, [7]int{303, 303, 200, 200, 403, 200, 403}},
+		{"GET", "/schedules", nil, [7]int{303, 303, 200, 200, 403, 200, 200}},
+		{"GET", "/schedules?namespace=acme", nil, [7]int{303, 303, 200, 200, 403, 200, 403}},
 		{"GET", "/login", nil, [7]int{200, 200, 200, 200, 200, 200, 200}},
 	}
 	for _, rt := range routes {

@@ -370,3 +370,56 @@ func TestDashboardQuotasInBrowser(t *testing.T) {
 	b.run("see it admitted without a reload", chromedp.WaitVisible(`#job[data-state="queued"]`))
 	b.until("see the reason and the place gone", `!document.getElementById("f-hold") && !document.getElementById("f-pending")`)
 }
+
+// TestDashboardSchedulesInBrowser: the schedules page shows a schedule's
+// ticks live, each fired one linking to its job; a schedule created
+// meanwhile appears without a reload; Pause and Resume pause and resume it.
+func TestDashboardSchedulesInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	e.do("POST", "/api/v1/schedules", `{"name":"beat","every":"1s","overlap":"allow","job":{"type":"ui.beat"}}`).want(t, http.StatusCreated)
+
+	b := openBrowser(t, e, exe)
+	row := `#schedules tr[data-schedule="default/beat"]`
+	b.run("open the schedules page", chromedp.Navigate(e.ts.URL+"/schedules"), chromedp.WaitVisible(row), chromedp.WaitVisible(`#live.on`))
+	if timing := b.text(row + ` td.timing`); timing != "every 1s" {
+		t.Fatalf("timing %q", timing)
+	}
+	b.until("see a tick fire, linking to its job", `!!document.querySelector('`+row+` td.runs a.outcome-fired[href^="/jobs/"]')`)
+	attr, err := chromedp.Run(b.ctx, chromedp.AttributeValue(row+` td.runs a.outcome-fired`, "href"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimPrefix(attr.Value, "/jobs/")
+	var job struct {
+		Type           string
+		IdempotencyKey string `json:"idempotency_key"`
+	}
+	e.do("GET", "/api/v1/jobs/"+id, nil).want(t, http.StatusOK).json(t, &job)
+	if job.Type != "ui.beat" || !strings.HasPrefix(job.IdempotencyKey, "schedule:beat:") {
+		t.Fatalf("the linked job %s: %+v", id, job)
+	}
+
+	e.do("POST", "/api/v1/schedules?namespace=shop", `{"name":"nightly","cron":"0 3 * * *","timezone":"Europe/Berlin","job":{"type":"ui.report"}}`).
+		want(t, http.StatusCreated)
+	b.until("see a new schedule without a reload", `(() => { const r = document.querySelector('#schedules tr[data-schedule="shop/nightly"]');
+		return !!r && r.querySelector("td.timing").textContent === "0 3 * * * (Europe/Berlin)" && !!r.querySelector("td.next time"); })()`)
+	shot(t, b.ctx, "schedules")
+
+	b.run("pause it", chromedp.Click(row+` button.stoggle`))
+	b.until("see it paused", `(() => { const r = document.querySelector('`+row+`');
+		return r.dataset.paused === "true" && r.querySelector("td.status").textContent === "paused" && r.querySelector("td.next").textContent === "—" &&
+			r.querySelector("button.stoggle").textContent === "Resume"; })()`)
+	var s struct{ Paused bool }
+	e.do("GET", "/api/v1/schedules/beat", nil).want(t, http.StatusOK).json(t, &s)
+	if !s.Paused {
+		t.Fatal("the page's Pause did not pause the schedule")
+	}
+	b.run("resume it", chromedp.Click(row+` button.stoggle`))
+	b.until("see it resumed", `document.querySelector('`+row+`').dataset.paused === "false"`)
+	e.do("GET", "/api/v1/schedules/beat", nil).want(t, http.StatusOK).json(t, &s)
+	if s.Paused {
+		t.Fatal("the page's Resume did not resume the schedule")
+	}
+}

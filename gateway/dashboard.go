@@ -95,6 +95,9 @@ func parseTemplates() map[string]*template.Template {
 		// concurrency is a worker's handlers at once (workerview.go).
 		"concurrency": concurrencyText,
 		"pieceStates": func() []string { return PieceStates },
+		// A schedule's timing and its job's type (schedules page).
+		"timing":  scheduleTiming,
+		"jobType": scheduleJobType,
 		// A queue's limit; 0 is none.
 		"limit": func(n int) string {
 			if n == 0 {
@@ -252,6 +255,7 @@ func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
 	route(mux, "/types", methods{"GET": g.act(read, g.pageTypes)})
 	route(mux, "/workers", methods{"GET": g.act(read, g.pageWorkers)})
 	g.operatorPages(mux)
+	route(mux, "/schedules", methods{"GET": g.act(read, g.pageSchedules)})
 	route(mux, "/login", methods{"GET": g.pageLogin, "POST": g.login})
 	route(mux, "/logout", methods{"POST": g.logout})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

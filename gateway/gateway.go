@@ -367,6 +367,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/stats", methods{"GET": g.act(read, g.stats)})
 	route(mux, v1+"/stream", methods{"GET": g.act(read, g.stream)})
 	g.operatorRoutes(mux, v1)
+	g.scheduleRoutes(mux)
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path))
 	})

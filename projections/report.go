@@ -17,6 +17,9 @@ type Report struct {
 	// Registry is how many types and namespaces were rebuilt from the log
 	// and compared with their buckets.
 	Registry int `json:"registry"`
+	// Schedules is how many schedules were rebuilt from the log and
+	// compared with their records.
+	Schedules int `json:"schedules"`
 	// Purged is how many jobs of the log were purged by retention (they
 	// must have no record).
 	Purged int `json:"purged"`

@@ -125,6 +125,8 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 			Storage: t.storage(), Replicas: t.Replicas},
 		{Bucket: TokensBucket, Description: "jetflow access tokens (hashes only), projected from the event log", History: 1,
 			Storage: t.storage(), Replicas: t.Replicas},
+		{Bucket: SchedulesBucket, Description: "jetflow schedules (cron and intervals), projected from the event log", History: 1,
+			Storage: t.storage(), Replicas: t.Replicas},
 	} {
 		if err := EnsureBucket(ctx, js, kv); err != nil {
 			return err

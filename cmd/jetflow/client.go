@@ -587,8 +587,8 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			c.printJSON(rep)
 		} else {
-			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, and %d types, namespaces, tokens and queue limits: %d differ\n",
-				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, len(rep.Diffs))
+			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, %d types, namespaces, tokens and queue limits, and %d schedules: %d differ\n",
+				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, rep.Schedules, len(rep.Diffs))
 			for _, name := range slices.Sorted(maps.Keys(rep.Slots)) {
 				sl := rep.Slots[name]
 				checked := "no admitter answered: not compared"

@@ -24,7 +24,7 @@ type help struct {
 }
 
 // The groups of `jetflow help`, in order.
-var helpGroups = []string{"Engine and workers", "Jobs", "Queues and workers", "Types", "Maintenance", "Other"}
+var helpGroups = []string{"Engine and workers", "Jobs", "Queues and workers", "Schedules", "Types", "Maintenance", "Other"}
 
 // exitCodes is the exit code table (help, README).
 const exitCodes = `Exit codes:
@@ -149,6 +149,29 @@ keeping at most --max-queued admitted jobs waiting for a worker (default 100).`,
 		examples: []string{"resume slow", "queue resume slow"}},
 	{name: "workers", group: "Queues and workers", summary: "list workers (SDK and HTTP) and their heartbeats",
 		usage: "workers [flags]", examples: []string{"workers", "workers --json"}},
+
+	{name: "schedule", summary: "periodic jobs (cron, intervals): schedule create, ls, get, pause, resume, delete",
+		usage:    "schedule create NAME TYPE [JSON] (--cron EXPR | --every D) [flags] | schedule ls | schedule get|pause|resume|delete NAME",
+		examples: []string{`schedule create nightly report.build '{"full":true}' --cron "0 3 * * *" --timezone Europe/Berlin`, "schedule ls", "schedule get nightly"}},
+	{name: "schedule create", group: "Schedules", summary: "create a schedule: a job submitted at each tick of a cron expression or interval",
+		usage: "schedule create NAME TYPE [JSON] (--cron EXPR | --every D) [--timezone TZ] [--overlap P] [--misfire P] [--jitter D] [flags]",
+		details: `The leading engine fires each tick exactly once, whatever the number of engines
+(the tick's job id is derived from the schedule and the tick). JSON is the jobs' payload
+(default null). The same create again prints exists; another spec under that name is
+refused (exit 1). docs/schedules.md has the guarantees, DST and the policies.`,
+		examples: []string{`schedule create nightly report.build '{"full":true}' --cron "0 3 * * *" --timezone Europe/Berlin`,
+			"schedule create beat demo.echo --every 30s --overlap allow --misfire skip",
+			`schedule create hourly demo.echo --cron @hourly --jitter 5m --queue slow --namespace shop`}},
+	{name: "schedule ls", group: "Schedules", summary: "list schedules: timing, state, next run, last run", aliases: []string{"schedule list"},
+		usage: "schedule ls [--namespace NS] [flags]", examples: []string{"schedule ls", "schedule ls --namespace shop --json"}},
+	{name: "schedule get", group: "Schedules", summary: "show a schedule: its settings, next run and last runs with their jobs",
+		usage: "schedule get NAME [--namespace NS] [flags]", examples: []string{"schedule get nightly", "schedule get nightly --namespace shop --json"}},
+	{name: "schedule pause", group: "Schedules", summary: "pause a schedule: no tick fires until it is resumed",
+		usage: "schedule pause NAME [--namespace NS] [flags]", examples: []string{"schedule pause nightly"}},
+	{name: "schedule resume", group: "Schedules", summary: "resume a paused schedule (its ticks count from now)",
+		usage: "schedule resume NAME [--namespace NS] [flags]", examples: []string{"schedule resume nightly"}},
+	{name: "schedule delete", group: "Schedules", summary: "delete a schedule; the jobs it fired are left as they are",
+		usage: "schedule delete NAME [--namespace NS] [flags]", examples: []string{"schedule delete nightly"}},
 
 	{name: "types", group: "Types", summary: "list the registered types visible from a namespace, with their live workers",
 		usage:    "types [--namespace NS] [--deleted] [flags]",

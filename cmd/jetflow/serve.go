@@ -36,6 +36,7 @@ func cmdServe(c *cli, args []string) int {
 		httpLease              time.Duration
 		categories             string
 		typeGrace              time.Duration
+		misfireGrace           time.Duration
 		retention              time.Duration
 		eventsRetention        time.Duration
 		auth, openOps          bool
@@ -63,6 +64,7 @@ func cmdServe(c *cli, args []string) int {
 	durationVar(fs, &retention, "retention", 7*24*time.Hour, "how long terminal jobs are kept before they are purged, in namespaces that set no retention of their own")
 	durationVar(fs, &eventsRetention, "events-retention", 90*24*time.Hour, "how long the event log keeps events (the stream's MaxAge, applied by JetStream); docs/architecture.md says what an audit can still see")
 	durationVar(fs, &typeGrace, "type-grace", 10*time.Minute, "how long a registered type may go without workers and jobs before it is soft-deleted")
+	durationVar(fs, &misfireGrace, "misfire-grace", jetflow.DefaultMisfireGrace, "how late a schedule's tick may fire and still count as on time; later, the schedule's misfire policy decides (docs/schedules.md)")
 	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
@@ -108,6 +110,7 @@ func cmdServe(c *cli, args []string) int {
 		when("categories", noHTTP, httpOnly),
 		when("categories", !validCategories(cats), "want category names (1-64 of [A-Za-z0-9_-.]) separated by commas"),
 		when("type-grace", typeGrace <= 0, "must be more than 0"),
+		when("misfire-grace", misfireGrace <= 0, "must be more than 0"),
 		when("retention", retention <= 0, "must be more than 0"),
 		when("events-retention", eventsRetention <= 0, "must be more than 0"),
 		when("open-ops", !auth, "only with --auth"),
@@ -216,7 +219,8 @@ func cmdServe(c *cli, args []string) int {
 			return exitFailed
 		}
 	}
-	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log})
+	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log,
+		MisfireGrace: misfireGrace})
 	if httpAddr != "" && httpAddr != "off" {
 		// The gateway writes as itself: events it writes name it.
 		gwClient, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: "gateway-" + defaultID(), Logger: log})

@@ -236,7 +236,7 @@ func TestCLITypes(t *testing.T) {
 	}
 	// replay --verify rebuilds the registry from the log too.
 	out, errs, code := e.jetflow("replay", "--verify", "--settle", "0")
-	if code != exitOK || !strings.HasSuffix(out, " records, and 4 types, namespaces, tokens and queue limits: 0 differ\n") {
+	if code != exitOK || !strings.HasSuffix(out, " records, 4 types, namespaces, tokens and queue limits, and 0 schedules: 0 differ\n") {
 		t.Fatalf("replay --verify: exit %d %q %q", code, out, errs)
 	}
 }

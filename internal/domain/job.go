@@ -285,7 +285,8 @@ type Event struct {
 	// Steps are the specs of a workflow's steps, on its job.submitted, in
 	// its graph's order: what its steps are created from, again after a
 	// crash, and again when it is resumed. Not folded into the record.
-	Steps []Spec `msgpack:"steps,omitempty"`
+	Steps    []Spec          `msgpack:"steps,omitempty"`
+	Schedule *ScheduleChange `msgpack:"sched,omitempty"` // schedule.*
 	// RateKey is the rate key (within the namespace: "ns/key") a job was
 	// admitted under in a queue with a rate limit per key (job.admitted):
 	// a new admitter counts the admissions of a period from the log.

@@ -31,9 +31,9 @@ func TestEveryVerbHasAnAction(t *testing.T) {
 		}
 	}
 	// The verbs of server.go: submit, get, cancel, list, events, wait,
-	// history and the three workflow verbs.
-	if len(seen) != len(moreVerbs)+10 {
-		t.Errorf("%d endpoints for %d verbs", len(seen), len(moreVerbs)+10)
+	// history, the three workflow verbs and the schedule verbs.
+	if want := len(moreVerbs) + 10 + len(scheduleVerbs); len(seen) != want {
+		t.Errorf("%d endpoints for %d verbs", len(seen), want)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/auth"
 	"github.com/jetflow/jetflow/engine/internal/problems"
 	"github.com/jetflow/jetflow/engine/internal/registry"
+	"github.com/jetflow/jetflow/engine/internal/schedules"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
@@ -48,8 +49,8 @@ const (
 
 // commandVerbs are the endpoints of the service, one per verb, each on
 // jetflow.cmd.<verb>.
-var commandVerbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
-	"submit_workflow", "get_workflow", "retry_workflow"}
+var commandVerbs = append([]string{"submit", "get", "cancel", "list", "events", "wait", "history",
+	"submit_workflow", "get_workflow", "retry_workflow"}, scheduleVerbs...)
 
 // CommandServer answers commands on jetflow.cmd.<verb> for clients that do
 // not embed the Go SDK (docs/protocol.md). A request is msgpack, or JSON
@@ -90,6 +91,9 @@ type Config struct {
 	// bounds a staged file (files.go; default DefaultMaxUpload).
 	Types     *registry.Registry
 	MaxUpload int64
+
+	// Schedules serve the schedule verbs (schedule.create, ...).
+	Schedules *schedules.Schedules
 }
 
 func (c Config) withDefaults() Config { return c }
@@ -145,7 +149,7 @@ func (c *CommandServer) Start(ctx context.Context) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        CommandService,
 		Version:     CommandServiceVersion,
-		Description: "jetflow commands: submit, get, cancel, list, events, wait, history, submit_workflow, get_workflow, retry_workflow (docs/protocol.md)",
+		Description: "jetflow commands: submit, get, cancel, list, events, wait, history, submit_workflow, get_workflow, retry_workflow, schedule.* (docs/protocol.md)",
 		Metadata:    map[string]string{"engine": c.store.Actor()},
 		QueueGroup:  commandQueueGroup,
 		StatsHandler: func(e *micro.Endpoint) any {
@@ -385,7 +389,8 @@ type cmdReply struct {
 
 	Workflow any `json:"workflow,omitempty"` // the workflow verbs
 	// Body, if set, is the reply of a verb of admin.go or files.go instead.
-	Body any `json:"-"`
+	Body          any `json:"-"`
+	scheduleReply     // the schedule verbs'
 }
 
 // CommandError is the error of a failed command.
@@ -571,6 +576,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 			}
 		}
 		return &req, nil
+	}
+	if strings.HasPrefix(verb, "schedule.") && commands.VerbAction(verb) != "" {
+		return c.schedule(ctx, p, verb, asJSON, body, decode, failed)
 	}
 	switch verb {
 	case "submit":

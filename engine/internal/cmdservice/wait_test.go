@@ -3,6 +3,7 @@ package cmdservice
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/problems"
@@ -43,6 +44,43 @@ func FuzzCommandBodies(f *testing.F) {
 		}
 		if p != nil && p.Status != 400 {
 			t.Fatalf("%s %q: %+v", verb, body, p)
+		}
+	})
+}
+
+// FuzzScheduleBodies: the bodies of the schedule verbs, JSON or msgpack,
+// decode or are refused with a client's problem, and a create that
+// decodes is checked without a panic.
+func FuzzScheduleBodies(f *testing.F) {
+	for _, s := range []string{`{"name":"n","every":"1m","job":{"type":"a"}}`, `{"name":"n","namespace":"x"}`,
+		`{"name":"n","cron":"0 3 * * *","timezone":"Asia/Tokyo","job":{"type":"a","payload":[1]},"jitter":5}`,
+		`{"cron":5}`, `{"job":[]}`, `[]`, ``} {
+		f.Add([]byte(s), true, uint8(0))
+		f.Add([]byte(s), false, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, asJSON bool, which uint8) {
+		var v any
+		var check func() error
+		switch which % 3 {
+		case 0:
+			req := &commands.ScheduleRequest{}
+			v, check = req, func() error { _, _, err := req.Spec(time.Now()); return err }
+		case 1:
+			p := &commands.SchedulePatch{}
+			v, check = p, func() error { return nil }
+		default:
+			v, check = &scheduleRef{}, func() error { return nil }
+		}
+		err := decodeCommand(body, asJSON, v)
+		if err != nil {
+			p := undecodable("schedule", body, asJSON, v, err)
+			if p.Status != 400 {
+				t.Fatalf("%q: %+v", body, p)
+			}
+			return
+		}
+		if err := check(); err != nil && !errors.Is(err, commands.ErrInvalidInput) {
+			t.Fatalf("%q: %v", body, err)
 		}
 	})
 }

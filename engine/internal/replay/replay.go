@@ -218,6 +218,9 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	rep.Registry = n
 	rep.Diffs = append(rep.Diffs, regDiffs...)
+	if rep.Schedules, err = verifySchedules(ctx, js, settle, rep); err != nil {
+		return nil, err
+	}
 	if err := verifySlots(ctx, js, log, settle, rep); err != nil {
 		return nil, err
 	}

@@ -563,4 +563,56 @@
       }
     });
   }
+  // The schedules page: the rows from GET /api/v1/schedules's stream (a
+  // "schedules" event with the list at each change); schedules.html's
+  // schedulerow is the same row.
+  function goDuration(secs) {
+    var h = Math.floor(secs / 3600), m = Math.floor(secs % 3600 / 60), s = +(secs % 60).toFixed(9);
+    if (h) return h + "h" + m + "m" + s + "s";
+    if (m) return m + "m" + s + "s";
+    return s + "s";
+  }
+  function scheduleRow(v) {
+    var timing = v.cron ? v.cron + " (" + (v.timezone || "UTC") + ")" : (v.every != null ? "every " + goDuration(v.every) : "");
+    var runs = (v.last_runs || []).slice(0, 5).map(function (r) {
+      var cls = "badge outcome-" + esc(r.outcome);
+      if (r.job_id) return '<a class="' + cls + '" href="/jobs/' + esc(r.job_id) + '" title="' + esc(r.at) + '">' + esc(r.outcome) + "</a>";
+      return '<span class="' + cls + '" title="' + esc(r.at + (r.error ? ": " + r.error : "")) + '">' + esc(r.outcome) + "</span>";
+    }).join(" ");
+    return '<td class="ns">' + esc(v.namespace) + '</td><td class="name">' + esc(v.name) + '</td><td class="timing">' + esc(timing) +
+      '</td><td class="type">' + esc((v.job || {}).type) + '</td><td class="status">' +
+      (v.paused ? '<span class="badge st-paused">paused</span>' : '<span class="badge st-active">active</span>') + '</td><td class="next">' +
+      (v.next_run_at ? '<time datetime="' + esc(v.next_run_at) + '"></time>' : "—") + '</td><td class="runs">' + runs +
+      '</td><td class="num ticks">' + v.counts.fired + " / " + v.counts.skipped_overlap + " / " + v.counts.missed +
+      '</td><td><button class="stoggle" data-namespace="' + esc(v.namespace) + '" data-name="' + esc(v.name) + '" data-paused="' + v.paused + '">' +
+      (v.paused ? "Resume" : "Pause") + "</button></td>";
+  }
+  if (page === "schedules") {
+    var st = document.getElementById("schedules").tBodies[0];
+    connect("/api/v1/schedules" + (ns ? "?namespace=" + encodeURIComponent(ns) : ""), {
+      schedules: function (d) {
+        var seen = {};
+        d.schedules.forEach(function (v) {
+          var key = v.namespace + "/" + v.name;
+          seen[key] = 1;
+          var tr = st.querySelector('tr[data-schedule="' + key + '"]');
+          if (!tr) { tr = document.createElement("tr"); tr.dataset.schedule = key; st.appendChild(tr); }
+          tr.dataset.paused = String(v.paused);
+          tr.innerHTML = scheduleRow(v);
+        });
+        Array.prototype.slice.call(st.rows).forEach(function (tr) { if (!seen[tr.dataset.schedule]) tr.remove(); });
+        var empty = document.getElementById("empty");
+        if (empty && d.schedules.length) empty.remove();
+        relTimes();
+      }
+    });
+    st.addEventListener("click", function (ev) {
+      var b = ev.target.closest("button.stoggle");
+      if (!b) return;
+      b.disabled = true;
+      api("POST", "/api/v1/schedules/" + encodeURIComponent(b.dataset.name) + (b.dataset.paused === "true" ? "/resume" : "/pause") +
+        "?namespace=" + encodeURIComponent(b.dataset.namespace))
+        .catch(function (p) { alert(p.detail || "failed"); b.disabled = false; });
+    });
+  }
 })();
