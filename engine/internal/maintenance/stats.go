@@ -283,7 +283,7 @@ func (s *statsSession) foldMsg(ctx context.Context, subject string, data []byte,
 		return nil
 	}
 	parts := strings.SplitN(subject, ".", 6) // jetflow.ev.<ns>.<queue>.<type>.<id>
-	ev, err := streams.DecodeEvent(data)
+	ev, err := streams.DecodeEventHead(data) // the move only: no spec, payload or result
 	if len(parts) != 6 || err != nil {
 		s.last = seq
 		return nil
