@@ -352,7 +352,7 @@ func TestQuotaTwoEnginesOneLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, LeaderTTL: 2 * time.Second, Log: testkit.Logger(t)})
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)}) // the harness engine's leader TTL: the same election
 	if err := eng2.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
