@@ -31,9 +31,9 @@ func (g *Gateway) scheduleRoutes(mux *http.ServeMux) {
 	read, write := commands.ActRead, commands.ActSchedule
 	route(mux, v1+"/schedules", methods{"GET": g.act(read, g.listSchedules), "POST": g.act(write, g.createSchedule)})
 	route(mux, v1+"/schedules/{name}", methods{"GET": g.act(read, g.getSchedule), "PATCH": g.act(write, g.patchSchedule),
-		"DELETE": g.act(write, g.deleteSchedule)})
-	route(mux, v1+"/schedules/{name}/pause", methods{"POST": g.act(write, g.pauseSchedule)})
-	route(mux, v1+"/schedules/{name}/resume", methods{"POST": g.act(write, g.resumeSchedule)})
+		"DELETE": g.act(write, g.scheduleAction(g.store.Schedules.Delete))})
+	route(mux, v1+"/schedules/{name}/pause", methods{"POST": g.act(write, g.scheduleAction(g.store.Schedules.Pause))})
+	route(mux, v1+"/schedules/{name}/resume", methods{"POST": g.act(write, g.scheduleAction(g.store.Schedules.Resume))})
 }
 
 // scheduleStreamBatch is how long the schedules stream gathers changes
@@ -266,34 +266,18 @@ func (g *Gateway) patchSchedule(w http.ResponseWriter, r *http.Request) {
 	g.writeSchedule(w, r)(g.store.Schedules.Update(r.Context(), ns, name, p))
 }
 
-// DELETE /schedules/{name}: the schedule as it ended (deleted: true).
-func (g *Gateway) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := oneSchedule(r)
-	if err != nil {
-		fail(w, r, err, "")
-		return
+// scheduleAction answers DELETE /schedules/{name} (the schedule as it
+// ended, deleted: true), POST /schedules/{name}/pause and /resume: act on
+// the named schedule of the caller's namespace.
+func (g *Gateway) scheduleAction(act func(ctx context.Context, ns, name string) (*domain.ScheduleRecord, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ns, name, err := oneSchedule(r)
+		if err != nil {
+			fail(w, r, err, "")
+			return
+		}
+		g.writeSchedule(w, r)(act(r.Context(), ns, name))
 	}
-	g.writeSchedule(w, r)(g.store.Schedules.Delete(r.Context(), ns, name))
-}
-
-// POST /schedules/{name}/pause
-func (g *Gateway) pauseSchedule(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := oneSchedule(r)
-	if err != nil {
-		fail(w, r, err, "")
-		return
-	}
-	g.writeSchedule(w, r)(g.store.Schedules.Pause(r.Context(), ns, name))
-}
-
-// POST /schedules/{name}/resume
-func (g *Gateway) resumeSchedule(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := oneSchedule(r)
-	if err != nil {
-		fail(w, r, err, "")
-		return
-	}
-	g.writeSchedule(w, r)(g.store.Schedules.Resume(r.Context(), ns, name))
 }
 
 // writeSchedule answers with a schedule, or the error.
