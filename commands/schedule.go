@@ -207,6 +207,8 @@ func ScheduleJob(job *SubmitRequest, ns string, now time.Time) ([]byte, error) {
 		return nil, valueErr("job.namespace", j.Namespace, "a schedule's jobs are of its namespace (%s): leave it out", ns)
 	case j.IdempotencyKey != "":
 		return nil, inputErr("job.idempotency_key", "each tick's job has a key of its own (schedule:NAME:TICK)")
+	case j.UniqueKey != "" || len(j.UniqueFields) > 0 || j.UniqueFor != nil || j.UniqueWhile != "":
+		return nil, inputErr("job.unique_key", "each tick's job is one of its tick already: the schedule's overlap policy says what runs beside the previous one")
 	case j.RunAt != nil:
 		return nil, inputErr("job.run_at", "a tick's job is submitted at its tick: give delay for later")
 	case j.Parent != "":

@@ -216,6 +216,14 @@ type SubmitRequest struct {
 	// ConcurrencyKey groups jobs whose slots count together in a queue
 	// with max_running_per_key (1: one at a time per key, in submit order).
 	ConcurrencyKey string `json:"concurrency_key,omitempty" msgpack:"concurrency_key,omitempty"`
+	// UniqueKey, or UniqueFields (payload fields its key is derived
+	// from), make the job the only one of its key for UniqueFor (0: no
+	// end) while its state is in UniqueWhile (active, not-succeeded,
+	// any): a submit of the key meanwhile gets it (docs/unique.md).
+	UniqueKey    string    `json:"unique_key,omitempty" msgpack:"unique_key,omitempty"`
+	UniqueFields []string  `json:"unique_fields,omitempty" msgpack:"unique_fields,omitempty"`
+	UniqueFor    *Duration `json:"unique_for,omitempty" msgpack:"unique_for,omitempty"`
+	UniqueWhile  string    `json:"unique_while,omitempty" msgpack:"unique_while,omitempty"`
 
 	// ID and Piece are set by the engine for the children of a fan-out:
 	// their ids are derived from the parent's (engine.ChildID).
@@ -364,6 +372,9 @@ func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
 			return s, err
 		}
 		s.Files = append([]domain.FileRef(nil), r.Files...)
+	}
+	if s.Unique, err = r.unique(&s); err != nil {
+		return s, err
 	}
 	return s, nil
 }

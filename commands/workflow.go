@@ -197,6 +197,8 @@ func stepSpec(req *SubmitRequest, wf domain.Spec, now time.Time) (domain.Spec, e
 		return domain.Spec{}, inputErr("retry_of", "a step is retried with its workflow (POST /workflows/{id}/retry)")
 	case req.IdempotencyKey != "":
 		return domain.Spec{}, inputErr("idempotency_key", "a step's id comes from its workflow's: give the workflow an idempotency_key")
+	case req.UniqueKey != "" || len(req.UniqueFields) > 0 || req.UniqueFor != nil || req.UniqueWhile != "":
+		return domain.Spec{}, inputErr("unique_key", "a step's id comes from its workflow's: a step is not unique on its own")
 	case len(req.Uploads) > 0 || len(req.Files) > 0:
 		return domain.Spec{}, inputErr("files", "a step takes no input files")
 	case req.User != "" && req.User != wf.User:

@@ -123,6 +123,8 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		}
 	case domain.EvPurged:
 		n.PurgedAt = t
+	case domain.EvDuplicate:
+		n.Duplicates++
 	case domain.EvCustom:
 	default:
 		// An event type this build does not know: its state change (if any)

@@ -187,6 +187,9 @@ type Spec struct {
 	// attempt's span is its child (docs/tracing.md). Empty: none.
 	TraceParent string `msgpack:"traceparent,omitempty"`
 	TraceState  string `msgpack:"tracestate,omitempty"`
+	// Unique, if set, makes the job the only one of its key while it
+	// holds it (docs/unique.md).
+	Unique *Unique `msgpack:"unique,omitempty"`
 }
 
 // JobError is why an attempt or a job failed.
@@ -246,6 +249,10 @@ type Job struct {
 	// to it (docs/tracing.md). Empty: no span was recorded.
 	AttemptTrace     string `msgpack:"attempt_trace,omitempty"`
 	PrevAttemptTrace string `msgpack:"prev_attempt_trace,omitempty"`
+
+	// Duplicates counts the submits of its unique key it answered
+	// (job.duplicate).
+	Duplicates int `msgpack:"dups,omitempty"`
 }
 
 // Event is the envelope of every entry in the events stream. The common part
