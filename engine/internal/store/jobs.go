@@ -233,6 +233,10 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	ws := make([]*Write[domain.Job], len(reqs))
 	var todo []*Write[domain.Job]
 	for i, req := range reqs {
+		if req.Unique() {
+			out[i] = s.submitUnique(ctx, req, actor, now) // one at a time: it reads its key's holder first
+			continue
+		}
 		w, err := s.submission(ctx, req, actor, now)
 		if err != nil {
 			out[i].Err = err
