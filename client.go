@@ -139,6 +139,12 @@ type SubmitRequest struct {
 	NoRetryOn        []string
 	User             string
 	ConcurrencyKey   string
+	// UniqueKey or UniqueFields make the job unique: see the options
+	// UniqueKey, UniqueFields, UniqueFor and UniqueWhile.
+	UniqueKey    string
+	UniqueFields []string
+	UniqueFor    *time.Duration
+	UniqueWhile  UniqueScope
 	// Uploads are input files, stored with the job before it is submitted
 	// (see Files).
 	Uploads []FileUpload
@@ -166,7 +172,8 @@ func (r *SubmitRequest) command() *commands.SubmitRequest {
 		Backoff: duration(r.Backoff), BackoffCap: duration(r.BackoffCap), Jitter: r.Jitter,
 		Timeout: duration(r.Timeout), IdempotencyKey: r.IdempotencyKey, Tags: r.Tags, Parent: r.Parent,
 		Priority: r.Priority, RetryOn: r.RetryOn, NoRetryOn: r.NoRetryOn, MaxLeaseRequeues: r.MaxLeaseRequeues,
-		QueueTimeout: duration(r.QueueTimeout), User: r.User, ConcurrencyKey: r.ConcurrencyKey}
+		QueueTimeout: duration(r.QueueTimeout), User: r.User, ConcurrencyKey: r.ConcurrencyKey,
+		UniqueKey: r.UniqueKey, UniqueFields: r.UniqueFields, UniqueFor: duration(r.UniqueFor), UniqueWhile: string(r.UniqueWhile)}
 	for _, u := range r.Uploads {
 		c.Uploads = append(c.Uploads, commands.FileUpload{Name: u.Name, Reader: u.Reader})
 	}

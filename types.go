@@ -90,6 +90,19 @@ type HoldInfo struct {
 	Message string     `json:"message"`
 }
 
+// UniqueInfo is what makes a job unique (UniqueKey, UniqueFields): its
+// key, the payload fields it was derived from (none: given), its window
+// in seconds (0: none) and when it ends, its state scope, and whether it
+// held its key when it was read.
+type UniqueInfo struct {
+	Key        string      `json:"key"`
+	Fields     []string    `json:"fields,omitempty"`
+	ForSeconds float64     `json:"for_seconds"`
+	While      UniqueScope `json:"while"`
+	Until      *time.Time  `json:"until,omitempty"`
+	Holds      bool        `json:"holds"`
+}
+
 // FileInfo is one of a job's files: its name in the job's directory, its
 // size and its digest ("SHA-256=<base64url>"). JobInfo.Files lists a job's
 // input files.
@@ -131,6 +144,8 @@ type JobInfo struct {
 	ConcurrencyKey   string          `json:"concurrency_key,omitempty"`
 	Hold             *HoldInfo       `json:"hold,omitempty"`
 	PendingPosition  *int            `json:"pending_position,omitempty"`
+	Unique           *UniqueInfo     `json:"unique,omitempty"`
+	Duplicates       int             `json:"duplicates,omitempty"` // submits of its unique key it answered
 	CreatedAt        time.Time       `json:"created_at"`
 	RunAt            *time.Time      `json:"run_at"`
 	QueuedAt         *time.Time      `json:"queued_at"`
@@ -571,6 +586,10 @@ func jobInfo(v *projections.JobView) *JobInfo {
 	if h := v.Hold; h != nil {
 		j.Hold = &HoldInfo{Reason: h.Reason, Limit: h.Limit, Max: h.Max, Key: h.Key, Since: h.Since, Until: h.Until, Message: h.Message}
 	}
+	if u := v.Unique; u != nil {
+		j.Unique = &UniqueInfo{Key: u.Key, Fields: u.Fields, ForSeconds: u.ForSeconds, While: UniqueScope(u.While), Until: u.Until, Holds: u.Holds}
+	}
+	j.Duplicates = v.Duplicates
 	return j
 }
 

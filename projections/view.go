@@ -39,6 +39,8 @@ type JobView struct {
 	QueuePosition    *int             `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
 	User             string           `json:"user,omitempty"`             // who the job runs for (quotas)
 	ConcurrencyKey   string           `json:"concurrency_key,omitempty"`  // its slots count with its key's (max_running_per_key)
+	Unique           *UniqueView      `json:"unique,omitempty"`           // a unique job: its key and how long it holds it
+	Duplicates       int              `json:"duplicates,omitempty"`       // submits of its unique key it answered
 	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it
 	PendingPosition  *int             `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
 	CreatedAt        time.Time        `json:"created_at"`
@@ -65,6 +67,20 @@ type JobView struct {
 	// (docs/tracing.md).
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+}
+
+// UniqueView is what makes a job unique: its key (given, or derived from
+// the payload fields Fields), its window (ForSeconds, 0: none; Until, when
+// it ends) and its state scope (While: active, not-succeeded, any), and
+// whether it holds its key now (as of the view: a submit decides on the
+// log).
+type UniqueView struct {
+	Key        string     `json:"key"`
+	Fields     []string   `json:"fields,omitempty"`
+	ForSeconds float64    `json:"for_seconds"`
+	While      string     `json:"while"`
+	Until      *time.Time `json:"until,omitempty"`
+	Holds      bool       `json:"holds"`
 }
 
 // HoldView is why a pending job waits: the limit of its queue that held
@@ -125,7 +141,11 @@ func View(j *domain.Job) *JobView {
 		Priority: j.Spec.Priority, Worker: j.Worker, User: j.Spec.User, ConcurrencyKey: j.Spec.ConcurrencyKey,
 		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),
-		Seq: j.Seq, Events: j.Events,
+		Seq: j.Seq, Events: j.Events, Duplicates: j.Duplicates,
+	}
+	if u := j.Spec.Unique; u != nil {
+		v.Unique = &UniqueView{Key: u.Key, Fields: u.Fields, ForSeconds: u.For.Seconds(), While: u.While,
+			Until: timePtr(commands.UniqueUntil(j)), Holds: commands.UniqueHolds(j, u.Key, time.Now())}
 	}
 	if v.Tags == nil {
 		v.Tags = []string{}

@@ -23,7 +23,8 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // them, so that a refused value is reported as the flag.
 var submitFlags = map[string]string{"queue": "queue", "delay": "delay", "max_retries": "max-retries",
 	"backoff": "backoff", "timeout": "timeout", "idempotency_key": "key", "tags": "tag", "namespace": "namespace", "user": "user",
-	"concurrency_key": "concurrency-key"}
+	"concurrency_key": "concurrency-key", "unique_key": "unique-key", "unique_fields": "unique-fields",
+	"unique_for": "unique-for", "unique_while": "unique-while"}
 
 func cmdSubmit(c *cli, args []string) int {
 	fs := c.clientFlags()
@@ -35,6 +36,9 @@ func cmdSubmit(c *cli, args []string) int {
 		wait                 bool
 		tags                 stringList
 		paths                stringList
+		uniqueKey, uniqueWh  string
+		uniqueFields         stringList
+		uniqueFor            time.Duration
 	)
 	fs.StringVar(&queue, "queue", "default", "queue")
 	durationVar(fs, &delay, "delay", 0, "run after this delay")
@@ -45,6 +49,10 @@ func cmdSubmit(c *cli, args []string) int {
 	fs.StringVar(&user, "user", "", "who the job runs for (quotas: a queue's max_running_per_user; with --token, the token's name unless an admin names another)")
 	fs.StringVar(&concurrencyKey, "concurrency-key", "", "the job's concurrency key: a queue's max_running_per_key counts the slots of its key's jobs together (docs/quotas.md)")
 	fs.Var(&tags, "tag", "tag (repeatable)")
+	fs.StringVar(&uniqueKey, "unique-key", "", "make the job unique by this key: while it holds it, a submit of the key gets this job (docs/unique.md)")
+	fs.Var(&uniqueFields, "unique-fields", "make the job unique by a key derived from its queue, type and these payload fields (comma-separated or repeated; a.b: field b of object a)")
+	durationVar(fs, &uniqueFor, "unique-for", 0, "a unique job holds its key at most this long after its submit (0: as long as --unique-while holds)")
+	fs.StringVar(&uniqueWh, "unique-while", "", "the states a unique job holds its key in: active (default), not-succeeded or any")
 	fs.BoolVar(&wait, "wait", false, "wait until the job is terminal; exit 0 succeeded, 1 failed or cancelled")
 	fs.Var(&paths, "file", "an input file to store with the job, named by its base name; a directory: its tree, named by their paths in it (repeatable; docs/files.md)")
 	ns := c.namespaceFlag("the job's namespace (default: default)")
@@ -78,6 +86,14 @@ func cmdSubmit(c *cli, args []string) int {
 	set("tag", jetflow.Tags(tags...))
 	set("user", jetflow.User(user))
 	set("concurrency-key", jetflow.ConcurrencyKey(concurrencyKey))
+	set("unique-key", jetflow.UniqueKey(uniqueKey))
+	var fields []string
+	for _, f := range uniqueFields {
+		fields = append(fields, strings.Split(f, ",")...)
+	}
+	set("unique-fields", jetflow.UniqueFields(fields...))
+	set("unique-for", jetflow.UniqueFor(uniqueFor))
+	set("unique-while", jetflow.UniqueWhile(jetflow.UniqueScope(uniqueWh)))
 	if *ns != "" {
 		opts = append(opts, jetflow.Namespace(*ns))
 	}
@@ -110,6 +126,8 @@ func cmdSubmit(c *cli, args []string) int {
 				c.printJSON(job)
 			} else if created {
 				fmt.Fprintf(c.out, "%s\t%s\n", job.ID, job.State)
+			} else if job.Unique != nil && key == "" {
+				fmt.Fprintf(c.out, "%s\t%s\t(the job that holds unique key %q)\n", job.ID, job.State, job.Unique.Key)
 			} else {
 				fmt.Fprintf(c.out, "%s\t%s\t(existing job for key %q)\n", job.ID, job.State, key)
 			}
@@ -198,6 +216,19 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	}
 	if j.ConcurrencyKey != "" {
 		row("concurrency_key", j.ConcurrencyKey)
+	}
+	if u := j.Unique; u != nil {
+		terms := "while " + string(u.While)
+		if u.Until != nil {
+			terms += ", until " + u.Until.Format(time.RFC3339)
+		}
+		if !u.Holds {
+			terms += " (released)"
+		}
+		row("unique_key", u.Key+" ("+terms+")")
+		if j.Duplicates > 0 {
+			row("duplicates", fmt.Sprintf("%d submits of its key answered with it", j.Duplicates))
+		}
 	}
 	if j.Hold != nil {
 		row("waits", j.Hold.Message)

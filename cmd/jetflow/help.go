@@ -66,10 +66,14 @@ argument) is made absolute, so the job finds it there.`,
 @global) or scope:category:name. JSON is the payload (default null). --file stores input
 files (a directory: its tree) with the job (docs/files.md). When no live worker serves
 the type in the queue, a warning says so on stderr. --wait prints each failed attempt
-as it happens on stderr, then the job, and exits 0 if it succeeded, 1 if not.`,
+as it happens on stderr, then the job, and exits 0 if it succeeded, 1 if not.
+--unique-key (or --unique-fields) makes the job unique: while it holds its key
+(--unique-while active|not-succeeded|any, --unique-for at most), a submit of the
+key prints this job and "(the job that holds unique key ...)" (docs/unique.md).`,
 		examples: []string{`submit demo.echo '{"hello":"world"}' --wait`,
 			`submit demo.fail '{"times":2}' --backoff 0 --wait`,
-			`submit demo.sleep '{"seconds":5}' --delay 90 --queue slow --user ada`}},
+			`submit demo.sleep '{"seconds":5}' --delay 90 --queue slow --user ada`,
+			`submit email.send '{"to":"ada@example.com"}' --unique-fields to --unique-for 10m`}},
 	{name: "get", group: "Jobs", summary: "show a job: its state, attempts, result or error, progress",
 		usage: "get ID [--watch] [flags]",
 		details: `A job of another namespace than --namespace is not found. --watch redraws the job's

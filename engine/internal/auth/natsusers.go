@@ -128,7 +128,7 @@ func workerPublish() []string {
 	return append(out,
 		// Its jobs' writes: events and piece events, records, work items,
 		// schedules and batches (retries, fan-outs), type registrations,
-		// heartbeats.
+		// unique keys' claims, heartbeats.
 		streams.EventsPrefix+".>",
 		streams.PiecesPrefix+".>",
 		kvSubjects(streams.JobsBucket),
@@ -136,6 +136,7 @@ func workerPublish() []string {
 		"jetflow.q.*.sched.*",
 		"jetflow.q.*.batch.*.*",
 		streams.RegistryPrefix+".type.>",
+		streams.UniqueFilter, // the claims of the unique jobs its handlers submit
 		kvSubjects(streams.TypesBucket),
 		kvSubjects(streams.WorkersBucket),
 	)
