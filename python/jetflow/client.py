@@ -181,13 +181,18 @@ class Client:
     def submit(self, type, payload=None, *, queue=None, delay=None, run_at=None, max_retries=None, backoff=None,
                backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
                max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
-               parent=None, retry_of=None, user=None, files=None, traceparent=None, tracestate=None):
+               parent=None, retry_of=None, user=None, files=None, traceparent=None, tracestate=None,
+               unique_key=None, unique_fields=None, unique_for=None, unique_while=None):
         """Submits a job and returns it (state ``queued``, ``scheduled`` or
         ``pending``). Durations are seconds, timedeltas or Go duration
         strings; ``run_at`` a datetime or an RFC 3339 string; ``files`` input
         files (paths, ``(name, bytes)`` or ``(name, path)`` pairs, or a dict),
         sent as a multipart upload. An ``idempotency_key`` that names an
-        existing job returns that job. ``traceparent`` and ``tracestate``
+        existing job returns that job. ``unique_key`` (or ``unique_fields``,
+        payload field names its key is derived from) makes the job unique:
+        while it holds its key (``unique_while``: "active", "not-succeeded"
+        or "any"; ``unique_for``: a duration at most), a submit of the key
+        returns it (docs/unique.md). ``traceparent`` and ``tracestate``
         (W3C) put the job in a trace; without them, a submit in a worker's
         handler continues its job's trace (jetflow.tracing)."""
         trace = tracing.headers(traceparent, tracestate)
@@ -196,7 +201,8 @@ class Client:
                            no_retry_on=no_retry_on, timeout=timeout, queue_timeout=queue_timeout,
                            max_lease_requeues=max_lease_requeues, idempotency_key=idempotency_key,
                            priority=priority, tags=tags, namespace=namespace or self.namespace, parent=parent,
-                           retry_of=retry_of, user=user)
+                           retry_of=retry_of, user=user, unique_key=unique_key, unique_fields=unique_fields,
+                           unique_for=unique_for, unique_while=unique_while)
         uploads = _upload_list(files)
         if uploads:
             return self._job("POST", "/jobs", Multipart(body, uploads), headers=trace, timeout=max(self.timeout, 300))
@@ -436,7 +442,8 @@ class Client:
 def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_retries=None, backoff=None,
                 backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
                 max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
-                parent=None, retry_of=None, user=None):
+                parent=None, retry_of=None, user=None, unique_key=None, unique_fields=None, unique_for=None,
+                unique_while=None):
     """The body of POST /jobs (a submit request) from keyword options; left
     out options are left out of the body (the server's defaults apply)."""
     if not isinstance(type, str) or not type:
@@ -446,14 +453,15 @@ def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_ret
         body["payload"] = payload
     opts = {"queue": queue, "namespace": namespace, "max_retries": max_retries, "jitter": jitter,
             "max_lease_requeues": max_lease_requeues, "idempotency_key": idempotency_key, "priority": priority,
-            "parent": parent, "retry_of": retry_of, "user": user,
+            "parent": parent, "retry_of": retry_of, "user": user, "unique_key": unique_key,
+            "unique_while": unique_while, "unique_for": duration(unique_for, "unique_for"),
             "delay": duration(delay, "delay"), "backoff": duration(backoff, "backoff"),
             "backoff_cap": duration(backoff_cap, "backoff_cap"), "timeout": duration(timeout, "timeout"),
             "queue_timeout": duration(queue_timeout, "queue_timeout"), "run_at": timestamp(run_at, "run_at")}
     for k, v in opts.items():
         if v is not None:
             body[k] = v
-    for k, v in (("tags", tags), ("retry_on", retry_on), ("no_retry_on", no_retry_on)):
+    for k, v in (("tags", tags), ("retry_on", retry_on), ("no_retry_on", no_retry_on), ("unique_fields", unique_fields)):
         if v is not None:
             if isinstance(v, str):
                 raise TypeError("%s: want a list of strings, not a string" % k)

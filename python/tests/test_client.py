@@ -40,6 +40,31 @@ class SubmitTest(ServerTest):
         self.assertEqual((again.id, again.payload, again.events), (job.id, {"n": 1}, 1))
         self.assertEqual(event_types(c, job.id), ["job.submitted"])
 
+    def test_unique_key(self):
+        c = self.client
+        t, key = unique("uniq"), unique("ukey")
+        job = c.submit(t, {"n": 1}, unique_key=key, unique_for="1h", unique_while="not-succeeded")
+        self.assertEqual((job.unique["key"], job.unique["while"], job.unique["for_seconds"], job.unique["holds"]),
+                         (key, "not-succeeded", 3600, True))
+        # The same key answers the job that holds it, which records it.
+        again = c.submit(t, {"n": 2}, unique_key=key)
+        self.assertEqual((again.id, again.payload), (job.id, {"n": 1}))
+        self.assertEqual(event_types(c, job.id), ["job.submitted", "job.duplicate"])
+        c.cancel(job.id)  # not-succeeded: a cancelled job still holds its key
+        self.assertEqual(c.submit(t, unique_key=key).id, job.id)
+        by_fields = c.submit(t, {"to": "ada", "n": 3}, unique_fields=["to"])
+        self.assertEqual(by_fields.unique["fields"], ["to"])
+        self.assertEqual(c.submit(t, {"n": 4, "to": "ada"}, unique_fields=["to"]).id, by_fields.id)
+        for opts, field in ((dict(unique_key="k", unique_fields=["a"]), "unique_fields"),
+                            (dict(unique_key="k", unique_while="sometimes"), "unique_while"),
+                            (dict(unique_for=60), "unique_for")):
+            with self.subTest(field=field):
+                with self.assertRaises(jetflow.InvalidInput) as cm:
+                    c.submit(t, **opts)
+                self.assertEqual(cm.exception.field, field)
+        with self.assertRaises(TypeError):
+            c.submit(t, unique_fields="to")
+
     def test_run_at_and_durations(self):
         c = self.client
         at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(hours=1)
