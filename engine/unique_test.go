@@ -302,3 +302,46 @@ func TestUniqueRefusalWritesNothing(t *testing.T) {
 		t.Fatalf("plain submits: %+v %+v, %d events", plain, again, h.lastSeq()-last)
 	}
 }
+
+// A batch of submits with unique keys: those of one key race as any others
+// (one job), the others are made beside them, plain submits as before.
+func TestUniqueInABatch(t *testing.T) {
+	h := newHarness(t)
+	var reqs []*commands.SubmitRequest
+	for i := range 30 {
+		key := "batch-shared"
+		if i%3 == 1 {
+			key = fmt.Sprintf("batch-own-%d", i)
+		}
+		r := &commands.SubmitRequest{Type: "u.none", UniqueKey: key}
+		if i%3 == 2 {
+			r = &commands.SubmitRequest{Type: "u.none"}
+		}
+		reqs = append(reqs, r)
+	}
+	reqs = append(reqs, &commands.SubmitRequest{Type: "u.none", UniqueKey: "k", UniqueWhile: "never"})
+	out := h.st.SubmitBatch(h.ctx, reqs)
+	shared, created := map[string]bool{}, 0
+	for i, o := range out[:30] {
+		if o.Err != nil {
+			t.Fatalf("%d: %v", i, o.Err)
+		}
+		if o.Created {
+			created++
+		}
+		if i%3 == 0 {
+			shared[o.Job.ID] = true
+		}
+	}
+	if len(shared) != 1 || created != 1+10+10 {
+		t.Fatalf("shared key: %d jobs; %d created", len(shared), created)
+	}
+	if !isInputError(out[30].Err, "unique_while") {
+		t.Fatalf("bad scope: %v", out[30].Err)
+	}
+}
+
+func isInputError(err error, field string) bool {
+	var in *commands.InputError
+	return errors.As(err, &in) && in.Field == field
+}

@@ -83,6 +83,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.StringVar(&limits.RateKey, "rate-key", "", "the bench queue's rate key (user, concurrency_key; \"\": the queue's)")
 	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
 	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
+	uniq := fs.Bool("unique", false, "submit every job with a unique key of its own (docs/unique.md): what the unique path costs a submit")
 	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
@@ -114,6 +115,7 @@ func cmdBench(c *cli, args []string) int {
 		when("max-running-per-key", *fanout, notFanout),
 		when("rate-limit", *fanout, notFanout),
 		when("priorities", *fanout, notFanout),
+		when("unique", *fanout || *workflow != "", "not with --fanout or --workflow"),
 		when("max-queued", limits.MaxQueued < 0 || limits.MaxQueued > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
 		when("max-queued", *fanout, notFanout),
 		when("workflow", !slices.Contains(workflowShapes, *workflow), "want chain or wide"),
@@ -252,6 +254,9 @@ func cmdBench(c *cli, args []string) int {
 		}
 		if limits.Priorities {
 			r.Priority = int(n % 10)
+		}
+		if *uniq {
+			r.UniqueKey = fmt.Sprintf("bench-%d", n)
 		}
 		return r
 	}

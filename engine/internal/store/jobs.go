@@ -232,9 +232,9 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	}
 	ws := make([]*Write[domain.Job], len(reqs))
 	var todo []*Write[domain.Job]
+	uniques := s.submitUniques(ctx, reqs, out, actor, now) // they read their keys' holders first
 	for i, req := range reqs {
 		if req.Unique() {
-			out[i] = s.submitUnique(ctx, req, actor, now) // one at a time: it reads its key's holder first
 			continue
 		}
 		w, err := s.submission(ctx, req, actor, now)
@@ -255,6 +255,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest)
 	// A failed dispatch is not the submit's failure: the job exists and is
 	// in the log, and reporting it would make callers submit it twice.
 	s.jobs.Write(ctx, "submit", todo...)
+	uniques()
 	for i, w := range ws {
 		switch {
 		case w == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,6 +103,33 @@ func (s *Store) submitUnique(ctx context.Context, req *commands.SubmitRequest, a
 		return out
 	}
 	return Submitted{Err: fmt.Errorf("submit of unique key %q: its holder changed %d times while it looked: %w", key, maxDecisions, commands.ErrConflict)}
+}
+
+// maxUniqueSubmits bounds the unique submits of one batch in flight at
+// once.
+const maxUniqueSubmits = 32
+
+// submitUniques starts the unique submits among reqs (SubmitRequest.Unique),
+// at most maxUniqueSubmits at once, each writing its outcome to out; the
+// function it returns waits for them. Submits of one key in a batch race
+// as any others do: one creates the job, the others get it. A batch
+// without unique submits starts nothing.
+func (s *Store) submitUniques(ctx context.Context, reqs []*commands.SubmitRequest, out []Submitted, actor string, now time.Time) func() {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxUniqueSubmits)
+	for i, req := range reqs {
+		if !req.Unique() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = s.submitUnique(ctx, req, actor, now)
+		}()
+	}
+	return wg.Wait
 }
 
 // uniqueHolder reads job id and reports whether it holds key at now. A
