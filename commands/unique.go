@@ -279,6 +279,26 @@ func UniqueHolds(j *domain.Job, key string, now time.Time) bool {
 	return !j.State.Terminal()
 }
 
+// UniqueReleasedBy reports whether event ev of unique job j ends its hold
+// of its key by its state (not its window): a move out of its scope, or
+// its purge.
+func UniqueReleasedBy(j *domain.Job, ev *domain.Event) bool {
+	if ev.Type == domain.EvPurged {
+		return true
+	}
+	u := j.Spec.Unique
+	if u == nil || ev.To == domain.StateNew {
+		return false
+	}
+	switch u.While {
+	case domain.UniqueWhileAny:
+		return false
+	case domain.UniqueWhileNotSucceeded:
+		return ev.To == domain.StateSucceeded
+	}
+	return ev.To.Terminal()
+}
+
 // UniqueUntil is when j's window ends (zero: it has none).
 func UniqueUntil(j *domain.Job) time.Time {
 	if j.Spec.Unique == nil || j.Spec.Unique.For <= 0 {

@@ -251,3 +251,30 @@ func hasBigNumbers(payload []byte) bool {
 		}
 	}
 }
+
+// The events that end a hold by state: a move out of the scope, a purge.
+func TestUniqueReleasedBy(t *testing.T) {
+	job := func(while string) *domain.Job {
+		return &domain.Job{Spec: domain.Spec{Unique: &domain.Unique{Key: "k", While: while}}}
+	}
+	ev := func(typ string, to domain.State) *domain.Event { return &domain.Event{Type: typ, To: to} }
+	for _, c := range []struct {
+		while string
+		ev    *domain.Event
+		want  bool
+	}{
+		{"active", ev(domain.EvSucceeded, domain.StateSucceeded), true},
+		{"active", ev(domain.EvCancelled, domain.StateCancelled), true},
+		{"active", ev(domain.EvStarted, domain.StateRunning), false},
+		{"active", ev(domain.EvDuplicate, ""), false},
+		{"not-succeeded", ev(domain.EvFailed, domain.StateFailed), false},
+		{"not-succeeded", ev(domain.EvSucceeded, domain.StateSucceeded), true},
+		{"any", ev(domain.EvSucceeded, domain.StateSucceeded), false},
+		{"any", ev(domain.EvPurged, ""), true},
+		{"active", ev(domain.EvPurged, ""), true},
+	} {
+		if got := commands.UniqueReleasedBy(job(c.while), c.ev); got != c.want {
+			t.Errorf("%s, %s -> %q: %v", c.while, c.ev.Type, c.ev.To, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -344,4 +345,37 @@ func TestUniqueInABatch(t *testing.T) {
 func isInputError(err error, field string) bool {
 	var in *commands.InputError
 	return errors.As(err, &in) && in.Field == field
+}
+
+// replay --verify checks that no two jobs of a unique key held it at once:
+// a job forged into the log beside the holder (not through a submit) is a
+// difference; the jobs the submits made are not.
+func TestVerifyFindsTwoHoldersOfAUniqueKey(t *testing.T) {
+	h := newHarness(t)
+	req := commands.SubmitRequest{Type: "u.none", UniqueKey: "forged"}
+	first := h.submitted(req)
+	if _, err := h.st.Cancel(h.ctx, first.Job.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	second := h.submitted(req) // legit: the first let the key go
+	rep := h.verify()
+	if rep.UniqueJobs != 2 {
+		t.Fatalf("checked %d unique jobs", rep.UniqueJobs)
+	}
+	now := time.Now().UTC()
+	spec, _ := req.Spec(now)
+	id := domain.NewID()
+	ev, _ := commands.Submit(id, spec, false, now)
+	if _, err := (streams.Writer{JS: h.st.JS}).AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(id, domain.StateQueued, 10*time.Second) // the Projector makes its record
+	rep, err := projectionsVerify(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Diffs) != 1 || rep.Diffs[0].ID != id || rep.UniqueJobs != 3 ||
+		!strings.Contains(rep.Diffs[0].Reason, "while job "+second.Job.ID+" held its key") {
+		t.Fatalf("diffs %+v, %d checked", rep.Diffs, rep.UniqueJobs)
+	}
 }

@@ -29,6 +29,9 @@ type Report struct {
 	SlotsChecked bool                       `json:"slots_checked"`
 	// RateAdmissions is how many admissions of queues with a rate limit
 	// were checked against it (no period over the limit).
-	RateAdmissions int    `json:"rate_admissions_checked"`
-	Diffs          []Diff `json:"diffs"`
+	RateAdmissions int `json:"rate_admissions_checked"`
+	// UniqueJobs is how many unique jobs were checked against the jobs of
+	// their key before them (none held the key when it was created).
+	UniqueJobs int    `json:"unique_jobs_checked"`
+	Diffs      []Diff `json:"diffs"`
 }

@@ -234,6 +234,12 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	rep.RateAdmissions = n
 	rep.Diffs = append(rep.Diffs, rateDiffs...)
+	uniqueDiffs, n, err := verifyUnique(ctx, js, log)
+	if err != nil {
+		return nil, err
+	}
+	rep.UniqueJobs = n
+	rep.Diffs = append(rep.Diffs, uniqueDiffs...)
 	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 	return rep, nil
 }
