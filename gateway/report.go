@@ -121,6 +121,8 @@ func (b *FanoutBody) fanOut() (*engine.FanOut, error) {
 			return nil, in(field+".parent", "a child's parent is the job that fans out")
 		case c.IdempotencyKey != "":
 			return nil, in(field+".idempotency_key", "a child's id is derived from its parent's and its place")
+		case c.Unique() || c.UniqueFor != nil || c.UniqueWhile != "":
+			return nil, in(field+".unique_key", "a child is not unique on its own: its id is derived from its parent's and its place")
 		}
 	}
 	f.Children = b.Children

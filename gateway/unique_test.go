@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,13 @@ func TestUniqueOverHTTPAndNATS(t *testing.T) {
 		}
 		return nil
 	})
+	// The dashboard's job page shows the key, its terms and the duplicates.
+	page := string(e.do("GET", "/jobs/"+first.ID, nil).want(t, http.StatusOK).body)
+	for _, s := range []string{`id="f-unique-key">report-11<`, `while any, until <time`, `id="f-dups">2 duplicate submits<`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the job's page lacks %s", s)
+		}
+	}
 
 	before := e.eventCount()
 	for _, tc := range []struct{ body, field string }{
@@ -110,6 +118,10 @@ func TestUniqueOverHTTPAndNATS(t *testing.T) {
 				t.Errorf("NATS %v: %+v, HTTP said %+v", b, np, hp)
 			}
 		}
+	}
+	// A unique job takes no input files (its id is chosen before they are stored).
+	if p := e.submitFiles(`{"type":"t","unique_key":"k"}`, upFile{"a", "x"}).problem(t, http.StatusBadRequest, "invalid-input"); p.Field != "unique_key" {
+		t.Errorf("with files: field %q", p.Field)
 	}
 	if n := e.eventCount(); n != before {
 		t.Fatalf("refusals wrote %d events", n-before)

@@ -110,7 +110,8 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 // childRequests are the submits of the children of parent's fan-out: in
 // the parent's namespace, linked to it by parent and piece, with ids
 // derived from the parent's (ChildID), in the parent's queue unless they
-// name one. A child's idempotency key is dropped: its id is the key.
+// name one. A child's idempotency key is dropped: its id is the key; and
+// so are its unique options (a child is one of its parent's pieces).
 func childRequests(parent *domain.Job, children []*commands.SubmitRequest) []*commands.SubmitRequest {
 	reqs := make([]*commands.SubmitRequest, len(children))
 	for i, c := range children {
@@ -120,6 +121,7 @@ func childRequests(parent *domain.Job, children []*commands.SubmitRequest) []*co
 		req.Piece = i + 1
 		req.ID = ChildID(parent.Spec.Namespace, parent.ID, i+1)
 		req.IdempotencyKey = ""
+		req.UniqueKey, req.UniqueFields, req.UniqueFor, req.UniqueWhile = "", nil, nil, ""
 		if req.Queue == "" {
 			req.Queue = parent.Spec.Queue
 		}
