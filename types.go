@@ -366,8 +366,11 @@ type VerifyReport struct {
 	Schedules    int                   `json:"schedules"`     // schedules compared
 	// RateAdmissions is how many admissions of queues with a rate limit
 	// were checked against it (no period with more than the limit).
-	RateAdmissions int          `json:"rate_admissions_checked"`
-	Diffs          []VerifyDiff `json:"diffs"`
+	RateAdmissions int `json:"rate_admissions_checked"`
+	// UniqueJobs is how many unique jobs were checked against the jobs of
+	// their key before them (none held the key when it was created).
+	UniqueJobs int          `json:"unique_jobs_checked"`
+	Diffs      []VerifyDiff `json:"diffs"`
 }
 
 // TypeInfo is a registered job type: scope:category:name, its payload's
@@ -653,7 +656,7 @@ func workerInfo(w *engine.WorkerView) *WorkerInfo {
 
 func verifyReport(r *projections.Report) *VerifyReport {
 	out := &VerifyReport{Jobs: r.Jobs, Records: r.Records, LastSeq: r.LastSeq, Registry: r.Registry,
-		Purged: r.Purged, SlotsChecked: r.SlotsChecked, RateAdmissions: r.RateAdmissions, Diffs: make([]VerifyDiff, len(r.Diffs)),
+		Purged: r.Purged, SlotsChecked: r.SlotsChecked, RateAdmissions: r.RateAdmissions, UniqueJobs: r.UniqueJobs, Diffs: make([]VerifyDiff, len(r.Diffs)),
 		Schedules: r.Schedules}
 	for i, d := range r.Diffs {
 		out.Diffs[i] = VerifyDiff{ID: d.ID, Reason: d.Reason, Fields: d.Fields}

@@ -628,6 +628,9 @@ func cmdReplay(c *cli, args []string) int {
 				}
 				fmt.Fprintf(c.out, "  queue %s: %d running, %d pending (from the log; %s)\n", name, sl.Running, sl.Pending, checked)
 			}
+			if rep.UniqueJobs > 0 {
+				fmt.Fprintf(c.out, "  %d unique jobs checked against the jobs of their key before them\n", rep.UniqueJobs)
+			}
 			if rep.RateAdmissions > 0 {
 				fmt.Fprintf(c.out, "  %d admissions of queues with a rate limit checked against it\n", rep.RateAdmissions)
 			}
