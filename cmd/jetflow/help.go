@@ -96,6 +96,12 @@ last hour). Every flag narrows the list.`,
 	{name: "events", group: "Jobs", summary: "a job's history, from the event log",
 		usage:    "events ID [--follow] [flags]",
 		examples: []string{"events 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --follow", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json"}},
+	{name: "tail", group: "Jobs", summary: "follow every job's events live, with filters",
+		usage: "tail [--namespace NS] [--queue Q] [--type T] [--since D] [--count N] [flags]",
+		details: `Prints each job event as it is appended to the log (the job, its namespace, queue
+and type, the event), from now or from --since ago, until interrupted or --count events.
+--json prints one event per line. A token follows its namespace's jobs only.`,
+		examples: []string{"tail", "tail --queue emails --type email.send", "tail --since 10m --count 100 --json"}},
 	{name: "cancel", group: "Jobs", summary: "cancel a job (a running job's handler is stopped at once)",
 		usage: "cancel ID [--reason R] [flags]",
 		details: `A job that had already ended is left as it is: "job ID already succeeded: nothing to
