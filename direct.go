@@ -33,6 +33,7 @@ type backend interface {
 	wait(ctx context.Context, id string) (*projections.JobView, error)
 	list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error)
 	history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error
+	tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error)
 	queues(ctx context.Context) ([]*engine.QueueInfo, error)
 	pauseQueue(ctx context.Context, queue string, paused bool) error
 	changeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error)
@@ -174,6 +175,18 @@ func (d direct) listAll(ctx context.Context, f engine.Filter) ([]*projections.Jo
 
 func (d direct) history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error {
 	return d.store.History(ctx, id, 0, follow, func(e *domain.Event) error { return fn(projections.ViewEvent(e)) })
+}
+
+func (d direct) tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error) {
+	evs, next, err := d.store.Tail(ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type), after, f.Since, 0, wait)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]*projections.EventView, len(evs))
+	for i, e := range evs {
+		out[i] = projections.ViewTailEvent(e.Event, e.Namespace, e.Queue, e.Type)
+	}
+	return out, next, nil
 }
 
 func (d direct) queues(ctx context.Context) ([]*engine.QueueInfo, error) {

@@ -100,6 +100,12 @@ last hour). Every flag narrows the list.`,
 	{name: "events", group: "Jobs", summary: "a job's history, from the event log",
 		usage:    "events ID [--follow] [flags]",
 		examples: []string{"events 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --follow", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json"}},
+	{name: "tail", group: "Jobs", summary: "follow every job's events live, with filters",
+		usage: "tail [--namespace NS] [--queue Q] [--type T] [--since D] [--count N] [flags]",
+		details: `Prints each job event as it is appended to the log (the job, its namespace, queue
+and type, the event), from now or from --since ago, until interrupted or --count events.
+--json prints one event per line. A token follows its namespace's jobs only.`,
+		examples: []string{"tail", "tail --queue emails --type email.send", "tail --since 10m --count 100 --json"}},
 	{name: "cancel", group: "Jobs", summary: "cancel a job (a running job's handler is stopped at once)",
 		usage: "cancel ID [--reason R] [flags]",
 		details: `A job that had already ended is left as it is: "job ID already succeeded: nothing to
@@ -108,6 +114,16 @@ cancel", exit 1 (--json: the job and "cancelled": false).`,
 	{name: "retry", group: "Jobs", summary: "run a finished job again (a new job with retry_of)",
 		usage:    "retry ID [--key K] [--wait] [flags]",
 		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1"}},
+	{name: "bulk", group: "Jobs", summary: "retry or cancel every job a filter selects",
+		usage: "bulk retry|cancel [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
+		details: `Selects the jobs as ls does (every page, at most 100000: narrow the filter for more),
+says how many and asks for confirmation on a terminal (--yes without one), then changes
+them 8 at once with a progress line: each a job's ordinary cancel or retry (a new job with
+retry_of), an event naming the caller. Skipped: a cancel of a finished job, a retry of a
+job not finished or retried already. Exit 1 if a change failed. --json prints
+{"action", "matched", "changed", "skipped", "failed", "errors"}. Purge by age: jetflow purge.`,
+		examples: []string{"bulk retry --state failed --error-code TIMEOUT --since 1h --dry-run", "bulk retry --state failed --queue emails --yes",
+			`bulk cancel --state queued --type report.build --reason "bad deploy" --yes`}},
 	{name: "download", group: "Jobs", summary: "download a job's result archive (a zip)",
 		usage:    "download ID [-o FILE] [--wait] [flags]",
 		examples: []string{"download 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o out.zip --wait", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o - | unzip -l /dev/stdin"}},

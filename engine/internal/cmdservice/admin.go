@@ -107,6 +107,7 @@ var moreVerbs = map[string]verbHandler{
 	"file.input":    (*CommandServer).fileInput,
 	"file.result":   (*CommandServer).fileResult,
 	"file.download": (*CommandServer).fileDownload,
+	"tail":          (*CommandServer).tail,
 }
 
 func init() {
