@@ -51,6 +51,7 @@ type backend interface {
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
 	workflows
+	historyBackend
 }
 
 // views renders what the store listed, or passes its error on.

@@ -248,11 +248,19 @@ func cmdGet(c *cli, args []string) int {
 	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
 	var watch bool
 	fs.BoolVar(&watch, "watch", false, "redraw the job's line (state, progress) until it ends, then print it; exit as wait does")
+	atFlag := fs.String("at", "", "the job as it was at this instant (RFC 3339), folded from the event log")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok || !c.checkNamespace(*ns) {
+	if !ok || !c.checkNamespace(*ns) || !c.checkFlags(when("watch", watch && c.given("at"), "not with --at")) {
+		return exitUsage
+	}
+	at, ok := c.instantFlag("at", *atFlag)
+	if !ok {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		if !at.IsZero() {
+			return c.getAt(ctx, cl, pos[0], *ns, at)
+		}
 		job, err := c.jobIn(ctx, cl, pos[0], *ns)
 		if err != nil {
 			return c.fail(err)
@@ -313,8 +321,23 @@ func cmdList(c *cli, args []string) int {
 	fs.Var(&payload, "payload", "only jobs with this payload field: `path=value` (customer=42, customer.id=42); repeatable")
 	durationVar(fs, &since, "since", 0, "only jobs that finished in this last span (1h, 30m)")
 	ns := c.namespaceFlag("only jobs of this namespace")
+	atFlag := fs.String("at", "", "the jobs as they were at this instant (RFC 3339), folded from the event log: with --namespace, --queue, --type, --state, --limit (1-1000) only")
 	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
 		return exitUsage
+	}
+	if c.given("at") {
+		at, ok := c.instantFlag("at", *atFlag)
+		notAt, empty := "not with --at", "must not be empty (leave it out for every job)"
+		if !ok || !c.checkFlags(when("parent", true, notAt), when("cursor", true, notAt), when("id", true, notAt),
+			when("tag", true, notAt), when("error-code", true, notAt), when("error", true, notAt),
+			when("payload", true, notAt), when("since", true, notAt),
+			when("state", state == "", empty), when("queue", f.Queue == "", empty), when("type", f.Type == "", empty),
+			when("limit", f.Limit < 1 || f.Limit > jetflow.MaxListAt, fmt.Sprintf("must be 1 to %d with --at", jetflow.MaxListAt))) {
+			return exitUsage
+		}
+		return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+			return c.listAt(ctx, cl, at, jetflow.ListAtOptions{Namespace: *ns, Queue: f.Queue, Type: f.Type, State: jetflow.State(state), Limit: f.Limit})
+		})
 	}
 	f.Payload = payload
 	if since > 0 {
@@ -547,6 +570,8 @@ func cmdReplay(c *cli, args []string) int {
 	var settle time.Duration
 	fs.BoolVar(&verify, "verify", false, "diff the state rebuilt from the log against the jobs bucket; exit 1 if they differ")
 	durationVar(fs, &settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up (0: no wait)")
+	var sf scopeFlags
+	c.addScopeFlags(&sf)
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -554,10 +579,21 @@ func cmdReplay(c *cli, args []string) int {
 		when("settle", !verify, "only with --verify")) {
 		return exitUsage
 	}
+	sc, ok := c.scope(&sf)
+	if !ok {
+		return exitUsage
+	}
+	whole := sc == (jetflow.ReplayScope{})
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		if !verify {
 			counts, last, err := cl.Replay(ctx)
+			if !whole {
+				counts, last, err = cl.ReplayScope(ctx, sc)
+			}
 			if err != nil {
+				if c.flagInput(err, scopeFlagOf) {
+					return exitUsage
+				}
 				return c.fail(err)
 			}
 			total := 0
@@ -568,7 +604,7 @@ func cmdReplay(c *cli, args []string) int {
 				c.printJSON(map[string]any{"jobs": total, "last_seq": last, "states": counts})
 				return exitOK
 			}
-			fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", total, last)
+			fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d%s\n", total, last, describeScope(sc))
 			for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
 				jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
 				if counts[s] > 0 {
@@ -578,7 +614,13 @@ func cmdReplay(c *cli, args []string) int {
 			return exitOK
 		}
 		rep, err := cl.Verify(ctx, settle)
+		if !whole {
+			rep, err = cl.VerifyScope(ctx, sc, settle)
+		}
 		if err != nil {
+			if c.flagInput(err, scopeFlagOf) {
+				return exitUsage
+			}
 			return c.fail(err)
 		}
 		if c.json {
@@ -587,8 +629,13 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			c.printJSON(rep)
 		} else {
-			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, %d types, namespaces, tokens and queue limits, and %d schedules: %d differ\n",
-				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, rep.Schedules, len(rep.Diffs))
+			if whole {
+				fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, %d types, namespaces, tokens and queue limits, and %d schedules: %d differ\n",
+					rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, rep.Schedules, len(rep.Diffs))
+			} else {
+				fmt.Fprintf(c.out, "verified %d jobs%s (events 1..%d) against %d records: %d differ\n",
+					rep.Jobs, describeScope(sc), rep.LastSeq, rep.Records, len(rep.Diffs))
+			}
 			for _, name := range slices.Sorted(maps.Keys(rep.Slots)) {
 				sl := rep.Slots[name]
 				checked := "no admitter answered: not compared"
