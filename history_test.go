@@ -309,6 +309,32 @@ func TestHistoryScopes(t *testing.T) {
 			}
 		}
 	}
+	// A reader of namespace hista sees its namespace's jobs only: another's
+	// is not found, as with Get.
+	tok, err := e.d.CreateToken(ctx, jetflow.TokenSpec{Name: "hist-reader", Namespace: "hista", Role: jetflow.RoleReader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := jetflow.NewClient(ctx, e.d.Conn(), jetflow.ClientOptions{Token: tok.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, more, err := reader.ListAt(ctx, time.Now(), jetflow.ListAtOptions{}); err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(sorted(b1, b2, a4)) || more {
+		t.Errorf("reader's ListAt: %v %v %v", err, ids(got), more)
+	}
+	if _, _, err := reader.ListAt(ctx, time.Now(), jetflow.ListAtOptions{Namespace: "default"}); !errors.Is(err, jetflow.ErrDenied) {
+		t.Errorf("reader's ListAt of namespace default: %v", err)
+	}
+	if _, err := reader.GetAt(ctx, first[0], time.Now()); !errors.Is(err, jetflow.ErrNotFound) {
+		t.Errorf("reader's GetAt of another namespace's job: %v", err)
+	}
+	if j, err := reader.GetAt(ctx, b1, time.Now()); err != nil || j.State != jetflow.Queued {
+		t.Errorf("reader's GetAt of its job: %v %+v", err, j)
+	}
+	if _, _, err := reader.ReplayScope(ctx, jetflow.ReplayScope{Namespace: "hista"}); !errors.Is(err, jetflow.ErrDenied) {
+		t.Errorf("reader's replay: %v", err)
+	}
+
 	// Bad input: a specific error naming the field, from both clients.
 	for _, bad := range []struct {
 		o     jetflow.ListAtOptions
