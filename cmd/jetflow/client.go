@@ -584,6 +584,7 @@ func cmdReplay(c *cli, args []string) int {
 		return exitUsage
 	}
 	whole := sc == (jetflow.ReplayScope{})
+	tuneForFold()
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		if !verify {
 			counts, last, err := cl.Replay(ctx)
