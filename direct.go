@@ -204,15 +204,7 @@ func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.
 }
 
 func (d direct) replay(ctx context.Context) (map[domain.State]int, uint64, error) {
-	jobs, last, err := engine.Rebuild(ctx, d.store.JS, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	counts := map[domain.State]int{}
-	for _, j := range jobs {
-		counts[j.State]++
-	}
-	return counts, last, nil
+	return engine.CountScope(ctx, d.store.JS, engine.LogScope{})
 }
 
 func (d direct) registerType(ctx context.Context, def commands.TypeDef) (*projections.TypeView, bool, error) {

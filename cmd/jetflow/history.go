@@ -20,7 +20,7 @@ const foldMemory = 768 << 20
 // tuneForFold sets the collector of this process (the CLI's, which ends
 // with the command) for a fold of the log.
 func tuneForFold() {
-	debug.SetGCPercent(400)
+	debug.SetGCPercent(200)
 	debug.SetMemoryLimit(foldMemory)
 }
 

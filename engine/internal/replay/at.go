@@ -27,7 +27,7 @@ func JobAt(ctx context.Context, js jetstream.JetStream, id string, at time.Time)
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	h, err := foldScope(ctx, js, sc, 0, false)
+	h, err := foldScope(ctx, js, sc, 0, keepWhole)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func JobsAt(ctx context.Context, js jetstream.JetStream, at time.Time, f AtFilte
 	if limit == 0 {
 		limit = DefaultListAt
 	}
-	h, err := foldScope(ctx, js, Scope{Namespace: f.Namespace, Queue: f.Queue, Type: f.Type, Until: at}, 0, true)
+	h, err := foldScope(ctx, js, Scope{Namespace: f.Namespace, Queue: f.Queue, Type: f.Type, Until: at}, 0, keepState)
 	if err != nil {
 		return nil, false, err
 	}

@@ -282,25 +282,30 @@ type doneJob struct {
 	seen   bool // Verify: its record is in the bucket
 }
 
-// history is the log folded into jobs: live holds them whole, done (when
-// compact) the terminal ones let go, which memory bounds to a few dozen
+// history is the log folded into jobs: live holds them whole, done
+// (unless keepWhole) the terminal ones let go, which memory bounds to a few dozen
 // bytes a job; expand folds one back from the log.
 type history struct {
-	js      jetstream.JetStream
-	seed    maphash.Seed
-	live    map[string]*domain.Job
-	done    map[string]doneJob
-	compact bool
-	last    uint64
+	js   jetstream.JetStream
+	seed maphash.Seed
+	live map[string]*domain.Job
+	done map[string]doneJob
+	keep keep
+	last uint64
 }
 
-func newHistory(js jetstream.JetStream, compact bool) *history {
-	return &history{js: js, seed: maphash.MakeSeed(), live: map[string]*domain.Job{}, done: map[string]doneJob{}, compact: compact}
-}
+// keep is what a fold keeps of the jobs that ended.
+type keep int
+
+const (
+	keepWhole keep = iota // every job whole
+	keepState             // its state and last sequence
+	keepSum               // and a hash of its encoded record (Verify)
+)
 
 // foldScope folds the scope's job events up to upTo (0: the last one now).
-func foldScope(ctx context.Context, js jetstream.JetStream, sc Scope, upTo uint64, compact bool) (*history, error) {
-	h := newHistory(js, compact)
+func foldScope(ctx context.Context, js jetstream.JetStream, sc Scope, upTo uint64, k keep) (*history, error) {
+	h := &history{js: js, seed: maphash.MakeSeed(), live: map[string]*domain.Job{}, done: map[string]doneJob{}, keep: k}
 	last, err := scan(ctx, js, sc, upTo, func(ev *domain.Event) error { return h.add(ctx, ev) })
 	if err != nil {
 		return nil, err
@@ -328,10 +333,12 @@ func (h *history) add(ctx context.Context, ev *domain.Event) error {
 	if err != nil {
 		return fmt.Errorf("event %d: %w", ev.Seq, err)
 	}
-	if h.compact && compactable(j) {
-		sum, err := h.sum(j)
-		if err != nil {
-			return err
+	if h.keep != keepWhole && compactable(j) {
+		var sum uint64
+		if h.keep == keepSum {
+			if sum, err = h.sum(j); err != nil {
+				return err
+			}
 		}
 		delete(h.live, j.ID)
 		h.done[j.ID] = doneJob{seq: j.Seq, sum: sum, state: intern(j.State), purged: !j.PurgedAt.IsZero()}
@@ -402,22 +409,6 @@ func (h *history) counts() map[domain.State]int {
 	return out
 }
 
-// all returns every job whole (expanding the ones let go).
-func (h *history) all(ctx context.Context) (map[string]*domain.Job, error) {
-	out := make(map[string]*domain.Job, h.jobs())
-	for id, j := range h.live {
-		out[id] = j
-	}
-	for id, d := range h.done {
-		j, err := h.expand(ctx, id, d.seq)
-		if err != nil {
-			return nil, err
-		}
-		out[id] = j
-	}
-	return out, nil
-}
-
 // Counts folds the scope's events (see Scope) and counts the jobs in each
 // state; memory holds the jobs that have not ended, and a few dozen bytes
 // for each that has.
@@ -425,7 +416,7 @@ func Counts(ctx context.Context, js jetstream.JetStream, sc Scope) (map[domain.S
 	if err := sc.Validate(); err != nil {
 		return nil, 0, err
 	}
-	h, err := foldScope(ctx, js, sc, 0, true)
+	h, err := foldScope(ctx, js, sc, 0, keepState)
 	if err != nil {
 		return nil, 0, err
 	}

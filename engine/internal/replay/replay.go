@@ -28,7 +28,7 @@ import (
 // sequence upTo (0: the last one now), into job records: the state of every
 // job as the log says it is.
 func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*domain.Job, uint64, error) {
-	h, err := foldScope(ctx, js, Scope{}, upTo, false)
+	h, err := foldScope(ctx, js, Scope{}, upTo, keepWhole)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -55,7 +55,7 @@ func VerifyScope(ctx context.Context, js jetstream.JetStream, sc Scope, settle t
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	h, err := foldScope(ctx, js, sc, 0, true)
+	h, err := foldScope(ctx, js, sc, 0, keepSum)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +450,7 @@ func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*do
 		t.Stop()
 		return ctx.Err()
 	}
-	h2, err := foldScope(ctx, js, Scope{}, 0, true)
+	h2, err := foldScope(ctx, js, Scope{}, 0, keepState)
 	if err != nil {
 		return err
 	}
