@@ -587,8 +587,12 @@ func cmdReplay(c *cli, args []string) int {
 	tuneForFold()
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		if !verify {
-			counts, last, err := cl.Replay(ctx)
-			if !whole {
+			var counts map[jetflow.State]int
+			var last uint64
+			var err error
+			if whole {
+				counts, last, err = cl.Replay(ctx)
+			} else {
 				counts, last, err = cl.ReplayScope(ctx, sc)
 			}
 			if err != nil {
@@ -614,8 +618,11 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			return exitOK
 		}
-		rep, err := cl.Verify(ctx, settle)
-		if !whole {
+		var rep *jetflow.VerifyReport
+		var err error
+		if whole {
+			rep, err = cl.Verify(ctx, settle)
+		} else {
 			rep, err = cl.VerifyScope(ctx, sc, settle)
 		}
 		if err != nil {
