@@ -67,6 +67,7 @@ func TestCLIHistory(t *testing.T) {
 		{client("replay", "--queue", "a.b"), "jetflow replay: --queue"},
 		{client("replay", "--job", ""), "jetflow replay: --job"},
 		{client("replay", "--verify", "--type", "a b"), "jetflow replay: --type"},
+		{[]string{"bench", "--verify", "--fanout"}, "jetflow bench: --verify"},
 	} {
 		errs, code := runBounded(t, c.args)
 		if code != exitUsage || !strings.Contains(errs, c.want) {
