@@ -297,21 +297,16 @@ func cmdWait(c *cli, args []string) int {
 	})
 }
 
-// listFlags maps the fields of a list filter to the flags that set them.
-var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
-	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
-	"finished_after": "since"}
-
-func cmdList(c *cli, args []string) int {
-	fs := c.clientFlags()
-	var f jetflow.ListFilter
+// filterFlags adds the flags of a list's filter (ls, bulk) to c's flags,
+// setting f; the function returned, after parsing, completes f and checks
+// the flags (false: a usage error was printed).
+func (c *cli) filterFlags(f *jetflow.ListFilter) func() bool {
+	fs := c.fs
 	var state string
 	fs.StringVar(&state, "state", "", "only jobs in this state")
 	fs.StringVar(&f.Queue, "queue", "", "only jobs of this queue")
 	fs.StringVar(&f.Type, "type", "", "only jobs of this type")
 	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
-	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
-	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
 	var payload stringList
 	var since time.Duration
 	fs.StringVar(&f.IDPrefix, "id", "", "only jobs whose id begins with this")
@@ -321,39 +316,47 @@ func cmdList(c *cli, args []string) int {
 	fs.Var(&payload, "payload", "only jobs with this payload field: `path=value` (customer=42, customer.id=42); repeatable")
 	durationVar(fs, &since, "since", 0, "only jobs that finished in this last span (1h, 30m)")
 	ns := c.namespaceFlag("only jobs of this namespace")
+	return func() bool {
+		if !c.checkNamespace(*ns) {
+			return false
+		}
+		f.Payload = payload
+		if since > 0 {
+			f.FinishedAfter = time.Now().Add(-since)
+		}
+		f.Namespace = *ns
+		f.State = jetflow.State(state)
+		// An empty filter matches every job: given on purpose it would
+		// select everything instead of what was asked for.
+		empty := "must not be empty (leave it out for every job)"
+		return c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
+			when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
+			when("since", since <= 0, "must be more than 0"),
+			when("id", f.IDPrefix == "", empty), when("tag", f.Tag == "", empty),
+			when("error-code", f.ErrorCode == "", empty), when("error", f.Error == "", empty))
+	}
+}
+
+// listFlags maps the fields of a list filter to the flags that set them.
+var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
+	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
+	"finished_after": "since"}
+
+func cmdList(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var f jetflow.ListFilter
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
+	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
+	filter := c.filterFlags(&f)
 	atFlag := fs.String("at", "", "the jobs as they were at this instant (RFC 3339), folded from the event log: with --namespace, --queue, --type, --state, --limit (1-1000) only")
-	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
+	if _, ok := c.parse(args, 0, 0); !ok || !filter() {
 		return exitUsage
 	}
 	if c.given("at") {
-		at, ok := c.instantFlag("at", *atFlag)
-		notAt, empty := "not with --at", "must not be empty (leave it out for every job)"
-		if !ok || !c.checkFlags(when("parent", true, notAt), when("cursor", true, notAt), when("id", true, notAt),
-			when("tag", true, notAt), when("error-code", true, notAt), when("error", true, notAt),
-			when("payload", true, notAt), when("since", true, notAt),
-			when("state", state == "", empty), when("queue", f.Queue == "", empty), when("type", f.Type == "", empty),
-			when("limit", f.Limit < 1 || f.Limit > jetflow.MaxListAt, fmt.Sprintf("must be 1 to %d with --at", jetflow.MaxListAt))) {
-			return exitUsage
-		}
-		return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-			return c.listAt(ctx, cl, at, jetflow.ListAtOptions{Namespace: *ns, Queue: f.Queue, Type: f.Type, State: jetflow.State(state), Limit: f.Limit})
-		})
+		return c.listAtFlags(f, *atFlag)
 	}
-	f.Payload = payload
-	if since > 0 {
-		f.FinishedAfter = time.Now().Add(-since)
-	}
-	f.Namespace = *ns
-	f.State = jetflow.State(state)
-	// An empty filter matches every job: given on purpose it would list
-	// everything instead of what was asked for.
-	empty := "must not be empty (leave it out for every job)"
-	if !c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
-		when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
-		when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
-		when("limit", f.Limit < 0, "must be 0 (all) or more"), when("since", since <= 0, "must be more than 0"),
-		when("id", f.IDPrefix == "", empty), when("tag", f.Tag == "", empty),
-		when("error-code", f.ErrorCode == "", empty), when("error", f.Error == "", empty)) {
+	if !c.checkFlags(when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
+		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
 		return exitUsage
 	}
 	if err := f.Validate(); err != nil {

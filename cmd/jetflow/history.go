@@ -123,6 +123,22 @@ func (c *cli) getAt(ctx context.Context, cl *jetflow.Client, id, ns string, at t
 	return exitOK
 }
 
+// listAtFlags checks ls's flags with --at (the filter's were checked) and
+// runs ls --at.
+func (c *cli) listAtFlags(f jetflow.ListFilter, atText string) int {
+	at, ok := c.instantFlag("at", atText)
+	notAt := "not with --at"
+	if !ok || !c.checkFlags(when("parent", true, notAt), when("cursor", true, notAt), when("id", true, notAt),
+		when("tag", true, notAt), when("error-code", true, notAt), when("error", true, notAt),
+		when("payload", true, notAt), when("since", true, notAt),
+		when("limit", f.Limit < 1 || f.Limit > jetflow.MaxListAt, fmt.Sprintf("must be 1 to %d with --at", jetflow.MaxListAt))) {
+		return exitUsage
+	}
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		return c.listAt(ctx, cl, at, jetflow.ListAtOptions{Namespace: f.Namespace, Queue: f.Queue, Type: f.Type, State: f.State, Limit: f.Limit})
+	})
+}
+
 // listAt prints the jobs in a state at an instant.
 func (c *cli) listAt(ctx context.Context, cl *jetflow.Client, at time.Time, o jetflow.ListAtOptions) int {
 	jobs, more, err := cl.ListAt(ctx, at, o)
