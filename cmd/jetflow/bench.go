@@ -178,7 +178,7 @@ func cmdBench(c *cli, args []string) int {
 			c.errorf("connect: %v", err)
 			return nil, false
 		}
-		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger()})
+		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger(), Sync: serverSync(url == "", syncMode)})
 		if err != nil {
 			nc.Close()
 			c.errorOf(err, "%v", err)
