@@ -10,9 +10,10 @@ import (
 const (
 	// SyncAlways: the server fsyncs before every acknowledgement (serve
 	// --sync always). The log's appends go through a GroupCommit, and the
-	// derived streams (the jobs bucket, the queue streams) that are
-	// created in this mode persist asynchronously: only the log fsyncs,
-	// and what a crash takes from them is repaired from the log.
+	// jobs bucket, if it is created in this mode, persists asynchronously:
+	// what a crash takes from it is rebuilt from the log. The queue
+	// streams keep fsyncing: a fan-out's batch items are sent before the
+	// parent's job.waiting and nothing sends them again.
 	SyncAlways = "always"
 	// SyncInterval: the server fsyncs every interval (the default).
 	SyncInterval = "interval"
@@ -34,19 +35,11 @@ func (t Topology) ResolveSync(ctx context.Context, js jetstream.JetStream) Topol
 	return t
 }
 
-// asyncDerived reports whether the derived streams created now persist
+// asyncDerived reports whether the jobs bucket created now persists
 // asynchronously: under sync always, on a single server's file storage
 // (JetStream refuses the async persist mode on replicated streams).
 func (t Topology) asyncDerived() bool {
 	return t.Sync == SyncAlways && t.Replicas <= 1 && !t.MemoryStorage
-}
-
-// derivedPersistMode is the persist mode of a derived stream created now.
-func (t Topology) derivedPersistMode() jetstream.PersistModeType {
-	if t.asyncDerived() {
-		return jetstream.AsyncPersistMode
-	}
-	return jetstream.DefaultPersistMode
 }
 
 // ensureJobsBucket creates the jobs bucket's stream as jetstream's

@@ -107,7 +107,6 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 		Duplicates:        t.DuplicateWindow,
 		AllowMsgSchedules: true,
 		AllowDirect:       true,
-		PersistMode:       t.derivedPersistMode(),
 	}
 }
 
