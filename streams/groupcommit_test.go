@@ -143,3 +143,50 @@ func TestGroupCommitOnlyTheLoserIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Under sync always the jobs bucket is created with the async persist mode
+// (only the log fsyncs each write), the queue streams are not; in the
+// default mode neither is; a process not told the mode takes the log's.
+func TestSyncAlwaysTopology(t *testing.T) {
+	ctx := testkit.Ctx(t)
+	for _, tc := range []struct {
+		sync string
+		want jetstream.PersistModeType
+	}{{streams.SyncAlways, jetstream.AsyncPersistMode}, {streams.SyncInterval, jetstream.DefaultPersistMode}} {
+		js, err := jetstream.New(testkit.Conn(t, testkit.Server(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topo := streams.Topology{Sync: tc.sync}
+		if err := topo.Ensure(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if err := streams.NewQueues(js, topo).Ensure(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.Stream(ctx, "KV_"+streams.JobsBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := js.Stream(ctx, streams.QueueStream("q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kv.CachedInfo().Config.PersistMode; got != tc.want {
+			t.Fatalf("sync %s: jobs bucket persist mode %v, want %v", tc.sync, got, tc.want)
+		}
+		if got := q.CachedInfo().Config.PersistMode; got != jetstream.DefaultPersistMode {
+			t.Fatalf("sync %s: queue stream persist mode %v", tc.sync, got)
+		}
+		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
+			t.Fatalf("sync %s: a process not told resolves %q", tc.sync, got)
+		}
+		// Ensure by a process not told leaves the recorded mode as it is.
+		if err := (streams.Topology{}).Ensure(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
+			t.Fatalf("sync %s: after another process's Ensure: %q", tc.sync, got)
+		}
+	}
+}

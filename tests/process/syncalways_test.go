@@ -33,6 +33,10 @@ func startSyncAlways(t *testing.T) *system {
 	if got := evs.CachedInfo().Config.Metadata[streams.SyncMetadata]; got != streams.SyncAlways {
 		t.Fatalf("the log records sync %q, want always", got)
 	}
+	// A process that was not told the mode takes it from the log.
+	if st := testkit.StoreOf(t, s.client); st.Topo.Sync != streams.SyncAlways || st.GroupCommit() == nil {
+		t.Fatalf("the client's store: sync %q, group commit %v", st.Topo.Sync, st.GroupCommit())
+	}
 	return s
 }
 

@@ -139,6 +139,10 @@ func (s *Store) KV() jetstream.KeyValue { return s.jobs.kv }
 // Queues creates queues' streams.
 func (s *Store) Queues() *streams.Queues { return s.queues }
 
+// GroupCommit is the group commit the log's appends go through (the
+// server fsyncs every write: Topology.Sync is streams.SyncAlways), or nil.
+func (s *Store) GroupCommit() *streams.GroupCommit { return s.w.Group }
+
 // Topology is what the Store provisioned.
 func (s *Store) Topology() streams.Topology { return s.topo }
 
