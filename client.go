@@ -356,6 +356,46 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) erro
 	return publicErr(c.b.history(ctx, id, true, func(e *projections.EventView) error { return fn(eventInfo(e)) }))
 }
 
+// TailFilter selects the events a Tail follows: of the jobs of a
+// namespace, a queue and a type ("": any), from Since (zero: from now).
+type TailFilter struct {
+	Namespace, Queue, Type string
+	Since                  time.Time
+}
+
+// tailWait is how long one poll of a Tail waits for an event.
+const tailWait = 5 * time.Second
+
+// Tail calls fn with every job event f selects as it is appended to the
+// log (each with its job's namespace, queue and type), from f.Since or
+// from now, until fn returns an error (returned) or ctx is done (its
+// error). A token client follows its namespace's jobs only.
+func (c *Client) Tail(ctx context.Context, f TailFilter, fn func(*EventInfo) error) error {
+	ef := engine.Filter{Namespace: f.Namespace, Queue: f.Queue, Type: f.Type}
+	if err := ef.Validate(); err != nil {
+		return publicErr(err)
+	}
+	var after uint64
+	for {
+		evs, next, err := c.b.tail(ctx, f, after, tailWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return publicErr(err)
+		}
+		for _, e := range evs {
+			if err := fn(eventInfo(e)); err != nil {
+				return err
+			}
+		}
+		after = max(after, next)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
 // Queues lists the queues, by name, with their depth.
 func (c *Client) Queues(ctx context.Context) ([]*QueueInfo, error) {
 	qs, err := c.b.queues(ctx)

@@ -53,6 +53,10 @@ type benchResult struct {
 	Keys   int                 `json:"keys"` // concurrency keys of the jobs (--keys)
 	// Spans recorded with --trace (tracing on, exported to nowhere).
 	Spans int64 `json:"spans,omitempty"`
+	// With --verify: replay --verify of the store the bench made.
+	VerifyEvents int     `json:"verify_events,omitempty"`
+	VerifyPerSec float64 `json:"verify_events_per_sec,omitempty"`
+	VerifyDiffs  int     `json:"verify_diffs,omitempty"`
 }
 
 func cmdBench(c *cli, args []string) int {
@@ -90,6 +94,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
 	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
 	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
+	verifyAfter := fs.Bool("verify", false, "at the end, time replay --verify of the store the bench made (events/s; docs/audit.md)")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -127,6 +132,7 @@ func cmdBench(c *cli, args []string) int {
 		when("jobs", *workflow != "" && jobs > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be at most %d with --workflow", jetflow.MaxWorkflowSteps)),
 		when("layers", *layers < 1 || *layers > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be 1 to %d", jetflow.MaxWorkflowSteps)),
 		when("layers", *workflow != "wide", "only with --workflow wide"),
+		when("verify", *fanout || *workflow != "", "not with --fanout or --workflow"),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
 	}
@@ -383,6 +389,17 @@ func cmdBench(c *cli, args []string) int {
 	}
 	res.ProjectorRepair = eng.Repairs()
 	res.Spans = spans()
+	if *verifyAfter {
+		fmt.Fprintf(c.errw, "replay --verify...\n")
+		t0 := time.Now()
+		rep, err := subCl.Verify(ctx, 0)
+		if err != nil {
+			c.errorf("replay --verify: %v", err)
+			return exitFailed
+		}
+		res.VerifyEvents, res.VerifyDiffs = int(rep.LastSeq), len(rep.Diffs)
+		res.VerifyPerSec = float64(rep.LastSeq) / time.Since(t0).Seconds()
+	}
 
 	if c.json {
 		c.printJSON(res)
@@ -406,6 +423,9 @@ func cmdBench(c *cli, args []string) int {
 	fmt.Fprintf(c.out, "  writes           %8.1f per job (messages stored in every stream, enqueue+drain)\n", res.WritesPerJob)
 	if *traced {
 		fmt.Fprintf(c.out, "  tracing          %8d spans recorded (exported to nowhere)\n", res.Spans)
+	}
+	if *verifyAfter {
+		fmt.Fprintf(c.out, "  replay --verify  %8.0f events/s (%d events, %d differ)\n", res.VerifyPerSec, res.VerifyEvents, res.VerifyDiffs)
 	}
 	return exitOK
 }
