@@ -52,6 +52,7 @@ type backend interface {
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
 	workflows
+	historyBackend
 }
 
 // views renders what the store listed, or passes its error on.
@@ -216,15 +217,7 @@ func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.
 }
 
 func (d direct) replay(ctx context.Context) (map[domain.State]int, uint64, error) {
-	jobs, last, err := engine.Rebuild(ctx, d.store.JS, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	counts := map[domain.State]int{}
-	for _, j := range jobs {
-		counts[j.State]++
-	}
-	return counts, last, nil
+	return engine.CountScope(ctx, d.store.JS, engine.LogScope{})
 }
 
 func (d direct) registerType(ctx context.Context, def commands.TypeDef) (*projections.TypeView, bool, error) {

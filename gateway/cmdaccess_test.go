@@ -183,6 +183,8 @@ func TestEveryVerbEveryRole(t *testing.T) {
 		{"tail", fixed(map[string]any{"queue": "a b"}), nil, [7]int{401, 401, 400, 400, 403, 400, 400}},
 		{"verify", fixed(map[string]any{"settle": "0s"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"replay", fixed(map[string]any{}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
+		{"replay", fixed(map[string]any{"namespace": "acme"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
+		{"list_at", fixed(map[string]any{"at": time.Now().UTC().Format(time.RFC3339Nano), "namespace": "acme"}), nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
 		{"purge", fixed(map[string]any{"older_than": "1000h"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "acme:cat:mine"}), plain("PUT", "/api/v1/types/acme/cat/mine", map[string]any{}), [7]int{401, 401, 200, 403, 200, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "@global:cat:new"}), plain("PUT", "/api/v1/types/@global/cat/new", map[string]any{}), [7]int{401, 401, 200, 403, 403, 403, 403}},
