@@ -348,9 +348,11 @@ func (h *history) add(ctx context.Context, ev *domain.Event) error {
 	return nil
 }
 
-// compactable: a terminal job no other check reads whole.
+// compactable: a terminal job no other check reads whole (verifyUnique
+// reads every unique job).
 func compactable(j *domain.Job) bool {
-	return j.State.Terminal() && j.Fanout == nil && j.Spec.Workflow == nil && j.Spec.Step == nil && j.Spec.Parent == ""
+	return j.State.Terminal() && j.Fanout == nil && j.Spec.Workflow == nil && j.Spec.Step == nil && j.Spec.Parent == "" &&
+		j.Spec.Unique == nil
 }
 
 func intern(s domain.State) domain.State {
