@@ -37,6 +37,11 @@ type ClientOptions struct {
 	// applied by JetStream). Zero leaves the log's as it is (forever for a
 	// new one); serve sets it (--events-retention).
 	EventsRetention time.Duration
+	// Sync is the fsync mode of the server this process started ("always"
+	// or "interval"; serve --sync), recorded on the event log so that every
+	// other process writes to suit it (under "always" the log's appends are
+	// group-committed). "": the mode recorded there.
+	Sync string
 	// Name identifies this process in the events it writes (the actor).
 	Name   string
 	Logger *slog.Logger
@@ -81,7 +86,10 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 	if name == "" {
 		name = defaultName()
 	}
-	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention}, name)
+	if o.Sync != "" && o.Sync != streams.SyncAlways && o.Sync != streams.SyncInterval {
+		return nil, fmt.Errorf("sync mode %q: want %q, %q or none", o.Sync, streams.SyncAlways, streams.SyncInterval)
+	}
+	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention, Sync: o.Sync}, name)
 	if err != nil {
 		return nil, err
 	}

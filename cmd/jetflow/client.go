@@ -337,6 +337,28 @@ func (c *cli) filterFlags(f *jetflow.ListFilter) func() bool {
 	}
 }
 
+// checkListFilter refuses a filter the engine would refuse, naming its
+// flag (exit 2), before anything is connected to.
+func (c *cli) checkListFilter(f jetflow.ListFilter) (int, bool) {
+	if err := f.Validate(); err != nil {
+		if c.flagInput(err, listFlags) {
+			return exitUsage, false
+		}
+		return c.fail(err), false
+	}
+	return exitOK, true
+}
+
+// printJobs prints jobs as a table, a line each.
+func (c *cli) printJobs(jobs []*jetflow.JobInfo) {
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
+	}
+	w.Flush()
+}
+
 // listFlags maps the fields of a list filter to the flags that set them.
 var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
 	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
@@ -359,11 +381,8 @@ func cmdList(c *cli, args []string) int {
 		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
 		return exitUsage
 	}
-	if err := f.Validate(); err != nil {
-		if c.flagInput(err, listFlags) {
-			return exitUsage
-		}
-		return c.fail(err)
+	if code, ok := c.checkListFilter(f); !ok {
+		return code
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		// One more than the page says whether there are more; the engine's
@@ -395,12 +414,7 @@ func cmdList(c *cli, args []string) int {
 			}{jobs, next})
 			return exitOK
 		}
-		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
-		for _, j := range jobs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
-		}
-		w.Flush()
+		c.printJobs(jobs)
 		if more > 0 {
 			count := fmt.Sprintf("%d more", more)
 			if c.token != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jetflow/jetflow"
@@ -159,12 +158,7 @@ func (c *cli) listAt(ctx context.Context, cl *jetflow.Client, at time.Time, o je
 		}{at.UTC(), jobs, more})
 		return exitOK
 	}
-	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
-	for _, j := range jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
-	}
-	w.Flush()
+	c.printJobs(jobs)
 	if more {
 		fmt.Fprintf(c.errw, "more than %d: narrow it (--namespace, --queue, --type, --state) or raise --limit (at most %d)\n", len(jobs), jetflow.MaxListAt)
 	}

@@ -483,8 +483,7 @@ func (s *Store) appendAsync(subject string, ev *domain.Event, expect uint64, exp
 	if err != nil {
 		return streams.FailedFuture(fmt.Errorf("encode %s: %w", ev.Type, err))
 	}
-	return s.w.PublishAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}},
-		jetstream.WithExpectLastSequenceForSubject(expect, expectOn))
+	return s.w.AppendDataAsync(subject, data, expect, expectOn)
 }
 
 // follow calls fn with every record of the bucket, then with every change,
