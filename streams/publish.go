@@ -90,12 +90,11 @@ func (w Writer) Publish(ctx context.Context, m *nats.Msg, opts ...jetstream.Publ
 // AppendAsync appends ev to subject on the condition that the last event on
 // that subject is expectSeq (0: none yet).
 func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) Future {
-	data, err := EncodeEvent(ev)
+	m, err := EventMsg(subject, ev)
 	if err != nil {
-		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
+		return Future{err: err}
 	}
-	return w.PublishAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}},
-		jetstream.WithExpectLastSequencePerSubject(expectSeq))
+	return w.PublishAsync(m, jetstream.WithExpectLastSequencePerSubject(expectSeq))
 }
 
 // AppendFirstAsync appends the first event of a job: it fails with
@@ -104,11 +103,10 @@ func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) 
 // queues and types; a random id only needs its own subject to be empty,
 // which is cheaper to check).
 func (w Writer) AppendFirstAsync(ev *domain.Event, subject string, derived bool) Future {
-	data, err := EncodeEvent(ev)
+	m, err := EventMsg(subject, ev)
 	if err != nil {
-		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
+		return Future{err: err}
 	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	if derived {
 		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
 	}
