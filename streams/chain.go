@@ -57,3 +57,7 @@ func StoredHash(h nats.Header) []byte {
 	}
 	return b
 }
+
+// CheckpointSubject is where the checkpoints of the event log are
+// appended (in the events stream, chained like any subject).
+const CheckpointSubject = RegistryPrefix + ".audit.checkpoint"

@@ -39,8 +39,8 @@ var commandFuncs = map[string]func(*cli, []string) int{
 	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload, "workflow": cmdWorkflow,
-	"schedule": cmdSchedule,
-	"version":  cmdVersion, // and help (cmdHelp), which runs these
+	"schedule": cmdSchedule, "audit": cmdAudit,
+	"version": cmdVersion, // and help (cmdHelp), which runs these
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -300,6 +300,8 @@ type Event struct {
 	// through a worker token).
 	By string `msgpack:"by,omitempty"`
 
+	Checkpoint *Checkpoint `msgpack:"ckpt,omitempty"` // audit.checkpoint
+
 	// Prev is the chain hash (Hash) of the event before it on its subject
 	// (empty: the first, or a piece event, which is not chained). It is
 	// part of the bytes Hash is taken over (docs/audit.md).
