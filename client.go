@@ -38,6 +38,8 @@ type ClientOptions struct {
 	// new one); serve sets it (--events-retention).
 	EventsRetention time.Duration
 	// Name identifies this process in the events it writes (the actor).
+	// Default: the NATS user it connects as, if any, and its host and
+	// process ("nats:<user>@<host>-<pid>"), else "<host>-<pid>".
 	Name   string
 	Logger *slog.Logger
 	// Token, if set, makes a token client: it speaks the engine's command
@@ -80,6 +82,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 	name := o.Name
 	if name == "" {
 		name = defaultName()
+		if u := nc.Opts.User; u != "" {
+			name = "nats:" + u + "@" + name
+		}
 	}
 	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention}, name)
 	if err != nil {
