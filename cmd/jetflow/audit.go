@@ -34,11 +34,12 @@ func cmdAudit(c *cli, args []string) int {
 	}
 	fs := c.clientFlags()
 	var scope engine.AuditScope
-	var pub string
+	var pub, file string
 	fs.StringVar(&scope.Namespace, "namespace", "", "only the events of this namespace's jobs")
 	fs.StringVar(&scope.Queue, "queue", "", "only the events of this queue's jobs")
 	fs.StringVar(&scope.Type, "type", "", "only the events of jobs of this type")
 	fs.StringVar(&scope.Job, "job", "", "only the events of this job (and its pieces)")
+	fs.StringVar(&file, "file", "", "verify this export (jetflow export) offline, against --pubkey, instead of the log")
 	fs.StringVar(&pub, "pubkey", "", "the public key the checkpoints must be signed with (jetflow audit pubkey, kept apart from the system); default: the key they name, which proves less")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok {
@@ -54,8 +55,28 @@ func cmdAudit(c *cli, args []string) int {
 		when("type", scope.Type == "" || len(scope.Type) > 256 || strings.ContainsAny(scope.Type, " *>"), "not a job type"),
 		when("job", !domain.ValidID(scope.Job), "not a job id"),
 		when("pubkey", !nkeys.IsValidPublicServerKey(pub), "not a checkpoint public key (jetflow audit pubkey prints it)"),
+		when("file", file == "", "must not be empty"),
+		when("file", scope != engine.AuditScope{}, "not with --namespace, --queue, --type or --job (an export is verified whole)"),
 	) {
 		return exitUsage
+	}
+	if file != "" {
+		if pub == "" {
+			c.errorf("--file: needs --pubkey (an export is checked against the key kept apart from the system)")
+			return exitUsage
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			c.errorf("--file %s: %v", file, err)
+			return exitUsage
+		}
+		defer f.Close()
+		rep, err := engine.VerifyAuditExport(f, pub)
+		if err != nil {
+			c.errorf("--file %s: %v", file, err)
+			return exitFailed
+		}
+		return c.auditReport(rep)
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		js, err := jetstream.New(cl.Conn())

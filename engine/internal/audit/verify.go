@@ -120,6 +120,9 @@ type Verifier struct {
 	// not by someone: a chain may then start with a prev.
 	FirstSeq uint64
 	AgedOut  bool
+	// exported: the log is an export, whose chains start where its range
+	// does.
+	exported bool
 
 	rep    Report
 	chains map[string]*chainState
@@ -210,7 +213,7 @@ func (v *Verifier) link(c *chainState, seq uint64, subject, job string, h eventH
 	switch {
 	case last == nil && len(h.Prev) == 0:
 	case last == nil:
-		if v.AgedOut {
+		if v.AgedOut || v.exported {
 			return // the log's first events aged out: its first events may have been among them
 		}
 		v.missingPrev(c, h.Prev)
