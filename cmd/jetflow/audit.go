@@ -40,7 +40,7 @@ func cmdAudit(c *cli, args []string) int {
 	fs.StringVar(&scope.Type, "type", "", "only the events of jobs of this type")
 	fs.StringVar(&scope.Job, "job", "", "only the events of this job (and its pieces)")
 	fs.StringVar(&file, "file", "", "verify this export (jetflow export) offline, against --pubkey, instead of the log")
-	fs.StringVar(&pub, "pubkey", "", "the public key the checkpoints must be signed with (jetflow audit pubkey, kept apart from the system); default: the key they name, which proves less")
+	fs.StringVar(&pub, "pubkey", "", "the public key(s) the checkpoints must be signed with, comma-separated (jetflow audit pubkey of each engine, kept apart from the system); default: the key they name, which proves less")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok {
 		return exitUsage
@@ -54,7 +54,7 @@ func cmdAudit(c *cli, args []string) int {
 		when("queue", !domain.ValidQueue(scope.Queue), "not a queue name"),
 		when("type", scope.Type == "" || len(scope.Type) > 256 || strings.ContainsAny(scope.Type, " *>"), "not a job type"),
 		when("job", !domain.ValidID(scope.Job), "not a job id"),
-		when("pubkey", !nkeys.IsValidPublicServerKey(pub), "not a checkpoint public key (jetflow audit pubkey prints it)"),
+		when("pubkey", !validPubkeys(pub), "not checkpoint public keys, comma-separated (jetflow audit pubkey prints one)"),
 		when("file", file == "", "must not be empty"),
 		when("file", scope != engine.AuditScope{}, "not with --namespace, --queue, --type or --job (an export is verified whole)"),
 	) {
@@ -89,6 +89,20 @@ func cmdAudit(c *cli, args []string) int {
 		}
 		return c.auditReport(rep)
 	})
+}
+
+// validPubkeys reports whether s is checkpoint public keys, comma-separated.
+func validPubkeys(s string) bool {
+	keys := strings.Split(s, ",")
+	if len(keys) > 64 {
+		return false
+	}
+	for _, k := range keys {
+		if !nkeys.IsValidPublicServerKey(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // auditReport prints a verification's report; exit 1 on a finding.

@@ -235,6 +235,11 @@ func firstSeqAt(ctx context.Context, js jetstream.JetStream, t time.Time) (uint6
 // log's largest message, base64).
 const maxLine = 16 << 20
 
+// maxExportEvents bounds the events of an export verified at once (its
+// heads are held until the checkpoints at its end are read: ~100 bytes
+// an event).
+const maxExportEvents = 10_000_000
+
 // VerifyExport checks an export offline with the trusted key pub: every
 // event's hash, the chain of each subject within the export, the
 // checkpoints' signatures and chain, every proof against its
@@ -249,11 +254,18 @@ func VerifyExport(r io.Reader, pub string) (*Report, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<16), maxLine)
 	type ck struct {
-		c     *domain.Checkpoint
-		seq   uint64
-		heads map[string]Head
+		c   *domain.Checkpoint
+		seq uint64
 	}
-	var cks []*ck
+	var cks []*ck // by their ranges, ascending
+	bySeq := map[uint64]*ck{}
+	covering := func(seq uint64) *ck {
+		i := sort.Search(len(cks), func(i int) bool { return cks[i].c.UpTo >= seq })
+		if i < len(cks) && cks[i].c.From < seq {
+			return cks[i]
+		}
+		return nil
+	}
 	proved := map[[2]any]bool{} // (checkpoint seq, subject) -> proved
 	var events []Head
 	n := 0
@@ -270,6 +282,9 @@ func VerifyExport(r io.Reader, pub string) (*Report, error) {
 			}
 			v.exported = l.Seq != 1 // from the log's first event, every chain starts in it
 		case "event":
+			if len(events) >= maxExportEvents {
+				return nil, fmt.Errorf("line %d: more than %d events: verify the log in parts (--since, --until)", n, maxExportEvents)
+			}
 			v.Add(l.Seq, l.Subject, l.Hash, l.Data)
 			if len(l.Hash) == streams.HashSize {
 				events = append(events, Head{Subject: l.Subject, Seq: l.Seq, Hash: l.Hash})
@@ -277,16 +292,13 @@ func VerifyExport(r io.Reader, pub string) (*Report, error) {
 		case "checkpoint":
 			before := len(v.rep.Findings)
 			v.Add(l.Seq, streams.CheckpointSubject, l.Hash, l.Data)
-			if len(v.rep.Findings) == before && v.lastCk != nil && v.lastCkAt == l.Seq {
+			if len(v.rep.Findings) == before && v.lastCk != nil && v.lastCkAt == l.Seq &&
+				(len(cks) == 0 || v.lastCk.UpTo > cks[len(cks)-1].c.UpTo) {
 				cks = append(cks, &ck{c: v.lastCk, seq: l.Seq})
+				bySeq[l.Seq] = cks[len(cks)-1]
 			}
 		case "proof":
-			var c *ck
-			for _, x := range cks {
-				if x.seq == l.Checkpoint {
-					c = x
-				}
-			}
+			c := bySeq[l.Checkpoint]
 			h := Head{Subject: l.Subject, Seq: l.Seq, Hash: l.Hash}
 			switch {
 			case c == nil:
@@ -306,30 +318,16 @@ func VerifyExport(r io.Reader, pub string) (*Report, error) {
 	// Coverage: each subject's last event in each checkpoint's range must
 	// be proved in it, with the hash it was exported with.
 	last := map[[2]any]Head{}
+	covered := 0
 	for _, e := range events {
-		for _, c := range cks {
-			if e.Seq > c.c.From && e.Seq <= c.c.UpTo {
-				last[[2]any{c.seq, e.Subject}] = e
-				break
-			}
+		if c := covering(e.Seq); c != nil {
+			last[[2]any{c.seq, e.Subject}] = e
+			covered++
 		}
 	}
-	covered := 0
 	for k, e := range last {
 		if !proved[[2]any{k[0], e.Subject + "\x00" + fmt.Sprint(e.Seq) + "\x00" + string(e.Hash)}] {
 			v.find(Finding{Kind: Checkpoint, Subject: e.Subject, Seq: e.Seq, What: fmt.Sprintf("not proved in checkpoint %d, whose range holds it: edited, or not the last event of its subject in that range", k[0])})
-		}
-	}
-	for _, e := range events {
-		in := false
-		for _, c := range cks {
-			if e.Seq > c.c.From && e.Seq <= c.c.UpTo {
-				in = true
-				break
-			}
-		}
-		if in {
-			covered++
 		}
 	}
 	rep := v.Finish()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nkeys"
@@ -91,15 +92,13 @@ func Sign(kp nkeys.KeyPair, c *domain.Checkpoint, prev []byte) error {
 	return nil
 }
 
-// CheckSignature checks c's signature against pub (an nkeys public key;
-// "": the key the checkpoint names, which proves nothing against whoever
-// could write it, and is said so by verify).
+// CheckSignature checks c's signature against pub (nkeys public keys,
+// comma-separated: every engine's that may lead; "": the key the
+// checkpoint names, which proves nothing against whoever could write it,
+// and is said so by verify).
 func CheckSignature(c *domain.Checkpoint, prev []byte, pub string) error {
-	key := pub
-	if key == "" {
-		key = c.Key
-	}
-	if pub != "" && c.Key != pub {
+	key := c.Key
+	if pub != "" && !slices.Contains(strings.Split(pub, ","), c.Key) {
 		return fmt.Errorf("signed by %s, not by the trusted key %s", c.Key, pub)
 	}
 	kp, err := nkeys.FromPublicKey(key)
