@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/jetflow/jetflow/internal/domain"
@@ -91,38 +90,45 @@ const (
 // counted in the series it already has only (everything's always), past
 // MaxWaiting queued jobs a newly queued one counts in the depth but its
 // wait is not followed.
+//
+// It runs once per event of the log, so its per-event path looks up an
+// event's (namespace, queue) once and works on the series from there.
 type StatsFold struct {
 	MaxDims, MaxWaiting int
 
-	depth   map[StatsDim]int
-	waiting map[string]waiter
-	heaps   map[StatsDim]*sinceHeap
+	series  map[StatsDim]*StatsFoldSeries
+	pairs   map[StatsDim]*[4]*StatsFoldSeries // by (namespace, queue): the series its events count in
+	waiting map[string]int64                  // queued job -> since when (unix nanoseconds)
 }
 
-type waiter struct {
-	since int64
-	ns, q string
+// StatsFoldSeries is one series the fold keeps: its depth, and its queued jobs
+// by since when they wait.
+type StatsFoldSeries struct {
+	Dim   StatsDim
+	depth int
+	heap  sinceHeap
+	fold  *StatsFold
 }
 
 // NewStatsFold returns an empty fold.
 func NewStatsFold() *StatsFold {
 	return &StatsFold{MaxDims: DefaultStatsMaxDims, MaxWaiting: DefaultStatsMaxWaiting,
-		depth: map[StatsDim]int{}, waiting: map[string]waiter{}, heaps: map[StatsDim]*sinceHeap{}}
+		series: map[StatsDim]*StatsFoldSeries{}, pairs: map[StatsDim]*[4]*StatsFoldSeries{}, waiting: map[string]int64{}}
 }
 
 // SetDepth seeds the depth of a series (a fold resumed from a checkpoint).
 func (f *StatsFold) SetDepth(d StatsDim, n int) {
 	if n > 0 {
-		f.depth[d] = n
+		f.add(d).depth = n
 	}
 }
 
 // Depths are the depths of every series with jobs queued.
 func (f *StatsFold) Depths() map[StatsDim]int {
-	out := make(map[StatsDim]int, len(f.depth))
-	for d, n := range f.depth {
-		if n > 0 {
-			out[d] = n
+	out := map[StatsDim]int{}
+	for d, s := range f.series {
+		if s.depth > 0 {
+			out[d] = s.depth
 		}
 	}
 	return out
@@ -130,106 +136,131 @@ func (f *StatsFold) Depths() map[StatsDim]int {
 
 // Tracked reports whether the fold keeps series d.
 func (f *StatsFold) Tracked(d StatsDim) bool {
-	_, ok := f.depth[d]
+	_, ok := f.series[d]
 	return ok || (d == StatsDim{})
 }
 
-// track makes series d kept, if the bound allows.
-func (f *StatsFold) track(d StatsDim) bool {
-	if f.Tracked(d) {
-		return true
+func (f *StatsFold) add(d StatsDim) *StatsFoldSeries {
+	s := f.series[d]
+	if s == nil {
+		s = &StatsFoldSeries{Dim: d, fold: f}
+		f.series[d] = s
 	}
-	if len(f.depth) >= f.MaxDims {
-		return false
+	return s
+}
+
+// seriesOf are the series the events of namespace ns and queue q count in
+// (nil where the bound keeps a series out). Past the bound no series is
+// added, so what a pair counts in does not change once looked up.
+func (f *StatsFold) seriesOf(ns, q string) *[4]*StatsFoldSeries {
+	if p := f.pairs[StatsDim{ns, q}]; p != nil {
+		return p
 	}
-	f.depth[d] = 0
-	return true
+	var p [4]*StatsFoldSeries
+	for k, d := range statsDims(ns, q) {
+		if f.Tracked(d) || len(f.series) < f.MaxDims {
+			p[k] = f.add(d)
+		}
+	}
+	if p[0] != nil { // a pair past the bound is looked up each time
+		f.pairs[StatsDim{ns, q}] = &p
+	}
+	return &p
 }
 
 // SeedWaiting adds a job that is queued since since (a fold resumed from
 // the jobs' records rather than from the start of the log).
 func (f *StatsFold) SeedWaiting(id, ns, q string, since time.Time) {
-	f.enter(id, ns, q, since.UnixNano(), false)
+	f.enter(f.seriesOf(ns, q), id, since.UnixNano(), false)
 }
 
-func (f *StatsFold) enter(id, ns, q string, since int64, count bool) {
-	dims := statsDims(ns, q)
+func (f *StatsFold) enter(ss *[4]*StatsFoldSeries, id string, since int64, count bool) {
 	if count {
-		for _, d := range dims {
-			if f.track(d) {
-				f.depth[d]++
+		for _, s := range ss {
+			if s != nil {
+				s.depth++
 			}
 		}
 	}
 	if _, ok := f.waiting[id]; !ok && len(f.waiting) >= f.MaxWaiting {
 		return
 	}
-	f.waiting[id] = waiter{since: since, ns: ns, q: q}
-	for _, d := range dims {
-		if !f.Tracked(d) {
-			continue
+	f.waiting[id] = since
+	for _, s := range ss {
+		if s != nil {
+			s.heap.push(sinceEntry{since: since, id: id})
 		}
-		h := f.heaps[d]
-		if h == nil {
-			h = &sinceHeap{}
-			f.heaps[d] = h
-		}
-		heap.Push(h, sinceEntry{since: since, id: id})
 	}
 }
 
 // leave takes a job out of queued; it returns since when it was queued (0:
 // not followed).
-func (f *StatsFold) leave(id, ns, q string) int64 {
-	for _, d := range statsDims(ns, q) {
-		if f.depth[d] > 0 {
-			f.depth[d]--
+func (f *StatsFold) leave(ss *[4]*StatsFoldSeries, id string) int64 {
+	for _, s := range ss {
+		if s != nil && s.depth > 0 {
+			s.depth--
 		}
 	}
-	w, ok := f.waiting[id]
+	since, ok := f.waiting[id]
 	if !ok {
 		return 0
 	}
 	delete(f.waiting, id)
-	return w.since
+	return since
 }
 
 // Oldest is since when the oldest queued job of series d waits (unix
 // nanoseconds; 0: none, or none followed).
 func (f *StatsFold) Oldest(d StatsDim) int64 {
-	h := f.heaps[d]
-	for h != nil && h.Len() > 0 {
-		top := (*h)[0]
-		if w, ok := f.waiting[top.id]; ok && w.since == top.since {
+	if s := f.series[d]; s != nil {
+		return s.oldest()
+	}
+	return 0
+}
+
+func (s *StatsFoldSeries) oldest() int64 {
+	for len(s.heap) > 0 {
+		top := s.heap[0]
+		if since, ok := s.fold.waiting[top.id]; ok && since == top.since {
 			return top.since
 		}
-		heap.Pop(h) // left, or queued again since: stale
+		s.heap.pop() // left, or queued again since: stale
 	}
 	return 0
 }
 
 // Gauges are series d's depth and oldest wait now.
 func (f *StatsFold) Gauges(d StatsDim) (depth int, oldestSince int64) {
-	if f.depth[d] == 0 {
+	if s := f.series[d]; s != nil {
+		return s.Gauges()
+	}
+	return 0, 0
+}
+
+// Gauges are the series' depth and oldest wait now.
+func (s *StatsFoldSeries) Gauges() (depth int, oldestSince int64) {
+	if s.depth == 0 {
 		return 0, 0
 	}
-	return f.depth[d], f.Oldest(d)
+	return s.depth, s.oldest()
 }
 
 // Fold takes the event of a job of namespace ns and queue q (from its
 // subject), in log order, and returns what it does to the slots it falls
-// in, and the series it counts in (those the fold keeps).
-func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (StatsEffect, []StatsDim) {
+// in, and the series it counts in (those the fold keeps; nil for the
+// others).
+func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (StatsEffect, *[4]*StatsFoldSeries) {
 	e := StatsEffect{Time: ev.Time}
 	t := ev.Time.UnixNano()
+	ss := f.seriesOf(ns, q)
 	if ev.From == domain.StateQueued && ev.To != domain.StateNew && ev.To != domain.StateQueued {
-		since := f.leave(ev.JobID, ns, q)
+		since := f.leave(ss, ev.JobID)
 		if since != 0 && (ev.To == domain.StateClaimed || ev.To == domain.StateRunning) {
 			e.Latency, e.HasLatency = max(0, float64(t-since)/1e9), true
 		}
 	}
 	if ev.To == domain.StateQueued && ev.From != domain.StateQueued {
-		f.enter(ev.JobID, ns, q, t, true)
+		f.enter(ss, ev.JobID, t, true)
 	}
 	switch ev.Type {
 	case domain.EvSubmitted:
@@ -247,13 +278,7 @@ func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (StatsEffect, []StatsDi
 	case domain.StateCancelled:
 		e.Cancelled = true
 	}
-	var dims []StatsDim
-	for _, d := range statsDims(ns, q) {
-		if f.track(d) {
-			dims = append(dims, d)
-		}
-	}
-	return e, dims
+	return e, ss
 }
 
 // sinceHeap orders queued jobs by since when they wait (lazy deletion: an
@@ -263,17 +288,43 @@ type sinceEntry struct {
 	id    string
 }
 
+// sinceHeap is a binary min-heap by since.
 type sinceHeap []sinceEntry
 
-func (h sinceHeap) Len() int           { return len(h) }
-func (h sinceHeap) Less(i, k int) bool { return h[i].since < h[k].since }
-func (h sinceHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *sinceHeap) Push(x any)        { *h = append(*h, x.(sinceEntry)) }
-func (h *sinceHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *sinceHeap) push(e sinceEntry) {
+	*h = append(*h, e)
+	a := *h
+	for k := len(a) - 1; k > 0; {
+		p := (k - 1) / 2
+		if a[p].since <= a[k].since {
+			break
+		}
+		a[p], a[k] = a[k], a[p]
+		k = p
+	}
+}
+
+func (h *sinceHeap) pop() {
+	a := *h
+	last := len(a) - 1
+	a[0] = a[last]
+	a[last] = sinceEntry{}
+	a = a[:last]
+	for k := 0; ; {
+		l, m := 2*k+1, k
+		if l < len(a) && a[l].since < a[m].since {
+			m = l
+		}
+		if r := l + 1; r < len(a) && a[r].since < a[m].since {
+			m = r
+		}
+		if m == k {
+			break
+		}
+		a[k], a[m] = a[m], a[k]
+		k = m
+	}
+	*h = a
 }
 
 // StatsResolution is one granularity of the series: the width of its
@@ -288,7 +339,7 @@ type StatsResolution struct {
 
 // StatsResolutions are the three granularities: a minute for the last
 // hour, ten minutes for the last day, an hour for the last week.
-var StatsResolutions = []StatsResolution{
+var StatsResolutions = [...]StatsResolution{
 	{Name: "1m", Step: time.Minute, Keep: 2 * time.Hour, Points: 60, Range: "hour"},
 	{Name: "10m", Step: 10 * time.Minute, Keep: 26 * time.Hour, Points: 144, Range: "day"},
 	{Name: "1h", Step: time.Hour, Keep: 8 * 24 * time.Hour, Points: 168, Range: "week"},

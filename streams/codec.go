@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jetflow/jetflow/internal/domain"
 
@@ -108,33 +107,4 @@ func DecodeWorkItem(data []byte) (*domain.WorkItem, error) {
 		return nil, fmt.Errorf("%w: work item without job id or sequence", ErrBadRecord)
 	}
 	return &w, nil
-}
-
-// eventHead is the part of an event's envelope a reader of every event's
-// move needs (the statistics): the rest is skipped, not decoded.
-type eventHead struct {
-	V     int          `msgpack:"v"`
-	Type  string       `msgpack:"type"`
-	JobID string       `msgpack:"job"`
-	Time  time.Time    `msgpack:"time"`
-	From  domain.State `msgpack:"from,omitempty"`
-	To    domain.State `msgpack:"to,omitempty"`
-}
-
-// DecodeEventHead decodes only an event's version, type, job, time and
-// move (from, to), for readers of every event that need no more: a
-// submit's spec and payload, an error or a result are skipped, not
-// allocated. The checks are DecodeEvent's.
-func DecodeEventHead(data []byte) (*domain.Event, error) {
-	var h eventHead
-	if err := Unmarshal(data, &h); err != nil {
-		return nil, fmt.Errorf("%w: event: %v", ErrBadRecord, err)
-	}
-	if h.V < 1 || h.Type == "" || h.JobID == "" {
-		return nil, fmt.Errorf("%w: event without version, type or job id", ErrBadRecord)
-	}
-	if h.V > domain.EnvelopeVersion {
-		return nil, fmt.Errorf("%w: event envelope version %d is newer than this build (%d)", ErrBadRecord, h.V, domain.EnvelopeVersion)
-	}
-	return &domain.Event{V: h.V, Type: h.Type, JobID: h.JobID, Time: h.Time, From: h.From, To: h.To}, nil
 }

@@ -17,10 +17,22 @@ var errTruncated = errors.New("truncated")
 // for the length a header declares before it reads the elements, so
 // without this check a 6-byte message can ask for gigabytes.
 func CheckMsgpack(b []byte) error {
-	// pending[i] is how many values are still to come at depth i.
-	pending := make([]uint64, 1, 8)
-	pending[0] = 1
-	i := 0
+	i, err := skipValue(b, 0)
+	if err != nil {
+		return err
+	}
+	if i != len(b) {
+		return fmt.Errorf("msgpack: %d trailing bytes", len(b)-i)
+	}
+	return nil
+}
+
+// skipValue walks the msgpack value at b[i:] with CheckMsgpack's checks and
+// returns where it ends.
+func skipValue(b []byte, i int) (int, error) {
+	// pending[k] is how many values are still to come at depth k.
+	var stack [8]uint64
+	pending := append(stack[:0], 1)
 	for len(pending) > 0 {
 		if pending[len(pending)-1] == 0 {
 			pending = pending[:len(pending)-1]
@@ -28,7 +40,7 @@ func CheckMsgpack(b []byte) error {
 		}
 		pending[len(pending)-1]--
 		if i >= len(b) {
-			return fmt.Errorf("msgpack: %w", errTruncated)
+			return 0, fmt.Errorf("msgpack: %w", errTruncated)
 		}
 		c := b[i]
 		i++
@@ -43,7 +55,7 @@ func CheckMsgpack(b []byte) error {
 		case c >= 0xa0 && c <= 0xbf:
 			skip = uint64(c & 0x1f)
 		case c == 0xc1:
-			return fmt.Errorf("msgpack: invalid byte 0xc1 at %d", i-1)
+			return 0, fmt.Errorf("msgpack: invalid byte 0xc1 at %d", i-1)
 		case c == 0xc4, c == 0xd9:
 			hdr = 1
 		case c == 0xc5, c == 0xda:
@@ -70,7 +82,7 @@ func CheckMsgpack(b []byte) error {
 		}
 		if hdr > 0 {
 			if len(b)-i < hdr {
-				return fmt.Errorf("msgpack: %w length at %d", errTruncated, i)
+				return 0, fmt.Errorf("msgpack: %w length at %d", errTruncated, i)
 			}
 			var l uint64
 			switch hdr {
@@ -93,18 +105,15 @@ func CheckMsgpack(b []byte) error {
 		}
 		rest := uint64(len(b) - i)
 		if skip > rest || n > rest { // every element takes at least one byte
-			return fmt.Errorf("msgpack: value at %d declares more than the %d bytes left", i, rest)
+			return 0, fmt.Errorf("msgpack: value at %d declares more than the %d bytes left", i, rest)
 		}
 		i += int(skip)
 		if n > 0 {
 			if len(pending) >= MaxMsgpackDepth {
-				return fmt.Errorf("msgpack: nested deeper than %d", MaxMsgpackDepth)
+				return 0, fmt.Errorf("msgpack: nested deeper than %d", MaxMsgpackDepth)
 			}
 			pending = append(pending, n)
 		}
 	}
-	if i != len(b) {
-		return fmt.Errorf("msgpack: %d trailing bytes", len(b)-i)
-	}
-	return nil
+	return i, nil
 }

@@ -168,9 +168,11 @@ type statsSession struct {
 	buckets []jetstream.KeyValue
 	fold    *projections.StatsFold
 	slots   map[slotRef]*slotState
-	last    uint64    // the last event folded
-	lastAt  time.Time // its time
-	wrote   time.Time // of the checkpoint
+	cur     map[*projections.StatsFoldSeries]*[len(projections.StatsResolutions)]curSlot // each series' last slots (in slots)
+	ev      domain.Event                                                                 // the event being folded (reused)
+	last    uint64                                                                       // the last event folded
+	lastAt  time.Time                                                                    // its time
+	wrote   time.Time                                                                    // of the checkpoint
 }
 
 func (k *StatsKeeper) session(ctx context.Context) error {
@@ -179,7 +181,7 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 	if err := topo.EnsureStats(ctx, js, StatsKeeps()); err != nil {
 		return err
 	}
-	s := &statsSession{k: k, fold: projections.NewStatsFold(), slots: map[slotRef]*slotState{}}
+	s := &statsSession{k: k, fold: projections.NewStatsFold(), slots: map[slotRef]*slotState{}, cur: map[*projections.StatsFoldSeries]*[len(projections.StatsResolutions)]curSlot{}}
 	s.fold.MaxDims, s.fold.MaxWaiting = k.cfg.MaxDims, k.cfg.MaxWaiting
 	for _, r := range projections.StatsResolutions {
 		kv, err := js.KeyValue(ctx, streams.StatsBucket(r.Name))
@@ -282,35 +284,65 @@ func (s *statsSession) foldMsg(ctx context.Context, subject string, data []byte,
 	if seq <= s.last {
 		return nil
 	}
-	parts := strings.SplitN(subject, ".", 6) // jetflow.ev.<ns>.<queue>.<type>.<id>
-	ev, err := streams.DecodeEventHead(data) // the move only: no spec, payload or result
-	if len(parts) != 6 || err != nil {
+	// jetflow.ev.<ns>.<queue>.<type>.<id>
+	rest, ok := strings.CutPrefix(subject, streams.EventsPrefix+".")
+	nsTok, rest, ok1 := strings.Cut(rest, ".")
+	q, _, ok2 := strings.Cut(rest, ".")
+	ev := &s.ev
+	if !ok || !ok1 || !ok2 || streams.DecodeEventHead(data, ev) != nil { // the move only: no spec, payload or result
 		s.last = seq
 		return nil
 	}
-	ns, _ := streams.ParseToken(parts[2])
-	effect, dims := s.fold.Fold(ev, ns, parts[3])
+	ns, _ := streams.ParseToken(nsTok)
+	effect, series := s.fold.Fold(ev, ns, q)
 	now := time.Now()
+	var starts [len(projections.StatsResolutions)]int64
 	for ri, r := range projections.StatsResolutions {
 		start := ev.Time.Truncate(r.Step)
+		starts[ri] = start.Unix()
 		if now.Sub(start) > r.Keep {
-			continue // older than the resolution keeps: never read
+			starts[ri] = -1 // older than the resolution keeps: never read
 		}
-		for _, d := range dims {
-			st, err := s.slot(ctx, slotRef{res: ri, dim: d, start: start.Unix()})
-			if err != nil {
-				return err
+	}
+	for _, sr := range series {
+		if sr == nil {
+			continue
+		}
+		depth, oldest := sr.Gauges()
+		cur := s.cur[sr]
+		if cur == nil {
+			cur = &[len(projections.StatsResolutions)]curSlot{}
+			s.cur[sr] = cur
+		}
+		for ri, start := range starts {
+			if start < 0 {
+				continue
 			}
+			c := &cur[ri]
+			if c.st == nil || c.start != start {
+				st, err := s.slot(ctx, slotRef{res: ri, dim: sr.Dim, start: start})
+				if err != nil {
+					return err
+				}
+				c.start, c.st = start, st
+			}
+			st := c.st
 			if seq > st.slot.UpTo {
 				st.slot.Add(effect)
 				st.slot.UpTo = seq
 			}
-			st.slot.Depth, st.slot.OldestSince = s.fold.Gauges(d)
+			st.slot.Depth, st.slot.OldestSince = depth, oldest
 			st.dirty = true
 		}
 	}
 	s.last, s.lastAt = seq, ev.Time
 	return nil
+}
+
+// curSlot is the slot a series' last event fell in, at one resolution.
+type curSlot struct {
+	start int64
+	st    *slotState
 }
 
 // slot is a slot as its bucket has it (read once, then kept in memory).
@@ -389,6 +421,7 @@ func (s *statsSession) flush(ctx context.Context, caughtUp bool) error {
 		r := projections.StatsResolutions[ref.res]
 		if now.Sub(time.Unix(ref.start, 0)) > 2*r.Step+time.Minute {
 			delete(s.slots, ref)
+			clear(s.cur) // it may point at a slot forgotten: looked up again
 		}
 	}
 	if s.last == s.k.folded.Load() && !s.wrote.IsZero() && now.Sub(s.wrote) < statsHeartbeatCursor {
