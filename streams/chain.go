@@ -27,10 +27,20 @@ const HashSize = sha256.Size
 // ChainHash is an event's hash: sha256(prev || data), data the event's
 // bytes as stored.
 func ChainHash(prev, data []byte) []byte {
-	h := sha256.New()
-	h.Write(prev)
-	h.Write(data)
-	return h.Sum(make([]byte, 0, HashSize))
+	var sum [HashSize]byte
+	if n := len(prev) + len(data); n <= 1024 {
+		var buf [1024]byte // most events: no hasher to allocate
+		copy(buf[copy(buf[:], prev):], data)
+		sum = sha256.Sum256(buf[:n])
+	} else {
+		h := sha256.New()
+		h.Write(prev)
+		h.Write(data)
+		h.Sum(sum[:0])
+	}
+	out := make([]byte, HashSize)
+	copy(out, sum[:])
+	return out
 }
 
 // EventMsg encodes ev (whose Prev is set) into the message that appends
