@@ -370,7 +370,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 	subjects := make([]string, len(ws))
 	for i, w := range ws {
 		subjects[i] = a.subject(w.Ref, w.Cur.Rec)
-		stamp(ctx, w.Ev)
+		a.s.stamp(ctx, w.Ev)
 		w.Ev.Prev = nil
 		if w.Cur.Rec != nil && a.k.Head != nil {
 			w.Ev.Prev = a.k.Head(w.Cur.Rec)
