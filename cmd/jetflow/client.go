@@ -289,21 +289,16 @@ func cmdWait(c *cli, args []string) int {
 	})
 }
 
-// listFlags maps the fields of a list filter to the flags that set them.
-var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
-	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
-	"finished_after": "since"}
-
-func cmdList(c *cli, args []string) int {
-	fs := c.clientFlags()
-	var f jetflow.ListFilter
+// filterFlags adds the flags of a list's filter (ls, bulk) to c's flags,
+// setting f; the function returned, after parsing, completes f and checks
+// the flags (false: a usage error was printed).
+func (c *cli) filterFlags(f *jetflow.ListFilter) func() bool {
+	fs := c.fs
 	var state string
 	fs.StringVar(&state, "state", "", "only jobs in this state")
 	fs.StringVar(&f.Queue, "queue", "", "only jobs of this queue")
 	fs.StringVar(&f.Type, "type", "", "only jobs of this type")
 	fs.StringVar(&f.Parent, "parent", "", "only children of this job")
-	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
-	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
 	var payload stringList
 	var since time.Duration
 	fs.StringVar(&f.IDPrefix, "id", "", "only jobs whose id begins with this")
@@ -313,24 +308,43 @@ func cmdList(c *cli, args []string) int {
 	fs.Var(&payload, "payload", "only jobs with this payload field: `path=value` (customer=42, customer.id=42); repeatable")
 	durationVar(fs, &since, "since", 0, "only jobs that finished in this last span (1h, 30m)")
 	ns := c.namespaceFlag("only jobs of this namespace")
-	if _, ok := c.parse(args, 0, 0); !ok || !c.checkNamespace(*ns) {
+	return func() bool {
+		if !c.checkNamespace(*ns) {
+			return false
+		}
+		f.Payload = payload
+		if since > 0 {
+			f.FinishedAfter = time.Now().Add(-since)
+		}
+		f.Namespace = *ns
+		f.State = jetflow.State(state)
+		// An empty filter matches every job: given on purpose it would
+		// select everything instead of what was asked for.
+		empty := "must not be empty (leave it out for every job)"
+		return c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
+			when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
+			when("since", since <= 0, "must be more than 0"),
+			when("id", f.IDPrefix == "", empty), when("tag", f.Tag == "", empty),
+			when("error-code", f.ErrorCode == "", empty), when("error", f.Error == "", empty))
+	}
+}
+
+// listFlags maps the fields of a list filter to the flags that set them.
+var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
+	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
+	"finished_after": "since"}
+
+func cmdList(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var f jetflow.ListFilter
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
+	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
+	filter := c.filterFlags(&f)
+	if _, ok := c.parse(args, 0, 0); !ok || !filter() {
 		return exitUsage
 	}
-	f.Payload = payload
-	if since > 0 {
-		f.FinishedAfter = time.Now().Add(-since)
-	}
-	f.Namespace = *ns
-	f.State = jetflow.State(state)
-	// An empty filter matches every job: given on purpose it would list
-	// everything instead of what was asked for.
-	empty := "must not be empty (leave it out for every job)"
-	if !c.checkFlags(when("state", state == "", empty), when("queue", f.Queue == "", empty),
-		when("type", f.Type == "", empty), when("parent", f.Parent == "", empty),
-		when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
-		when("limit", f.Limit < 0, "must be 0 (all) or more"), when("since", since <= 0, "must be more than 0"),
-		when("id", f.IDPrefix == "", empty), when("tag", f.Tag == "", empty),
-		when("error-code", f.ErrorCode == "", empty), when("error", f.Error == "", empty)) {
+	if !c.checkFlags(when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
+		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
 		return exitUsage
 	}
 	if err := f.Validate(); err != nil {

@@ -104,6 +104,16 @@ cancel", exit 1 (--json: the job and "cancelled": false).`,
 	{name: "retry", group: "Jobs", summary: "run a finished job again (a new job with retry_of)",
 		usage:    "retry ID [--key K] [--wait] [flags]",
 		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1"}},
+	{name: "bulk", group: "Jobs", summary: "retry or cancel every job a filter selects",
+		usage: "bulk retry|cancel [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
+		details: `Selects the jobs as ls does (every page, at most 100000: narrow the filter for more),
+says how many and asks for confirmation on a terminal (--yes without one), then changes
+them 8 at once with a progress line: each a job's ordinary cancel or retry (a new job with
+retry_of), an event naming the caller. Skipped: a cancel of a finished job, a retry of a
+job not finished or retried already. Exit 1 if a change failed. --json prints
+{"action", "matched", "changed", "skipped", "failed", "errors"}. Purge by age: jetflow purge.`,
+		examples: []string{"bulk retry --state failed --error-code TIMEOUT --since 1h --dry-run", "bulk retry --state failed --queue emails --yes",
+			`bulk cancel --state queued --type report.build --reason "bad deploy" --yes`}},
 	{name: "download", group: "Jobs", summary: "download a job's result archive (a zip)",
 		usage:    "download ID [-o FILE] [--wait] [flags]",
 		examples: []string{"download 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o out.zip --wait", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o - | unzip -l /dev/stdin"}},

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/jetflow/jetflow"
+)
+
+// Bulk actions from the command line: retry or cancel every job a list's
+// filter selects, as POST /api/v1/jobs/bulk does over HTTP. Each job's
+// change is the ordinary one (its cancel; its retry, a new job with
+// retry_of), an event naming the caller.
+const (
+	maxBulkJobs    = 100_000 // jobs one bulk action may select (the HTTP API's bound)
+	bulkWorkers    = 8       // jobs changed at once
+	bulkPage       = 1000    // jobs listed per request
+	maxBulkErrors  = 10      // errors the summary lists
+	bulkReasonDflt = "bulk action"
+)
+
+// bulkResult is what a bulk action did.
+type bulkResult struct {
+	Action  string   `json:"action"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Matched int      `json:"matched"` // jobs the filter selected
+	Changed int      `json:"changed"` // cancelled or retried
+	Skipped int      `json:"skipped"` // not applicable: a cancel of a finished job, a retry of one not finished or retried already
+	Failed  int      `json:"failed"`  // refused for another reason (Errors)
+	Errors  []string `json:"errors,omitempty"`
+}
+
+func cmdBulk(c *cli, args []string) int {
+	fs := c.clientFlags()
+	var f jetflow.ListFilter
+	filter := c.filterFlags(&f)
+	dry := fs.Bool("dry-run", false, "say how many jobs the filter selects; change nothing")
+	yes := fs.Bool("yes", false, "do not ask for confirmation (needed without a terminal)")
+	reason := fs.String("reason", "", "why (recorded in each cancel's event)")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok || !filter() {
+		return exitUsage
+	}
+	action := pos[0]
+	if action != "retry" && action != "cancel" {
+		c.reportAs(problemUsage("action"), "%q: want retry or cancel (purge by age: jetflow purge --older-than)", action)
+		return exitUsage
+	}
+	if !c.checkFlags(when("reason", len(*reason) > jetflow.MaxReasonBytes,
+		fmt.Sprintf("%d bytes: at most %d", len(*reason), jetflow.MaxReasonBytes)),
+		when("reason", *reason != "" && action == "retry", "only a cancel has a reason")) {
+		return exitUsage
+	}
+	if err := f.Validate(); err != nil {
+		if c.flagInput(err, listFlags) {
+			return exitUsage
+		}
+		return c.fail(err)
+	}
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		jobs, err := selectAll(ctx, cl, f)
+		if errors.Is(err, errTooMany) {
+			c.reportAs(problemUsage(""), "the filter selects more than %d jobs: narrow it (by queue, type, --since) and run it again for the rest", maxBulkJobs)
+			return exitUsage
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		res := &bulkResult{Action: action, DryRun: *dry, Matched: len(jobs)}
+		if *dry || len(jobs) == 0 {
+			return c.printBulk(res)
+		}
+		if !*yes {
+			if !isTerminal(os.Stdin) || !isTerminal(c.errw) {
+				c.reportAs(problemUsage("yes"), "%s %d jobs: --yes is needed without a terminal to confirm on", action, len(jobs))
+				return exitUsage
+			}
+			fmt.Fprintf(c.errw, "%s %d jobs? [y/N] ", action, len(jobs))
+			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				fmt.Fprintln(c.errw, "nothing changed")
+				return exitFailed
+			}
+		}
+		var retried map[string]bool
+		if action == "retry" {
+			// Retrying everything failed twice must not run each twice: a
+			// job some job is a retry of is skipped.
+			all, err := selectAll(ctx, cl, jetflow.ListFilter{Namespace: f.Namespace})
+			if err != nil && !errors.Is(err, errTooMany) {
+				return c.fail(err)
+			}
+			retried = map[string]bool{}
+			for _, j := range all {
+				if j.RetryOf != "" {
+					retried[j.RetryOf] = true
+				}
+			}
+		}
+		c.runBulk(ctx, cl, res, jobs, retried, *reason)
+		if code := c.printBulk(res); code != exitOK || res.Failed > 0 {
+			return exitFailed
+		}
+		return exitOK
+	})
+}
+
+var errTooMany = errors.New("too many jobs")
+
+// selectAll lists every job f selects, page by page, at most maxBulkJobs
+// (more: errTooMany, with the first maxBulkJobs).
+func selectAll(ctx context.Context, cl *jetflow.Client, f jetflow.ListFilter) ([]*jetflow.JobInfo, error) {
+	var out []*jetflow.JobInfo
+	f.Limit, f.Before = bulkPage, ""
+	for {
+		page, err := cl.List(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(out) > maxBulkJobs {
+			return out[:maxBulkJobs], errTooMany
+		}
+		if len(page) < bulkPage {
+			return out, nil
+		}
+		f.Before = page[len(page)-1].Cursor()
+	}
+}
+
+// runBulk changes each job, bulkWorkers at once; on a terminal a line
+// shows the progress.
+func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, jobs []*jetflow.JobInfo, retried map[string]bool, reason string) {
+	if reason == "" {
+		reason = bulkReasonDflt
+	}
+	progress := isTerminal(c.errw) && !c.json
+	work := make(chan *jetflow.JobInfo)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	done := 0
+	for range bulkWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				changed, skipped, err := bulkOne(ctx, cl, res.Action, j, reason, retried)
+				mu.Lock()
+				done++
+				switch {
+				case changed:
+					res.Changed++
+				case skipped:
+					res.Skipped++
+				default:
+					res.Failed++
+					if len(res.Errors) < maxBulkErrors {
+						res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", j.ID, err))
+					}
+				}
+				if progress {
+					fmt.Fprintf(c.errw, "\r%d/%d: %d changed, %d skipped, %d failed", done, res.Matched, res.Changed, res.Skipped, res.Failed)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	if progress {
+		fmt.Fprintln(c.errw)
+	}
+}
+
+// bulkOne changes one job: changed, or skipped (the action does not apply
+// to it as it is), or an error.
+func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.JobInfo, reason string, retried map[string]bool) (changed, skipped bool, err error) {
+	switch action {
+	case "cancel":
+		if j.State.Terminal() {
+			return false, true, nil
+		}
+		got, err := cl.Cancel(ctx, j.ID, reason)
+		switch {
+		case errors.Is(err, jetflow.ErrNotFound):
+			return false, true, nil // purged meanwhile
+		case err != nil:
+			return false, false, err
+		}
+		return got.State == jetflow.Cancelled, got.State != jetflow.Cancelled, nil // ended first: skipped
+	default: // retry
+		if retried[j.ID] || !j.State.Terminal() {
+			return false, true, nil
+		}
+		_, err := cl.Retry(ctx, j.ID, "")
+		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) {
+			return false, true, nil
+		}
+		return err == nil, false, err
+	}
+}
+
+func (c *cli) printBulk(res *bulkResult) int {
+	if c.json {
+		c.printJSON(res)
+		return exitOK
+	}
+	if res.DryRun {
+		fmt.Fprintf(c.out, "%d jobs selected (dry run: nothing changed)\n", res.Matched)
+		return exitOK
+	}
+	fmt.Fprintf(c.out, "%s: %d selected, %d changed, %d skipped, %d failed\n", res.Action, res.Matched, res.Changed, res.Skipped, res.Failed)
+	for _, e := range res.Errors {
+		fmt.Fprintf(c.errw, "  %s\n", e)
+	}
+	return exitOK
+}
