@@ -37,6 +37,11 @@ type ClientOptions struct {
 	// applied by JetStream). Zero leaves the log's as it is (forever for a
 	// new one); serve sets it (--events-retention).
 	EventsRetention time.Duration
+	// Sync is the fsync mode of the server this process started ("always"
+	// or "interval"; serve --sync), recorded on the event log so that every
+	// other process writes to suit it (under "always" the log's appends are
+	// group-committed). "": the mode recorded there.
+	Sync string
 	// Name identifies this process in the events it writes (the actor).
 	// Default: the NATS user it connects as, if any, and its host and
 	// process ("nats:<user>@<host>-<pid>"), else "<host>-<pid>".
@@ -86,7 +91,10 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 			name = "nats:" + u + "@" + name
 		}
 	}
-	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention}, name)
+	if o.Sync != "" && o.Sync != streams.SyncAlways && o.Sync != streams.SyncInterval {
+		return nil, fmt.Errorf("sync mode %q: want %q, %q or none", o.Sync, streams.SyncAlways, streams.SyncInterval)
+	}
+	st, err := engine.OpenStore(ctx, nc, streams.Topology{Replicas: o.Replicas, EventsMaxAge: o.EventsRetention, Sync: o.Sync}, name)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +359,46 @@ func (c *Client) Events(ctx context.Context, id string) ([]*EventInfo, error) {
 // error, or ctx is done.
 func (c *Client) Follow(ctx context.Context, id string, fn func(*EventInfo) error) error {
 	return publicErr(c.b.history(ctx, id, true, func(e *projections.EventView) error { return fn(eventInfo(e)) }))
+}
+
+// TailFilter selects the events a Tail follows: of the jobs of a
+// namespace, a queue and a type ("": any), from Since (zero: from now).
+type TailFilter struct {
+	Namespace, Queue, Type string
+	Since                  time.Time
+}
+
+// tailWait is how long one poll of a Tail waits for an event.
+const tailWait = 5 * time.Second
+
+// Tail calls fn with every job event f selects as it is appended to the
+// log (each with its job's namespace, queue and type), from f.Since or
+// from now, until fn returns an error (returned) or ctx is done (its
+// error). A token client follows its namespace's jobs only.
+func (c *Client) Tail(ctx context.Context, f TailFilter, fn func(*EventInfo) error) error {
+	ef := engine.Filter{Namespace: f.Namespace, Queue: f.Queue, Type: f.Type}
+	if err := ef.Validate(); err != nil {
+		return publicErr(err)
+	}
+	var after uint64
+	for {
+		evs, next, err := c.b.tail(ctx, f, after, tailWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return publicErr(err)
+		}
+		for _, e := range evs {
+			if err := fn(eventInfo(e)); err != nil {
+				return err
+			}
+		}
+		after = max(after, next)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // Queues lists the queues, by name, with their depth.

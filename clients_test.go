@@ -20,6 +20,7 @@ import (
 	"github.com/jetflow/jetflow/gateway"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // bothEnv is an engine with access control (serve --auth), an SDK worker,
@@ -31,13 +32,14 @@ type bothEnv struct {
 	d, k  *jetflow.Client
 	admin string // the admin token
 	ts    *httptest.Server
+	srv   *server.Server
 }
 
 func newBothEnv(t *testing.T) *bothEnv {
 	t.Helper()
 	srv := testkit.Server(t)
 	ctx := testkit.Ctx(t)
-	e := &bothEnv{t: t, ctx: ctx}
+	e := &bothEnv{t: t, ctx: ctx, srv: srv}
 	eng := jetflow.NewEngine(testkit.Client(t, testkit.Conn(t, srv), "engine"), jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
 	g, err := gateway.New(gateway.Config{Client: testkit.Client(t, testkit.Conn(t, srv), "gateway"), Auth: true, Lease: 30 * time.Second, Log: testkit.Logger(t)})
 	if err != nil {

@@ -33,6 +33,7 @@ type backend interface {
 	wait(ctx context.Context, id string) (*projections.JobView, error)
 	list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error)
 	history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error
+	tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error)
 	queues(ctx context.Context) ([]*engine.QueueInfo, error)
 	pauseQueue(ctx context.Context, queue string, paused bool) error
 	changeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (domain.QueueLimits, error)
@@ -51,6 +52,7 @@ type backend interface {
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
 	workflows
+	historyBackend
 }
 
 // views renders what the store listed, or passes its error on.
@@ -176,6 +178,18 @@ func (d direct) history(ctx context.Context, id string, follow bool, fn func(*pr
 	return d.store.History(ctx, id, 0, follow, func(e *domain.Event) error { return fn(projections.ViewEvent(e)) })
 }
 
+func (d direct) tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error) {
+	evs, next, err := d.store.Tail(ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type), after, f.Since, 0, wait)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]*projections.EventView, len(evs))
+	for i, e := range evs {
+		out[i] = projections.ViewTailEvent(e.Event, e.Namespace, e.Queue, e.Type)
+	}
+	return out, next, nil
+}
+
 func (d direct) queues(ctx context.Context) ([]*engine.QueueInfo, error) {
 	return d.store.QueueInfos(ctx)
 }
@@ -203,15 +217,7 @@ func (d direct) verify(ctx context.Context, settle time.Duration) (*projections.
 }
 
 func (d direct) replay(ctx context.Context) (map[domain.State]int, uint64, error) {
-	jobs, last, err := engine.Rebuild(ctx, d.store.JS, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	counts := map[domain.State]int{}
-	for _, j := range jobs {
-		counts[j.State]++
-	}
-	return counts, last, nil
+	return engine.CountScope(ctx, d.store.JS, engine.LogScope{})
 }
 
 func (d direct) registerType(ctx context.Context, def commands.TypeDef) (*projections.TypeView, bool, error) {

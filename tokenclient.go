@@ -183,6 +183,23 @@ func (c command) wait(ctx context.Context, id string) (*projections.JobView, err
 	}
 }
 
+// tail asks the tail command for the events after after (or since
+// f.Since), waiting up to wait for the first.
+func (c command) tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error) {
+	req := map[string]any{"namespace": f.Namespace, "queue": f.Queue, "type": f.Type, "after": after, "wait": wait.String()}
+	if after == 0 && !f.Since.IsZero() {
+		req["since"] = f.Since
+	}
+	var out struct {
+		Events []*projections.EventView `json:"events"`
+		Next   uint64                   `json:"next"`
+	}
+	if err := c.call(ctx, "tail", req, &out, wait+10*time.Second); err != nil {
+		return nil, 0, err
+	}
+	return out.Events, out.Next, nil
+}
+
 // commandWait is how long one wait command of a token client waits.
 const commandWait = 25 * time.Second
 

@@ -168,6 +168,11 @@ type EventInfo struct {
 	RunAt    *time.Time      `json:"run_at,omitempty"`
 	Progress *ProgressReport `json:"progress,omitempty"`
 	Counts   *PieceCounts    `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	// The job's namespace, queue and type: set in a Tail of many jobs'
+	// events.
+	Namespace string `json:"namespace,omitempty"`
+	Queue     string `json:"queue,omitempty"`
+	JobType   string `json:"job_type,omitempty"`
 }
 
 // ProgressReport is the progress a job.progress event reports.
@@ -581,7 +586,7 @@ func viewOf(j *domain.Job) *JobInfo { return jobInfo(projections.View(j)) }
 func eventInfo(v *projections.EventView) *EventInfo {
 	e := &EventInfo{Seq: v.Seq, Type: v.Type, Name: v.Name, JobID: v.JobID, Time: v.Time, Attempt: v.Attempt,
 		Actor: v.Actor, Token: v.Token, Level: v.Level, Message: v.Message, Fields: v.Fields, From: State(v.From), To: State(v.To),
-		Error: jobError(v.Error), Result: v.Result, RunAt: v.RunAt}
+		Error: jobError(v.Error), Result: v.Result, RunAt: v.RunAt, Namespace: v.Namespace, Queue: v.Queue, JobType: v.JobType}
 	if p := v.Progress; p != nil {
 		e.Progress = &ProgressReport{Current: p.Current, Total: p.Total, Message: p.Message}
 	}

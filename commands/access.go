@@ -38,6 +38,7 @@ var verbActionsMore = map[string]Action{
 	"file.input":    ActWork,         // GET /jobs/{id}/inputs/{name...}
 	"file.result":   ActWork,         // PUT /jobs/{id}/result
 	"file.download": ActRead,         // GET /jobs/{id}/download
+	"tail":          ActRead,         // jetflow tail: the events of a namespace as they are appended
 }
 
 func init() {

@@ -48,7 +48,7 @@ func (p *Principal) Can(act Action) error {
 // (jetflow.cmd.<verb>), for a token's role.
 var verbActions = map[string]Action{"submit": ActSubmit, "get": ActRead,
 	"cancel": ActCancel, "list": ActRead, "events": ActRead,
-	"wait": ActRead, "history": ActRead,
+	"wait": ActRead, "history": ActRead, "list_at": ActRead,
 	"submit_workflow": ActSubmit, "get_workflow": ActRead, "retry_workflow": ActRetry,
 	"schedule.create": ActSchedule, "schedule.update": ActSchedule, "schedule.pause": ActSchedule,
 	"schedule.resume": ActSchedule, "schedule.delete": ActSchedule, "schedule.list": ActRead, "schedule.get": ActRead}

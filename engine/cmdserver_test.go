@@ -25,8 +25,8 @@ import (
 var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
 	"submit_workflow", "get_workflow", "retry_workflow",
 	"schedule.create", "schedule.list", "schedule.get", "schedule.update", "schedule.pause", "schedule.resume", "schedule.delete",
-	"children", "file.download", "file.input", "file.put", "file.result", "file.submit", "namespace.set", "purge",
-	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "retry", "token.create", "token.revoke",
+	"children", "file.download", "file.input", "file.put", "file.result", "file.submit", "list_at", "namespace.set", "purge",
+	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "retry", "tail", "token.create", "token.revoke",
 	"tokens", "type.get", "type.register", "types", "verify", "workers"}
 
 // commandServer starts a command server on its own connection.

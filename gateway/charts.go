@@ -102,9 +102,9 @@ func (g *Gateway) chartsPage(w http.ResponseWriter, r *http.Request, queue strin
 	if err != nil {
 		p.Error = problemOf(err).Detail
 	}
-	title := "Overview"
+	title, nav := "Overview", "overview"
 	if queue != "" {
-		title = "Queue " + queue
+		title, nav = "Queue "+queue, "queues"
 	}
-	g.render(w, r, status, "overview", title, p)
+	g.renderIn(w, r, status, "overview", nav, title, p)
 }

@@ -212,6 +212,12 @@ var assetVersion = func() string {
 }()
 
 func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	g.renderIn(w, r, status, name, name, title, data)
+}
+
+// renderIn is render with the navigation's entry nav marked (a queue's
+// page, drawn by the overview's template, is under Queues).
+func (g *Gateway) renderIn(w http.ResponseWriter, r *http.Request, status int, name, nav, title string, data any) {
 	var b bytes.Buffer
 	ns, _ := pageNamespace(r)
 	names := []string{ns}
@@ -225,7 +231,7 @@ func (g *Gateway) render(w http.ResponseWriter, r *http.Request, status int, nam
 	case p == nil || p.Namespace == commands.AllNamespaces:
 		names = g.namespaceNames(r.Context(), ns)
 	}
-	d := pageData{Title: title, Nav: name, Version: assetVersion, Namespace: ns, Namespaces: names, Data: data,
+	d := pageData{Title: title, Nav: nav, Version: assetVersion, Namespace: ns, Namespaces: names, Data: data,
 		Auth: principal(r) != nil, Anonymous: anonymous}
 	if err := templates[name].ExecuteTemplate(&b, "layout.html", d); err != nil {
 		g.log.Error("render", "page", name, "err", err)

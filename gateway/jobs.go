@@ -115,6 +115,10 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	if r.URL.Query().Has("at") {
+		g.getJobAt(w, r, id)
+		return
+	}
 	ctx := r.Context()
 	snap, err := g.store.Read(ctx, id)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,20 @@ func TestUnservedTypeIsSaid(t *testing.T) {
 	if ecko := row("demo.ecko"); !strings.Contains(ecko, `<td class="num live-workers" title="">0</td>`) ||
 		!strings.Contains(ecko, `<td class="num queued">1</td>`) {
 		t.Fatalf("demo.ecko row: %s", ecko)
+	}
+}
+
+// TestQueuePageIsUnderQueues: a queue's page (drawn by the overview's
+// template) marks Queues in the navigation, not Overview; the overview
+// marks Overview.
+func TestQueuePageIsUnderQueues(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	for path, want := range map[string]string{"/queues/default": "Queues", "/overview": "Overview"} {
+		body := string(e.as("admin", "GET", path, nil).want(t, http.StatusOK).body)
+		marked := regexp.MustCompile(`class="active">([A-Za-z]+)</a>`).FindAllStringSubmatch(body, -1)
+		if len(marked) != 1 || marked[0][1] != want {
+			t.Fatalf("%s marks %v in the navigation, want %s only", path, marked, want)
+		}
 	}
 }

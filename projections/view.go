@@ -205,6 +205,10 @@ type EventView struct {
 	RunAt    *time.Time       `json:"run_at,omitempty"`
 	Progress *domain.Progress `json:"progress,omitempty"`
 	Counts   *CountsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	// The job's namespace, queue and type: in a tail of many jobs' events.
+	Namespace string `json:"namespace,omitempty"`
+	Queue     string `json:"queue,omitempty"`
+	JobType   string `json:"job_type,omitempty"`
 }
 
 // CountsView is how a fan-out's pieces ended so far.
@@ -216,6 +220,14 @@ type CountsView struct {
 }
 
 // ViewEvent renders an event.
+// ViewTailEvent is ViewEvent with the job's namespace, queue and type, for
+// a tail of many jobs' events.
+func ViewTailEvent(e *domain.Event, ns, queue, jobType string) *EventView {
+	v := ViewEvent(e)
+	v.Namespace, v.Queue, v.JobType = ns, queue, jobType
+	return v
+}
+
 func ViewEvent(e *domain.Event) *EventView {
 	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
 		Actor: e.Actor, Token: e.By, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,

@@ -36,12 +36,16 @@ func IsConflict(err error) bool {
 // instead of one round trip each.
 type Writer struct {
 	JS jetstream.JetStream
+	// Group, if set, is the group commit the appends to the event log go
+	// through (sync always: one fsync for many appends).
+	Group *GroupCommit
 }
 
 // Future is a publish in flight.
 type Future struct {
-	paf jetstream.PubAckFuture
-	err error
+	paf   jetstream.PubAckFuture
+	group <-chan groupResult
+	err   error
 }
 
 // FailedFuture is a Future that failed before anything was sent.
@@ -51,6 +55,9 @@ func FailedFuture(err error) Future { return Future{err: err} }
 func (f Future) Wait(ctx context.Context) (uint64, error) {
 	if f.err != nil {
 		return 0, f.err
+	}
+	if f.group != nil {
+		return waitGroup(ctx, f.group)
 	}
 	select {
 	case ack := <-f.paf.Ok():
@@ -94,6 +101,25 @@ func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) 
 	if err != nil {
 		return Future{err: err}
 	}
+	return w.AppendMsgAsync(m, expectSeq, "")
+}
+
+// AppendDataAsync appends an encoded event to subject on the condition
+// that the last sequence on expectOn (subject itself if empty) is
+// expectSeq (0: none yet), through the group commit if the Writer has one.
+func (w Writer) AppendDataAsync(subject string, data []byte, expectSeq uint64, expectOn string) Future {
+	return w.AppendMsgAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, expectSeq, expectOn)
+}
+
+// AppendMsgAsync is AppendDataAsync of a message with its headers (the
+// chain hash: EventMsg).
+func (w Writer) AppendMsgAsync(m *nats.Msg, expectSeq uint64, expectOn string) Future {
+	if w.Group != nil {
+		return w.Group.append(withExpect(m, expectSeq, expectOn))
+	}
+	if expectOn != "" {
+		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(expectSeq, expectOn))
+	}
 	return w.PublishAsync(m, jetstream.WithExpectLastSequencePerSubject(expectSeq))
 }
 
@@ -108,9 +134,9 @@ func (w Writer) AppendFirstAsync(ev *domain.Event, subject string, derived bool)
 		return Future{err: err}
 	}
 	if derived {
-		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(0, EventFilter(ev.JobID)))
+		return w.AppendMsgAsync(m, 0, EventFilter(ev.JobID))
 	}
-	return w.PublishAsync(m, jetstream.WithExpectLastSequencePerSubject(0))
+	return w.AppendMsgAsync(m, 0, "")
 }
 
 // PutJobAsync writes a job record on the condition that the key's current

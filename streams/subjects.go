@@ -40,6 +40,30 @@ func EventSubject(ns, queue, jobType, id string) string {
 // queue or type.
 func EventFilter(id string) string { return EventsPrefix + ".*.*.*." + id }
 
+// EventsFilter selects the events of the jobs of a namespace, a queue and
+// a type, "" meaning any.
+func EventsFilter(ns, queue, jobType string) string {
+	any := func(tok string) string {
+		if tok == "" {
+			return "*"
+		}
+		return tok
+	}
+	return EventsPrefix + "." + any(Token(ns)) + "." + any(queue) + "." + any(Token(jobType)) + ".*"
+}
+
+// EventScope is the namespace, queue and type of the job an event subject
+// (jetflow.ev.<ns>.<queue>.<type>.<id>) is of.
+func EventScope(subject string) (ns, queue, jobType string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 6 || parts[0]+"."+parts[1] != EventsPrefix {
+		return "", "", "", false
+	}
+	ns, err1 := ParseToken(parts[2])
+	jobType, err2 := ParseToken(parts[4])
+	return ns, parts[3], jobType, err1 == nil && err2 == nil
+}
+
 // PieceSubject is where the outcomes of a parent's pieces are recorded.
 func PieceSubject(parent string) string { return PiecesPrefix + "." + parent }
 

@@ -26,6 +26,10 @@ type Topology struct {
 	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the queue streams (default 2 min)
 	MaxPayload      int32         // largest record; default 4 MiB
 	WorkerExpiry    time.Duration // how long a silent worker's record stays in WorkersBucket (default DefaultWorkerExpiry)
+	// Sync is the server's fsync mode (SyncAlways, SyncInterval) as the
+	// process that started the server was told, recorded on the event
+	// log; "" takes the recorded one (ResolveSync).
+	Sync string
 }
 
 // Defaults of a Topology.
@@ -74,7 +78,17 @@ func (t Topology) EventsConfig() jetstream.StreamConfig {
 		Duplicates:  t.DuplicateWindow,
 		AllowDirect: true,
 		DenyDelete:  true,
+		// The group commit of sync always (GroupCommit).
+		AllowAtomicPublish: true,
+		Metadata:           syncMetadata(t.Sync),
 	}
+}
+
+func syncMetadata(sync string) map[string]string {
+	if sync == "" {
+		return nil
+	}
+	return map[string]string{SyncMetadata: sync}
 }
 
 // QueueConfig is the configuration of one queue's work-queue stream: run
@@ -104,9 +118,14 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	t = t.withDefaults()
 	events := t.EventsConfig()
-	if events.MaxAge == 0 {
+	if events.MaxAge == 0 || t.Sync == "" {
 		if s, err := js.Stream(ctx, EventsStream); err == nil {
-			events.MaxAge = s.CachedInfo().Config.MaxAge
+			if events.MaxAge == 0 {
+				events.MaxAge = s.CachedInfo().Config.MaxAge
+			}
+			if t.Sync == "" {
+				events.Metadata = syncMetadata(s.CachedInfo().Config.Metadata[SyncMetadata])
+			}
 		}
 	}
 	if err := EnsureStream(ctx, js, events); err != nil {
@@ -128,6 +147,9 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 		{Bucket: SchedulesBucket, Description: "jetflow schedules (cron and intervals), projected from the event log", History: 1,
 			Storage: t.storage(), Replicas: t.Replicas},
 	} {
+		if kv.Bucket == JobsBucket {
+			t.ensureJobsBucket(ctx, js, kv)
+		}
 		if err := EnsureBucket(ctx, js, kv); err != nil {
 			return err
 		}
@@ -150,7 +172,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	have := s.CachedInfo().Config
 	if slices.Equal(have.Subjects, cfg.Subjects) && have.MaxAge == cfg.MaxAge && have.Duplicates == cfg.Duplicates &&
 		have.MaxMsgSize == cfg.MaxMsgSize && have.AllowDirect == cfg.AllowDirect &&
-		have.AllowMsgSchedules == cfg.AllowMsgSchedules && have.Retention == cfg.Retention {
+		have.AllowMsgSchedules == cfg.AllowMsgSchedules && have.Retention == cfg.Retention &&
+		have.AllowAtomicPublish == cfg.AllowAtomicPublish && have.Metadata[SyncMetadata] == cfg.Metadata[SyncMetadata] {
 		return nil
 	}
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {

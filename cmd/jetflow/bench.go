@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
 )
@@ -24,21 +25,26 @@ const maxBenchRate = 1_000_000
 
 // benchResult is what `jetflow bench --json` prints.
 type benchResult struct {
-	Jobs            int     `json:"jobs"`
-	Workers         int     `json:"workers"`
-	Storage         string  `json:"storage"`
-	EnqueuePerSec   float64 `json:"enqueue_jobs_per_sec"`
-	ProcessPerSec   float64 `json:"processing_jobs_per_sec"`
-	StartP50Ms      float64 `json:"submit_to_start_p50_ms"`
-	StartP99Ms      float64 `json:"submit_to_start_p99_ms"`
-	CompleteP50Ms   float64 `json:"submit_to_complete_p50_ms"`
-	CompleteP99Ms   float64 `json:"submit_to_complete_p99_ms"`
-	LatencyRate     int     `json:"latency_rate_per_sec,omitempty"`
-	LatStartP50Ms   float64 `json:"latency_submit_to_start_p50_ms,omitempty"`
-	LatStartP99Ms   float64 `json:"latency_submit_to_start_p99_ms,omitempty"`
-	LatCompleteP50  float64 `json:"latency_submit_to_complete_p50_ms,omitempty"`
-	LatCompleteP99  float64 `json:"latency_submit_to_complete_p99_ms,omitempty"`
-	CPUCores        float64 `json:"cpu_cores"`
+	Jobs           int     `json:"jobs"`
+	Workers        int     `json:"workers"`
+	Storage        string  `json:"storage"`
+	EnqueuePerSec  float64 `json:"enqueue_jobs_per_sec"`
+	ProcessPerSec  float64 `json:"processing_jobs_per_sec"`
+	StartP50Ms     float64 `json:"submit_to_start_p50_ms"`
+	StartP99Ms     float64 `json:"submit_to_start_p99_ms"`
+	CompleteP50Ms  float64 `json:"submit_to_complete_p50_ms"`
+	CompleteP99Ms  float64 `json:"submit_to_complete_p99_ms"`
+	LatencyRate    int     `json:"latency_rate_per_sec,omitempty"`
+	LatStartP50Ms  float64 `json:"latency_submit_to_start_p50_ms,omitempty"`
+	LatStartP99Ms  float64 `json:"latency_submit_to_start_p99_ms,omitempty"`
+	LatCompleteP50 float64 `json:"latency_submit_to_complete_p50_ms,omitempty"`
+	LatCompleteP99 float64 `json:"latency_submit_to_complete_p99_ms,omitempty"`
+	CPUCores       float64 `json:"cpu_cores"`
+	// CPU of this process (server and engine) per job, enqueue+drain, and
+	// the messages stored in every stream per job (the log, the jobs
+	// bucket, the queue; acks not counted).
+	CPUMicrosPerJob float64 `json:"cpu_us_per_job"`
+	WritesPerJob    float64 `json:"writes_per_job"`
 	ProjectorRepair int64   `json:"projector_repairs"`
 	// Limits given to the bench queue (--max-running): every job was
 	// admitted from pending, and processing is the admission rate.
@@ -47,6 +53,10 @@ type benchResult struct {
 	Keys   int                 `json:"keys"` // concurrency keys of the jobs (--keys)
 	// Spans recorded with --trace (tracing on, exported to nowhere).
 	Spans int64 `json:"spans,omitempty"`
+	// With --verify: replay --verify of the store the bench made.
+	VerifyEvents int     `json:"verify_events,omitempty"`
+	VerifyPerSec float64 `json:"verify_events_per_sec,omitempty"`
+	VerifyDiffs  int     `json:"verify_diffs,omitempty"`
 }
 
 func cmdBench(c *cli, args []string) int {
@@ -84,6 +94,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.BoolVar(&limits.Priorities, "priorities", false, "give the bench queue priorities: jobs are submitted with priorities 0 to 9, in turn")
 	fs.IntVar(&limits.MaxQueued, "max-queued", 0, "the bench queue's window of admitted jobs waiting for a worker (0: none; 100 with --priorities)")
 	traced := fs.Bool("trace", false, "record OpenTelemetry spans (tracing on, exported to nowhere): what tracing costs")
+	verifyAfter := fs.Bool("verify", false, "at the end, time replay --verify of the store the bench made (events/s; docs/audit.md)")
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -121,6 +132,7 @@ func cmdBench(c *cli, args []string) int {
 		when("jobs", *workflow != "" && jobs > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be at most %d with --workflow", jetflow.MaxWorkflowSteps)),
 		when("layers", *layers < 1 || *layers > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be 1 to %d", jetflow.MaxWorkflowSteps)),
 		when("layers", *workflow != "wide", "only with --workflow wide"),
+		when("verify", *fanout || *workflow != "", "not with --fanout or --workflow"),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
 	}
@@ -178,7 +190,7 @@ func cmdBench(c *cli, args []string) int {
 			c.errorf("connect: %v", err)
 			return nil, false
 		}
-		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger()})
+		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: name, Logger: c.logger(), Sync: serverSync(url == "", syncMode)})
 		if err != nil {
 			nc.Close()
 			c.errorOf(err, "%v", err)
@@ -270,6 +282,7 @@ func cmdBench(c *cli, args []string) int {
 	// Phase 1: enqueue.
 	fmt.Fprintf(c.errw, "enqueueing %d jobs...\n", jobs)
 	cpu0, wall0 := cpuTime(), time.Now()
+	writes0 := streamWrites(ctx, subCl.Conn())
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	var enqErr atomic.Value
@@ -341,6 +354,10 @@ func cmdBench(c *cli, args []string) int {
 	startLat, doneLat = nil, nil
 	mu.Unlock()
 	res.CPUCores = (cpuTime() - cpu0).Seconds() / time.Since(wall0).Seconds()
+	res.CPUMicrosPerJob = float64((cpuTime() - cpu0).Microseconds()) / float64(jobs)
+	if writes0 >= 0 {
+		res.WritesPerJob = float64(streamWrites(ctx, subCl.Conn())-writes0) / float64(jobs)
+	}
 
 	// Phase 3: latency at a steady rate, workers idle-waiting.
 	if rate > 0 && latDur > 0 {
@@ -372,6 +389,17 @@ func cmdBench(c *cli, args []string) int {
 	}
 	res.ProjectorRepair = eng.Repairs()
 	res.Spans = spans()
+	if *verifyAfter {
+		fmt.Fprintf(c.errw, "replay --verify...\n")
+		t0 := time.Now()
+		rep, err := subCl.Verify(ctx, 0)
+		if err != nil {
+			c.errorf("replay --verify: %v", err)
+			return exitFailed
+		}
+		res.VerifyEvents, res.VerifyDiffs = int(rep.LastSeq), len(rep.Diffs)
+		res.VerifyPerSec = float64(rep.LastSeq) / time.Since(t0).Seconds()
+	}
 
 	if c.json {
 		c.printJSON(res)
@@ -391,9 +419,13 @@ func cmdBench(c *cli, args []string) int {
 		fmt.Fprintf(c.out, "  at %d jobs/s  submit->start p50 %.2f ms  p99 %.2f ms; submit->complete p50 %.2f ms  p99 %.2f ms\n",
 			res.LatencyRate, res.LatStartP50Ms, res.LatStartP99Ms, res.LatCompleteP50, res.LatCompleteP99)
 	}
-	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain)\n", res.CPUCores)
+	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain), %.0f µs per job\n", res.CPUCores, res.CPUMicrosPerJob)
+	fmt.Fprintf(c.out, "  writes           %8.1f per job (messages stored in every stream, enqueue+drain)\n", res.WritesPerJob)
 	if *traced {
 		fmt.Fprintf(c.out, "  tracing          %8d spans recorded (exported to nowhere)\n", res.Spans)
+	}
+	if *verifyAfter {
+		fmt.Fprintf(c.out, "  replay --verify  %8.0f events/s (%d events, %d differ)\n", res.VerifyPerSec, res.VerifyEvents, res.VerifyDiffs)
 	}
 	return exitOK
 }
@@ -405,6 +437,24 @@ func pct(d []time.Duration) (p50, p99 float64) {
 	sort.Slice(d, func(i, k int) bool { return d[i] < d[k] })
 	ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
 	return ms(d[len(d)*50/100]), ms(d[min(len(d)-1, len(d)*99/100)])
+}
+
+// streamWrites is the sum of every stream's last sequence: the messages
+// ever stored in them; -1 if the streams cannot be listed.
+func streamWrites(ctx context.Context, nc *nats.Conn) int64 {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	l := js.ListStreams(ctx)
+	for info := range l.Info() {
+		n += int64(info.State.LastSeq)
+	}
+	if l.Err() != nil {
+		return -1
+	}
+	return n
 }
 
 func cpuTime() time.Duration {

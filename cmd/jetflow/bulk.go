@@ -56,11 +56,8 @@ func cmdBulk(c *cli, args []string) int {
 		when("reason", *reason != "" && action == "retry", "only a cancel has a reason")) {
 		return exitUsage
 	}
-	if err := f.Validate(); err != nil {
-		if c.flagInput(err, listFlags) {
-			return exitUsage
-		}
-		return c.fail(err)
+	if code, ok := c.checkListFilter(f); !ok {
+		return code
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		jobs, err := selectAll(ctx, cl, f)

@@ -248,11 +248,19 @@ func cmdGet(c *cli, args []string) int {
 	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
 	var watch bool
 	fs.BoolVar(&watch, "watch", false, "redraw the job's line (state, progress) until it ends, then print it; exit as wait does")
+	atFlag := fs.String("at", "", "the job as it was at this instant (RFC 3339), folded from the event log")
 	pos, ok := c.parse(args, 1, 1)
-	if !ok || !c.checkNamespace(*ns) {
+	if !ok || !c.checkNamespace(*ns) || !c.checkFlags(when("watch", watch && c.given("at"), "not with --at")) {
+		return exitUsage
+	}
+	at, ok := c.instantFlag("at", *atFlag)
+	if !ok {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		if !at.IsZero() {
+			return c.getAt(ctx, cl, pos[0], *ns, at)
+		}
 		job, err := c.jobIn(ctx, cl, pos[0], *ns)
 		if err != nil {
 			return c.fail(err)
@@ -329,6 +337,28 @@ func (c *cli) filterFlags(f *jetflow.ListFilter) func() bool {
 	}
 }
 
+// checkListFilter refuses a filter the engine would refuse, naming its
+// flag (exit 2), before anything is connected to.
+func (c *cli) checkListFilter(f jetflow.ListFilter) (int, bool) {
+	if err := f.Validate(); err != nil {
+		if c.flagInput(err, listFlags) {
+			return exitUsage, false
+		}
+		return c.fail(err), false
+	}
+	return exitOK, true
+}
+
+// printJobs prints jobs as a table, a line each.
+func (c *cli) printJobs(jobs []*jetflow.JobInfo) {
+	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
+	}
+	w.Flush()
+}
+
 // listFlags maps the fields of a list filter to the flags that set them.
 var listFlags = map[string]string{"state": "state", "queue": "queue", "type": "type", "parent": "parent", "limit": "limit",
 	"before": "cursor", "id": "id", "tag": "tag", "error_code": "error-code", "error": "error", "payload": "payload",
@@ -340,18 +370,19 @@ func cmdList(c *cli, args []string) int {
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many (0: all)")
 	fs.StringVar(&f.Before, "cursor", "", "the next page: the jobs after the cursor a former ls printed")
 	filter := c.filterFlags(&f)
+	atFlag := fs.String("at", "", "the jobs as they were at this instant (RFC 3339), folded from the event log: with --namespace, --queue, --type, --state, --limit (1-1000) only")
 	if _, ok := c.parse(args, 0, 0); !ok || !filter() {
 		return exitUsage
+	}
+	if c.given("at") {
+		return c.listAtFlags(f, *atFlag)
 	}
 	if !c.checkFlags(when("cursor", f.Before == "", "must not be empty (leave it out for the first page)"),
 		when("limit", f.Limit < 0, "must be 0 (all) or more")) {
 		return exitUsage
 	}
-	if err := f.Validate(); err != nil {
-		if c.flagInput(err, listFlags) {
-			return exitUsage
-		}
-		return c.fail(err)
+	if code, ok := c.checkListFilter(f); !ok {
+		return code
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		// One more than the page says whether there are more; the engine's
@@ -383,12 +414,7 @@ func cmdList(c *cli, args []string) int {
 			}{jobs, next})
 			return exitOK
 		}
-		w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAMESPACE\tTYPE\tQUEUE\tSTATE\tATTEMPTS\tCREATED")
-		for _, j := range jobs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Namespace, j.Type, j.Queue, j.State, j.Attempts, j.CreatedAt.Format(time.RFC3339))
-		}
-		w.Flush()
+		c.printJobs(jobs)
 		if more > 0 {
 			count := fmt.Sprintf("%d more", more)
 			if c.token != "" {
@@ -561,6 +587,8 @@ func cmdReplay(c *cli, args []string) int {
 	var settle time.Duration
 	fs.BoolVar(&verify, "verify", false, "diff the state rebuilt from the log against the jobs bucket; exit 1 if they differ")
 	durationVar(fs, &settle, "settle", 3*time.Second, "with --verify: how long a record that is behind the log may take to catch up (0: no wait)")
+	var sf scopeFlags
+	c.addScopeFlags(&sf)
 	if _, ok := c.parse(args, 0, 0); !ok {
 		return exitUsage
 	}
@@ -568,10 +596,26 @@ func cmdReplay(c *cli, args []string) int {
 		when("settle", !verify, "only with --verify")) {
 		return exitUsage
 	}
+	sc, ok := c.scope(&sf)
+	if !ok {
+		return exitUsage
+	}
+	whole := sc == (jetflow.ReplayScope{})
+	tuneForFold()
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
 		if !verify {
-			counts, last, err := cl.Replay(ctx)
+			var counts map[jetflow.State]int
+			var last uint64
+			var err error
+			if whole {
+				counts, last, err = cl.Replay(ctx)
+			} else {
+				counts, last, err = cl.ReplayScope(ctx, sc)
+			}
 			if err != nil {
+				if c.flagInput(err, scopeFlagOf) {
+					return exitUsage
+				}
 				return c.fail(err)
 			}
 			total := 0
@@ -582,7 +626,7 @@ func cmdReplay(c *cli, args []string) int {
 				c.printJSON(map[string]any{"jobs": total, "last_seq": last, "states": counts})
 				return exitOK
 			}
-			fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d\n", total, last)
+			fmt.Fprintf(c.out, "rebuilt %d jobs from events 1..%d%s\n", total, last, describeScope(sc))
 			for _, s := range []jetflow.State{jetflow.Pending, jetflow.Scheduled, jetflow.Queued, jetflow.Claimed, jetflow.Running,
 				jetflow.Waiting, jetflow.Succeeded, jetflow.Failed, jetflow.Cancelled} {
 				if counts[s] > 0 {
@@ -591,8 +635,17 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			return exitOK
 		}
-		rep, err := cl.Verify(ctx, settle)
+		var rep *jetflow.VerifyReport
+		var err error
+		if whole {
+			rep, err = cl.Verify(ctx, settle)
+		} else {
+			rep, err = cl.VerifyScope(ctx, sc, settle)
+		}
 		if err != nil {
+			if c.flagInput(err, scopeFlagOf) {
+				return exitUsage
+			}
 			return c.fail(err)
 		}
 		if c.json {
@@ -601,8 +654,13 @@ func cmdReplay(c *cli, args []string) int {
 			}
 			c.printJSON(rep)
 		} else {
-			fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, %d types, namespaces, tokens and queue limits, and %d schedules: %d differ\n",
-				rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, rep.Schedules, len(rep.Diffs))
+			if whole {
+				fmt.Fprintf(c.out, "verified %d jobs (events 1..%d) against %d records, %d types, namespaces, tokens and queue limits, and %d schedules: %d differ\n",
+					rep.Jobs, rep.LastSeq, rep.Records, rep.Registry, rep.Schedules, len(rep.Diffs))
+			} else {
+				fmt.Fprintf(c.out, "verified %d jobs%s (events 1..%d) against %d records: %d differ\n",
+					rep.Jobs, describeScope(sc), rep.LastSeq, rep.Records, len(rep.Diffs))
+			}
 			for _, name := range slices.Sorted(maps.Keys(rep.Slots)) {
 				sl := rep.Slots[name]
 				checked := "no admitter answered: not compared"

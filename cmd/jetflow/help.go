@@ -71,11 +71,13 @@ as it happens on stderr, then the job, and exits 0 if it succeeded, 1 if not.`,
 			`submit demo.fail '{"times":2}' --backoff 0 --wait`,
 			`submit demo.sleep '{"seconds":5}' --delay 90 --queue slow --user ada`}},
 	{name: "get", group: "Jobs", summary: "show a job: its state, attempts, result or error, progress",
-		usage: "get ID [--watch] [flags]",
+		usage: "get ID [--watch | --at T] [flags]",
 		details: `A job of another namespace than --namespace is not found. --watch redraws the job's
 line (state, progress bar) until it ends (one line per change when stdout is not a
-terminal), then prints it, and exits as wait does.`,
-		examples: []string{"get 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "get 01JD3K2Q4V8ZB7R1X9C0M5T6NA --watch", "get 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json"}},
+terminal), then prints it, and exits as wait does. --at T (RFC 3339) shows the job as
+it was then, folded from its events in the log (docs/audit.md).`,
+		examples: []string{"get 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "get 01JD3K2Q4V8ZB7R1X9C0M5T6NA --watch", "get 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json",
+			"get 01JD3K2Q4V8ZB7R1X9C0M5T6NA --at 2026-11-26T14:02:00Z"}},
 	{name: "wait", group: "Jobs", summary: "wait until a job has ended; exit 0 if it succeeded",
 		usage:    "wait ID [--timeout D] [flags]",
 		examples: []string{"wait 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "wait 01JD3K2Q4V8ZB7R1X9C0M5T6NA --timeout 5m"}},
@@ -87,15 +89,24 @@ and gives the command of the next page (--cursor). --json prints
 Search: --id (the id begins with it), --tag, --error-code (the last error's code),
 --error (text of the last error, any case), --payload customer=42 (a payload field,
 customer.id=42 for a nested one; repeatable, up to 4), --since 1h (finished in the
-last hour). Every flag narrows the list.`,
+last hour). Every flag narrows the list.
+--at T (RFC 3339) lists the jobs as they were then, folded from the event log, the
+most recently moved first, with --namespace, --queue, --type, --state and --limit
+(1-1000) only (docs/audit.md).`,
 		examples: []string{"ls --state failed", "ls --type demo.echo --limit 20 --json", "ls --state failed --cursor 01JD3K2Q4V8ZB7R1X9C0M5T6NA.1fk3l2m9x0ab",
-			"ls --state failed --error-code TIMEOUT --since 1h", "ls --payload customer=42 --tag vip"}},
+			"ls --state failed --error-code TIMEOUT --since 1h", "ls --payload customer=42 --tag vip", "ls --at 2026-11-26T14:02:00Z --namespace acme --state running"}},
 	{name: "tree", group: "Jobs", summary: "a fan-out parent and its children, with their states",
 		usage:    "tree ID [--max N] [flags]",
 		examples: []string{"tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA --max 10 --json"}},
 	{name: "events", group: "Jobs", summary: "a job's history, from the event log",
 		usage:    "events ID [--follow] [flags]",
 		examples: []string{"events 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --follow", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json"}},
+	{name: "tail", group: "Jobs", summary: "follow every job's events live, with filters",
+		usage: "tail [--namespace NS] [--queue Q] [--type T] [--since D] [--count N] [flags]",
+		details: `Prints each job event as it is appended to the log (the job, its namespace, queue
+and type, the event), from now or from --since ago, until interrupted or --count events.
+--json prints one event per line. A token follows its namespace's jobs only.`,
+		examples: []string{"tail", "tail --queue emails --type email.send", "tail --since 10m --count 100 --json"}},
 	{name: "cancel", group: "Jobs", summary: "cancel a job (a running job's handler is stopped at once)",
 		usage: "cancel ID [--reason R] [flags]",
 		details: `A job that had already ended is left as it is: "job ID already succeeded: nothing to
@@ -196,7 +207,11 @@ created, exists or reactivated.`,
 		examples: []string{"type register shop:billing:refund --schema refund.json", `type register @global:mail:send --description "send one mail"`}},
 
 	{name: "replay", group: "Maintenance", summary: "rebuild every job from the event log; --verify diffs it against the live state",
-		usage: "replay [--verify] [flags]", examples: []string{"replay", "replay --verify", "replay --verify --json"}},
+		usage: "replay [--verify] [--job ID | --namespace NS | --queue Q | --type T] [--since T] [--until T] [flags]",
+		details: `A scope (--job, --namespace, --queue, --type; --since and --until, RFC 3339, instants
+the log stored the events) rebuilds, and with --verify compares, only the scope's jobs
+(docs/audit.md).`,
+		examples: []string{"replay", "replay --verify", "replay --verify --json", "replay --verify --namespace acme --since 2026-11-26T00:00:00Z"}},
 	{name: "audit", summary: "the event log's tamper evidence: audit verify, audit pubkey",
 		usage: "audit verify [--namespace NS] [--queue Q] [--type T] [--job ID] [--pubkey K] | audit pubkey [--data DIR]", examples: []string{"audit verify --pubkey NABC...", "audit pubkey --data ./jetflow-data"}},
 	{name: "audit verify", group: "Maintenance", summary: "check the hash chain and the signed checkpoints of the event log; exit 1 on a finding",

@@ -39,7 +39,7 @@ var commandFuncs = map[string]func(*cli, []string) int{
 	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload, "workflow": cmdWorkflow,
-	"schedule": cmdSchedule, "bulk": cmdBulk, "audit": cmdAudit, "export": cmdExport,
+	"schedule": cmdSchedule, "bulk": cmdBulk, "tail": cmdTail, "audit": cmdAudit, "export": cmdExport,
 	"version": cmdVersion, // and help (cmdHelp), which runs these
 }
 

@@ -212,7 +212,8 @@ func cmdServe(c *cli, args []string) int {
 	}
 	defer nc.Close()
 
-	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, EventsRetention: eventsRetention, Name: "engine-" + defaultID(), Logger: log})
+	client, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Replicas: replicas, EventsRetention: eventsRetention,
+		Sync: serverSync(url == "", sync), Name: "engine-" + defaultID(), Logger: log})
 	if err != nil {
 		c.errorOf(err, "%v", err)
 		return exitUsage
@@ -291,6 +292,18 @@ const (
 	// runtime's minimum).
 	minLease = 300 * time.Millisecond
 )
+
+// serverSync is the fsync mode serve records on the event log: that of
+// the embedded server it started, none with an external one.
+func serverSync(embedded bool, sync string) string {
+	switch {
+	case !embedded:
+		return ""
+	case sync == "always":
+		return "always"
+	}
+	return "interval"
+}
 
 // validSync reports whether s is an fsync mode of the embedded server:
 // "always" or an interval over 0.

@@ -94,6 +94,7 @@ var moreVerbs = map[string]verbHandler{
 	"workers":       (*CommandServer).workers,
 	"verify":        (*CommandServer).verify,
 	"replay":        (*CommandServer).replay,
+	"list_at":       (*CommandServer).listAt,
 	"purge":         (*CommandServer).purge,
 	"type.register": (*CommandServer).registerType,
 	"type.get":      (*CommandServer).getType,
@@ -107,6 +108,7 @@ var moreVerbs = map[string]verbHandler{
 	"file.input":    (*CommandServer).fileInput,
 	"file.result":   (*CommandServer).fileResult,
 	"file.download": (*CommandServer).fileDownload,
+	"tail":          (*CommandServer).tail,
 }
 
 func init() {
@@ -383,6 +385,7 @@ func (c *CommandServer) workers(k *call) *cmdReply {
 
 type verifyCommand struct {
 	Settle *commands.Duration `json:"settle,omitempty" msgpack:"settle,omitempty"`
+	scopeFields
 }
 
 // verify: replay --verify. The report's differences are cut to fit the
@@ -403,6 +406,10 @@ func (c *CommandServer) verify(k *call) *cmdReply {
 				Reason: fmt.Sprintf("want 0 to %s", MaxVerifySettle)}, "")
 		}
 	}
+	sc, err := req.scope()
+	if err != nil {
+		return fail(err, "")
+	}
 	release, r := c.rebuild()
 	if r != nil {
 		return r
@@ -410,7 +417,7 @@ func (c *CommandServer) verify(k *call) *cmdReply {
 	defer release()
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
-	rep, err := replay.Verify(ctx, c.store.JS(), settle)
+	rep, err := replay.VerifyScope(ctx, c.store.JS(), sc, settle)
 	if err != nil {
 		return fail(err, "")
 	}
@@ -439,8 +446,13 @@ func (c *CommandServer) replay(k *call) *cmdReply {
 	if err := k.p.InEveryNamespace(commands.ActAdmin); err != nil {
 		return fail(err, "")
 	}
-	if r := k.decode(&emptyCommand{}); r != nil {
+	var req scopeFields
+	if r := k.decode(&req); r != nil {
 		return r
+	}
+	sc, err := req.scope()
+	if err != nil {
+		return fail(err, "")
 	}
 	release, r := c.rebuild()
 	if r != nil {
@@ -449,15 +461,11 @@ func (c *CommandServer) replay(k *call) *cmdReply {
 	defer release()
 	ctx, cancel := long(k.ctx, MaxRebuild)
 	defer cancel()
-	jobs, last, err := replay.Rebuild(ctx, c.store.JS(), 0)
+	states, last, err := replay.Counts(ctx, c.store.JS(), sc)
 	if err != nil {
 		return fail(err, "")
 	}
-	out := &replayReply{States: map[domain.State]int{}, LastSeq: last}
-	for _, j := range jobs {
-		out.States[j.State]++
-	}
-	return &cmdReply{Body: out}
+	return &cmdReply{Body: &replayReply{States: states, LastSeq: last}}
 }
 
 type purgeCommand struct {

@@ -525,6 +525,7 @@ func fieldNames(rt reflect.Type, tag string) []string {
 type idCommand struct {
 	ID     string `json:"id" msgpack:"id"`
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	At     string `json:"at,omitempty" msgpack:"at,omitempty"` // get: the job as of this instant (RFC 3339), folded from the log
 }
 
 // check refuses a reason where it would be dropped (get, events) or is
@@ -532,6 +533,9 @@ type idCommand struct {
 func (c *idCommand) check(verb string) error {
 	if verb != "cancel" && c.Reason != "" {
 		return &commands.InputError{Field: "reason", Reason: "only with cancel"}
+	}
+	if verb != "get" && c.At != "" {
+		return &commands.InputError{Field: "at", Reason: "only with get"}
 	}
 	return commands.CheckReason("reason", c.Reason)
 }
@@ -613,6 +617,9 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		req, r := idOf(false)
 		if r != nil {
 			return r
+		}
+		if req.At != "" {
+			return c.getAt(&call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p}, req.ID, req.At)
 		}
 		snap, err := c.store.Read(ctx, req.ID)
 		if err == nil && p != nil && !p.Sees(snap.Job.Spec.Namespace) {

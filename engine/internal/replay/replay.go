@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"time"
 
@@ -27,74 +28,11 @@ import (
 // sequence upTo (0: the last one now), into job records: the state of every
 // job as the log says it is.
 func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*domain.Job, uint64, error) {
-	s, err := js.Stream(ctx, streams.EventsStream)
+	h, err := foldScope(ctx, js, Scope{}, upTo, keepWhole)
 	if err != nil {
-		return nil, 0, fmt.Errorf("events stream: %w", err)
+		return nil, 0, err
 	}
-	if upTo == 0 {
-		upTo = s.CachedInfo().State.LastSeq
-	}
-	jobs := map[string]*domain.Job{}
-	if upTo == 0 {
-		return jobs, 0, nil
-	}
-	cons, err := js.OrderedConsumer(ctx, streams.EventsStream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, 0, fmt.Errorf("read event log: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read event log: %w", err)
-	}
-	defer it.Stop()
-	defer context.AfterFunc(ctx, it.Stop)()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			return nil, 0, fmt.Errorf("read event log: %w", err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return nil, 0, err
-		}
-		if meta.Sequence.Stream > upTo {
-			break
-		}
-		if !streams.IsJobSubject(m.Subject()) {
-			// Piece events are facts about a parent's pieces, not its
-			// transitions (CountPieces folds them); registry events are
-			// folded by rebuildRegistry.
-			if meta.Sequence.Stream >= upTo {
-				break
-			}
-			continue
-		}
-		ev, err := streams.DecodeEvent(m.Data())
-		if err != nil {
-			return nil, 0, fmt.Errorf("event %d: %w", meta.Sequence.Stream, err)
-		}
-		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
-		if jobs[ev.JobID] == nil && ev.Type != domain.EvSubmitted {
-			// Its first events aged out of the log (the events stream's
-			// MaxAge): what is left cannot rebuild it.
-			if meta.Sequence.Stream >= upTo {
-				break
-			}
-			continue
-		}
-		j, err := projections.Fold(jobs[ev.JobID], ev)
-		if err != nil {
-			return nil, 0, fmt.Errorf("event %d: %w", ev.Seq, err)
-		}
-		jobs[ev.JobID] = j
-		if meta.Sequence.Stream >= upTo {
-			break
-		}
-	}
-	return jobs, upTo, nil
+	return h.live, h.last, nil
 }
 
 // Verify rebuilds every job from the log and compares it with its record in
@@ -104,15 +42,25 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[stri
 // again after settle (writers project their own events within it) before
 // they count as a difference.
 func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (*projections.Report, error) {
-	log, upTo, err := Rebuild(ctx, js, 0)
+	return VerifyScope(ctx, js, Scope{}, settle)
+}
+
+// VerifyScope is Verify on a scope of the log: only the records of the
+// scope's jobs are compared (a time range: the jobs submitted in it, folded
+// forward to their record), and the registry, schedules and queue counts
+// only on the whole log. Jobs that ended are compared by a hash of their
+// encoded record and let go (folded again from the log only if they
+// differ): memory holds the jobs that have not ended.
+func VerifyScope(ctx context.Context, js jetstream.JetStream, sc Scope, settle time.Duration) (*projections.Report, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	h, err := foldScope(ctx, js, sc, 0, keepSum)
 	if err != nil {
 		return nil, err
 	}
+	upTo := h.last
 	kv, err := js.KeyValue(ctx, streams.JobsBucket)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := readAll(ctx, kv)
 	if err != nil {
 		return nil, err
 	}
@@ -120,30 +68,90 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	rep := &projections.Report{Jobs: len(log), Records: len(recs), LastSeq: upTo}
-	var behind []string
-	for id, want := range log {
+	rep := &projections.Report{Jobs: h.jobs(), LastSeq: upTo}
+	// recs: the records compared whole (of jobs kept whole, of jobs let go
+	// whose hash differs); orphans: records of no job of the log.
+	recs := map[string]*domain.Job{}
+	var orphans []string
+	err = h.records(ctx, kv, sc, func(id string, raw []byte, got *domain.Job) error {
+		rep.Records++
+		if d, ok := h.done[id]; ok {
+			d.seen = true
+			h.done[id] = d
+			if !d.purged && maphash.Bytes(h.seed, raw) == d.sum {
+				return nil
+			}
+		} else if _, ok := h.live[id]; !ok {
+			orphans = append(orphans, id)
+			return nil
+		}
+		if got == nil {
+			var err error
+			if got, err = streams.DecodeJob(raw); err != nil {
+				return fmt.Errorf("record %s: %w", id, err)
+			}
+		}
+		recs[id] = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// want: the job as the log says, whole.
+	want := func(id string) (*domain.Job, error) {
+		if j, ok := h.live[id]; ok {
+			return j, nil
+		}
+		return h.expand(ctx, id, h.done[id].seq)
+	}
+	check := func(id string) ([]string, error) {
 		got, ok := recs[id]
-		if !want.PurgedAt.IsZero() {
+		w, err := want(id)
+		if err != nil {
+			return nil, err
+		}
+		if !w.PurgedAt.IsZero() {
 			// Purged: its record must be gone (a purger that crashed
 			// after the append left it to the Projector).
 			rep.Purged++
 			if ok {
-				behind = append(behind, id)
+				return []string{id}, nil
 			}
-			continue
+			return nil, nil
 		}
-		if !ok || got.Seq < want.Seq {
-			behind = append(behind, id)
-			continue
+		if !ok || got.Seq < w.Seq {
+			return []string{id}, nil
 		}
-		if got.Seq > want.Seq {
-			if want, err = foldTail(ctx, evs, want, got.Seq); err != nil {
+		if got.Seq > w.Seq {
+			if w, err = foldTail(ctx, evs, w, got.Seq); err != nil {
 				return nil, err
 			}
 		}
-		if d := compare(want, got); d != nil {
+		if d := compare(w, got); d != nil {
 			rep.Diffs = append(rep.Diffs, *d)
+		}
+		return nil, nil
+	}
+	var behind []string
+	for id := range h.live {
+		b, err := check(id)
+		if err != nil {
+			return nil, err
+		}
+		behind = append(behind, b...)
+	}
+	for id, d := range h.done {
+		switch {
+		case !d.seen && d.purged:
+			rep.Purged++
+		case !d.seen:
+			behind = append(behind, id)
+		case recs[id] != nil:
+			b, err := check(id)
+			if err != nil {
+				return nil, err
+			}
+			behind = append(behind, b...)
 		}
 	}
 	if len(behind) > 0 && settle > 0 {
@@ -156,7 +164,10 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 		}
 	}
 	for _, id := range behind {
-		want := log[id]
+		want, err := want(id)
+		if err != nil {
+			return nil, err
+		}
 		got, err := readOne(ctx, kv, id)
 		if err != nil {
 			return nil, err
@@ -183,11 +194,10 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 			rep.Diffs = append(rep.Diffs, *d)
 		}
 	}
-	for id := range recs {
-		if _, ok := log[id]; !ok {
-			rep.Diffs = append(rep.Diffs, projections.Diff{ID: id, Reason: "in the jobs bucket, not in the log"})
-		}
+	for _, id := range orphans {
+		rep.Diffs = append(rep.Diffs, projections.Diff{ID: id, Reason: "in the jobs bucket, not in the log"})
 	}
+	log := h.live // every job with a fan-out, workflow and step, every job not ended
 	// A finished fan-out's counts must be what its piece events say.
 	for id, j := range log {
 		if j.Fanout == nil || !commands.Settled(j.State) || j.Events == 0 || j.Spec.Workflow != nil {
@@ -206,6 +216,10 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 				"fan-out counts %d/%d/%d (succeeded/failed/cancelled) but its piece events say %d/%d/%d",
 				want.Succeeded, want.Failed, want.Cancelled, got.Succeeded, got.Failed, got.Cancelled)})
 		}
+	}
+	if !sc.Whole() {
+		sortDiffs(rep)
+		return rep, nil
 	}
 	wfDiffs, err := verifyWorkflows(ctx, js.Conn(), log, upTo)
 	if err != nil {
@@ -234,8 +248,12 @@ func Verify(ctx context.Context, js jetstream.JetStream, settle time.Duration) (
 	}
 	rep.RateAdmissions = n
 	rep.Diffs = append(rep.Diffs, rateDiffs...)
-	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
+	sortDiffs(rep)
 	return rep, nil
+}
+
+func sortDiffs(rep *projections.Report) {
+	sort.Slice(rep.Diffs, func(i, k int) bool { return rep.Diffs[i].ID < rep.Diffs[k].ID })
 }
 
 // foldTail folds the job's events after j.Seq up to upTo from the log.
@@ -432,11 +450,11 @@ func verifySlots(ctx context.Context, js jetstream.JetStream, log map[string]*do
 		t.Stop()
 		return ctx.Err()
 	}
-	log2, _, err := Rebuild(ctx, js, 0)
+	h2, err := foldScope(ctx, js, Scope{}, 0, keepState)
 	if err != nil {
 		return err
 	}
-	want = slotsOf(reg, log2)
+	want = slotsOf(reg, h2.live)
 	rep.Slots = want
 	if got = askAdmitter(ctx, js); got != nil {
 		rep.Diffs = append(rep.Diffs, slotDiffs(want, got)...)

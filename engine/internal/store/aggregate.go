@@ -490,7 +490,7 @@ func (s *Store) appendAsync(subject string, ev *domain.Event, expect uint64, exp
 	if err != nil {
 		return streams.FailedFuture(err)
 	}
-	return s.w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(expect, expectOn))
+	return s.w.AppendMsgAsync(m, expect, expectOn)
 }
 
 // follow calls fn with every record of the bucket, then with every change,

@@ -89,6 +89,7 @@ func Open(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor strin
 			return nil, err
 		}
 	}
+	topo = topo.ResolveSync(ctx, js)
 	if err := topo.Ensure(ctx, js); err != nil {
 		return nil, err
 	}
@@ -102,6 +103,9 @@ func Open(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor strin
 	}
 	s := &Store{nc: nc, js: js, w: streams.Writer{JS: js}, events: evs, workers: workers,
 		queues: streams.NewQueues(js, topo), topo: topo, actor: actor, Log: slog.Default()}
+	if topo.Sync == streams.SyncAlways {
+		s.w.Group = streams.NewGroupCommit(js) // one fsync for many appends
+	}
 	if s.jobs, err = NewAggregate(ctx, s, jobKind(s)); err != nil {
 		return nil, err
 	}
@@ -134,6 +138,10 @@ func (s *Store) KV() jetstream.KeyValue { return s.jobs.kv }
 
 // Queues creates queues' streams.
 func (s *Store) Queues() *streams.Queues { return s.queues }
+
+// GroupCommit is the group commit the log's appends go through (the
+// server fsyncs every write: Topology.Sync is streams.SyncAlways), or nil.
+func (s *Store) GroupCommit() *streams.GroupCommit { return s.w.Group }
 
 // Topology is what the Store provisioned.
 func (s *Store) Topology() streams.Topology { return s.topo }

@@ -45,6 +45,9 @@
     latency: { series: [line("average", C.avg, secs, false, true), line("longest", C.max, secs, false, true)], fmt: secs,
       data: function (s) { return [s.t, s.latency_avg_seconds, s.latency_max_seconds]; } }
   };
+  // From 0, and at least to 1: an empty or flat series gets a few readable
+  // ticks, not a crowd of labels over a zero-height range.
+  function yRange(u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; }
   var plots = {};
   function draw(name, s) {
     var c = charts[name], fig = document.getElementById("chart-" + name), el = fig.querySelector(".plot");
@@ -53,7 +56,7 @@
     if (plots[name]) { plots[name].setData(data); return; }
     var opts = {
       width: Math.max(320, el.clientWidth), height: 200, series: [{ value: function (u, v) { return v == null ? "" : new Date(v * 1000).toLocaleString(); } }].concat(c.series),
-      axes: axes(c.fmt), scales: { x: { time: true } }, cursor: { drag: { x: false, y: false } }, legend: { live: true }
+      axes: axes(c.fmt), scales: { x: { time: true }, y: { range: yRange } }, cursor: { drag: { x: false, y: false } }, legend: { live: true }
     };
     plots[name] = new uPlot(opts, data, el);
   }

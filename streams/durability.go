@@ -1,0 +1,65 @@
+package streams
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The server's fsync modes, as Topology.Sync records them on the event log.
+const (
+	// SyncAlways: the server fsyncs before every acknowledgement (serve
+	// --sync always). The log's appends go through a GroupCommit, and the
+	// jobs bucket, if it is created in this mode, persists asynchronously:
+	// what a crash takes from it is rebuilt from the log. The queue
+	// streams keep fsyncing: a fan-out's batch items are sent before the
+	// parent's job.waiting and nothing sends them again.
+	SyncAlways = "always"
+	// SyncInterval: the server fsyncs every interval (the default).
+	SyncInterval = "interval"
+	// SyncMetadata is the event log's metadata key the mode is recorded in.
+	SyncMetadata = "jetflow_sync"
+)
+
+// ResolveSync returns t with its Sync taken from the event log's metadata
+// when it is not set: a process that was not told the server's fsync mode
+// (a worker, a client) writes as the one that started the server (serve)
+// recorded it.
+func (t Topology) ResolveSync(ctx context.Context, js jetstream.JetStream) Topology {
+	if t.Sync != "" {
+		return t
+	}
+	if s, err := js.Stream(ctx, EventsStream); err == nil {
+		t.Sync = s.CachedInfo().Config.Metadata[SyncMetadata]
+	}
+	return t
+}
+
+// asyncDerived reports whether the jobs bucket created now persists
+// asynchronously: under sync always, on a single server's file storage
+// (JetStream refuses the async persist mode on replicated streams).
+func (t Topology) asyncDerived() bool {
+	return t.Sync == SyncAlways && t.Replicas <= 1 && !t.MemoryStorage
+}
+
+// ensureJobsBucket creates the jobs bucket's stream as jetstream's
+// CreateKeyValue would, but with the async persist mode (which a bucket's
+// config cannot say, and which cannot be changed once the stream exists).
+// An existing bucket is left as it is.
+func (t Topology) ensureJobsBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValueConfig) {
+	if !t.asyncDerived() {
+		return
+	}
+	if _, err := js.Stream(ctx, "KV_"+kv.Bucket); err == nil {
+		return
+	}
+	_, _ = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_" + kv.Bucket, Description: kv.Description, Subjects: []string{"$KV." + kv.Bucket + ".>"},
+		MaxMsgsPerSubject: 1, MaxBytes: -1, MaxMsgs: -1, MaxConsumers: -1, MaxMsgSize: kv.MaxValueSize,
+		Storage: kv.Storage, Replicas: kv.Replicas, AllowRollup: true, DenyDelete: true, AllowDirect: true,
+		Duplicates: DefaultDuplicateWindow, Discard: jetstream.DiscardNew,
+		PersistMode: jetstream.AsyncPersistMode,
+	})
+	// A failure (another process created it first) leaves EnsureBucket
+	// to find or create the bucket as usual.
+}

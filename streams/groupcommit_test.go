@@ -1,0 +1,192 @@
+package streams_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// groupWriter starts a server that fsyncs before every acknowledgement,
+// provisions the topology of that mode, and returns a Writer whose appends
+// go through a group commit.
+func groupWriter(t *testing.T) (streams.Writer, jetstream.JetStream) {
+	t.Helper()
+	srv, err := engine.StartServer(engine.ServerConfig{Dir: t.TempDir(), Name: "test", SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	js, err := jetstream.New(testkit.Conn(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testkit.Ctx(t)
+	if err := (streams.Topology{Sync: streams.SyncAlways}).Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; !cfg.AllowAtomicPublish || cfg.Metadata[streams.SyncMetadata] != streams.SyncAlways {
+		t.Fatalf("events stream: atomic %v, metadata %v", cfg.AllowAtomicPublish, cfg.Metadata)
+	}
+	return streams.Writer{JS: js, Group: streams.NewGroupCommit(js)}, js
+}
+
+// wantStored fails unless the event log holds data on subject at seq.
+func wantStored(t *testing.T, js jetstream.JetStream, seq uint64, subject string, data []byte) {
+	t.Helper()
+	ctx := testkit.Ctx(t)
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatalf("seq %d: %v", seq, err)
+	}
+	if m.Subject != subject || string(m.Data) != string(data) {
+		t.Fatalf("seq %d holds %s %q, want %s %q", seq, m.Subject, m.Data, subject, data)
+	}
+}
+
+// Appends sent at once go as atomic batches, each resolved with the
+// sequence it is stored at; a batch in which one expected-sequence check
+// fails is refused by the server as a whole, and its other appends are
+// sent again alone and land: only the loser is refused.
+func TestGroupCommitOnlyTheLoserIsRefused(t *testing.T) {
+	w, js := groupWriter(t)
+	ctx := testkit.Ctx(t)
+	taken := streams.EventsPrefix + ".taken"
+	if _, err := w.AppendDataAsync(taken, []byte("first"), 0, "").Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Group.Stats()
+
+	const n = 300
+	subjects := make([]string, n)
+	data := make([][]byte, n)
+	seqs := map[uint64]bool{}
+	// Two bursts: the first all new subjects, the second with the loser.
+	for _, burst := range [][2]int{{0, n / 2}, {n / 2, n}} {
+		futs := make([]streams.Future, n)
+		for i := burst[0]; i < burst[1]; i++ {
+			subjects[i] = fmt.Sprintf("%s.g.%d", streams.EventsPrefix, i)
+			data[i] = fmt.Appendf(nil, "event %d", i)
+			switch {
+			case i == 200: // the loser: its subject has an event already
+				subjects[i], data[i] = taken, []byte("second")
+				futs[i] = w.AppendDataAsync(subjects[i], data[i], 0, "")
+			case i%10 == 0: // a derived id: new on every subject of its filter
+				futs[i] = w.AppendDataAsync(subjects[i], data[i], 0, fmt.Sprintf("%s.*.%d", streams.EventsPrefix, i))
+			default:
+				futs[i] = w.AppendDataAsync(subjects[i], data[i], 0, "")
+			}
+		}
+		for i := burst[0]; i < burst[1]; i++ {
+			seq, err := futs[i].Wait(ctx)
+			if i == 200 {
+				if !errors.Is(err, domain.ErrConflict) || seq != 0 {
+					t.Fatalf("the loser: seq %d, err %v, want a conflict", seq, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+			if seqs[seq] {
+				t.Fatalf("append %d: seq %d given twice", i, seq)
+			}
+			seqs[seq] = true
+			wantStored(t, js, seq, subjects[i], data[i])
+		}
+		st := w.Group.Stats()
+		if burst[0] == 0 && st.Batches == before.Batches {
+			t.Fatalf("no atomic batch in %d appends sent at once: %+v", n/2, st)
+		}
+		if burst[0] > 0 && st.Resent == before.Resent {
+			t.Fatalf("the batch with the loser was not sent again: %+v", st)
+		}
+	}
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n { // the first on taken, and every append but the loser
+		t.Fatalf("the log holds %d events, want %d", info.State.Msgs, n)
+	}
+	// Every later append checks the sequence its writer was given.
+	for _, i := range []int{1, 149, 199, 201, 299} {
+		var last uint64
+		for seq := range seqs {
+			if m, err := s.GetMsg(ctx, seq); err == nil && m.Subject == subjects[i] {
+				last = seq
+			}
+		}
+		if _, err := w.AppendDataAsync(subjects[i], []byte("next"), last, "").Wait(ctx); err != nil {
+			t.Fatalf("append after %d at %d: %v", i, last, err)
+		}
+		if _, err := w.AppendDataAsync(subjects[i], []byte("stale"), last, "").Wait(ctx); !errors.Is(err, domain.ErrConflict) {
+			t.Fatalf("a stale append after %d: %v, want a conflict", i, err)
+		}
+	}
+}
+
+// Under sync always the jobs bucket is created with the async persist mode
+// (only the log fsyncs each write), the queue streams are not; in the
+// default mode neither is; a process not told the mode takes the log's.
+func TestSyncAlwaysTopology(t *testing.T) {
+	ctx := testkit.Ctx(t)
+	for _, tc := range []struct {
+		sync string
+		want jetstream.PersistModeType
+	}{{streams.SyncAlways, jetstream.AsyncPersistMode}, {streams.SyncInterval, jetstream.DefaultPersistMode}} {
+		js, err := jetstream.New(testkit.Conn(t, testkit.Server(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topo := streams.Topology{Sync: tc.sync}
+		if err := topo.Ensure(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if err := streams.NewQueues(js, topo).Ensure(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.Stream(ctx, "KV_"+streams.JobsBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := js.Stream(ctx, streams.QueueStream("q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kv.CachedInfo().Config.PersistMode; got != tc.want {
+			t.Fatalf("sync %s: jobs bucket persist mode %v, want %v", tc.sync, got, tc.want)
+		}
+		if got := q.CachedInfo().Config.PersistMode; got != jetstream.DefaultPersistMode {
+			t.Fatalf("sync %s: queue stream persist mode %v", tc.sync, got)
+		}
+		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
+			t.Fatalf("sync %s: a process not told resolves %q", tc.sync, got)
+		}
+		// Ensure by a process not told leaves the recorded mode as it is.
+		if err := (streams.Topology{}).Ensure(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
+			t.Fatalf("sync %s: after another process's Ensure: %q", tc.sync, got)
+		}
+	}
+}
