@@ -285,6 +285,25 @@ func (a *Admitter) session(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	admits := newBatcher(sctx, &wg, admitWriters, func(b []admitting) { a.admitAll(sctx, b, report) })
+	// A queue with priorities has its admissions written by one writer of
+	// its own, a batch after the other: its work items land in the order
+	// admitted, which is the order its workers take them. Written by
+	// several at once, a batch could overtake the one before (seen under
+	// load: the last high job's item behind a dozen low ones admitted
+	// after it), and a window of max_queued no longer bounds the starts
+	// ahead of a job. Queues without priorities share admitWriters.
+	ordered := map[string]*batcher[admitting]{}
+	writerOf := func(q *commands.Admission) *batcher[admitting] {
+		if !q.Limits.Priorities {
+			return admits
+		}
+		b := ordered[q.Queue]
+		if b == nil {
+			b = newBatcher(sctx, &wg, 1, func(b []admitting) { a.admitAll(sctx, b, report) })
+			ordered[q.Queue] = b
+		}
+		return b
+	}
 	holds := newBatcher(sctx, &wg, holdWriters, func(hs []commands.Hold) { a.holdAll(sctx, hs) })
 	var lookups []lookup
 	redispatched := false
@@ -405,8 +424,12 @@ func (a *Admitter) session(ctx context.Context) error {
 		}
 		now := time.Now().UTC()
 		for name, q := range qs {
-			for _, id := range q.Next(now) {
-				admits.add(admitting{queue: name, id: id, limits: q.Limits})
+			if ids := q.Next(now); len(ids) > 0 {
+				adds := make([]admitting, len(ids))
+				for i, id := range ids {
+					adds[i] = admitting{queue: name, id: id, limits: q.Limits}
+				}
+				writerOf(q).add(adds...)
 			}
 			if hs := q.Holds(now); len(hs) > 0 {
 				holds.add(hs...)
