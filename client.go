@@ -43,6 +43,8 @@ type ClientOptions struct {
 	// group-committed). "": the mode recorded there.
 	Sync string
 	// Name identifies this process in the events it writes (the actor).
+	// Default: the NATS user it connects as, if any, and its host and
+	// process ("nats:<user>@<host>-<pid>"), else "<host>-<pid>".
 	Name   string
 	Logger *slog.Logger
 	// Token, if set, makes a token client: it speaks the engine's command
@@ -85,6 +87,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 	name := o.Name
 	if name == "" {
 		name = defaultName()
+		if u := nc.Opts.User; u != "" {
+			name = "nats:" + u + "@" + name
+		}
 	}
 	if o.Sync != "" && o.Sync != streams.SyncAlways && o.Sync != streams.SyncInterval {
 		return nil, fmt.Errorf("sync mode %q: want %q, %q or none", o.Sync, streams.SyncAlways, streams.SyncInterval)

@@ -84,7 +84,18 @@ type EngineConfig struct {
 	// as on time (default DefaultMisfireGrace); later, the schedule's
 	// misfire policy decides (docs/schedules.md).
 	MisfireGrace time.Duration
+	// AuditKeyDir is the directory of the key that signs the event log's
+	// checkpoints (its file audit.nk, created there if missing; keep its
+	// public key elsewhere: docs/audit.md). Empty: no checkpoints.
+	AuditKeyDir string
+	// CheckpointInterval is how often the leader checkpoints the log, if
+	// anything was appended (default 30s).
+	CheckpointInterval time.Duration
 }
+
+// AuditKeyFile is the name of the checkpoint signing key's file in
+// EngineConfig.AuditKeyDir.
+const AuditKeyFile = engine.AuditKeyFile
 
 // Engine runs the components that keep jetflow whole next to any number of
 // workers and clients: on every engine the projector (which repairs what a
@@ -93,7 +104,8 @@ type EngineConfig struct {
 // the lease sweeper and the reaper. Any number of engines may run against
 // one NATS system.
 type Engine struct {
-	e *engine.Engine
+	e        *engine.Engine
+	auditKey string
 }
 
 // NewEngine returns an engine that writes through client's connection:
@@ -105,11 +117,38 @@ func NewEngine(client *Client, cfg EngineConfig) *Engine {
 	if client.store == nil {
 		panic("jetflow.NewEngine: " + errTokenClient.Error())
 	}
-	return &Engine{e: engine.NewEngine(client.store, engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
+	e, err := NewEngineE(client, cfg)
+	if err != nil {
+		panic("jetflow.NewEngine: " + err.Error())
+	}
+	return e
+}
+
+// NewEngineE is NewEngine that returns the error of a checkpoint key that
+// cannot be read or created (EngineConfig.AuditKeyDir).
+func NewEngineE(client *Client, cfg EngineConfig) (*Engine, error) {
+	if client.store == nil {
+		return nil, errTokenClient
+	}
+	ecfg := engine.EngineConfig{ProjectorLag: cfg.ProjectorLag,
 		Purger:    engine.PurgerConfig{Retention: cfg.Retention},
 		TypeGrace: cfg.TypeGrace, TypeSweepInterval: min(max(cfg.TypeGrace/4, time.Second), engine.DefaultTypeSweepInterval),
-		Auth: cfg.Auth, Log: cfg.Logger, MisfireGrace: cfg.MisfireGrace})}
+		Auth: cfg.Auth, Log: cfg.Logger, MisfireGrace: cfg.MisfireGrace}
+	var pub string
+	if cfg.AuditKeyDir != "" {
+		kp, _, err := engine.LoadAuditKey(cfg.AuditKeyDir)
+		if err != nil {
+			return nil, err
+		}
+		ecfg.Checkpoints.Key, ecfg.Checkpoints.Interval = kp, cfg.CheckpointInterval
+		pub = engine.AuditPublicKey(kp)
+	}
+	return &Engine{e: engine.NewEngine(client.store, ecfg), auditKey: pub}, nil
 }
+
+// AuditPublicKey is the public key the engine signs the event log's
+// checkpoints with ("": it writes none).
+func (e *Engine) AuditPublicKey() string { return e.auditKey }
 
 // Add adds a component (an HTTP gateway) that starts after, and stops
 // before, the engine's own.

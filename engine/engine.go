@@ -47,7 +47,10 @@ type EngineConfig struct {
 	// StatsFlush is how often the statistics of the charts are written
 	// (default maintenance.DefaultStatsFlush).
 	StatsFlush time.Duration
-	Log        *slog.Logger
+	// Checkpoints configures the checkpoints of the event log (written by
+	// the leader when Checkpoints.Key is set; docs/audit.md).
+	Checkpoints maintenance.CheckpointerConfig
+	Log         *slog.Logger
 }
 
 // Engine runs the components that keep jetflow whole, next to any number of
@@ -65,6 +68,9 @@ type Engine struct {
 
 	// Scheduler fires the schedules' ticks (a led component).
 	Scheduler *maintenance.Scheduler
+	// Checkpointer writes the checkpoints of the event log (a led
+	// component; nil without a key).
+	Checkpointer *maintenance.Checkpointer
 }
 
 // NewEngine assembles an engine on a store.
@@ -100,6 +106,13 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
 		e.Stats,
 		e.Scheduler,
+	}
+	if cfg.Checkpoints.Key != nil {
+		if cfg.Checkpoints.Log == nil {
+			cfg.Checkpoints.Log = log
+		}
+		e.Checkpointer = maintenance.NewCheckpointer(st, cfg.Checkpoints)
+		led = append(led, e.Checkpointer)
 	}
 	e.Leader = maintenance.NewLeader(st, maintenance.LeaderConfig{Name: "engine", ID: cfg.ID + "-" + domain.NewID()[20:],
 		TTL: cfg.LeaderTTL, Log: log, Components: led})

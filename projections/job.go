@@ -135,7 +135,7 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		f.Counts = *ev.Counts
 		n.Fanout = &f
 	}
-	n.Seq = ev.Seq
+	n.Seq, n.LastHash = ev.Seq, ev.Hash
 	n.Events++
 	if t.After(n.UpdatedAt) {
 		n.UpdatedAt = t

@@ -37,7 +37,7 @@ func FoldType(t *domain.TypeRecord, ev *domain.Event) (*domain.TypeRecord, error
 	default:
 		return nil, fmt.Errorf("type %s: %s is not a type event", ev.JobID, ev.Type)
 	}
-	n.UpdatedAt, n.Seq = ev.Time.UTC(), ev.Seq
+	n.UpdatedAt, n.Seq, n.LastHash = ev.Time.UTC(), ev.Seq, ev.Hash
 	return &n, nil
 }
 
@@ -50,7 +50,7 @@ func FoldNamespace(r *domain.NamespaceRecord, ev *domain.Event) (*domain.Namespa
 		return r, nil
 	}
 	return &domain.NamespaceRecord{Name: ev.Namespace.Name, Settings: ev.Namespace.Settings,
-		UpdatedAt: ev.Time.UTC(), Seq: ev.Seq}, nil
+		UpdatedAt: ev.Time.UTC(), Seq: ev.Seq, LastHash: ev.Hash}, nil
 }
 
 // FoldQueueLimits folds a queue.set event into a queue's record.
@@ -59,6 +59,7 @@ func FoldQueueLimits(rec domain.QueueRecord, ev *domain.Event) domain.QueueRecor
 		return rec
 	}
 	rec.Limits, rec.LimitsSeq, rec.LimitsAt, rec.LimitsBy = ev.Queue.Limits, ev.Seq, ev.Time.UTC(), ev.Actor
+	rec.LimitsHash = ev.Hash
 	if rec.Name == "" {
 		rec.Name = ev.Queue.Name
 	}

@@ -81,7 +81,7 @@ func FoldSchedule(r *domain.ScheduleRecord, ev *domain.Event) (*domain.ScheduleR
 	if ev.Type != domain.EvScheduleTick {
 		n.UpdatedAt, n.UpdatedBy = ev.Time.UTC(), ev.Actor
 	}
-	n.Seq = ev.Seq
+	n.Seq, n.LastHash = ev.Seq, ev.Hash
 	return &n, nil
 }
 

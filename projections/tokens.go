@@ -36,7 +36,7 @@ func FoldToken(t *domain.TokenRecord, ev *domain.Event) (*domain.TokenRecord, er
 	default:
 		return nil, fmt.Errorf("token %s: %s is not a token event", ev.Token.ID, ev.Type)
 	}
-	n.Seq = ev.Seq
+	n.Seq, n.LastHash = ev.Seq, ev.Hash
 	return &n, nil
 }
 

@@ -78,6 +78,7 @@ func DecodeEvent(data []byte) (*domain.Event, error) {
 	if e.V > domain.EnvelopeVersion {
 		return nil, fmt.Errorf("%w: event envelope version %d is newer than this build (%d)", ErrBadRecord, e.V, domain.EnvelopeVersion)
 	}
+	e.Hash = ChainHash(e.Prev, data)
 	return &e, nil
 }
 

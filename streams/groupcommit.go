@@ -244,7 +244,14 @@ func waitGroup(ctx context.Context, ch <-chan groupResult) (uint64, error) {
 // expectMsg is an append of data to subject on the condition that the
 // last sequence on expectOn (subject itself if empty) is expect.
 func expectMsg(subject string, data []byte, expect uint64, expectOn string) *nats.Msg {
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	return withExpect(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, expect, expectOn)
+}
+
+// withExpect sets m's expected-sequence headers (keeping its others).
+func withExpect(m *nats.Msg, expect uint64, expectOn string) *nats.Msg {
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
 	m.Header.Set(hdrExpectSeq, strconv.FormatUint(expect, 10))
 	if expectOn != "" {
 		m.Header.Set(hdrExpectOn, expectOn)

@@ -97,21 +97,26 @@ func (w Writer) Publish(ctx context.Context, m *nats.Msg, opts ...jetstream.Publ
 // AppendAsync appends ev to subject on the condition that the last event on
 // that subject is expectSeq (0: none yet).
 func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) Future {
-	data, err := EncodeEvent(ev)
+	m, err := EventMsg(subject, ev)
 	if err != nil {
-		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
+		return Future{err: err}
 	}
-	return w.AppendDataAsync(subject, data, expectSeq, "")
+	return w.AppendMsgAsync(m, expectSeq, "")
 }
 
 // AppendDataAsync appends an encoded event to subject on the condition
 // that the last sequence on expectOn (subject itself if empty) is
 // expectSeq (0: none yet), through the group commit if the Writer has one.
 func (w Writer) AppendDataAsync(subject string, data []byte, expectSeq uint64, expectOn string) Future {
+	return w.AppendMsgAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, expectSeq, expectOn)
+}
+
+// AppendMsgAsync is AppendDataAsync of a message with its headers (the
+// chain hash: EventMsg).
+func (w Writer) AppendMsgAsync(m *nats.Msg, expectSeq uint64, expectOn string) Future {
 	if w.Group != nil {
-		return w.Group.append(expectMsg(subject, data, expectSeq, expectOn))
+		return w.Group.append(withExpect(m, expectSeq, expectOn))
 	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	if expectOn != "" {
 		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(expectSeq, expectOn))
 	}
@@ -124,14 +129,14 @@ func (w Writer) AppendDataAsync(subject string, data []byte, expectSeq uint64, e
 // queues and types; a random id only needs its own subject to be empty,
 // which is cheaper to check).
 func (w Writer) AppendFirstAsync(ev *domain.Event, subject string, derived bool) Future {
-	data, err := EncodeEvent(ev)
+	m, err := EventMsg(subject, ev)
 	if err != nil {
-		return Future{err: fmt.Errorf("encode %s: %w", ev.Type, err)}
+		return Future{err: err}
 	}
 	if derived {
-		return w.AppendDataAsync(subject, data, 0, EventFilter(ev.JobID))
+		return w.AppendMsgAsync(m, 0, EventFilter(ev.JobID))
 	}
-	return w.AppendDataAsync(subject, data, 0, "")
+	return w.AppendMsgAsync(m, 0, "")
 }
 
 // PutJobAsync writes a job record on the condition that the key's current

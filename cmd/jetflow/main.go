@@ -39,7 +39,7 @@ var commandFuncs = map[string]func(*cli, []string) int{
 	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload, "workflow": cmdWorkflow,
-	"schedule": cmdSchedule, "bulk": cmdBulk, "tail": cmdTail,
+	"schedule": cmdSchedule, "bulk": cmdBulk, "tail": cmdTail, "audit": cmdAudit, "export": cmdExport,
 	"version": cmdVersion, // and help (cmdHelp), which runs these
 }
 
@@ -90,6 +90,7 @@ type cli struct {
 	fs    *flag.FlagSet
 	url   string
 	token string
+	actor string // --actor: who the events this CLI writes name
 	json  bool
 	debug bool
 	nats  natsCreds // --nats-creds, --nats-user, --nats-password, --nats-token
@@ -114,6 +115,7 @@ func (c *cli) clientFlags() *flag.FlagSet {
 	fs.StringVar(&c.url, "nats", def, "NATS URL of the jetflow system (env JETFLOW_NATS)")
 	fs.StringVar(&c.token, "token", os.Getenv("JETFLOW_TOKEN"), "access token (serve --auth): speak the engine's command service with it instead of writing to JetStream; submit, get, wait, ls, cancel and events (env JETFLOW_TOKEN)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
+	fs.StringVar(&c.actor, "actor", os.Getenv("JETFLOW_ACTOR"), "who the events this command writes name (default: the NATS user and this host and process; a token names itself) (env JETFLOW_ACTOR)")
 	c.natsFlags(fs)
 	return fs
 }
@@ -235,11 +237,15 @@ func (c *cli) connect(ctx context.Context) (*jetflow.Client, bool) {
 		}
 		c.token = "" // $JETFLOW_TOKEN is for the job commands
 	}
+	if !c.checkFlags(when("actor", len(c.actor) > 128 || strings.ContainsFunc(c.actor, func(r rune) bool { return r < ' ' || r == 0x7f }), "at most 128 printable characters"),
+		when("actor", c.actor != "" && c.token != "", "not with --token (a token client's events name its token)")) {
+		return nil, false
+	}
 	opts, ok := c.natsOptions()
 	if !ok {
 		return nil, false
 	}
-	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Logger: c.logger(), NATSOptions: opts, Token: c.token})
+	cl, err := jetflow.Connect(cctx, c.url, jetflow.ClientOptions{Name: c.actor, Logger: c.logger(), NATSOptions: opts, Token: c.token})
 	if err != nil {
 		c.reportAs(problemUnavailable(), "%v", err)
 		return nil, false

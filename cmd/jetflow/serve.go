@@ -44,6 +44,8 @@ func cmdServe(c *cli, args []string) int {
 		natsAuth               bool
 		maxUpload              = byteSize(gateway.DefaultMaxUpload)
 		maxFiles               int
+		auditDir               string
+		checkpointEvery        time.Duration
 	)
 	fs.StringVar(&dir, "data", "./jetflow-data", "JetStream store directory of the embedded NATS server")
 	fs.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
@@ -69,6 +71,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
 	fs.BoolVar(&natsAuth, "nats-auth", false, "the embedded server requires credentials: users engine, worker and client, each limited to its role, passwords in <data>/"+jetflow.NATSUsersFile)
+	fs.StringVar(&auditDir, "audit-dir", "", "directory of the key that signs the event log's checkpoints ("+jetflow.AuditKeyFile+", created if missing; default: <data> with the embedded server; with --nats none: no checkpoints; docs/audit.md)")
+	durationVar(fs, &checkpointEvery, "checkpoint-interval", 30*time.Second, "how often the leader checkpoints the event log, if anything was appended")
 	c.natsFlags(fs)
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
 	if _, ok := c.parse(args, 0, 0); !ok {
@@ -93,6 +97,7 @@ func cmdServe(c *cli, args []string) int {
 			fmt.Sprintf("must be 0 (those of the existing event log) to %d", maxReplicas)),
 		when("replicas", url == "" && replicas > 1, "the embedded server is one node: must be 0 or 1"),
 		when("projector-lag", lag <= 0, "must be more than 0"),
+		when("checkpoint-interval", checkpointEvery < time.Second, "must be 1s or more"),
 		when("concurrency", concurrency < 1, "must be 1 or more"),
 		when("concurrency", !demo, "only with --demo"),
 		when("http", !noHTTP && !validHostPort(httpAddr), `want HOST:PORT, or "off"`),
@@ -220,8 +225,20 @@ func cmdServe(c *cli, args []string) int {
 			return exitFailed
 		}
 	}
-	eng := jetflow.NewEngine(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log,
-		MisfireGrace: misfireGrace})
+	if auditDir == "" && url == "" {
+		auditDir = dir
+	}
+	eng, err := jetflow.NewEngineE(client, jetflow.EngineConfig{ProjectorLag: lag, TypeGrace: typeGrace, Retention: retention, Auth: auth, Logger: log,
+		MisfireGrace: misfireGrace, AuditKeyDir: auditDir, CheckpointInterval: checkpointEvery})
+	if err != nil {
+		c.errorf("--audit-dir: %v", err)
+		return exitFailed
+	}
+	if k := eng.AuditPublicKey(); k != "" {
+		log.Info("event log checkpoints signed; keep this public key elsewhere to verify them (jetflow audit verify --pubkey)", "pubkey", k, "key", filepath.Join(auditDir, jetflow.AuditKeyFile))
+	} else {
+		log.Info("no event log checkpoints: no --audit-dir")
+	}
 	if httpAddr != "" && httpAddr != "off" {
 		// The gateway writes as itself: events it writes name it.
 		gwClient, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Name: "gateway-" + defaultID(), Logger: log})

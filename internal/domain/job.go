@@ -232,6 +232,9 @@ type Job struct {
 	UpdatedAt     time.Time `msgpack:"updated_at"`
 	Seq           uint64    `msgpack:"seq"`    // last folded event
 	Events        int       `msgpack:"events"` // events folded
+	// LastHash is the chain hash of the last folded event (Event.Hash):
+	// the next event's Prev, known to its writer without a read.
+	LastHash []byte `msgpack:"last_hash,omitempty"`
 	// PurgedAt is when retention purged the job (job.purged). Only a fold
 	// of the log has it: a purged job has no record.
 	PurgedAt time.Time `msgpack:"purged_at,omitempty"`
@@ -303,6 +306,17 @@ type Event struct {
 	// wrote it, when the actor is not the token itself (a worker writing
 	// through a worker token).
 	By string `msgpack:"by,omitempty"`
+
+	Checkpoint *Checkpoint `msgpack:"ckpt,omitempty"` // audit.checkpoint
+
+	// Prev is the chain hash (Hash) of the event before it on its subject
+	// (empty: the first, or a piece event, which is not chained). It is
+	// part of the bytes Hash is taken over (docs/audit.md).
+	Prev []byte `msgpack:"prev,omitempty"`
+	// Hash is sha256(Prev || the event's bytes as stored): set when read or
+	// appended, and carried by the stored message in its Jetflow-Hash
+	// header, never in the bytes themselves.
+	Hash []byte `msgpack:"-"`
 
 	Seq     uint64 `msgpack:"-"` // stream sequence, set when read or appended
 	Subject string `msgpack:"-"` // set when read

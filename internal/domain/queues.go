@@ -111,6 +111,8 @@ type QueueRecord struct {
 	// (LimitsSeq; 0: never set).
 	Limits    QueueLimits `msgpack:"limits" json:"limits"`
 	LimitsSeq uint64      `msgpack:"limits_seq,omitempty" json:"-"`
-	LimitsAt  time.Time   `msgpack:"limits_at,omitempty" json:"limits_updated_at,omitempty"`
-	LimitsBy  string      `msgpack:"limits_by,omitempty" json:"limits_updated_by,omitempty"`
+	// LimitsHash is the chain hash of the queue.set at LimitsSeq.
+	LimitsHash []byte    `msgpack:"limits_hash,omitempty" json:"-"`
+	LimitsAt   time.Time `msgpack:"limits_at,omitempty" json:"limits_updated_at,omitempty"`
+	LimitsBy   string    `msgpack:"limits_by,omitempty" json:"limits_updated_by,omitempty"`
 }

@@ -33,7 +33,8 @@ type TypeRecord struct {
 	Deleted      bool      `msgpack:"deleted"`
 	RegisteredAt time.Time `msgpack:"registered_at"`
 	UpdatedAt    time.Time `msgpack:"updated_at"`
-	Seq          uint64    `msgpack:"seq"` // the last event folded
+	Seq          uint64    `msgpack:"seq"`                          // the last event folded
+	LastHash     []byte    `msgpack:"last_hash,omitempty" json:"-"` // its chain hash
 }
 
 // FullName is scope:category:name.
@@ -87,4 +88,5 @@ type NamespaceRecord struct {
 	Settings  NamespaceSettings `msgpack:"settings"`
 	UpdatedAt time.Time         `msgpack:"updated_at"`
 	Seq       uint64            `msgpack:"seq"`
+	LastHash  []byte            `msgpack:"last_hash,omitempty" json:"-"` // its chain hash
 }

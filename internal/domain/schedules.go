@@ -111,7 +111,8 @@ type ScheduleRecord struct {
 	CreatedBy string    `msgpack:"created_by,omitempty"`
 	UpdatedAt time.Time `msgpack:"updated_at"`
 	UpdatedBy string    `msgpack:"updated_by,omitempty"`
-	Seq       uint64    `msgpack:"seq"` // the last event folded
+	Seq       uint64    `msgpack:"seq"`                          // the last event folded
+	LastHash  []byte    `msgpack:"last_hash,omitempty" json:"-"` // its chain hash
 }
 
 // MaxScheduleRuns is how many of its newest ticks a schedule's record

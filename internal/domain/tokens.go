@@ -33,4 +33,5 @@ type TokenRecord struct {
 	RevokedAt time.Time `msgpack:"revoked_at,omitempty"`
 	RevokedBy string    `msgpack:"revoked_by,omitempty"`
 	Seq       uint64    `msgpack:"seq"`
+	LastHash  []byte    `msgpack:"last_hash,omitempty" json:"-"` // the chain hash of the event at Seq
 }

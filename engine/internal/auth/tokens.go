@@ -37,6 +37,7 @@ func Open(ctx context.Context, s *store.Store) (*Tokens, error) {
 		Name:   "token",
 		Bucket: streams.TokensBucket,
 		Seq:    func(r *domain.TokenRecord) uint64 { return r.Seq },
+		Head:   func(r *domain.TokenRecord) []byte { return r.LastHash },
 		Fold:   projections.FoldToken,
 		RefOf: func(ev *domain.Event) (store.Ref, bool) {
 			if ev.Token == nil {

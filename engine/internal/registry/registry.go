@@ -59,6 +59,7 @@ func Open(ctx context.Context, s *store.Store) (*Registry, error) {
 		Name:   "type",
 		Bucket: streams.TypesBucket,
 		Seq:    func(t *domain.TypeRecord) uint64 { return t.Seq },
+		Head:   func(t *domain.TypeRecord) []byte { return t.LastHash },
 		Fold:   projections.FoldType,
 		RefOf: func(ev *domain.Event) (store.Ref, bool) {
 			if ev.TypeDef == nil {
@@ -75,6 +76,7 @@ func Open(ctx context.Context, s *store.Store) (*Registry, error) {
 		Name:     "namespace",
 		Bucket:   streams.NamespacesBucket,
 		Seq:      func(n *domain.NamespaceRecord) uint64 { return n.Seq },
+		Head:     func(n *domain.NamespaceRecord) []byte { return n.LastHash },
 		Fold:     projections.FoldNamespace,
 		LastOnly: true, // a namespace's record is its last settings
 		RefOf: func(ev *domain.Event) (store.Ref, bool) {

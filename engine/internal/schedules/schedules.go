@@ -47,6 +47,7 @@ func Open(ctx context.Context, s *store.Store, types store.Types) (*Schedules, e
 		Name:   "schedule",
 		Bucket: streams.SchedulesBucket,
 		Seq:    func(r *domain.ScheduleRecord) uint64 { return r.Seq },
+		Head:   func(r *domain.ScheduleRecord) []byte { return r.LastHash },
 		Fold:   projections.FoldSchedule,
 		RefOf: func(ev *domain.Event) (store.Ref, bool) {
 			if ev.Schedule == nil {

@@ -31,10 +31,15 @@ func (s *Store) ActorOf(ctx context.Context) string {
 	return s.actor
 }
 
-// stamp names the token of the request on an event its actor wrote on the
-// token's behalf (a worker writing through a worker token): every event
-// names the token that caused it.
-func stamp(ctx context.Context, ev *domain.Event) {
+// stamp names the writer of an event that names none (ActorOf: the
+// request's token, else this process: its client's name or NATS user),
+// and the token of the request on an event its actor wrote on the token's
+// behalf (a worker writing through a worker token): every event names who
+// wrote it and the token that caused it.
+func (s *Store) stamp(ctx context.Context, ev *domain.Event) {
+	if ev.Actor == "" {
+		ev.Actor = s.ActorOf(ctx)
+	}
 	if p := PrincipalOf(ctx); p != nil {
 		if a := p.Actor(); a != ev.Actor {
 			ev.By = a

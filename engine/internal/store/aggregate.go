@@ -48,6 +48,9 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
+	// Head is the chain hash of the last event folded into rec (its
+	// Event.Hash, which the fold keeps): the Prev of the next event.
+	Head func(rec *R) []byte
 	// Encode and Decode (default streams.Marshal and streams.Unmarshal).
 	Encode func(rec *R) ([]byte, error)
 	Decode func(data []byte) (*R, error)
@@ -367,7 +370,11 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 	subjects := make([]string, len(ws))
 	for i, w := range ws {
 		subjects[i] = a.subject(w.Ref, w.Cur.Rec)
-		stamp(ctx, w.Ev)
+		a.s.stamp(ctx, w.Ev)
+		w.Ev.Prev = nil
+		if w.Cur.Rec != nil && a.k.Head != nil {
+			w.Ev.Prev = a.k.Head(w.Cur.Rec)
+		}
 		futs[i] = a.s.appendAsync(subjects[i], w.Ev, w.Cur.Last, w.ExpectOn)
 	}
 	wrote := false
@@ -479,11 +486,11 @@ func (s *Store) appendAsync(subject string, ev *domain.Event, expect uint64, exp
 	if expectOn == "" {
 		return s.w.AppendAsync(subject, ev, expect)
 	}
-	data, err := streams.EncodeEvent(ev)
+	m, err := streams.EventMsg(subject, ev)
 	if err != nil {
-		return streams.FailedFuture(fmt.Errorf("encode %s: %w", ev.Type, err))
+		return streams.FailedFuture(err)
 	}
-	return s.w.AppendDataAsync(subject, data, expect, expectOn)
+	return s.w.AppendMsgAsync(m, expect, expectOn)
 }
 
 // follow calls fn with every record of the bucket, then with every change,

@@ -34,7 +34,7 @@ func (s *Store) SettleBatch(ctx context.Context, msg BatchMsg, item *domain.Batc
 	}
 	ev := &domain.Event{Type: step.Piece, JobID: item.Parent, Time: time.Now().UTC(), Piece: item.Piece,
 		Attempt: attempt, Actor: actor, Error: step.Error}
-	stamp(ctx, ev)
+	s.stamp(ctx, ev)
 	if _, err := s.PublishPiece(ev, item.Parent+"-b"+strconv.Itoa(item.Piece)+"-done").Wait(ctx); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (s *Store) DispatchAsync(snap Snapshot) streams.Future {
 func (s *Store) PieceAsync(j *domain.Job) streams.Future {
 	typ := commands.PieceOutcome(j.State)
 	ev := &domain.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
-		Actor: s.actor, Fields: map[string]any{"child": j.ID}}
+		Actor: s.actor, Fields: map[string]any{"child": j.ID}, Prev: j.LastHash}
 	if typ != domain.PcSucceeded && j.Error != nil {
 		e := *j.Error
 		e.Stack = ""
@@ -78,19 +78,18 @@ func (s *Store) PieceAsync(j *domain.Job) streams.Future {
 func (s *Store) PlanAsync(j *domain.Job) streams.Future {
 	plan := j.Fanout.Plan
 	ev := &domain.Event{Type: domain.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.actor,
-		Fields: map[string]any{"total": plan.Total}, Plan: &plan}
+		Fields: map[string]any{"total": plan.Total}, Plan: &plan, Prev: j.LastHash}
 	return s.PublishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
 }
 
 // PublishPiece publishes a piece event on its parent's piece subject,
 // once per message id within the duplicate window.
 func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
-	data, err := streams.EncodeEvent(ev)
+	m, err := streams.EventMsg(streams.PieceSubject(ev.JobID), ev)
 	if err != nil {
 		return streams.FailedFuture(err)
 	}
-	return s.w.PublishAsync(&nats.Msg{Subject: streams.PieceSubject(ev.JobID), Data: data, Header: nats.Header{}},
-		jetstream.WithMsgID(msgID))
+	return s.w.PublishAsync(m, jetstream.WithMsgID(msgID))
 }
 
 // SendBatches publishes the work items of a fan-out of batches, item(0)

@@ -27,6 +27,7 @@ func jobKind(s *Store) Kind[domain.Job] {
 			return streams.JobSubject(j)
 		},
 		Seq:    func(j *domain.Job) uint64 { return j.Seq },
+		Head:   func(j *domain.Job) []byte { return j.LastHash },
 		Fold:   projections.Fold,
 		Encode: streams.EncodeJob,
 		Decode: streams.DecodeJob,

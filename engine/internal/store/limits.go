@@ -27,6 +27,7 @@ func queueKind(l *Limits) Kind[domain.QueueRecord] {
 		Name:   "queue",
 		Bucket: streams.QueuesBucket,
 		Seq:    func(r *domain.QueueRecord) uint64 { return r.LimitsSeq },
+		Head:   func(r *domain.QueueRecord) []byte { return r.LimitsHash },
 		Fold: func(r *domain.QueueRecord, ev *domain.Event) (*domain.QueueRecord, error) {
 			var cur domain.QueueRecord
 			if r != nil {

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// cmdAudit: audit verify (the event log's chain and checkpoints), audit
+// pubkey (the public half of the checkpoint key).
+func cmdAudit(c *cli, args []string) int {
+	sub := ""
+	for _, a := range args {
+		if slices.Contains([]string{"verify", "pubkey"}, a) {
+			sub = a
+			break
+		}
+	}
+	if sub != "" {
+		c.name = "audit " + sub
+	}
+	if sub == "pubkey" {
+		return c.auditPubkey(args)
+	}
+	fs := c.clientFlags()
+	var scope engine.AuditScope
+	var pub, file string
+	fs.StringVar(&scope.Namespace, "namespace", "", "only the events of this namespace's jobs")
+	fs.StringVar(&scope.Queue, "queue", "", "only the events of this queue's jobs")
+	fs.StringVar(&scope.Type, "type", "", "only the events of jobs of this type")
+	fs.StringVar(&scope.Job, "job", "", "only the events of this job (and its pieces)")
+	fs.StringVar(&file, "file", "", "verify this export (jetflow export) offline, against --pubkey, instead of the log")
+	fs.StringVar(&pub, "pubkey", "", "the public key(s) the checkpoints must be signed with, comma-separated (jetflow audit pubkey of each engine, kept apart from the system); default: the key they name, which proves less")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	if pos[0] != "verify" {
+		c.errorf("want verify or pubkey, got %q", pos[0])
+		return exitUsage
+	}
+	if !c.checkFlags(
+		when("namespace", !domain.ValidNamespace(scope.Namespace), "not a namespace name"),
+		when("queue", !domain.ValidQueue(scope.Queue), "not a queue name"),
+		when("type", scope.Type == "" || len(scope.Type) > 256 || strings.ContainsAny(scope.Type, " *>"), "not a job type"),
+		when("job", !domain.ValidID(scope.Job), "not a job id"),
+		when("pubkey", !validPubkeys(pub), "not checkpoint public keys, comma-separated (jetflow audit pubkey prints one)"),
+		when("file", file == "", "must not be empty"),
+		when("file", scope != engine.AuditScope{}, "not with --namespace, --queue, --type or --job (an export is verified whole)"),
+	) {
+		return exitUsage
+	}
+	if file != "" {
+		if pub == "" {
+			c.errorf("--file: needs --pubkey (an export is checked against the key kept apart from the system)")
+			return exitUsage
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			c.errorf("--file %s: %v", file, err)
+			return exitUsage
+		}
+		defer f.Close()
+		rep, err := engine.VerifyAuditExport(f, pub)
+		if err != nil {
+			c.errorf("--file %s: %v", file, err)
+			return exitFailed
+		}
+		return c.auditReport(rep)
+	}
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		js, err := jetstream.New(cl.Conn())
+		if err != nil {
+			return c.fail(err)
+		}
+		rep, err := engine.VerifyLog(ctx, js, scope, pub)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.auditReport(rep)
+	})
+}
+
+// validPubkeys reports whether s is checkpoint public keys, comma-separated.
+func validPubkeys(s string) bool {
+	keys := strings.Split(s, ",")
+	if len(keys) > 64 {
+		return false
+	}
+	for _, k := range keys {
+		if !nkeys.IsValidPublicServerKey(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// auditReport prints a verification's report; exit 1 on a finding.
+func (c *cli) auditReport(rep *engine.AuditReport) int {
+	if c.json {
+		if rep.Findings == nil {
+			rep.Findings = []engine.AuditFinding{}
+		}
+		c.printJSON(rep)
+	} else {
+		fmt.Fprintf(c.out, "verified %d events on %d subjects, %d checkpoints: %d findings\n", rep.Events, rep.Subjects, rep.Checkpoints, len(rep.Findings))
+		switch {
+		case rep.Checkpoints == 0:
+			fmt.Fprintf(c.out, "  no checkpoint: the chain alone proves nothing against whoever can write the log (docs/audit.md)\n")
+		case rep.KeyPinned:
+			fmt.Fprintf(c.out, "  checkpoints signed by %s, covering events up to %d; %d events after it not yet covered\n", rep.Key, rep.Covered, rep.Uncovered)
+		default:
+			fmt.Fprintf(c.out, "  checkpoints signed by %s (the key they name: give --pubkey to check it is yours), covering events up to %d; %d events after it not yet covered\n", rep.Key, rep.Covered, rep.Uncovered)
+		}
+		for _, f := range rep.Findings {
+			fmt.Fprintf(c.out, "  %s\n", f)
+		}
+	}
+	if !rep.OK() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// auditPubkey prints the public key of the checkpoint key in --data (or
+// --audit-dir).
+func (c *cli) auditPubkey(args []string) int {
+	fs := c.flags()
+	var dir string
+	fs.StringVar(&dir, "data", "./jetflow-data", "serve's data directory (or its --audit-dir), where "+jetflow.AuditKeyFile+" is")
+	fs.StringVar(&dir, "audit-dir", "./jetflow-data", "the same as --data")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	_ = pos
+	path := filepath.Join(dir, jetflow.AuditKeyFile)
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		c.errorf("--data %s: %v (serve creates the key at its first start)", dir, err)
+		return exitUsage
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		c.errorf("%s: not a key: %v", path, err)
+		return exitFailed
+	}
+	pubkey := engine.AuditPublicKey(kp)
+	if c.json {
+		c.printJSON(map[string]string{"pubkey": pubkey})
+	} else {
+		fmt.Fprintln(c.out, pubkey)
+	}
+	return exitOK
+}

@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"context"
+	"io"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/jetflow/jetflow/engine/internal/audit"
+)
+
+// The audit of the event log (docs/audit.md), for the CLI.
+type (
+	AuditScope   = audit.Scope
+	AuditReport  = audit.Report
+	AuditFinding = audit.Finding
+)
+
+// AuditKeyFile is the checkpoint signing key's file in its directory.
+const AuditKeyFile = audit.KeyFile
+
+// LoadAuditKey reads the checkpoint signing key from dir, creating it if
+// it is not there.
+func LoadAuditKey(dir string) (kp nkeys.KeyPair, created bool, err error) { return audit.LoadKey(dir) }
+
+// AuditPublicKey is the public half of a checkpoint signing key.
+func AuditPublicKey(kp nkeys.KeyPair) string { return audit.PublicKey(kp) }
+
+// AuditExportScope is what an export holds.
+type AuditExportScope = audit.ExportScope
+
+// AuditExport writes the export of scope to w (docs/audit.md).
+func AuditExport(ctx context.Context, js jetstream.JetStream, scope AuditExportScope, w io.Writer, progress func(events int)) (audit.ExportStats, error) {
+	return audit.Export(ctx, js, scope, w, progress)
+}
+
+// VerifyAuditExport checks an export offline against the trusted key pub.
+func VerifyAuditExport(r io.Reader, pub string) (*AuditReport, error) {
+	return audit.VerifyExport(r, pub)
+}
+
+// VerifyLog verifies the chain and the checkpoints of the events of scope
+// (pub: the trusted checkpoint key; "": the key the checkpoints name).
+func VerifyLog(ctx context.Context, js jetstream.JetStream, scope AuditScope, pub string) (*AuditReport, error) {
+	return audit.VerifyLog(ctx, js, scope, pub)
+}

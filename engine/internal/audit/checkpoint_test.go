@@ -1,0 +1,90 @@
+package audit_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/engine/internal/audit"
+	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Checkpoints commit to every chain head: a subject purged after its
+// checkpoint, and an event appended after it with a forged hash, are
+// found; a checkpoint is checked against the trusted key.
+func TestAuditCheckpoints(t *testing.T) {
+	env, js, ids := logOf(t, 4)
+	ctx := context.Background()
+	kp, created, err := audit.LoadKey(t.TempDir())
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	pub := audit.PublicKey(kp)
+	st := testkit.StoreOf(t, env.Client)
+	cp := maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp})
+	env.Engine.Stop(ctx) // nothing else writes from here
+	ck, err := cp.Checkpoint(ctx)
+	if err != nil || ck == nil || ck.Checkpoint.From != 0 || ck.Checkpoint.Count < 4 {
+		t.Fatalf("checkpoint %+v: %v", ck, err)
+	}
+	if again, err := cp.Checkpoint(ctx); err != nil || again != nil {
+		t.Fatalf("a second checkpoint with nothing new: %+v %v", again, err)
+	}
+	r := verify(t, js, audit.Scope{}, pub)
+	if !r.OK() || r.Checkpoints != 1 || r.Covered != ck.Checkpoint.UpTo || r.Uncovered != 0 || !r.KeyPinned {
+		t.Fatalf("report %+v", r)
+	}
+	// Another key: every checkpoint is refused.
+	other, _, err := audit.LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = verify(t, js, audit.Scope{}, audit.PublicKey(other))
+	if got := findings(r); len(got) != 1 || got[0] != fmt.Sprintf("checkpoint %d ", ck.Seq) || !strings.Contains(r.Findings[0].What, "not by the trusted key") {
+		t.Fatalf("findings with another key %v", r.Findings)
+	}
+
+	// A whole job purged: its chain is gone, the checkpoint's root names
+	// the range it was in.
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := msgs(t, js, ids[0])
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(a[0].Subject)); err != nil {
+		t.Fatal(err)
+	}
+	// An event appended after the checkpoint, chained, with a forged hash.
+	b := msgs(t, js, ids[1])
+	head, err := streams.DecodeEvent(b[len(b)-1].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := streams.EventMsg(b[0].Subject, &domain.Event{Type: domain.EvCancelled, JobID: ids[1], Time: time.Now(), Prev: head.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set(streams.HashHeader, strings.Repeat("cd", streams.HashSize))
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = verify(t, js, audit.Scope{}, pub)
+	want := []string{fmt.Sprintf("checkpoint %d ", ck.Seq), fmt.Sprintf("edited %d %s", ack.Sequence, ids[1])}
+	if got := findings(r); strings.Join(got, ",") != strings.Join(want, ",") || r.Uncovered != 1 {
+		t.Fatalf("findings %v, want %v; uncovered %d\n%v", got, want, r.Uncovered, r.Findings)
+	}
+	if w := r.Findings[0].What; !strings.Contains(w, fmt.Sprintf("(0, %d]", ck.Checkpoint.UpTo)) {
+		t.Fatalf("checkpoint finding %q", w)
+	}
+	for _, f := range r.Findings {
+		t.Log(f)
+	}
+}

@@ -1,0 +1,104 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Read calls fn with every event of the events stream in scope, in stream
+// order, with the hash its header claims, up to the stream's last
+// sequence when it starts; it returns the stream's first sequence.
+func Read(ctx context.Context, js jetstream.JetStream, filters []string, fn func(seq uint64, subject string, stored, data []byte) error) (uint64, error) {
+	_, first, err := ReadRange(ctx, js, filters, 1, 0, fn)
+	return first, err
+}
+
+// ReadRange is Read from sequence from up to upTo (0: the stream's last
+// sequence when it starts); it returns the last sequence it read up to
+// and the stream's first sequence.
+func ReadRange(ctx context.Context, js jetstream.JetStream, filters []string, from, upTo uint64, fn func(seq uint64, subject string, stored, data []byte) error) (uint64, uint64, error) {
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		return 0, 0, fmt.Errorf("events stream: %w", err)
+	}
+	st := s.CachedInfo().State
+	if upTo == 0 || upTo > st.LastSeq {
+		upTo = st.LastSeq
+	}
+	if st.Msgs == 0 || from > upTo {
+		return upTo, st.FirstSeq, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters}
+	if from > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := js.OrderedConsumer(ctx, streams.EventsStream, cfg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read event log: %w", err)
+	}
+	info := cons.CachedInfo()
+	if info == nil || info.NumPending == 0 {
+		return upTo, st.FirstSeq, nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read event log: %w", err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return 0, 0, fmt.Errorf("read event log: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return 0, 0, err
+		}
+		seq := meta.Sequence.Stream
+		if seq > upTo {
+			return upTo, st.FirstSeq, nil
+		}
+		if err := fn(seq, m.Subject(), streams.StoredHash(m.Headers()), m.Data()); err != nil {
+			return 0, 0, err
+		}
+		if seq >= upTo || meta.NumPending == 0 {
+			return upTo, st.FirstSeq, nil
+		}
+	}
+}
+
+// VerifyLog verifies the events of scope in the log (pub: the trusted
+// checkpoint key, "": the key the checkpoints name).
+func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub string) (*Report, error) {
+	v := NewVerifier(pub, scope.Whole())
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("events stream: %w", err)
+	}
+	info := s.CachedInfo()
+	v.FirstSeq = info.State.FirstSeq
+	// Retention has been removing the log's oldest events when the oldest
+	// left is about as old as the log keeps them.
+	v.AgedOut = info.Config.MaxAge > 0 && v.FirstSeq > 1 &&
+		time.Since(info.State.FirstTime) > info.Config.MaxAge-time.Hour
+	filters := scope.Filters()
+	if filters != nil {
+		filters = append(filters, streams.CheckpointSubject) // their signatures
+	}
+	if _, err := Read(ctx, js, filters, func(seq uint64, subject string, stored, data []byte) error {
+		v.Add(seq, subject, stored, data)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return v.Finish(), nil
+}

@@ -1,0 +1,358 @@
+// Package audit proves the event log: the hash chain of each subject, the
+// signed checkpoints that commit to the chain heads, and exports that
+// carry both (docs/audit.md).
+package audit
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// Kinds of findings.
+const (
+	Edited     = "edited"     // its bytes do not match the hash it was stored with
+	Removed    = "removed"    // an event before it on its subject is missing
+	Reordered  = "reordered"  // it chains to an event before the last one on its subject, which has no other successor
+	Inserted   = "inserted"   // it chains to an event that has a successor already (a second branch)
+	Forged     = "forged"     // written without the chain (no hash, no prev) or not an event
+	Checkpoint = "checkpoint" // a checkpoint that is not signed by the key, or does not match the log
+)
+
+// Finding is one thing wrong with the log: which event, and what.
+type Finding struct {
+	Kind    string `json:"kind"`
+	Subject string `json:"subject"`
+	Job     string `json:"job,omitempty"`
+	Seq     uint64 `json:"seq"`
+	What    string `json:"what"`
+}
+
+func (f Finding) String() string {
+	job := f.Job
+	if job == "" {
+		job = "-"
+	}
+	return fmt.Sprintf("%s seq %d job %s on %s: %s", f.Kind, f.Seq, job, f.Subject, f.What)
+}
+
+// Report is what a verification found.
+type Report struct {
+	Events      int       `json:"events"`
+	Subjects    int       `json:"subjects"`
+	Checkpoints int       `json:"checkpoints"`
+	Findings    []Finding `json:"findings"`
+	// Covered is the last sequence a verified checkpoint covers; Uncovered
+	// the events after it, not yet committed to by a checkpoint.
+	Covered   uint64 `json:"covered"`
+	Uncovered int    `json:"uncovered"`
+	// Key is the key checkpoints were checked against ("" no checkpoint).
+	Key string `json:"key,omitempty"`
+	// KeyPinned: Key was given by the caller, not taken from the log.
+	KeyPinned bool `json:"key_pinned"`
+}
+
+// OK reports whether nothing was found.
+func (r *Report) OK() bool { return len(r.Findings) == 0 }
+
+// maxFindings bounds a report: a log rewritten wholesale is named by its
+// first findings.
+const maxFindings = 10000
+
+// recent is how many of a subject's last events a verifier remembers, to
+// tell a reordered or inserted event from a removal.
+const recent = 8
+
+type link struct {
+	hash [streams.HashSize]byte
+	seq  uint64
+	succ bool // an event after it chains to it
+}
+
+type chainState struct {
+	links []link // its last events, oldest first (at most recent)
+	// missing are the prevs of events whose event before them was not
+	// there (a removal finding), by finding: one that comes later makes it
+	// a reordering.
+	missing map[[streams.HashSize]byte]int
+}
+
+func (c *chainState) last() *link {
+	if len(c.links) == 0 {
+		return nil
+	}
+	return &c.links[len(c.links)-1]
+}
+
+func (c *chainState) find(h []byte) *link {
+	for i := len(c.links) - 1; i >= 0; i-- {
+		if bytes.Equal(c.links[i].hash[:], h) {
+			return &c.links[i]
+		}
+	}
+	return nil
+}
+
+func (c *chainState) push(h []byte, seq uint64) {
+	var l link
+	copy(l.hash[:], h)
+	l.seq = seq
+	if len(c.links) == recent {
+		copy(c.links, c.links[1:])
+		c.links = c.links[:recent-1]
+	}
+	c.links = append(c.links, l)
+}
+
+// Verifier checks a log fed to it in stream order (Add), then reports
+// (Finish). Pub is the trusted checkpoint key ("": the key the
+// checkpoints name). Whole says the log fed is the whole log (not a
+// scope), so that checkpoints' roots can be recomputed.
+type Verifier struct {
+	Pub   string
+	Whole bool
+	// FirstSeq is the stream's first sequence, and AgedOut says the
+	// events before it were removed by the log's retention (its MaxAge),
+	// not by someone: a chain may then start with a prev.
+	FirstSeq uint64
+	AgedOut  bool
+	// exported: the log is an export, whose chains start where its range
+	// does.
+	exported bool
+
+	rep    Report
+	chains map[string]*chainState
+	// pending are the heads of subjects changed since the last checkpoint
+	// (Whole only), with every change's sequence to cut at UpTo.
+	pending  []Head
+	lastCk   *domain.Checkpoint
+	lastCkAt uint64
+	lastSeq  uint64
+}
+
+// NewVerifier returns a verifier (pub: the trusted key, or "").
+func NewVerifier(pub string, whole bool) *Verifier {
+	v := &Verifier{Pub: pub, Whole: whole, chains: map[string]*chainState{}}
+	v.rep.Key, v.rep.KeyPinned = pub, pub != ""
+	return v
+}
+
+func (v *Verifier) find(f Finding) {
+	if len(v.rep.Findings) < maxFindings {
+		v.rep.Findings = append(v.rep.Findings, f)
+	}
+}
+
+// eventHead is the part of an event verify decodes.
+type eventHead struct {
+	V     int                `msgpack:"v"`
+	Type  string             `msgpack:"type"`
+	JobID string             `msgpack:"job"`
+	Prev  []byte             `msgpack:"prev,omitempty"`
+	Ckpt  *domain.Checkpoint `msgpack:"ckpt,omitempty"`
+}
+
+// Add checks the event stored at seq on subject: its bytes data and the
+// hash its header claims (stored, nil: none).
+func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
+	v.rep.Events++
+	v.lastSeq = seq
+	var h eventHead
+	if err := streams.Unmarshal(data, &h); err != nil || h.V < 1 || h.Type == "" || h.JobID == "" {
+		v.find(Finding{Kind: Forged, Subject: subject, Seq: seq, What: "not an event envelope"})
+		return
+	}
+	job := h.JobID
+	if !streams.IsJobSubject(subject) && !streams.IsPieceSubject(subject) {
+		job = ""
+	}
+	computed := streams.ChainHash(h.Prev, data)
+	claimed := computed
+	switch {
+	case stored == nil:
+		v.find(Finding{Kind: Forged, Subject: subject, Job: job, Seq: seq, What: h.Type + " has no chain hash: not written by an engine"})
+	case !bytes.Equal(stored, computed):
+		v.find(Finding{Kind: Edited, Subject: subject, Job: job, Seq: seq,
+			What: fmt.Sprintf("%s: its bytes hash to %.16s…, it was stored with %.16s…", h.Type, hex.EncodeToString(computed), hex.EncodeToString(stored))})
+		claimed = stored // what the next event chains to
+	}
+	c := v.chains[subject]
+	if c == nil {
+		c = &chainState{links: make([]link, 0, 2)}
+		v.chains[subject] = c
+	}
+	if !streams.IsPieceSubject(subject) && stored != nil { // piece events are not chained: each names the event it derives from
+		v.link(c, seq, subject, job, h, claimed)
+	}
+	if c.missing != nil {
+		var k [streams.HashSize]byte
+		copy(k[:], claimed)
+		if i, ok := c.missing[k]; ok && i < len(v.rep.Findings) {
+			f := &v.rep.Findings[i]
+			f.Kind = Reordered
+			f.What = fmt.Sprintf("it chains to seq %d, which comes after it: the events of its subject are out of order", seq)
+			delete(c.missing, k)
+		}
+	}
+	c.push(claimed, seq)
+	if subject == streams.CheckpointSubject {
+		v.checkpoint(seq, h, computed)
+		return
+	}
+	if v.Whole {
+		v.pending = append(v.pending, Head{Subject: subject, Seq: seq, Hash: claimed})
+	}
+}
+
+func (v *Verifier) link(c *chainState, seq uint64, subject, job string, h eventHead, hash []byte) {
+	last := c.last()
+	switch {
+	case last == nil && len(h.Prev) == 0:
+	case last == nil:
+		if v.AgedOut || v.exported {
+			return // the log's first events aged out: its first events may have been among them
+		}
+		v.missingPrev(c, h.Prev)
+		v.find(Finding{Kind: Removed, Subject: subject, Job: job, Seq: seq,
+			What: fmt.Sprintf("%s is the first event left on its subject, but chains to %.16s…: the events before it are missing", h.Type, hex.EncodeToString(h.Prev))})
+	case bytes.Equal(h.Prev, last.hash[:]):
+		last.succ = true
+	case len(h.Prev) == 0:
+		v.find(Finding{Kind: Reordered, Subject: subject, Job: job, Seq: seq,
+			What: fmt.Sprintf("%s is a first event (no prev), but follows seq %d on its subject", h.Type, last.seq)})
+	default:
+		if l := c.find(h.Prev); l != nil {
+			if l.succ {
+				v.find(Finding{Kind: Inserted, Subject: subject, Job: job, Seq: seq,
+					What: fmt.Sprintf("%s chains to seq %d, which has a successor already: a second branch appended after seq %d", h.Type, l.seq, last.seq)})
+			} else {
+				v.find(Finding{Kind: Reordered, Subject: subject, Job: job, Seq: seq,
+					What: fmt.Sprintf("%s chains to seq %d but comes after seq %d: moved from its place", h.Type, l.seq, last.seq)})
+			}
+			l.succ = true
+			return
+		}
+		v.missingPrev(c, h.Prev)
+		v.find(Finding{Kind: Removed, Subject: subject, Job: job, Seq: seq,
+			What: fmt.Sprintf("%s does not chain to seq %d before it: an event between them is missing (or seq %d was rewritten)", h.Type, last.seq, last.seq)})
+	}
+}
+
+// missingPrev remembers that the next finding is of an event whose prev
+// was not found: if an event with that hash comes later, it was moved.
+func (v *Verifier) missingPrev(c *chainState, prev []byte) {
+	if len(prev) != streams.HashSize || len(v.rep.Findings) >= maxFindings {
+		return
+	}
+	if c.missing == nil {
+		c.missing = map[[streams.HashSize]byte]int{}
+	}
+	var k [streams.HashSize]byte
+	copy(k[:], prev)
+	c.missing[k] = len(v.rep.Findings)
+}
+
+func (v *Verifier) checkpoint(seq uint64, h eventHead, hash []byte) {
+	c := h.Ckpt
+	if h.Type != domain.EvCheckpoint || c == nil {
+		v.find(Finding{Kind: Forged, Subject: streams.CheckpointSubject, Seq: seq, What: h.Type + " on the checkpoint subject is not a checkpoint"})
+		return
+	}
+	v.rep.Checkpoints++
+	if err := CheckSignature(c, h.Prev, v.Pub); err != nil {
+		v.find(Finding{Kind: Checkpoint, Subject: streams.CheckpointSubject, Seq: seq, What: "checkpoint: " + err.Error()})
+		return
+	}
+	if v.rep.Key == "" {
+		v.rep.Key = c.Key
+	}
+	if !v.Whole {
+		v.lastCk, v.lastCkAt = c, seq
+		v.rep.Covered = c.UpTo
+		return
+	}
+	// The heads of the subjects changed in (From, UpTo]: the last change of
+	// each, among the pending changes up to UpTo.
+	heads := map[string]Head{}
+	keep := v.pending[:0]
+	for _, p := range v.pending {
+		switch {
+		case p.Seq <= c.From:
+		case p.Seq <= c.UpTo:
+			heads[p.Subject] = p
+		default:
+			keep = append(keep, p)
+		}
+	}
+	v.pending = keep
+	if v.AgedOut && c.From+1 < v.FirstSeq {
+		// Part of its range aged out: its root cannot be recomputed.
+		v.lastCk, v.lastCkAt, v.rep.Covered = c, seq, c.UpTo
+		return
+	}
+	if v.lastCk != nil && c.From != v.lastCk.UpTo {
+		v.find(Finding{Kind: Checkpoint, Subject: streams.CheckpointSubject, Seq: seq,
+			What: fmt.Sprintf("checkpoint covers from seq %d, the one before it up to %d", c.From, v.lastCk.UpTo)})
+	}
+	sorted := make([]Head, 0, len(heads))
+	for _, hd := range heads {
+		sorted = append(sorted, hd)
+	}
+	SortHeads(sorted)
+	if root := Root(sorted); len(sorted) != c.Count || !bytes.Equal(root, c.Root) {
+		v.find(Finding{Kind: Checkpoint, Subject: streams.CheckpointSubject, Seq: seq,
+			What: fmt.Sprintf("the log's heads of (%d, %d] are %d subjects with root %.16s…; the signed checkpoint says %d with root %.16s…: an event in that range was removed, edited or added since it was signed",
+				c.From, c.UpTo, len(sorted), hex.EncodeToString(root), c.Count, hex.EncodeToString(c.Root))})
+	}
+	v.lastCk, v.lastCkAt, v.rep.Covered = c, seq, c.UpTo
+}
+
+// Finish returns the report.
+func (v *Verifier) Finish() *Report {
+	v.rep.Subjects = len(v.chains)
+	n := 0
+	for _, p := range v.pending {
+		if p.Seq > v.rep.Covered {
+			n++
+		}
+	}
+	if !v.Whole {
+		n = 0 // not known per scope
+	}
+	v.rep.Uncovered = n
+	return &v.rep
+}
+
+// Scope is a part of the log: a namespace, queue, type or job ("" all).
+type Scope struct {
+	Namespace, Queue, Type, Job string
+}
+
+// Whole reports whether s is the whole log.
+func (s Scope) Whole() bool { return s == Scope{} }
+
+// Filters are the subject filters of s's events (nil: the whole stream).
+func (s Scope) Filters() []string {
+	if s.Whole() {
+		return nil
+	}
+	tok := func(v string) string {
+		if v == "" {
+			return "*"
+		}
+		return streams.Token(v)
+	}
+	id := s.Job
+	if id == "" {
+		id = "*"
+	}
+	out := []string{strings.Join([]string{streams.EventsPrefix, tok(s.Namespace), tok(s.Queue), tok(s.Type), id}, ".")}
+	if s.Job != "" {
+		out = append(out, streams.PieceSubject(s.Job))
+	}
+	return out
+}
