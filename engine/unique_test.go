@@ -120,6 +120,19 @@ func TestUniqueConcurrentSubmitsMakeOneJob(t *testing.T) {
 		return nil
 	})
 	h.verify()
+	// The duplicates are out of the job's hash chain (appended without a
+	// decision): the chain of its decided events, one after them
+	// included, verifies whole.
+	if _, err := h.st.Cancel(h.ctx, id, "after the duplicates"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := engine.VerifyLog(h.ctx, h.st.JS, engine.AuditScope{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 {
+		t.Fatalf("audit verify after %d duplicates: %+v", n-1, rep.Findings)
+	}
 }
 
 // A key is held while its job's state is in its scope: active until it

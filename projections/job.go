@@ -135,7 +135,10 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		f.Counts = *ev.Counts
 		n.Fanout = &f
 	}
-	n.Seq, n.LastHash = ev.Seq, ev.Hash
+	n.Seq = ev.Seq
+	if ev.Type != domain.EvDuplicate { // out of the chain (appended without a decision): links nothing
+		n.LastHash = ev.Hash
+	}
 	n.Events++
 	if t.After(n.UpdatedAt) {
 		n.UpdatedAt = t

@@ -185,7 +185,11 @@ func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 		c = &chainState{links: make([]link, 0, 2)}
 		v.chains[subject] = c
 	}
-	if !streams.IsPieceSubject(subject) && stored != nil { // piece events are not chained: each names the event it derives from
+	// Piece events and job.duplicate (appended without a decision, any
+	// number at once) are out of the chain: each names the event it
+	// follows, and the next event links past it.
+	unlinked := streams.IsPieceSubject(subject) || h.Type == domain.EvDuplicate
+	if !unlinked && stored != nil {
 		v.link(c, seq, subject, job, h, claimed)
 	}
 	if c.missing != nil {
@@ -198,7 +202,9 @@ func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 			delete(c.missing, k)
 		}
 	}
-	c.push(claimed, seq)
+	if !unlinked || streams.IsPieceSubject(subject) {
+		c.push(claimed, seq)
+	}
 	if subject == streams.CheckpointSubject {
 		v.checkpoint(seq, h, computed)
 		return

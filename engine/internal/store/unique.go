@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
@@ -166,10 +164,15 @@ func (s *Store) claimUnique(ctx context.Context, subject, id, key string, after 
 // again, as after any event.
 func (s *Store) duplicate(ctx context.Context, holder Snapshot, actor string, now time.Time) Submitted {
 	ev := commands.Duplicate(holder.Job, actor, now)
-	stamp(ctx, ev)
-	data, err := streams.EncodeEvent(ev)
+	s.stamp(ctx, ev)
+	// Out of the job's chain, as a piece event is (docs/audit.md): its
+	// prev names the event it follows as the record knows it, and the
+	// record's last hash stays that event's, so the chain's next event
+	// links past it.
+	ev.Prev = holder.Job.LastHash
+	m, err := streams.EventMsg(streams.JobSubject(holder.Job), ev)
 	if err == nil {
-		_, err = s.w.Publish(ctx, &nats.Msg{Subject: streams.JobSubject(holder.Job), Data: data, Header: nats.Header{}})
+		_, err = s.w.Publish(ctx, m)
 	}
 	if err != nil {
 		// The submit's answer stands: the job holds the key.
