@@ -227,6 +227,14 @@ func TestUniqueForWindow(t *testing.T) {
 	if got := h.get(first.Job.ID); got.State != domain.StateQueued {
 		t.Fatalf("the first job is %s", got.State)
 	}
+	// The key's second claim chains to its first.
+	rep, err := engine.VerifyLog(h.ctx, h.st.JS, engine.AuditScope{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 {
+		t.Fatalf("audit verify after a key claimed twice: %+v", rep.Findings)
+	}
 }
 
 // A submitter that died between its job's first event and the key's claim

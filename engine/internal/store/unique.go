@@ -37,12 +37,13 @@ func (s *Store) submitUnique(ctx context.Context, req *commands.SubmitRequest, a
 	subject := streams.UniqueSubject(ns, key)
 	for try := 0; try < maxDecisions; try++ {
 		var after uint64
+		var prev []byte // the last claim's hash: the next claim chains to it
 		m, err := s.lastMsg(ctx, subject)
 		if err != nil {
 			return Submitted{Err: err}
 		}
 		if m != nil {
-			after = m.Sequence
+			after, prev = m.Sequence, streams.StoredHash(m.Header)
 			claim, err := streams.DecodeEvent(m.Data)
 			if err != nil {
 				return Submitted{Err: fmt.Errorf("unique key claim %d: %w", m.Sequence, err)}
@@ -76,7 +77,7 @@ func (s *Store) submitUnique(ctx context.Context, req *commands.SubmitRequest, a
 				out.Err = err
 				break
 			}
-			if err := s.claimUnique(ctx, subject, w.Ev.JobID, key, after, now); err != nil {
+			if err := s.claimUnique(ctx, subject, w.Ev.JobID, key, after, prev, now); err != nil {
 				out.Err = err
 				break
 			}
@@ -93,7 +94,7 @@ func (s *Store) submitUnique(ctx context.Context, req *commands.SubmitRequest, a
 			} else {
 				out.Err = w.Err // in the log, not projected: the job stands
 			}
-			if err := s.claimUnique(ctx, subject, w.Ev.JobID, key, after, now); err != nil && out.Err == nil {
+			if err := s.claimUnique(ctx, subject, w.Ev.JobID, key, after, prev, now); err != nil && out.Err == nil {
 				out.Err = err
 			}
 		}
@@ -144,11 +145,14 @@ func (s *Store) uniqueHolder(ctx context.Context, id, key string, now time.Time)
 }
 
 // claimUnique appends the claim of key for job id to its subject, on the
-// condition that its last event is still the one at after (0: none). A
+// condition that its last event is still the one at after (0: none),
+// chained to it (prev, its hash). A
 // lost race is no failure: every claim at after names the same job (the
 // one derived from it), and a later one came after it.
-func (s *Store) claimUnique(ctx context.Context, subject, id, key string, after uint64, now time.Time) error {
-	_, err := s.w.AppendAsync(subject, commands.UniqueClaim(id, key, now), after).Wait(ctx)
+func (s *Store) claimUnique(ctx context.Context, subject, id, key string, after uint64, prev []byte, now time.Time) error {
+	ev := commands.UniqueClaim(id, key, now)
+	ev.Prev = prev
+	_, err := s.w.AppendAsync(subject, ev, after).Wait(ctx)
 	if err != nil && !streams.IsConflict(err) {
 		return fmt.Errorf("claim unique key %q for job %s: %w", key, id, err)
 	}
