@@ -68,9 +68,12 @@ func (c StatsConfig) validate() error {
 // checkpoint, it learns since when the queued jobs wait from their records
 // (the log before the checkpoint is not read again).
 //
-// One runs at a time, under the Leader. Its cost is off the hot path: it
-// reads the log as the Projector does, and writes a slot per series and
-// resolution at most once per Flush.
+// One runs at a time, under the Leader. It reads the log in bursts, once
+// per Flush (what is there, at once, not a pull waiting for each event),
+// and writes a slot per series and resolution at most once per Flush.
+// What it costs the hot path: `jetflow bench --jobs 30000 --workers 50
+// --rate 0`, alternated with a build without it, 1.08x CPU (1.20x when it
+// pulled event by event).
 type StatsKeeper struct {
 	store *store.Store
 	cfg   StatsConfig
@@ -218,7 +221,10 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 	defer flush.Stop()
 	caughtUp := false
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(defaultStatsBatch, jetstream.FetchMaxWait(k.cfg.Flush))
+		// Read in bursts, once a flush: what is there, at once (a pull
+		// waiting for more would be served an event at a time, beside
+		// the hot path's own deliveries).
+		batch, err := cons.FetchNoWait(defaultStatsBatch)
 		if err != nil {
 			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 				return nil
@@ -242,6 +248,17 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 		}
 		if n == 0 {
 			caughtUp = true
+		}
+		if n < defaultStatsBatch { // caught up: the next burst after the flush
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-flush.C:
+			}
+			if err := s.flush(ctx, caughtUp); err != nil {
+				return err
+			}
+			continue
 		}
 		select {
 		case <-flush.C:
