@@ -38,7 +38,7 @@ var ranks = map[string]int{
 	"streams":               3,
 	"files":                 4,
 	"engine/internal/store": 5, "engine/internal/pull": 5, "engine/internal/problems": 5,
-	"engine/internal/registry": 6, "engine/internal/auth": 6, "engine/internal/remote": 6, "engine/internal/replay": 6, "engine/internal/schedules": 6,
+	"engine/internal/registry": 6, "engine/internal/auth": 6, "engine/internal/remote": 6, "engine/internal/replay": 6, "engine/internal/schedules": 6, "engine/internal/audit": 6,
 	"engine/internal/runtime": 7, "engine/internal/maintenance": 7, "engine/internal/cmdservice": 7, "engine/internal/natsserver": 7,
 	"engine":               8,
 	"internal/clientstore": 9,
