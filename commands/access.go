@@ -52,7 +52,7 @@ func init() {
 // a rebuild or a purge of every namespace's jobs.
 func (p *Principal) InEveryNamespace(act Action) error {
 	if p.Scoped() {
-		return &ForbiddenError{Role: p.Role, Action: act, Namespace: AllNamespaces}
+		return &forbiddenError{Role: p.Role, Action: act, Namespace: AllNamespaces}
 	}
 	return nil
 }
@@ -97,14 +97,14 @@ func (p *Principal) MayRegisterType(n TypeName, serving bool, sameActive func() 
 	}
 	if n.Scope != ScopeGlobal {
 		if !p.Sees(n.Scope) {
-			return &ForbiddenError{Role: p.Role, Action: ActRegisterType, Namespace: n.Scope}
+			return &forbiddenError{Role: p.Role, Action: ActRegisterType, Namespace: n.Scope}
 		}
 		return nil
 	}
 	if serving && sameActive() {
 		return nil
 	}
-	return &ForbiddenError{Role: p.Role, Action: ActAdmin}
+	return &forbiddenError{Role: p.Role, Action: ActAdmin}
 }
 
 // httpWorkerID is the shape of an HTTP worker's id.
@@ -152,18 +152,18 @@ func (q *QueueLimitsChange) Check() error {
 	counts := q.Apply(domain.QueueLimits{})
 	counts.RatePeriod, counts.RateKey = 0, ""
 	if counts.RateLimit > 0 {
-		counts.RatePeriod = MinRatePeriod // its own is checked below, and with the queue's as changed
+		counts.RatePeriod = minRatePeriod // its own is checked below, and with the queue's as changed
 	}
 	if err := CheckLimits(counts); err != nil {
 		return err
 	}
 	if q.RatePeriod != nil && *q.RatePeriod != 0 {
-		if err := CheckRatePeriod(time.Duration(*q.RatePeriod)); err != nil {
+		if err := checkRatePeriod(time.Duration(*q.RatePeriod)); err != nil {
 			return err
 		}
 	}
 	if q.RateKey != nil {
-		if err := CheckRateKey(*q.RateKey); err != nil {
+		if err := checkRateKey(*q.RateKey); err != nil {
 			return err
 		}
 	}

@@ -47,9 +47,9 @@ type Admission struct {
 // tokens' names) are two users. The admission's counts are by SlotUser.
 func SlotUser(namespace, user string) string { return namespace + "/" + user }
 
-// SlotKey is a concurrency or rate key within its namespace ("acme/c42"):
+// slotKey is a concurrency or rate key within its namespace ("acme/c42"):
 // the keys of two namespaces never share a limit. "" for no key.
-func SlotKey(namespace, key string) string {
+func slotKey(namespace, key string) string {
 	if key == "" {
 		return ""
 	}
@@ -62,8 +62,8 @@ func SlotKey(namespace, key string) string {
 type Slot struct {
 	ID       string
 	User     string // SlotUser
-	Key      string // SlotKey of its concurrency key; "" none
-	RateKey  string // SlotKey of its rate key in a queue with a rate limit per key
+	Key      string // slotKey of its concurrency key; "" none
+	RateKey  string // slotKey of its rate key in a queue with a rate limit per key
 	Priority int
 	State    domain.State
 	Created  time.Time
@@ -74,7 +74,7 @@ type Slot struct {
 // SlotOf is the slot of a job of spec in a queue with limits l: its user,
 // keys and priority (the caller adds its state, age and sequence).
 func SlotOf(id string, spec *domain.Spec, l domain.QueueLimits) Slot {
-	return Slot{ID: id, User: SlotUser(spec.Namespace, spec.User), Key: SlotKey(spec.Namespace, spec.ConcurrencyKey),
+	return Slot{ID: id, User: SlotUser(spec.Namespace, spec.User), Key: slotKey(spec.Namespace, spec.ConcurrencyKey),
 		RateKey: RateKeyOf(l, spec), Priority: spec.Priority}
 }
 
@@ -827,7 +827,7 @@ func (a *Admission) Counts() Counts {
 	return c
 }
 
-// Admitted is how many admissions rate window key (SlotKey; "" the
+// Admitted is how many admissions rate window key (slotKey; "" the
 // queue's) counts as of now: those of the last rate period and those being
 // written.
 func (a *Admission) Admitted(key string, now time.Time) int {

@@ -18,7 +18,7 @@ import (
 
 // Access control: who may do what. A token belongs to one namespace (or,
 // AllNamespaces, to every one) and has one role; a role allows a set of
-// actions. The HTTP API and the command protocol ask RoleAllows before they
+// actions. The HTTP API and the command protocol ask roleAllows before they
 // act, and scope every read and write to the token's namespace.
 
 // Role is what a token may do.
@@ -68,8 +68,8 @@ var roleActions = map[Role][]Action{
 	RoleReader:   {ActRead},
 }
 
-// RoleAllows reports whether role may do act.
-func RoleAllows(role Role, act Action) bool {
+// roleAllows reports whether role may do act.
+func roleAllows(role Role, act Action) bool {
 	for _, a := range roleActions[role] {
 		if a == act {
 			return true
@@ -91,8 +91,8 @@ var (
 	ErrUnknownToken = &registryError{slug: "unknown-token", base: ErrNotFound}
 )
 
-// ForbiddenError is a request the token's role or namespace does not allow.
-type ForbiddenError struct {
+// forbiddenError is a request the token's role or namespace does not allow.
+type forbiddenError struct {
 	Role   Role
 	Action Action
 	// Namespace, if set: the namespace the request named that the token is
@@ -100,7 +100,7 @@ type ForbiddenError struct {
 	Namespace string
 }
 
-func (e *ForbiddenError) Error() string {
+func (e *forbiddenError) Error() string {
 	if e.Namespace != "" {
 		return fmt.Sprintf("this token may not %s in namespace %q", e.Action, e.Namespace)
 	}
@@ -108,18 +108,18 @@ func (e *ForbiddenError) Error() string {
 }
 
 // Unwrap makes errors.Is(err, ErrForbidden) hold.
-func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
+func (e *forbiddenError) Unwrap() error { return ErrForbidden }
 
 // Token format: "jft_" + id + "_" + secret, where id is the token's
 // record key (a 26-character job-style id) and secret 32 random bytes in
 // unpadded base64url (43 characters).
 const (
-	TokenPrefix      = "jft_"
+	tokenPrefix      = "jft_"
 	tokenIDLen       = 26
 	tokenSecretLen   = 43
-	TokenLen         = len(TokenPrefix) + tokenIDLen + 1 + tokenSecretLen
-	MaxTokenNameLen  = 128
-	MaxTokenTTL      = 10 * 365 * 24 * time.Hour
+	tokenLen         = len(tokenPrefix) + tokenIDLen + 1 + tokenSecretLen
+	maxTokenNameLen  = 128
+	maxTokenTTL      = 10 * 365 * 24 * time.Hour
 	minTokenTTL      = time.Second
 	tokenSecretBytes = 32
 )
@@ -133,11 +133,11 @@ func NewToken() (id, token, hash string, err error) {
 	}
 	id = domain.NewID()
 	secret := base64.RawURLEncoding.EncodeToString(b[:])
-	return id, TokenPrefix + id + "_" + secret, HashSecret(secret), nil
+	return id, tokenPrefix + id + "_" + secret, hashSecret(secret), nil
 }
 
-// HashSecret is the stored form of a token's secret.
-func HashSecret(secret string) string {
+// hashSecret is the stored form of a token's secret.
+func hashSecret(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])
 }
@@ -146,10 +146,10 @@ func HashSecret(secret string) string {
 // that is not in the format NewToken hands out (ErrUnauthenticated).
 func ParseToken(tok string) (id, secret string, err error) {
 	bad := fmt.Errorf("the token is not a jetflow token: %w", ErrUnauthenticated)
-	if len(tok) != TokenLen || !strings.HasPrefix(tok, TokenPrefix) {
+	if len(tok) != tokenLen || !strings.HasPrefix(tok, tokenPrefix) {
 		return "", "", bad
 	}
-	rest := tok[len(TokenPrefix):]
+	rest := tok[len(tokenPrefix):]
 	id, secret = rest[:tokenIDLen], rest[tokenIDLen+1:]
 	if rest[tokenIDLen] != '_' || !domain.ValidID(id) {
 		return "", "", bad
@@ -171,7 +171,7 @@ func CheckToken(rec *domain.TokenRecord, secret string, now time.Time) error {
 	if rec == nil {
 		return fmt.Errorf("unknown token: %w", ErrUnauthenticated)
 	}
-	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(HashSecret(secret))) != 1 {
+	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(hashSecret(secret))) != 1 {
 		return fmt.Errorf("the token's secret does not match: %w", ErrUnauthenticated)
 	}
 	if rec.Revoked {
@@ -191,8 +191,8 @@ type TokenSpec struct {
 	TTL       time.Duration `json:"ttl,omitempty"` // 0: never expires
 }
 
-// ParseRole refuses a role that is not one of Roles.
-func ParseRole(s string) (Role, error) {
+// parseRole refuses a role that is not one of Roles.
+func parseRole(s string) (Role, error) {
 	for _, r := range Roles {
 		if string(r) == s {
 			return r, nil
@@ -206,7 +206,7 @@ func ParseRole(s string) (Role, error) {
 // that is empty, too long or has control characters, a TTL below a second
 // or above ten years.
 func (s TokenSpec) Check() error {
-	if _, err := ParseRole(string(s.Role)); err != nil {
+	if _, err := parseRole(string(s.Role)); err != nil {
 		return err
 	}
 	if s.Namespace != AllNamespaces {
@@ -218,12 +218,12 @@ func (s TokenSpec) Check() error {
 				Reason: "an admin token is good in every namespace: give \"*\""}
 		}
 	}
-	if s.Name == "" || len(s.Name) > MaxTokenNameLen || !utf8.ValidString(s.Name) ||
+	if s.Name == "" || len(s.Name) > maxTokenNameLen || !utf8.ValidString(s.Name) ||
 		strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return &InputError{Field: "name", Value: fmt.Sprintf("%q", s.Name),
-			Reason: fmt.Sprintf("want 1-%d bytes of UTF-8 without control characters", MaxTokenNameLen)}
+			Reason: fmt.Sprintf("want 1-%d bytes of UTF-8 without control characters", maxTokenNameLen)}
 	}
-	if s.TTL != 0 && (s.TTL < minTokenTTL || s.TTL > MaxTokenTTL) {
+	if s.TTL != 0 && (s.TTL < minTokenTTL || s.TTL > maxTokenTTL) {
 		return &InputError{Field: "ttl", Value: s.TTL.String(), Reason: "want 0 (never expires) or 1s to 87600h"}
 	}
 	return nil
@@ -255,28 +255,28 @@ func RevokeToken(cur *domain.TokenRecord, id, actor string, now time.Time) (*dom
 		Message: fmt.Sprintf("token %q revoked", cur.Name), Token: &domain.TokenChange{ID: id}}, nil
 }
 
-// ErrUserNotAllowed: a submit that names another user than the token's
+// errUserNotAllowed: a submit that names another user than the token's
 // own, by a token whose role may not (HTTP 403).
-var ErrUserNotAllowed = &registryError{slug: "user-not-allowed", base: ErrDenied}
+var errUserNotAllowed = &registryError{slug: "user-not-allowed", base: ErrDenied}
 
-// UserError is a submit naming a user its token may not submit for.
-type UserError struct {
+// userError is a submit naming a user its token may not submit for.
+type userError struct {
 	Role      Role
 	Token     string // the token's name: the user its jobs run for
 	Requested string
 }
 
-func (e *UserError) Error() string {
+func (e *userError) Error() string {
 	return fmt.Sprintf("a %s token submits as its own user %q; only an admin token may name another (%q)", e.Role, e.Token, e.Requested)
 }
 
-// Unwrap makes errors.Is(err, ErrUserNotAllowed) (and ErrDenied) hold.
-func (e *UserError) Unwrap() error { return ErrUserNotAllowed }
+// Unwrap makes errors.Is(err, errUserNotAllowed) (and ErrDenied) hold.
+func (e *userError) Unwrap() error { return errUserNotAllowed }
 
 // SubmitUser decides who a job submitted with access control runs for
 // (quotas count its slots against that user): the token's name, unless an
 // admin token names another. A token of another role naming anyone but
-// itself is refused (*UserError). Without access control there is no
+// itself is refused (*userError). Without access control there is no
 // token, and the user is as given: callers do not ask.
 func SubmitUser(role Role, tokenName, requested string) (string, error) {
 	if requested == "" || requested == tokenName {
@@ -285,5 +285,5 @@ func SubmitUser(role Role, tokenName, requested string) (string, error) {
 	if role == RoleAdmin {
 		return requested, nil
 	}
-	return "", &UserError{Role: role, Token: tokenName, Requested: requested}
+	return "", &userError{Role: role, Token: tokenName, Requested: requested}
 }

@@ -23,12 +23,12 @@ func TestRoles(t *testing.T) {
 			for _, w := range want[r] {
 				allowed = allowed || w == a
 			}
-			if RoleAllows(r, a) != allowed {
+			if roleAllows(r, a) != allowed {
 				t.Errorf("%s may %s: %v, want %v", r, a, !allowed, allowed)
 			}
 		}
 	}
-	if RoleAllows("root", ActRead) {
+	if roleAllows("root", ActRead) {
 		t.Error("a role that does not exist allows something")
 	}
 }
@@ -38,7 +38,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tok) != TokenLen || strings.Contains(hash, tok[len(tok)-43:]) {
+	if len(tok) != tokenLen || strings.Contains(hash, tok[len(tok)-43:]) {
 		t.Fatalf("token %q (len %d), hash %q", tok, len(tok), hash)
 	}
 	gotID, secret, err := ParseToken(tok)
@@ -110,10 +110,10 @@ func FuzzParseToken(f *testing.F) {
 			}
 			return
 		}
-		if s != TokenPrefix+id+"_"+secret || !domain.ValidID(id) || len(secret) != 43 {
+		if s != tokenPrefix+id+"_"+secret || !domain.ValidID(id) || len(secret) != 43 {
 			t.Fatalf("%q accepted as %q %q", s, id, secret)
 		}
-		if CheckToken(&domain.TokenRecord{ID: id, Hash: HashSecret(secret + "x")}, secret, time.Now()) == nil {
+		if CheckToken(&domain.TokenRecord{ID: id, Hash: hashSecret(secret + "x")}, secret, time.Now()) == nil {
 			t.Fatal("a wrong hash matched")
 		}
 	})
@@ -137,9 +137,9 @@ func TestSubmitUser(t *testing.T) {
 	} {
 		got, err := SubmitUser(c.role, c.token, c.asked)
 		if c.refused {
-			var ue *UserError
-			if !errors.As(err, &ue) || !errors.Is(err, ErrUserNotAllowed) || !errors.Is(err, ErrDenied) || got != "" {
-				t.Errorf("%s %q asking %q: %q %v, want a UserError", c.role, c.token, c.asked, got, err)
+			var ue *userError
+			if !errors.As(err, &ue) || !errors.Is(err, errUserNotAllowed) || !errors.Is(err, ErrDenied) || got != "" {
+				t.Errorf("%s %q asking %q: %q %v, want a userError", c.role, c.token, c.asked, got, err)
 			}
 			if RegistrySlug(err) != "user-not-allowed" {
 				t.Errorf("slug %q", RegistrySlug(err))

@@ -84,12 +84,12 @@ type BatchStep struct {
 	Drop  bool
 }
 
-// BatchBackoffCap bounds the delay before a batch's next attempt.
-const BatchBackoffCap = time.Minute
+// batchBackoffCap bounds the delay before a batch's next attempt.
+const batchBackoffCap = time.Minute
 
 // DecideBatch decides what becomes of attempt n (1-based) of batch b that
 // ended with o: a failure is retried with the batch's backoff
-// (RetryDelay, capped at BatchBackoffCap) while attempts are left.
+// (RetryDelay, capped at batchBackoffCap) while attempts are left.
 // cancelled says the parent's cancel stopped it.
 func DecideBatch(b *domain.BatchItem, n int, o Outcome, cancelled bool) BatchStep {
 	switch {
@@ -102,7 +102,7 @@ func DecideBatch(b *domain.BatchItem, n int, o Outcome, cancelled bool) BatchSte
 	case o.Kind == RetryingLater:
 		return BatchStep{Retry: true, Delay: o.Delay}
 	case o.Kind == Failed && !o.Permanent && n <= b.MaxRetries:
-		return BatchStep{Retry: true, Delay: RetryDelay(&domain.Spec{Backoff: b.Backoff, BackoffCap: BatchBackoffCap}, n, 0)}
+		return BatchStep{Retry: true, Delay: RetryDelay(&domain.Spec{Backoff: b.Backoff, BackoffCap: batchBackoffCap}, n, 0)}
 	}
 	e := o.Error
 	if o.Kind != Failed {

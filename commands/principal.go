@@ -30,16 +30,16 @@ func (p *Principal) Scope(act Action, asked string) (string, error) {
 		return asked, nil
 	}
 	if asked != "" && asked != p.Namespace {
-		return "", &ForbiddenError{Role: p.Role, Action: act, Namespace: asked}
+		return "", &forbiddenError{Role: p.Role, Action: act, Namespace: asked}
 	}
 	return p.Namespace, nil
 }
 
 // Can refuses an action the principal's role does not allow
-// (*ForbiddenError).
+// (*forbiddenError).
 func (p *Principal) Can(act Action) error {
-	if !RoleAllows(p.Role, act) {
-		return &ForbiddenError{Role: p.Role, Action: act}
+	if !roleAllows(p.Role, act) {
+		return &forbiddenError{Role: p.Role, Action: act}
 	}
 	return nil
 }

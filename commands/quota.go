@@ -20,25 +20,25 @@ import (
 // MaxLimit bounds a queue limit's value.
 const MaxLimit = 1_000_000
 
-// MaxUserBytes bounds a job's user name.
-const MaxUserBytes = 128
+// maxUserBytes bounds a job's user name.
+const maxUserBytes = 128
 
 // Bounds of a rate limit's period (QueueLimits.RatePeriod).
 const (
-	MinRatePeriod = time.Second
-	MaxRatePeriod = 24 * time.Hour
+	minRatePeriod = time.Second
+	maxRatePeriod = 24 * time.Hour
 )
 
-// MaxKeyBytes bounds a concurrency key, and a rate key taken from a
+// maxKeyBytes bounds a concurrency key, and a rate key taken from a
 // payload (a longer value is known by its SHA-256).
-const MaxKeyBytes = 256
+const maxKeyBytes = 256
 
 // maxRateKeyDepth bounds the path of a payload field naming a rate key.
 const maxRateKeyDepth = 8
 
 // CheckLimits checks a queue's limits: each count 0 (no limit) to
-// MaxLimit; a rate limit with its period (MinRatePeriod to
-// MaxRatePeriod), and a period or a rate key only with a rate limit.
+// MaxLimit; a rate limit with its period (minRatePeriod to
+// maxRatePeriod), and a period or a rate key only with a rate limit.
 func CheckLimits(l domain.QueueLimits) error {
 	for _, c := range []struct {
 		field string
@@ -55,34 +55,34 @@ func CheckLimits(l domain.QueueLimits) error {
 	case l.RateLimit == 0 && l.RateKey != "":
 		return valueErr("rate_key", l.RateKey, "a rate key needs a rate_limit")
 	case l.RateLimit > 0 && l.RatePeriod == 0:
-		return inputErr("rate_period", "a rate_limit needs its period (from %s to %s)", MinRatePeriod, MaxRatePeriod)
+		return inputErr("rate_period", "a rate_limit needs its period (from %s to %s)", minRatePeriod, maxRatePeriod)
 	case l.RateLimit > 0:
-		if err := CheckRatePeriod(l.RatePeriod); err != nil {
+		if err := checkRatePeriod(l.RatePeriod); err != nil {
 			return err
 		}
 	}
-	return CheckRateKey(l.RateKey)
+	return checkRateKey(l.RateKey)
 }
 
-// CheckRatePeriod checks the period of a rate limit: MinRatePeriod to
-// MaxRatePeriod.
-func CheckRatePeriod(d time.Duration) error {
-	if d < MinRatePeriod || d > MaxRatePeriod {
-		return valueErr("rate_period", d, "must be from %s to %s", MinRatePeriod, MaxRatePeriod)
+// checkRatePeriod checks the period of a rate limit: minRatePeriod to
+// maxRatePeriod.
+func checkRatePeriod(d time.Duration) error {
+	if d < minRatePeriod || d > maxRatePeriod {
+		return valueErr("rate_period", d, "must be from %s to %s", minRatePeriod, maxRatePeriod)
 	}
 	return nil
 }
 
-// CheckRateKey checks where a queue's rate key comes from: "" (the rate
+// checkRateKey checks where a queue's rate key comes from: "" (the rate
 // limit is the queue's), "user", "concurrency_key", or a payload field
 // "payload.<name>[.<name>...]" (at most 8 names of 1-64 of [A-Za-z0-9_-]).
-func CheckRateKey(k string) error {
+func checkRateKey(k string) error {
 	if k == "" || k == domain.RateKeyUser || k == domain.RateKeyConcurrency {
 		return nil
 	}
 	const want = `want "user", "concurrency_key" or "payload.<field>[.<field>...]" (at most 8 fields of 1-64 of [A-Za-z0-9_-])`
 	path, ok := strings.CutPrefix(k, domain.RateKeyPayload)
-	if !ok || len(k) > MaxKeyBytes {
+	if !ok || len(k) > maxKeyBytes {
 		return valueErr("rate_key", k, want)
 	}
 	names := strings.Split(path, ".")
@@ -97,11 +97,11 @@ func CheckRateKey(k string) error {
 	return nil
 }
 
-// CheckConcurrencyKey checks a job's concurrency key: at most MaxKeyBytes
+// CheckConcurrencyKey checks a job's concurrency key: at most maxKeyBytes
 // of valid UTF-8 with no control characters. Empty is none.
 func CheckConcurrencyKey(k string) error {
-	if len(k) > MaxKeyBytes {
-		return inputErr("concurrency_key", "%d bytes: at most %d", len(k), MaxKeyBytes)
+	if len(k) > maxKeyBytes {
+		return inputErr("concurrency_key", "%d bytes: at most %d", len(k), maxKeyBytes)
 	}
 	if !utf8.ValidString(k) {
 		return inputErr("concurrency_key", "not valid UTF-8")
@@ -136,7 +136,7 @@ func RateKeyOf(l domain.QueueLimits, spec *domain.Spec) string {
 
 // payloadField is the value of the field at path in a JSON payload, as a
 // key: a string as it is, a number or a boolean as its JSON text; "" for
-// anything else or nothing there. A value longer than MaxKeyBytes is
+// anything else or nothing there. A value longer than maxKeyBytes is
 // known by its SHA-256.
 func payloadField(payload []byte, path []string) string {
 	raw := json.RawMessage(payload)
@@ -163,18 +163,18 @@ func payloadField(payload []byte, path []string) string {
 	default:
 		v = string(raw)
 	}
-	if len(v) > MaxKeyBytes {
+	if len(v) > maxKeyBytes {
 		sum := sha256.Sum256([]byte(v))
 		return "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return v
 }
 
-// CheckUser checks a job's user: at most MaxUserBytes of valid UTF-8 with
+// CheckUser checks a job's user: at most maxUserBytes of valid UTF-8 with
 // no control characters. Empty is no one in particular.
 func CheckUser(user string) error {
-	if len(user) > MaxUserBytes {
-		return inputErr("user", "%d bytes: at most %d", len(user), MaxUserBytes)
+	if len(user) > maxUserBytes {
+		return inputErr("user", "%d bytes: at most %d", len(user), maxUserBytes)
 	}
 	if !utf8.ValidString(user) {
 		return inputErr("user", "not valid UTF-8")
@@ -204,13 +204,13 @@ func SetQueueLimits(cur *domain.QueueRecord, queue string, l domain.QueueLimits,
 	}
 	return &domain.Event{
 		Type: domain.EvQueueSet, JobID: queue, Time: now, Actor: actor, Level: domain.LevelInfo,
-		Message: "limits of queue " + queue + ": " + LimitsText(l),
+		Message: "limits of queue " + queue + ": " + limitsText(l),
 		Queue:   &domain.QueueChange{Name: queue, Limits: l},
 	}, nil
 }
 
-// LimitsText says a queue's limits in words.
-func LimitsText(l domain.QueueLimits) string {
+// limitsText says a queue's limits in words.
+func limitsText(l domain.QueueLimits) string {
 	s := fmt.Sprintf("max_running %d, max_running_per_user %d", l.MaxRunning, l.MaxRunningPerUser)
 	if l.MaxRunningPerKey > 0 {
 		s += fmt.Sprintf(", max_running_per_key %d", l.MaxRunningPerKey)

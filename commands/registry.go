@@ -31,7 +31,7 @@ var (
 const (
 	MaxSchemaBytes    = 64 << 10
 	MaxTypesPerScope  = 1000
-	MaxDescriptionLen = 1024
+	maxDescriptionLen = 1024
 )
 
 // registryError is a sentinel of the registry with its problem slug.
@@ -162,8 +162,8 @@ type TypeDef struct {
 // writes nothing (nil event, no error); with a different schema it is
 // refused (ErrSchemaConflict). schemaEqual compares two schemas.
 func RegisterType(cur *domain.TypeRecord, def TypeDef, actor string, now time.Time, schemaEqual func(a, b []byte) bool) (*domain.Event, error) {
-	if len(def.Description) > MaxDescriptionLen {
-		return nil, inputErr("description", "%d bytes: at most %d", len(def.Description), MaxDescriptionLen)
+	if len(def.Description) > maxDescriptionLen {
+		return nil, inputErr("description", "%d bytes: at most %d", len(def.Description), maxDescriptionLen)
 	}
 	if cur != nil && !cur.Deleted {
 		if len(def.Schema) != 0 && !schemaEqual(cur.Schema, def.Schema) {

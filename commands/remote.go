@@ -100,15 +100,15 @@ func (r Report) BatchOutcome() (Outcome, error) {
 
 // Bounds of a handler's own event (job.event).
 const (
-	MaxEventName    = 128
-	MaxEventMessage = 4096
-	MaxEventFields  = 64
+	maxEventName    = 128
+	maxEventMessage = 4096
+	maxEventFields  = 64
 )
 
 // CheckEvent checks a handler's own event and returns its level ("":
-// info): a name of 1-MaxEventName bytes, a level of info, warning or
-// error, a message of at most MaxEventMessage bytes, at most
-// MaxEventFields fields.
+// info): a name of 1-maxEventName bytes, a level of info, warning or
+// error, a message of at most maxEventMessage bytes, at most
+// maxEventFields fields.
 func CheckEvent(name, level, message string, fields map[string]any) (string, error) {
 	switch level {
 	case "":
@@ -117,14 +117,14 @@ func CheckEvent(name, level, message string, fields map[string]any) (string, err
 	default:
 		return "", valueErr("level", level, "want info, warning or error")
 	}
-	if name == "" || len(name) > MaxEventName || !utf8.ValidString(name) {
-		return "", inputErr("name", "want 1-%d bytes of UTF-8", MaxEventName)
+	if name == "" || len(name) > maxEventName || !utf8.ValidString(name) {
+		return "", inputErr("name", "want 1-%d bytes of UTF-8", maxEventName)
 	}
-	if len(message) > MaxEventMessage {
-		return "", inputErr("message", "%d bytes: at most %d", len(message), MaxEventMessage)
+	if len(message) > maxEventMessage {
+		return "", inputErr("message", "%d bytes: at most %d", len(message), maxEventMessage)
 	}
-	if len(fields) > MaxEventFields {
-		return "", inputErr("fields", "%d of them: at most %d", len(fields), MaxEventFields)
+	if len(fields) > maxEventFields {
+		return "", inputErr("fields", "%d of them: at most %d", len(fields), maxEventFields)
 	}
 	return level, nil
 }

@@ -22,16 +22,16 @@ import (
 
 // Limits and defaults of schedules.
 const (
-	// MinEvery and MaxEvery bound an interval.
-	MinEvery = time.Second
-	MaxEvery = 366 * 24 * time.Hour
-	// MaxJitter bounds a schedule's jitter (which must also be shorter
+	// minEvery and maxEvery bound an interval.
+	minEvery = time.Second
+	maxEvery = 366 * 24 * time.Hour
+	// maxJitter bounds a schedule's jitter (which must also be shorter
 	// than the gap between two of its ticks).
-	MaxJitter = time.Hour
-	// MaxCronLen bounds a cron expression.
-	MaxCronLen = 256
-	// MaxScheduleJobBytes bounds the body of a schedule's job (JSON).
-	MaxScheduleJobBytes = 64 << 10
+	maxJitter = time.Hour
+	// maxCronLen bounds a cron expression.
+	maxCronLen = 256
+	// maxScheduleJobBytes bounds the body of a schedule's job (JSON).
+	maxScheduleJobBytes = 64 << 10
 	// MaxSchedulesPerNamespace is how many schedules one namespace holds
 	// (deleted ones count until they are created again).
 	MaxSchedulesPerNamespace = 1000
@@ -45,10 +45,10 @@ const (
 	// DefaultMisfireGrace is how late a tick may fire and still count as
 	// on time; a tick found later than that is a misfire.
 	DefaultMisfireGrace = time.Minute
-	// DefaultOverlap and DefaultMisfire are the policies of a schedule
+	// defaultOverlap and defaultMisfire are the policies of a schedule
 	// that names none.
-	DefaultOverlap = domain.OverlapSkip
-	DefaultMisfire = domain.MisfireOnce
+	defaultOverlap = domain.OverlapSkip
+	defaultMisfire = domain.MisfireOnce
 )
 
 // ScheduleRequest creates a schedule: the body of POST /api/v1/schedules
@@ -125,10 +125,10 @@ func (r *ScheduleRequest) Spec(now time.Time) (string, domain.ScheduleSpec, erro
 		spec.Jitter = time.Duration(*r.Jitter)
 	}
 	if spec.Overlap == "" {
-		spec.Overlap = DefaultOverlap
+		spec.Overlap = defaultOverlap
 	}
 	if spec.Misfire == "" {
-		spec.Misfire = DefaultMisfire
+		spec.Misfire = defaultMisfire
 	}
 	if err := checkTiming(&spec, r.Every != nil, now); err != nil {
 		return ns, spec, err
@@ -149,11 +149,11 @@ func checkTiming(spec *domain.ScheduleSpec, everyGiven bool, now time.Time) erro
 		return inputErr("every", "give cron or every, not both")
 	case spec.Cron == "" && !everyGiven:
 		return inputErr("cron", `give cron (a 5-field expression such as "*/5 * * * *", or @hourly, @every 90s) or every (an interval such as "90s")`)
-	case len(spec.Cron) > MaxCronLen:
-		return inputErr("cron", "%d bytes: at most %d", len(spec.Cron), MaxCronLen)
+	case len(spec.Cron) > maxCronLen:
+		return inputErr("cron", "%d bytes: at most %d", len(spec.Cron), maxCronLen)
 	}
-	if everyGiven && (spec.Every < MinEvery || spec.Every > MaxEvery) {
-		return valueErr("every", spec.Every, "must be %s to %s", MinEvery, MaxEvery)
+	if everyGiven && (spec.Every < minEvery || spec.Every > maxEvery) {
+		return valueErr("every", spec.Every, "must be %s to %s", minEvery, maxEvery)
 	}
 	switch spec.Overlap {
 	case domain.OverlapSkip, domain.OverlapAllow, domain.OverlapCancel:
@@ -184,8 +184,8 @@ func checkTiming(spec *domain.ScheduleSpec, everyGiven bool, now time.Time) erro
 		}
 		t = n
 	}
-	if spec.Jitter > MaxJitter || (gap > 0 && spec.Jitter >= gap) {
-		limit := MaxJitter
+	if spec.Jitter > maxJitter || (gap > 0 && spec.Jitter >= gap) {
+		limit := maxJitter
 		if gap > 0 && gap <= limit {
 			return valueErr("jitter", spec.Jitter, "must be shorter than the %s between two ticks", gap)
 		}
@@ -238,8 +238,8 @@ func ScheduleJob(job *SubmitRequest, ns string, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, inputErr("job", "%v", err)
 	}
-	if len(b) > MaxScheduleJobBytes {
-		return nil, inputErr("job", "%d bytes: at most %d", len(b), MaxScheduleJobBytes)
+	if len(b) > maxScheduleJobBytes {
+		return nil, inputErr("job", "%d bytes: at most %d", len(b), maxScheduleJobBytes)
 	}
 	return b, nil
 }
@@ -395,8 +395,8 @@ func ParseTimetable(spec domain.ScheduleSpec) (Timetable, error) {
 		if spec.Timezone != "" {
 			return nil, inputErr("timezone", "only with cron: an interval counts from the Unix epoch, in no zone")
 		}
-		if spec.Every < MinEvery {
-			return nil, valueErr("every", spec.Every, "must be at least %s", MinEvery)
+		if spec.Every < minEvery {
+			return nil, valueErr("every", spec.Every, "must be at least %s", minEvery)
 		}
 		return everyTable(spec.Every), nil
 	}
@@ -406,8 +406,8 @@ func ParseTimetable(spec domain.ScheduleSpec) (Timetable, error) {
 	}
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
-		if err != nil || every < MinEvery || every > MaxEvery {
-			return nil, valueErr("cron", expr, "@every wants an interval of %s to %s", MinEvery, MaxEvery)
+		if err != nil || every < minEvery || every > maxEvery {
+			return nil, valueErr("cron", expr, "@every wants an interval of %s to %s", minEvery, maxEvery)
 		}
 		if spec.Timezone != "" {
 			return nil, inputErr("timezone", "not with @every: an interval counts from the Unix epoch, in no zone")

@@ -19,10 +19,10 @@ import (
 const (
 	DefaultMaxRetries       = 3
 	DefaultBackoff          = 30 * time.Second
-	DefaultBackoffCap       = time.Hour
-	DefaultJitter           = 0.1
+	defaultBackoffCap       = time.Hour
+	defaultJitter           = 0.1
 	DefaultTimeout          = time.Hour
-	DefaultMaxLeaseRequeues = 3
+	defaultMaxLeaseRequeues = 3
 	// MaxPayloadBytes bounds a job's JSON payload.
 	MaxPayloadBytes = 1 << 20
 	// MaxRetriesLimit bounds max_retries and max_lease_requeues.
@@ -34,9 +34,9 @@ const (
 	MaxReasonBytes = 1024
 	// MaxProgressMessage bounds the message of a progress report.
 	MaxProgressMessage = 4096
-	// MaxDurationSeconds bounds a duration given as a number of seconds
+	// maxDurationSeconds bounds a duration given as a number of seconds
 	// (about 31 years).
-	MaxDurationSeconds = 1e9
+	maxDurationSeconds = 1e9
 	maxTags            = 32
 	maxTagLen          = 128
 	maxKeyLen          = 256
@@ -113,9 +113,9 @@ func (d *Duration) parse(s string) error {
 // an *InputError whose Field is empty: the decoder of the request that holds
 // the duration names it (engine.FieldOf).
 func (d *Duration) seconds(f float64) error {
-	if math.IsNaN(f) || f > MaxDurationSeconds || f < -MaxDurationSeconds {
+	if math.IsNaN(f) || f > maxDurationSeconds || f < -maxDurationSeconds {
 		return &InputError{Value: fmt.Sprintf("%g seconds", f),
-			Reason: fmt.Sprintf("out of range: want at most %g seconds either way", float64(MaxDurationSeconds))}
+			Reason: fmt.Sprintf("out of range: want at most %g seconds either way", float64(maxDurationSeconds))}
 	}
 	*d = Duration(f * float64(time.Second))
 	return nil
@@ -252,8 +252,8 @@ func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
 	s := domain.Spec{
 		Namespace: r.Namespace, Type: r.Type, Queue: r.Queue, Key: r.IdempotencyKey,
 		Parent: r.Parent, RetryOf: r.RetryOf, Priority: r.Priority,
-		MaxRetries: DefaultMaxRetries, Backoff: DefaultBackoff, BackoffCap: DefaultBackoffCap,
-		Jitter: DefaultJitter, Timeout: DefaultTimeout, MaxLeaseRequeues: DefaultMaxLeaseRequeues,
+		MaxRetries: DefaultMaxRetries, Backoff: DefaultBackoff, BackoffCap: defaultBackoffCap,
+		Jitter: defaultJitter, Timeout: DefaultTimeout, MaxLeaseRequeues: defaultMaxLeaseRequeues,
 	}
 	if s.Namespace == "" {
 		s.Namespace = domain.DefaultNS

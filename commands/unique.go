@@ -18,12 +18,12 @@ import (
 
 // Limits of unique jobs (docs/unique.md).
 const (
-	// MaxUniqueKeyBytes bounds a given unique key.
-	MaxUniqueKeyBytes = 256
-	// MaxUniqueFields bounds the payload fields a key is derived from.
-	MaxUniqueFields = 8
-	// MaxUniqueFieldBytes bounds one field's path.
-	MaxUniqueFieldBytes = 128
+	// maxUniqueKeyBytes bounds a given unique key.
+	maxUniqueKeyBytes = 256
+	// maxUniqueFields bounds the payload fields a key is derived from.
+	maxUniqueFields = 8
+	// maxUniqueFieldBytes bounds one field's path.
+	maxUniqueFieldBytes = 128
 	// maxUniqueDepth bounds the names of one field's path (a.b.c).
 	maxUniqueDepth = 8
 	// MaxUniqueFor is the longest window.
@@ -74,7 +74,7 @@ func (r *SubmitRequest) unique(spec *domain.Spec) (*domain.Unique, error) {
 		u.For = d
 	}
 	if r.UniqueKey != "" {
-		if err := CheckUniqueKey(r.UniqueKey); err != nil {
+		if err := checkUniqueKey(r.UniqueKey); err != nil {
 			return nil, err
 		}
 		if strings.HasPrefix(r.UniqueKey, uniqueFieldsPrefix) {
@@ -104,11 +104,11 @@ func uniqueField(r *SubmitRequest) string {
 	return "unique_fields"
 }
 
-// CheckUniqueKey checks a given unique key: 1 to MaxUniqueKeyBytes of
+// checkUniqueKey checks a given unique key: 1 to maxUniqueKeyBytes of
 // valid UTF-8 without control characters.
-func CheckUniqueKey(k string) error {
-	if len(k) > MaxUniqueKeyBytes {
-		return inputErr("unique_key", "%d bytes: at most %d", len(k), MaxUniqueKeyBytes)
+func checkUniqueKey(k string) error {
+	if len(k) > maxUniqueKeyBytes {
+		return inputErr("unique_key", "%d bytes: at most %d", len(k), maxUniqueKeyBytes)
 	}
 	if !utf8.ValidString(k) {
 		return inputErr("unique_key", "not valid UTF-8")
@@ -123,19 +123,19 @@ func CheckUniqueKey(k string) error {
 
 // CheckUniqueFields checks the payload fields a unique key is derived
 // from, and returns them sorted (their order does not change the key):
-// 1 to MaxUniqueFields paths, each of 1 to maxUniqueDepth names of
+// 1 to maxUniqueFields paths, each of 1 to maxUniqueDepth names of
 // [A-Za-z0-9_-] joined by dots (a.b: field b of object a), at most
-// MaxUniqueFieldBytes, no path twice. The names need not be in the
+// maxUniqueFieldBytes, no path twice. The names need not be in the
 // payload: a field that is not there is part of the key as absent.
 func CheckUniqueFields(fields []string) ([]string, error) {
-	if len(fields) > MaxUniqueFields {
-		return nil, inputErr("unique_fields", "%d fields: at most %d", len(fields), MaxUniqueFields)
+	if len(fields) > maxUniqueFields {
+		return nil, inputErr("unique_fields", "%d fields: at most %d", len(fields), maxUniqueFields)
 	}
 	const want = "want 1-8 names of 1-64 of [A-Za-z0-9_-] joined by dots"
 	out := slices.Clone(fields)
 	for _, f := range out {
-		if f == "" || len(f) > MaxUniqueFieldBytes {
-			return nil, valueErr("unique_fields", f, want+", at most %d bytes", MaxUniqueFieldBytes)
+		if f == "" || len(f) > maxUniqueFieldBytes {
+			return nil, valueErr("unique_fields", f, want+", at most %d bytes", maxUniqueFieldBytes)
 		}
 		names := strings.Split(f, ".")
 		if len(names) > maxUniqueDepth {

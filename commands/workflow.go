@@ -24,8 +24,8 @@ const (
 	MaxWorkflowSteps = 10_000  // steps of one workflow
 	MaxWorkflowEdges = 100_000 // depends_on entries of all its steps
 	MaxStepDeps      = 1_000   // depends_on entries of one step
-	MaxStepNameLen   = 64
-	MaxWorkflowName  = 128
+	maxStepNameLen   = 64
+	maxWorkflowName  = 128
 	// MaxWorkflowBytes bounds a workflow as submitted (an HTTP body, a
 	// command); its job.submitted must also fit the event log's largest
 	// message.
@@ -90,8 +90,8 @@ func checkPolicy(field, p string) error {
 	return &InputError{Field: field, Value: fmt.Sprintf("%q", p), Reason: "want fail, skip or always", Err: ErrInvalidWorkflow}
 }
 
-// ValidStepName reports whether s can name a step: 1-64 of [A-Za-z0-9_-].
-func ValidStepName(s string) bool { return s != "" && len(s) <= MaxStepNameLen && domain.IsPlain(s) }
+// validStepName reports whether s can name a step: 1-64 of [A-Za-z0-9_-].
+func validStepName(s string) bool { return s != "" && len(s) <= maxStepNameLen && domain.IsPlain(s) }
 
 // PrepareWorkflow checks a workflow whole, writing nothing: the graph
 // (names, dependencies, cycles, limits, policies; an *InputError matching
@@ -99,7 +99,7 @@ func ValidStepName(s string) bool { return s != "" && len(s) <= MaxStepNameLen &
 // would (Spec: an *InputError whose field is steps[i].<field>). Step i's
 // queue defaults to the workflow's.
 func PrepareWorkflow(r *WorkflowRequest, now time.Time) (*PreparedWorkflow, error) {
-	if err := CheckWorkflowName(r.Name); err != nil {
+	if err := checkWorkflowName(r.Name); err != nil {
 		return nil, err
 	}
 	if err := checkPolicy("on_failure", r.OnFailure); err != nil {
@@ -115,7 +115,7 @@ func PrepareWorkflow(r *WorkflowRequest, now time.Time) (*PreparedWorkflow, erro
 	index := make(map[string]int, n)
 	for i, st := range r.Steps {
 		field := fmt.Sprintf("steps[%d].name", i)
-		if !ValidStepName(st.Name) {
+		if !validStepName(st.Name) {
 			if st.Name == "" {
 				return nil, workflowErr(field, "is required")
 			}
@@ -228,12 +228,12 @@ func StepError(i int, err error) error {
 	return fmt.Errorf("%s: %w", prefix, err)
 }
 
-// CheckWorkflowName refuses a workflow name of more than MaxWorkflowName
+// checkWorkflowName refuses a workflow name of more than maxWorkflowName
 // bytes, or not valid UTF-8, or with control characters.
-func CheckWorkflowName(name string) error {
+func checkWorkflowName(name string) error {
 	switch {
-	case len(name) > MaxWorkflowName:
-		return workflowErr("name", "%d bytes: at most %d", len(name), MaxWorkflowName)
+	case len(name) > maxWorkflowName:
+		return workflowErr("name", "%d bytes: at most %d", len(name), maxWorkflowName)
 	case !utf8.ValidString(name):
 		return workflowErr("name", "not valid UTF-8")
 	case strings.ContainsFunc(name, unicode.IsControl):
@@ -541,7 +541,7 @@ type StepMove uint8
 
 // Moves of an open step.
 const (
-	StepWait  StepMove = iota // its dependencies have not decided yet
+	stepWait  StepMove = iota // its dependencies have not decided yet
 	StepAdmit                 // they allow it: admit it (a held step)
 	StepStop                  // they never will: skip it (or cancel it, if it runs)
 )
@@ -554,16 +554,16 @@ const (
 // is never admitted here, only stopped.
 func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) StepMove {
 	if out[i].Ended() {
-		return StepWait
+		return stepWait
 	}
 	if g.Policy(i) == domain.OnFailureAlways {
 		for _, d := range g.Steps[i].After {
 			if !out[d].Ended() {
-				return StepWait
+				return stepWait
 			}
 		}
 		if !g.Held(i) {
-			return StepWait
+			return stepWait
 		}
 		return StepAdmit
 	}
@@ -580,7 +580,7 @@ func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) StepMo
 		}
 	}
 	if !all || !g.Held(i) {
-		return StepWait
+		return stepWait
 	}
 	return StepAdmit
 }
@@ -635,8 +635,8 @@ type WorkflowSummary struct {
 	Steps     map[string]int `json:"-"`
 }
 
-// SummarizeSteps counts the outcomes.
-func SummarizeSteps(g *domain.Workflow, out []StepOutcome) WorkflowSummary {
+// summarizeSteps counts the outcomes.
+func summarizeSteps(g *domain.Workflow, out []StepOutcome) WorkflowSummary {
 	s := WorkflowSummary{Total: len(out)}
 	for i, o := range out {
 		switch o {
@@ -672,7 +672,7 @@ func FinishWorkflow(j *domain.Job, out []StepOutcome, c domain.FanoutCounts, err
 	if !done {
 		return nil, fmt.Errorf("workflow %s: not decided by its steps yet: %w", j.ID, ErrInvalidTransition)
 	}
-	sum := SummarizeSteps(g, out)
+	sum := summarizeSteps(g, out)
 	body := jsonSummary(sum)
 	if bad < 0 {
 		ev, err := Succeed(j, body, actor, now)

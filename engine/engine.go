@@ -36,7 +36,7 @@ type EngineConfig struct {
 	Purger PurgerConfig
 	// WorkflowGrace is how long a workflow may stay pending (its submitter
 	// making its steps) before the leader makes them (default
-	// DefaultWorkflowGrace).
+	// defaultWorkflowGrace).
 	WorkflowGrace time.Duration
 	// MisfireGrace is how late a schedule's tick may fire and still count
 	// as on time (default DefaultMisfireGrace); later, the schedule's

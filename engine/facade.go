@@ -354,10 +354,10 @@ func ConnectInProcess(s *server.Server, name string, opts ...nats.Option) (*nats
 	return natsserver.ConnectInProcess(s, name, opts...)
 }
 
-// Rebuild folds the event log, up to and including sequence upTo (0: the
+// rebuild folds the event log, up to and including sequence upTo (0: the
 // last one now), into job records: the state of every job as the log says
 // it is.
-func Rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*domain.Job, uint64, error) {
+func rebuild(ctx context.Context, js jetstream.JetStream, upTo uint64) (map[string]*domain.Job, uint64, error) {
 	return replay.Rebuild(ctx, js, upTo)
 }
 

@@ -13,7 +13,7 @@ type Search = store.Search
 
 // Limits of a search.
 const (
-	MaxPayloadConditions = store.MaxPayloadConditions
+	maxPayloadConditions = store.MaxPayloadConditions
 	MaxSearchText        = store.MaxSearchText
 )
 

@@ -12,6 +12,6 @@ type WorkflowSubmitted = store.WorkflowSubmitted
 // StepID is the job id of step i (0-based) of workflow wf.
 func StepID(ns, wf string, i int) string { return store.StepID(ns, wf, i) }
 
-// DefaultWorkflowGrace is how long a workflow may stay pending before the
+// defaultWorkflowGrace is how long a workflow may stay pending before the
 // leader makes its steps.
-const DefaultWorkflowGrace = maintenance.DefaultWorkflowGrace
+const defaultWorkflowGrace = maintenance.DefaultWorkflowGrace

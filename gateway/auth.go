@@ -28,8 +28,8 @@ import (
 //
 // With Auth off every request acts as the process itself, as before.
 
-// TokenCookie holds the dashboard's token (HttpOnly, SameSite=Strict).
-const TokenCookie = "jetflow_token"
+// tokenCookie holds the dashboard's token (HttpOnly, SameSite=Strict).
+const tokenCookie = "jetflow_token"
 
 // presented is the token a request carries ("": none).
 func presented(r *http.Request) string {
@@ -40,7 +40,7 @@ func presented(r *http.Request) string {
 		}
 		return h // not a bearer token: refused as malformed
 	}
-	if c, err := r.Cookie(TokenCookie); err == nil {
+	if c, err := r.Cookie(tokenCookie); err == nil {
 		return c.Value
 	}
 	return ""
@@ -226,7 +226,7 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	spec, err := TokenSpecOf(b.Name, b.Namespace, b.Role, b.TTL)
+	spec, err := tokenSpecOf(b.Name, b.Namespace, b.Role, b.TTL)
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -242,9 +242,9 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, v)
 }
 
-// TokenSpecOf reads a token's spec from its fields as given, refusing any
+// tokenSpecOf reads a token's spec from its fields as given, refusing any
 // out of range (the ttl is a Go duration, "" for none).
-func TokenSpecOf(name, ns, role, ttl string) (commands.TokenSpec, error) {
+func tokenSpecOf(name, ns, role, ttl string) (commands.TokenSpec, error) {
 	return commands.ParseTokenSpec(name, ns, role, ttl)
 }
 
@@ -317,14 +317,14 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 		g.render(w, r, status, "login", "Sign in", map[string]string{"Next": next, "Error": msg})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: tok, Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // POST /logout forgets the cookie.
 func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -119,7 +119,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 
 	// A bulk operation of namespace acme that selects nothing (its
 	// progress is the route's resource).
-	var bulk BulkOp
+	var bulk bulkOp
 	e.as("admin", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "cancel", "query": "namespace=acme&type=t.nothing"}).
 		want(t, http.StatusAccepted).json(t, &bulk)
 	bulkA := bulk.ID
@@ -245,7 +245,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		}
 	}
 	// What a namespaced token sees of lists is its namespace's only.
-	var list JobList
+	var list jobList
 	e.as("prodB", "GET", "/api/v1/jobs", nil).want(t, 200).json(t, &list)
 	for _, j := range list.Jobs {
 		if j.Namespace != "other" {
@@ -255,7 +255,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	if len(list.Jobs) == 0 {
 		t.Error("prodB listed none of its own jobs")
 	}
-	var nss struct{ Namespaces []NamespaceView }
+	var nss struct{ Namespaces []namespaceView }
 	e.as("readA", "GET", "/api/v1/namespaces", nil).want(t, 200).json(t, &nss)
 	for _, n := range nss.Namespaces {
 		if n.Name != "acme" {
@@ -357,12 +357,12 @@ func TestDashboardLogin(t *testing.T) {
 		t.Fatalf("login sent the browser to %q, want / (next was another host)", loc)
 	}
 	c := ok.header.Get("Set-Cookie")
-	for _, part := range []string{TokenCookie + "=" + e.tok["readA"], "HttpOnly", "SameSite=Strict", "Path=/"} {
+	for _, part := range []string{tokenCookie + "=" + e.tok["readA"], "HttpOnly", "SameSite=Strict", "Path=/"} {
 		if !strings.Contains(c, part) {
 			t.Fatalf("cookie %q lacks %q", c, part)
 		}
 	}
-	cookie := TokenCookie + "=" + e.tok["readA"]
+	cookie := tokenCookie + "=" + e.tok["readA"]
 	page := e.doNoRedirect("GET", "/queues", nil, "Cookie", cookie).want(t, http.StatusOK)
 	if !strings.Contains(string(page.body), `id="logout"`) {
 		t.Fatal("a signed-in page has no sign-out button")
@@ -371,11 +371,11 @@ func TestDashboardLogin(t *testing.T) {
 	// rules apply (a reader may not submit).
 	e.doNoRedirect("POST", "/api/v1/jobs", `{"type":"t.x"}`, "Cookie", cookie, "Content-Type", "application/json").want(t, http.StatusForbidden)
 	out := e.doNoRedirect("POST", "/logout", nil, "Cookie", cookie).want(t, http.StatusSeeOther)
-	if c := out.header.Get("Set-Cookie"); !strings.Contains(c, TokenCookie+"=;") || !strings.Contains(c, "Max-Age=0") {
+	if c := out.header.Get("Set-Cookie"); !strings.Contains(c, tokenCookie+"=;") || !strings.Contains(c, "Max-Age=0") {
 		t.Fatalf("logout cookie %q", c)
 	}
 	// A stale cookie does not keep anyone from the login page.
-	e.doNoRedirect("GET", "/login", nil, "Cookie", TokenCookie+"=jft_stale").want(t, http.StatusOK)
+	e.doNoRedirect("GET", "/login", nil, "Cookie", tokenCookie+"=jft_stale").want(t, http.StatusOK)
 }
 
 // TestBadTokensNeverCrash: tokens of every malformed shape, of another

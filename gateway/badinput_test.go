@@ -29,7 +29,7 @@ func TestBadFieldsNameTheFieldWriteNothing(t *testing.T) {
 	e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &workers)
 	nWorkers := len(workers.Workers)
 	before := e.eventCount()
-	invalid, malformed := engine.ProblemInvalidInput, ProblemMalformedRequest
+	invalid, malformed := engine.ProblemInvalidInput, problemMalformedRequest
 	submit := func(fields string) string { return `{"type":"bad.in",` + fields + `}` }
 	patch := func(fields string) string { return `{"worker_id":"` + wk + `",` + fields + `}` }
 	for _, tc := range []struct {
@@ -70,7 +70,7 @@ func TestBadFieldsNameTheFieldWriteNothing(t *testing.T) {
 		{"register concurrency x", "POST", "/api/v1/workers", `{"types":["a"],"concurrency":"x"}`, 400, malformed, "concurrency"},
 		{"register no queues", "POST", "/api/v1/workers", `{"types":["a"],"queues":[]}`, 400, invalid, "queues"},
 		{"register no types", "POST", "/api/v1/workers", `{"types":[]}`, 400, invalid, "types"},
-		{"register too many types", "POST", "/api/v1/workers", `{"types":[` + typeList(65) + `]}`, 422, ProblemRegistrationTooLarge, "types"},
+		{"register too many types", "POST", "/api/v1/workers", `{"types":[` + typeList(65) + `]}`, 422, problemRegistrationTooLarge, "types"},
 		{"progress past total", "PATCH", "/api/v1/jobs/" + id, patch(`"progress":{"current":5,"total":3}`), 400, invalid, "progress"},
 		{"progress negative", "PATCH", "/api/v1/jobs/" + id, patch(`"progress":{"current":-1,"total":3}`), 400, invalid, "progress"},
 		{"progress not a number", "PATCH", "/api/v1/jobs/" + id, patch(`"progress":{"current":"x"}`), 400, malformed, "progress.current"},
@@ -168,7 +168,7 @@ func rawPost(t *testing.T, addr, head string, writeBody func(io.Writer) error) (
 func wantTooLarge(t *testing.T, res *http.Response, body []byte) {
 	t.Helper()
 	r := resp{status: res.StatusCode, header: res.Header, body: body}
-	r.problem(t, http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge)
+	r.problem(t, http.StatusRequestEntityTooLarge, problemPayloadTooLarge)
 	if !res.Close {
 		t.Fatalf("a 413 that keeps the connection: %v", res.Header)
 	}
@@ -213,7 +213,7 @@ func TestTooLargeBodyIsReadByClientsThatSendItAll(t *testing.T) {
 	if n := e.eventCount() - before; n != 0 {
 		t.Fatalf("bodies over the limit wrote %d events", n)
 	}
-	var l JobList
+	var l jobList
 	e.do("GET", "/api/v1/jobs?type=big.body", nil).want(t, 200).json(t, &l)
 	if len(l.Jobs) != 0 {
 		t.Fatalf("%d jobs of an over-limit body", len(l.Jobs))

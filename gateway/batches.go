@@ -44,9 +44,9 @@ func viewBatch(b *engine.RemoteBatch) *BatchView {
 		TraceParent: b.Item.Trace}
 }
 
-// BatchPatchRequest is the body of PATCH /batches/{id}: the outcome of a
+// batchPatchRequest is the body of PATCH /batches/{id}: the outcome of a
 // batch the worker holds.
-type BatchPatchRequest struct {
+type batchPatchRequest struct {
 	WorkerID  string             `json:"worker_id"`
 	State     domain.State       `json:"state"` // succeeded, failed, retry_later
 	Error     *domain.JobError   `json:"error,omitempty"`
@@ -55,10 +55,10 @@ type BatchPatchRequest struct {
 	Reason    string             `json:"reason,omitempty"`
 }
 
-// DecodeBatchPatch decodes and checks a PATCH /batches/{id} body: the
+// decodeBatchPatch decodes and checks a PATCH /batches/{id} body: the
 // same rules as a job's report of the same state.
-func DecodeBatchPatch(body []byte) (*BatchPatchRequest, error) {
-	var b BatchPatchRequest
+func decodeBatchPatch(body []byte) (*batchPatchRequest, error) {
+	var b batchPatchRequest
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func DecodeBatchPatch(body []byte) (*BatchPatchRequest, error) {
 		return nil, &commands.InputError{Field: "state", Value: fmt.Sprintf("%q", b.State),
 			Reason: `a batch reports "succeeded", "failed" or "retry_later"`}
 	}
-	p := PatchRequest{WorkerID: b.WorkerID, State: b.State, Error: b.Error, Retryable: b.Retryable, Delay: b.Delay, Reason: b.Reason}
+	p := patchRequest{WorkerID: b.WorkerID, State: b.State, Error: b.Error, Retryable: b.Retryable, Delay: b.Delay, Reason: b.Reason}
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (g *Gateway) patchBatch(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeBatchPatch(body)
+	req, err := decodeBatchPatch(body)
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -106,7 +106,7 @@ func (g *Gateway) patchBatch(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, p, "")
 		return
 	}
-	p := PatchRequest{State: req.State, Error: req.Error, Retryable: req.Retryable, Delay: req.Delay, Reason: req.Reason}
+	p := patchRequest{State: req.State, Error: req.Error, Retryable: req.Retryable, Delay: req.Delay, Reason: req.Reason}
 	out, err := g.remote.ReportBatch(ctx, id, rec.ID, p.report())
 	if err == nil || errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
 		// Reported, or no longer the worker's: either way not a claim of it.

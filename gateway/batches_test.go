@@ -54,7 +54,7 @@ func TestHTTPBatches(t *testing.T) {
 		!strings.HasPrefix(b.ID, "bt-") || len(b.ID) > engine.MaxBatchIDLen {
 		t.Fatalf("batch %+v", b)
 	}
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if strings.Join(hb.Jobs, ",") != b.ID || len(hb.Lost) != 0 {
 		t.Fatalf("heartbeat %+v", hb)
@@ -131,7 +131,7 @@ func TestHTTPBatchLostAndTimedOut(t *testing.T) {
 	}
 	parent := fan("30s")
 	b := e.claimBatch(wk)
-	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk}).problem(t, 409, ProblemConcurrencyLimit)
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk}).problem(t, 409, problemConcurrencyLimit)
 	e.do("POST", "/api/v1/jobs/"+parent+"/cancel", nil).want(t, 200)
 	e.patchBatch(b.ID, map[string]any{"worker_id": wk, "state": "succeeded"}).problem(t, 409, engine.ProblemInvalidTransition)
 	if c := e.claim(wk, 0.5); c.Batch != nil || c.Job != nil {
@@ -141,7 +141,7 @@ func TestHTTPBatchLostAndTimedOut(t *testing.T) {
 	// TIMEOUT and says lost.
 	parent = fan("1s")
 	b = e.claimBatch(wk)
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if strings.Join(hb.Jobs, ",") != b.ID {
 		t.Fatalf("heartbeat %+v", hb)

@@ -24,7 +24,7 @@ import (
 
 // Limits of bulk actions.
 const (
-	MaxBulkJobs    = 100_000           // jobs one operation may select
+	maxBulkJobs    = 100_000           // jobs one operation may select
 	bulkWorkers    = 8                 // jobs changed at once
 	maxBulkOps     = 100               // operations kept for their progress
 	bulkKeep       = time.Hour         // an operation's progress is kept this long after it ends
@@ -42,8 +42,8 @@ var bulkActions = map[string]commands.Action{
 	"retry": commands.ActRetry, "cancel": commands.ActCancel, "purge": commands.ActAdmin,
 }
 
-// BulkRequest is the body of POST /jobs/bulk.
-type BulkRequest struct {
+// bulkRequest is the body of POST /jobs/bulk.
+type bulkRequest struct {
 	Action string `json:"action"` // retry, cancel or purge
 	// Query selects the jobs as GET /jobs's query does
 	// ("state=failed&error_code=TIMEOUT&since=1h"), every page of it.
@@ -52,8 +52,8 @@ type BulkRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// BulkOp is a bulk operation and how far it got.
-type BulkOp struct {
+// bulkOp is a bulk operation and how far it got.
+type bulkOp struct {
 	ID        string     `json:"id,omitempty"`
 	Action    string     `json:"action"`
 	Query     string     `json:"query"`
@@ -75,14 +75,14 @@ type BulkOp struct {
 // bulkOps are the operations of this gateway.
 type bulkOps struct {
 	mu  sync.Mutex
-	ops map[string]*BulkOp
+	ops map[string]*bulkOp
 }
 
-func (b *bulkOps) add(op *BulkOp) error {
+func (b *bulkOps) add(op *bulkOp) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ops == nil {
-		b.ops = map[string]*BulkOp{}
+		b.ops = map[string]*bulkOp{}
 	}
 	for id, o := range b.ops {
 		if o.EndedAt != nil && time.Since(*o.EndedAt) > bulkKeep {
@@ -96,7 +96,7 @@ func (b *bulkOps) add(op *BulkOp) error {
 		}
 	}
 	if len(b.ops) >= maxBulkOps || running >= 4 {
-		return newProblem(ProblemOverloaded, http.StatusServiceUnavailable,
+		return newProblem(problemOverloaded, http.StatusServiceUnavailable,
 			"this gateway runs as many bulk operations as it may now; retry when one ended")
 	}
 	b.ops[op.ID] = op
@@ -104,12 +104,12 @@ func (b *bulkOps) add(op *BulkOp) error {
 }
 
 // snapshot is a copy of an operation, to be sent.
-func (b *bulkOps) snapshot(id string) (BulkOp, bool) {
+func (b *bulkOps) snapshot(id string) (bulkOp, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	op, ok := b.ops[id]
 	if !ok {
-		return BulkOp{}, false
+		return bulkOp{}, false
 	}
 	c := *op
 	c.Errors = append([]string(nil), op.Errors...)
@@ -118,7 +118,7 @@ func (b *bulkOps) snapshot(id string) (BulkOp, bool) {
 
 // POST /jobs/bulk
 func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
-	var req BulkRequest
+	var req bulkRequest
 	if err := g.readJSON(w, r, &req, false); err != nil {
 		fail(w, r, err, "")
 		return
@@ -166,7 +166,7 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	op := &BulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, Matched: len(ids), namespace: f.Namespace}
+	op := &bulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, Matched: len(ids), namespace: f.Namespace}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, op)
 		return
@@ -210,7 +210,7 @@ func (g *Gateway) bulkStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // selectJobs lists the ids of every job f selects, newest first, at most
-// MaxBulkJobs (more is refused: narrow the filter).
+// maxBulkJobs (more is refused: narrow the filter).
 func (g *Gateway) selectJobs(ctx context.Context, f engine.Filter) ([]string, error) {
 	if err := g.index.waitSynced(ctx); err != nil {
 		return nil, err
@@ -234,9 +234,9 @@ func (g *Gateway) selectJobs(ctx context.Context, f engine.Filter) ([]string, er
 				ids = append(ids, s.ID)
 			}
 		}
-		if len(ids) > MaxBulkJobs {
+		if len(ids) > maxBulkJobs {
 			return nil, &commands.InputError{Field: "query", Reason: fmt.Sprintf(
-				"selects more than %d jobs: narrow the filter (by queue, type, time), and run it again for the rest", MaxBulkJobs)}
+				"selects more than %d jobs: narrow the filter (by queue, type, time), and run it again for the rest", maxBulkJobs)}
 		}
 		if next == nil {
 			return ids, nil
@@ -260,7 +260,7 @@ func (x *Index) retried() map[string]bool {
 }
 
 // runBulk changes each job, bulkWorkers at once, and keeps op's progress.
-func (g *Gateway) runBulk(ctx context.Context, op *BulkOp, ids []string, reason string) {
+func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason string) {
 	var retried map[string]bool
 	if op.Action == "retry" {
 		retried = g.index.retried()

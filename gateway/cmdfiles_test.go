@@ -75,8 +75,8 @@ func TestFilesOverCommands(t *testing.T) {
 		{map[string]any{"name": "../a", "offset": 0, "data": []byte("x")}, "invalid-file-name <nil>"},
 		{map[string]any{"name": "out/a", "offset": 0, "data": []byte("x")}, "invalid-file-name <nil>"},
 		{map[string]any{"name": "a", "offset": 0, "data": []byte("x"), "upload": "up-nope"}, engine.ProblemInvalidInput + " upload"},
-		{map[string]any{"name": "a", "offset": 0, "data": "not base64!"}, ProblemMalformedRequest + " data"},
-		{map[string]any{"name": "a", "offset": 0, "data": []byte("x"), "bogus": 1}, ProblemMalformedRequest + " <nil>"},
+		{map[string]any{"name": "a", "offset": 0, "data": "not base64!"}, problemMalformedRequest + " data"},
+		{map[string]any{"name": "a", "offset": 0, "data": []byte("x"), "bogus": 1}, problemMalformedRequest + " <nil>"},
 	} {
 		if st, out := ask("file.put", c.body); st < 400 || slug(out) != c.want {
 			t.Errorf("file.put %v: %d %s, want %s", c.body["name"], st, slug(out), c.want)
@@ -106,7 +106,7 @@ func TestFilesOverCommands(t *testing.T) {
 		{"no files", []map[string]any{}, map[string]any{"type": "t.f"}, engine.ProblemInvalidInput + " files"},
 		{"a file twice", []map[string]any{bigFile, bigFile}, map[string]any{"type": "t.f"}, "invalid-file-name <nil>"},
 		{"a bad job", []map[string]any{bigFile}, map[string]any{"type": "t.f", "max_retries": -1}, engine.ProblemInvalidInput + " max_retries"},
-		{"a job field of the wrong type", []map[string]any{bigFile}, map[string]any{"type": "t.f", "max_retries": "x"}, ProblemMalformedRequest + " max_retries"},
+		{"a job field of the wrong type", []map[string]any{bigFile}, map[string]any{"type": "t.f", "max_retries": "x"}, problemMalformedRequest + " max_retries"},
 		{"an empty namespace", []map[string]any{bigFile}, map[string]any{"type": "t.f", "namespace": ""}, "invalid-namespace namespace"},
 	} {
 		st, out := ask("file.submit", map[string]any{"upload": up, "files": c.files, "job": c.job})

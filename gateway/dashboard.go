@@ -346,7 +346,7 @@ type jobsPage struct {
 func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	q, qerr := strictQuery(r)
 	d := &jobsPage{State: q.Get("state"), Queue: q.Get("queue"), Type: q.Get("type"), Cursor: q.Get("cursor"),
-		Q: q.Get("q"), States: domain.States, PageSize: DefaultPageSize}
+		Q: q.Get("q"), States: domain.States, PageSize: defaultPageSize}
 	status := http.StatusOK
 	ns, err := pageNamespace(r)
 	d.Namespace = ns
@@ -372,13 +372,13 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Stats = g.statsFor(f.Namespace, f.Queue, f.Type)
 	if f.NeedsRecord() && err == nil {
-		d.Jobs, d.Next, err = g.searchSummaries(r.Context(), f, cur, DefaultPageSize)
+		d.Jobs, d.Next, err = g.searchSummaries(r.Context(), f, cur, defaultPageSize)
 		if err != nil {
 			d.Error, status = problemOf(err).Detail, problemOf(err).Status
 		}
 	} else {
 		var next *Cursor
-		d.Jobs, next = g.index.List(f, cur, DefaultPageSize)
+		d.Jobs, next = g.index.List(f, cur, defaultPageSize)
 		if next != nil {
 			d.Next = next.Encode()
 		}
@@ -401,7 +401,7 @@ type jobPage struct {
 	// queue (served.go).
 	Unserved string
 	// Attempts are the errors of its failed attempts (attempts.go).
-	Attempts []AttemptError
+	Attempts []attemptError
 }
 
 // GET /jobs/{id}
@@ -429,7 +429,7 @@ func (g *Gateway) pageJob(w http.ResponseWriter, r *http.Request) {
 			d.Events = append(d.Events, &timelineEntry{EventView: v, Repeat: 1})
 		}
 		d.LastSeq = e.Seq
-		if n++; n >= MaxEventsLimit {
+		if n++; n >= maxEventsLimit {
 			return errPageFull
 		}
 		return nil

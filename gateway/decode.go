@@ -28,7 +28,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			drainBody(w, r.Body, drainLimit(limit))
 		}
 		w.Header().Set("Connection", "close")
-		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+		return nil, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("body of %d bytes is over the limit of %d", r.ContentLength, limit))
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -36,11 +36,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if errors.As(err, &tooBig) {
 		drainBody(w, r.Body, drainLimit(limit))
 		w.Header().Set("Connection", "close")
-		return nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+		return nil, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("body is over the limit of %d bytes", limit))
 	}
 	if err != nil {
-		return nil, newProblem(ProblemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error())
+		return nil, newProblem(problemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error())
 	}
 	return b, nil
 }
@@ -79,7 +79,7 @@ func decodeStrict(body []byte, v any, optional bool) error {
 		if optional {
 			return nil
 		}
-		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "the body is empty; want a JSON object")
+		return newProblem(problemMalformedRequest, http.StatusBadRequest, "the body is empty; want a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -87,7 +87,7 @@ func decodeStrict(body []byte, v any, optional bool) error {
 		return undecodable(body, v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: trailing data after the JSON object")
+		return newProblem(problemMalformedRequest, http.StatusBadRequest, "body: trailing data after the JSON object")
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func undecodable(body []byte, v any, err error) error {
 		}
 		return &named
 	}
-	p := newProblem(ProblemMalformedRequest, http.StatusBadRequest, "body: "+jsonErrorDetail(err))
+	p := newProblem(problemMalformedRequest, http.StatusBadRequest, "body: "+jsonErrorDetail(err))
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &te) && te.Field != "":
@@ -130,10 +130,10 @@ func jsonErrorDetail(err error) string {
 	return err.Error()
 }
 
-// DecodeSubmit decodes the body of POST /jobs: a commands.SubmitRequest
+// decodeSubmit decodes the body of POST /jobs: a commands.SubmitRequest
 // (durations as "30s" or seconds), strictly, and checks it without
 // writing anything (commands.SubmitRequest.Spec).
-func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
+func decodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 	var req commands.SubmitRequest
 	if err := decodeStrict(body, &req, false); err != nil {
 		return nil, err
@@ -147,9 +147,9 @@ func DecodeSubmit(body []byte) (*commands.SubmitRequest, error) {
 	return &req, nil
 }
 
-// PatchRequest is the body of PATCH /jobs/{id}: a report of the worker
+// patchRequest is the body of PATCH /jobs/{id}: a report of the worker
 // that claimed the job.
-type PatchRequest struct {
+type patchRequest struct {
 	WorkerID  string           `json:"worker_id"`
 	State     domain.State     `json:"state,omitempty"`
 	Progress  *domain.Progress `json:"progress,omitempty"`
@@ -160,14 +160,14 @@ type PatchRequest struct {
 	// Delay is how long a job given back with state "retry_later" waits.
 	Delay *commands.Duration `json:"delay,omitempty"`
 	// Event is a handler's own event (job.event).
-	Event *EventBody `json:"event,omitempty"`
+	Event *eventBody `json:"event,omitempty"`
 	// Fanout is what a job reported "waiting" waits for.
-	Fanout *FanoutBody `json:"fanout,omitempty"`
+	Fanout *fanoutBody `json:"fanout,omitempty"`
 }
 
-// DecodePatch decodes and checks a PATCH /jobs/{id} body.
-func DecodePatch(body []byte) (*PatchRequest, error) {
-	var p PatchRequest
+// decodePatch decodes and checks a PATCH /jobs/{id} body.
+func decodePatch(body []byte) (*patchRequest, error) {
+	var p patchRequest
 	if err := decodeStrict(body, &p, false); err != nil {
 		return nil, err
 	}
@@ -175,13 +175,13 @@ func DecodePatch(body []byte) (*PatchRequest, error) {
 }
 
 // shape is which of the report's fields p gives.
-func (p *PatchRequest) shape() commands.ReportShape {
+func (p *patchRequest) shape() commands.ReportShape {
 	return commands.ReportShape{State: p.State, Result: len(p.Result) > 0, Error: p.Error != nil,
 		ErrorText: p.Error != nil && p.Error.Message != "", Retryable: p.Retryable != nil, Reason: p.Reason != "",
 		Delay: (*time.Duration)(p.Delay), Fanout: p.Fanout != nil}
 }
 
-func (p *PatchRequest) validate() error {
+func (p *patchRequest) validate() error {
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -215,15 +215,15 @@ func (p *PatchRequest) validate() error {
 	return nil
 }
 
-// ClaimRequest is the body of POST /tasks/claim.
-type ClaimRequest struct {
+// claimRequest is the body of POST /tasks/claim.
+type claimRequest struct {
 	WorkerID string             `json:"worker_id"`
 	Wait     *commands.Duration `json:"wait,omitempty"` // seconds (or "10s") to wait for a job; default 0
 }
 
-// DecodeClaim decodes and checks a POST /tasks/claim body.
-func DecodeClaim(body []byte) (*ClaimRequest, error) {
-	var c ClaimRequest
+// decodeClaim decodes and checks a POST /tasks/claim body.
+func decodeClaim(body []byte) (*claimRequest, error) {
+	var c claimRequest
 	if err := decodeStrict(body, &c, false); err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ type RegisterRequest struct {
 	// Schemas are the JSON Schemas that came with types, by the name given.
 	Schemas     map[string]json.RawMessage `json:"-"`
 	Queues      []string                   `json:"queues,omitempty"`
-	Concurrency int                        `json:"concurrency,omitempty"` // 1-MaxWorkerConcurrency; not given: 1
+	Concurrency int                        `json:"concurrency,omitempty"` // 1-maxWorkerConcurrency; not given: 1
 	// BatchTypes are the batch types it runs (batches of fan-outs).
 	BatchTypes []string `json:"batch_types,omitempty"`
 }
@@ -293,18 +293,18 @@ type registerBody struct {
 
 // Bounds of a remote worker's concurrency.
 const (
-	DefaultWorkerConcurrency = 1
-	MaxWorkerConcurrency     = 10000
+	defaultWorkerConcurrency = 1
+	maxWorkerConcurrency     = 10000
 )
 
-// DecodeRegister decodes and checks a POST /workers body.
-func DecodeRegister(body []byte) (*RegisterRequest, error) {
+// decodeRegister decodes and checks a POST /workers body.
+func decodeRegister(body []byte) (*RegisterRequest, error) {
 	var b registerBody
 	if err := decodeStrict(body, &b, false); err != nil {
 		return nil, err
 	}
 	req := RegisterRequest{Name: b.Name, NamespaceGiven: b.Namespace != nil, Queues: b.Queues,
-		Concurrency: DefaultWorkerConcurrency}
+		Concurrency: defaultWorkerConcurrency}
 	if b.Namespace != nil {
 		// Given, it is taken as it is: "" is no namespace (refused), not
 		// the default that a namespace left out is.
@@ -372,7 +372,7 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	// Every (queue, type) pair is a consumer on the server that the
 	// worker's first claim creates: a registration is bounded.
 	if err := engine.CheckRemoteScope(req.Queues, append(slices.Clip(req.Types), req.BatchTypes...)); err != nil {
-		p := newProblem(ProblemRegistrationTooLarge, http.StatusUnprocessableEntity, err.Error())
+		p := newProblem(problemRegistrationTooLarge, http.StatusUnprocessableEntity, err.Error())
 		p.Field = "types"
 		if len(req.Queues) > engine.MaxRemoteQueues {
 			p.Field = "queues"
@@ -380,25 +380,25 @@ func DecodeRegister(body []byte) (*RegisterRequest, error) {
 		return nil, p
 	}
 	if c := b.Concurrency; c != nil {
-		if *c < 1 || *c > MaxWorkerConcurrency {
+		if *c < 1 || *c > maxWorkerConcurrency {
 			return nil, &commands.InputError{Field: "concurrency", Value: fmt.Sprint(*c),
-				Reason: fmt.Sprintf("must be 1-%d", MaxWorkerConcurrency)}
+				Reason: fmt.Sprintf("must be 1-%d", maxWorkerConcurrency)}
 		}
 		req.Concurrency = *c
 	}
 	return &req, nil
 }
 
-// QueueLimitsRequest is the body of PUT /queues/{queue}: the limits to
+// queueLimitsRequest is the body of PUT /queues/{queue}: the limits to
 // change (null or left out: kept as they are; 0: no limit).
-type QueueLimitsRequest = commands.QueueLimitsChange
+type queueLimitsRequest = commands.QueueLimitsChange
 
-// DecodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
+// decodeQueueLimits decodes a PUT /queues/{queue} body strictly and checks
 // each limit it gives (commands.CheckLimits: counts 0 to
 // commands.MaxLimit, a rate period and a rate key); that a rate limit has
 // its period is checked on the queue's limits with the change.
-func DecodeQueueLimits(body []byte) (*QueueLimitsRequest, error) {
-	var q QueueLimitsRequest
+func decodeQueueLimits(body []byte) (*queueLimitsRequest, error) {
+	var q queueLimitsRequest
 	if err := decodeStrict(body, &q, false); err != nil {
 		return nil, err
 	}

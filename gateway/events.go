@@ -17,13 +17,13 @@ import (
 
 // Defaults of the events route.
 const (
-	DefaultEventsLimit = 1000
-	MaxEventsLimit     = 10000
+	defaultEventsLimit = 1000
+	maxEventsLimit     = 10000
 	sseKeepAlive       = 15 * time.Second
 )
 
-// EventList is a page of a job's history, oldest first.
-type EventList struct {
+// eventList is a page of a job's history, oldest first.
+type eventList struct {
 	Events []*projections.EventView `json:"events"`
 	// More says there are events after the last one; fetch them with
 	// after=NextAfter.
@@ -58,16 +58,16 @@ func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
 		g.followEvents(w, r, id, after)
 		return
 	}
-	limit := DefaultEventsLimit
+	limit := defaultEventsLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxEventsLimit {
-			fail(w, r, &commands.InputError{Field: "limit", Reason: fmt.Sprintf("%q: want 1-%d", s, MaxEventsLimit)}, id)
+		if err != nil || n < 1 || n > maxEventsLimit {
+			fail(w, r, &commands.InputError{Field: "limit", Reason: fmt.Sprintf("%q: want 1-%d", s, maxEventsLimit)}, id)
 			return
 		}
 		limit = n
 	}
-	out := &EventList{Events: []*projections.EventView{}}
+	out := &eventList{Events: []*projections.EventView{}}
 	err = g.store.History(r.Context(), id, after, false, func(e *domain.Event) error {
 		if len(out.Events) == limit {
 			out.More = true

@@ -74,7 +74,7 @@ func TestOpenStreamsAreCapped(t *testing.T) {
 		e.do("GET", "/api/v1/jobs/"+id, nil, "Prefer", "wait=5"),
 		e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 5}),
 	} {
-		r.problem(t, http.StatusServiceUnavailable, ProblemOverloaded)
+		r.problem(t, http.StatusServiceUnavailable, problemOverloaded)
 		if r.header.Get("Retry-After") == "" {
 			t.Fatalf("no Retry-After: %v", r.header)
 		}

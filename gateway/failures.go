@@ -60,8 +60,8 @@ func (g *Gateway) pageFailures(w http.ResponseWriter, r *http.Request) {
 		err = g.index.waitSynced(r.Context())
 	}
 	if err == nil {
-		var list *JobList
-		if list, err = g.list(r.Context(), f, cur, DefaultPageSize); err == nil {
+		var list *jobList
+		if list, err = g.list(r.Context(), f, cur, defaultPageSize); err == nil {
 			d.Jobs, d.Next = list.Jobs, list.NextCursor
 		}
 	}

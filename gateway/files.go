@@ -32,7 +32,7 @@ var errUploadTooLarge = errors.New("the files are over the upload limit")
 func (g *Gateway) files(ctx context.Context) (*files.Store, error) {
 	fs, err := g.store.Files(ctx)
 	if err != nil {
-		return nil, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, err.Error())
+		return nil, newProblem(problemUnavailable, http.StatusServiceUnavailable, err.Error())
 	}
 	return fs, nil
 }
@@ -62,7 +62,7 @@ type upload struct {
 }
 
 // readUpload decodes a multipart/form-data submit: first a part named
-// "job" holding the JSON of a plain submit (DecodeSubmit), then file
+// "job" holding the JSON of a plain submit (decodeSubmit), then file
 // parts, each named by its filename parameter (a relative path, as is: not
 // reduced to its base name as multipart.Part.FileName would). A file's
 // content is handed to put as it arrives, never held whole. Every error is
@@ -73,7 +73,7 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 		return nil, nil, malformedUpload("no job part", err)
 	}
 	if part.FormName() != "job" {
-		return nil, nil, newProblem(ProblemMalformedRequest, http.StatusBadRequest,
+		return nil, nil, newProblem(problemMalformedRequest, http.StatusBadRequest,
 			fmt.Sprintf(`the first part must be the job (form field "job", the JSON of a submit); got %q`, part.FormName()))
 	}
 	body, err := io.ReadAll(io.LimitReader(part, lim.maxJob+1))
@@ -81,10 +81,10 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 		return nil, nil, malformedUpload("the job part", err)
 	}
 	if int64(len(body)) > lim.maxJob {
-		return nil, nil, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+		return nil, nil, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("the job part is over the limit of %d bytes", lim.maxJob))
 	}
-	req, err := DecodeSubmit(body)
+	req, err := decodeSubmit(body)
 	if err == nil {
 		err = u.check(req)
 	}
@@ -104,7 +104,7 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 		}
 		name, ok := partFileName(part)
 		if !ok {
-			return req, refs, newProblem(ProblemMalformedRequest, http.StatusBadRequest, fmt.Sprintf(
+			return req, refs, newProblem(problemMalformedRequest, http.StatusBadRequest, fmt.Sprintf(
 				"part %q has no filename: after the job part, every part is a file (Content-Disposition: form-data; name=\"file\"; filename=\"dir/name\")",
 				part.FormName()))
 		}
@@ -114,12 +114,12 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 		left.r = part
 		ref, err := u.put(name, left)
 		if errors.Is(err, errUploadTooLarge) {
-			return req, refs, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+			return req, refs, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("the files hold more than the limit of %d bytes (at %q)", lim.maxUpload, name))
 		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return req, refs, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+			return req, refs, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("the body is over the limit of %d bytes", tooBig.Limit))
 		}
 		if err != nil && left.readErr != nil {
@@ -135,10 +135,10 @@ func readUpload(mr *multipart.Reader, lim uploadLimits, u upload) (*commands.Sub
 func malformedUpload(what string, err error) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+		return newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("the body is over the limit of %d bytes", tooBig.Limit))
 	}
-	return newProblem(ProblemMalformedRequest, http.StatusBadRequest, fmt.Sprintf("multipart body: %s: %v", what, err))
+	return newProblem(problemMalformedRequest, http.StatusBadRequest, fmt.Sprintf("multipart body: %s: %v", what, err))
 }
 
 // partFileName is a part's filename parameter as it was sent (a path),
@@ -184,13 +184,13 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 			drainBody(w, r.Body, drainLimit(lim.body()))
 		}
 		w.Header().Set("Connection", "close")
-		fail(w, r, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		fail(w, r, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"body of %d bytes is over the limit of %d (files at most %d bytes)", r.ContentLength, lim.body(), lim.maxUpload)), "")
 		return
 	}
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || params["boundary"] == "" {
-		fail(w, r, newProblem(ProblemMalformedRequest, http.StatusBadRequest, "multipart/form-data without a boundary"), "")
+		fail(w, r, newProblem(problemMalformedRequest, http.StatusBadRequest, "multipart/form-data without a boundary"), "")
 		return
 	}
 	ctx := r.Context()
@@ -347,7 +347,7 @@ func (g *Gateway) download(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := fs.Result(ctx, id)
 	if errors.Is(err, files.ErrNoFile) {
-		p := newProblem(ProblemNoArchive, http.StatusNotFound, fmt.Sprintf(
+		p := newProblem(problemNoArchive, http.StatusNotFound, fmt.Sprintf(
 			"job %s ended (%s) without a result archive: only shell jobs (jetflow worker --exec) and HTTP workers that upload one have it", id, snap.Job.State))
 		fail(w, r, p, id)
 		return

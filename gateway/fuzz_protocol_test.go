@@ -14,7 +14,7 @@ func FuzzDecodeBatchPatch(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		b, err := DecodeBatchPatch(body)
+		b, err := decodeBatchPatch(body)
 		checkDecodeError(t, err)
 		if err != nil {
 			return
@@ -35,7 +35,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		h, err := DecodeHeartbeat(body)
+		h, err := decodeHeartbeat(body)
 		checkDecodeError(t, err)
 		if err == nil && h.Wait != nil && *h.Wait < 0 {
 			t.Fatalf("accepted a negative wait: %+v", h)

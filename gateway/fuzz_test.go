@@ -39,7 +39,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeSubmit(body)
+		req, err := decodeSubmit(body)
 		checkDecodeError(t, err)
 		if err == nil {
 			if _, err := req.Spec(time.Now()); err != nil {
@@ -61,7 +61,7 @@ func FuzzDecodePatch(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := DecodePatch(body)
+		p, err := decodePatch(body)
 		checkDecodeError(t, err)
 		if err == nil && (p.WorkerID == "" || (p.State == "" && p.Progress == nil && p.Event == nil)) {
 			t.Fatalf("accepted an empty report: %+v", p)
@@ -83,7 +83,7 @@ func FuzzDecodeClaim(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c, err := DecodeClaim(body)
+		c, err := decodeClaim(body)
 		checkDecodeError(t, err)
 		if err == nil && (c.WorkerID == "" || (c.Wait != nil && *c.Wait < 0)) {
 			t.Fatalf("accepted %+v", c)
@@ -97,7 +97,7 @@ func FuzzDecodeRegister(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := DecodeRegister(body)
+		r, err := decodeRegister(body)
 		checkDecodeError(t, err)
 		// No queues is every queue; an empty list is refused.
 		if err == nil && (len(r.Types)+len(r.BatchTypes) == 0 || (r.Queues != nil && len(r.Queues) == 0) || r.Concurrency < 1 ||
@@ -115,7 +115,7 @@ func FuzzDecodeQueueLimits(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		q, err := DecodeQueueLimits(body)
+		q, err := decodeQueueLimits(body)
 		checkDecodeError(t, err)
 		if err != nil {
 			return
@@ -143,14 +143,14 @@ func FuzzCursorAndPrefer(f *testing.F) {
 	f.Add(Cursor{CreatedAt: time.Unix(1700000000, 5), ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV"}.Encode(), "wait=10")
 	f.Add("AQ", "respond-async, wait=5;x")
 	f.Fuzz(func(t *testing.T, cursor, prefer string) {
-		if c, err := DecodeCursor(cursor); err == nil {
-			if again, err := DecodeCursor(c.Encode()); err != nil || again != c {
+		if c, err := decodeCursor(cursor); err == nil {
+			if again, err := decodeCursor(c.Encode()); err != nil || again != c {
 				t.Fatalf("cursor %q does not round-trip: %+v %v", cursor, again, err)
 			}
 		} else {
 			checkDecodeError(t, err)
 		}
-		if d, ok := preferWait(prefer, DefaultMaxWait); ok && (d < 0 || d > DefaultMaxWait) {
+		if d, ok := preferWait(prefer, defaultMaxWait); ok && (d < 0 || d > defaultMaxWait) {
 			t.Fatalf("Prefer %q: wait %s", prefer, d)
 		}
 	})
@@ -194,7 +194,7 @@ func FuzzTokenSpec(f *testing.F) {
 	f.Add("", "*", "admin", "")
 	f.Add("x", "a:b", "root", "-1s")
 	f.Fuzz(func(t *testing.T, name, ns, role, ttl string) {
-		spec, err := TokenSpecOf(name, ns, role, ttl)
+		spec, err := tokenSpecOf(name, ns, role, ttl)
 		checkDecodeError(t, err)
 		if err == nil && (spec.Name != name || spec.Namespace != ns || string(spec.Role) != role) {
 			t.Fatalf("accepted and changed: %+v", spec)

@@ -25,10 +25,10 @@ import (
 const (
 	DefaultAddr         = "127.0.0.1:8080"
 	DefaultMaxBodyBytes = 1 << 20
-	DefaultMaxWait      = 60 * time.Second
+	defaultMaxWait      = 60 * time.Second
 	DefaultMaxStreams   = 1000
-	DefaultPageSize     = 50
-	MaxPageSize         = 1000
+	defaultPageSize     = 50
+	maxPageSize         = 1000
 )
 
 // Config configures a Gateway. The zero value of every field but Client
@@ -102,7 +102,7 @@ func (c Config) withDefaults() Config {
 		c.MaxFiles = DefaultMaxFiles
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = DefaultMaxWait
+		c.MaxWait = defaultMaxWait
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = engine.DefaultProgressInterval
@@ -173,7 +173,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, store: st, log: log,
 		remote: engine.NewRemote(st, cfg.Lease, cfg.Log),
-		index:  NewIndex(st.KV, cfg.Log),
+		index:  newIndex(st.KV, cfg.Log),
 		open:   make(chan struct{}, cfg.MaxStreams),
 		qcache: sharedRead[[]*QueueInfo]{ttl: sharedTTL},
 		wcache: sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
@@ -295,7 +295,7 @@ func (g *Gateway) hold(w http.ResponseWriter) (release func(), err error) {
 		return func() { once.Do(func() { <-g.open }) }, nil
 	default:
 		w.Header().Set("Retry-After", "1")
-		return nil, newProblem(ProblemOverloaded, http.StatusServiceUnavailable, fmt.Sprintf(
+		return nil, newProblem(problemOverloaded, http.StatusServiceUnavailable, fmt.Sprintf(
 			"the gateway holds its maximum of %d open streams and long polls; retry shortly", cap(g.open)))
 	}
 }
@@ -321,7 +321,7 @@ func route(mux *http.ServeMux, pattern string, m methods) {
 		}
 		if h == nil {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeProblem(w, r, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed,
+			writeProblem(w, r, newProblem(problemMethodNotAllowed, http.StatusMethodNotAllowed,
 				fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
 			return
 		}
@@ -403,7 +403,7 @@ func (g *Gateway) middleware(next http.Handler) http.Handler {
 		// refused; the dashboard's own requests are same-origin, and
 		// clients that are not browsers send neither header.
 		if err := g.csrf.Check(r); err != nil {
-			writeProblem(rec, r, newProblem(ProblemCrossOrigin, http.StatusForbidden, fmt.Sprintf(
+			writeProblem(rec, r, newProblem(problemCrossOrigin, http.StatusForbidden, fmt.Sprintf(
 				"%s from another origin (Origin %q, Sec-Fetch-Site %q) is refused: %v",
 				r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), err)))
 			return

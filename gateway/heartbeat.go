@@ -23,16 +23,16 @@ import (
 // named; a batch's deadline wakes it too. Waiting heartbeats count against
 // Config.MaxStreams like every long poll.
 
-// HeartbeatRequest is the optional body of POST /workers/{id}/heartbeat.
-type HeartbeatRequest struct {
+// heartbeatRequest is the optional body of POST /workers/{id}/heartbeat.
+type heartbeatRequest struct {
 	// Wait holds the answer until a claim is lost or this passed (seconds
 	// or "10s"; capped at Config.MaxWait; 0 or left out: answer at once).
 	Wait *commands.Duration `json:"wait,omitempty"`
 }
 
-// DecodeHeartbeat decodes and checks a heartbeat's body (empty: none).
-func DecodeHeartbeat(body []byte) (*HeartbeatRequest, error) {
-	var h HeartbeatRequest
+// decodeHeartbeat decodes and checks a heartbeat's body (empty: none).
+func decodeHeartbeat(body []byte) (*heartbeatRequest, error) {
+	var h heartbeatRequest
 	if err := decodeStrict(body, &h, true); err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func (lw *lossWatch) wait(ctx context.Context, g *Gateway, worker string, rn eng
 }
 
 // heartbeatWait is how long a heartbeat asked to wait, capped.
-func (g *Gateway) heartbeatWait(req *HeartbeatRequest) time.Duration {
+func (g *Gateway) heartbeatWait(req *heartbeatRequest) time.Duration {
 	if req.Wait == nil {
 		return 0
 	}

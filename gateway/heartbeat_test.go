@@ -13,7 +13,7 @@ import (
 // beatAsync sends a heartbeat that waits, and returns its answer and how
 // long it took on a channel.
 type beatResult struct {
-	hb   HeartbeatResponse
+	hb   heartbeatResponse
 	took time.Duration
 }
 
@@ -21,7 +21,7 @@ func (e *env) beatAsync(worker string, wait float64) <-chan beatResult {
 	out := make(chan beatResult, 1)
 	go func() {
 		t0 := time.Now()
-		var hb HeartbeatResponse
+		var hb heartbeatResponse
 		r := e.do("POST", "/api/v1/workers/"+worker+"/heartbeat", map[string]any{"wait": wait})
 		if r.status == 200 {
 			r.json(e.t, &hb)
@@ -129,7 +129,7 @@ func TestHeartbeatLongPollLimits(t *testing.T) {
 		return nil
 	})
 	r := e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", map[string]any{"wait": 2})
-	r.problem(t, 503, ProblemOverloaded)
+	r.problem(t, 503, problemOverloaded)
 	if r.header.Get("Retry-After") != "1" {
 		t.Fatalf("headers %v", r.header)
 	}
@@ -137,9 +137,9 @@ func TestHeartbeatLongPollLimits(t *testing.T) {
 	waitBeat(t, ch, 10*time.Second)
 	for _, tc := range []struct{ body, slug, field string }{
 		{`{"wait":-1}`, engine.ProblemInvalidInput, "wait"},
-		{`{"wait":"soon"}`, ProblemMalformedRequest, "wait"},
-		{`{"wait":1,"x":1}`, ProblemMalformedRequest, ""},
-		{`[1]`, ProblemMalformedRequest, ""},
+		{`{"wait":"soon"}`, problemMalformedRequest, "wait"},
+		{`{"wait":1,"x":1}`, problemMalformedRequest, ""},
+		{`[1]`, problemMalformedRequest, ""},
 	} {
 		if p := e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", tc.body).problem(t, 400, tc.slug); p.Field != tc.field {
 			t.Fatalf("%s: %+v", tc.body, p)

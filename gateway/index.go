@@ -90,8 +90,8 @@ type Index struct {
 	life       lifecycle.Loop
 }
 
-// NewIndex returns an index of the jobs bucket kv.
-func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
+// newIndex returns an index of the jobs bucket kv.
+func newIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -126,7 +126,7 @@ func (x *Index) waitSynced(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "the job index is still loading; try again")
+	return newProblem(problemUnavailable, http.StatusServiceUnavailable, "the job index is still loading; try again")
 }
 
 func (x *Index) run(ctx context.Context) {
@@ -390,9 +390,9 @@ type Cursor struct {
 // list command's cursors are the same).
 func (c Cursor) Encode() string { return engine.EncodeCursor(c.CreatedAt, c.ID) }
 
-// DecodeCursor reads a cursor from Encode; anything else is a bad-cursor
+// decodeCursor reads a cursor from Encode; anything else is a bad-cursor
 // problem.
-func DecodeCursor(s string) (Cursor, error) {
+func decodeCursor(s string) (Cursor, error) {
 	at, id, err := engine.DecodeCursor(s)
 	if err != nil {
 		return Cursor{}, err

@@ -13,7 +13,7 @@ import (
 
 func TestIndexOrderCountsAndCursors(t *testing.T) {
 	t.Parallel()
-	x := NewIndex(nil, nil)
+	x := newIndex(nil, nil)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	job := func(id string, at time.Duration, state domain.State, queue string) *domain.Job {
 		return &domain.Job{ID: id, State: state, CreatedAt: t0.Add(at), Spec: domain.Spec{Namespace: "default", Type: "t", Queue: queue}}
@@ -120,7 +120,7 @@ func TestStopEndsLongPollsAndIsIdempotent(t *testing.T) {
 	if c := e.claim(wk, 0.5); c.Job != nil || time.Since(t0) < 500*time.Millisecond {
 		t.Fatalf("claim after a restart: %+v after %s", c.Job, time.Since(t0))
 	}
-	var l JobList
+	var l jobList
 	e.do("GET", "/api/v1/jobs", nil).want(t, 200).json(t, &l)
 	if len(l.Jobs) != 1 || l.Jobs[0].ID != id {
 		t.Fatalf("list after a restart: %+v", l.Jobs)

@@ -57,7 +57,7 @@ func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeSubmit(body)
+	req, err := decodeSubmit(body)
 	if err == nil {
 		req.Namespace, err = scopeNamespace(r, commands.ActSubmit, req.Namespace)
 	}
@@ -242,8 +242,8 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 	g.created(w, r, res, err, id)
 }
 
-// JobList is a page of jobs, newest first.
-type JobList struct {
+// jobList is a page of jobs, newest first.
+type jobList struct {
 	Jobs []*projections.JobView `json:"jobs"`
 	// NextCursor fetches the next (older) page; absent on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
@@ -275,7 +275,7 @@ func strictQuery(r *http.Request) (url.Values, error) {
 		}
 	}
 	if field == "cursor" {
-		return nil, newProblem(ProblemBadCursor, http.StatusBadRequest,
+		return nil, newProblem(problemBadCursor, http.StatusBadRequest,
 			"the cursor is not one this API handed out (the query does not decode); start again without it")
 	}
 	return nil, &commands.InputError{Field: field, Reason: "the query string does not decode: " + err.Error()}
@@ -292,17 +292,17 @@ func listParams(q url.Values) (engine.Filter, *Cursor, int, error) {
 	if err := f.Validate(); err != nil {
 		return f, nil, 0, err
 	}
-	limit := DefaultPageSize
+	limit := defaultPageSize
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPageSize {
-			return f, nil, 0, &commands.InputError{Field: "limit", Reason: fmt.Sprintf("%q: want 1-%d", s, MaxPageSize)}
+		if err != nil || n < 1 || n > maxPageSize {
+			return f, nil, 0, &commands.InputError{Field: "limit", Reason: fmt.Sprintf("%q: want 1-%d", s, maxPageSize)}
 		}
 		limit = n
 	}
 	var cur *Cursor
 	if s := q.Get("cursor"); s != "" {
-		c, err := DecodeCursor(s)
+		c, err := decodeCursor(s)
 		if err != nil {
 			return f, nil, 0, err
 		}
@@ -364,7 +364,7 @@ func (g *Gateway) listChildren(w http.ResponseWriter, r *http.Request) {
 
 // list pages through the index and reads the page's records in one
 // request (a multi-subject direct get of the jobs bucket's stream).
-func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*JobList, error) {
+func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*jobList, error) {
 	if err := g.index.waitSynced(ctx); err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit 
 		return g.searchPage(ctx, f, cur, limit)
 	}
 	sums, next := g.index.List(f, cur, limit)
-	out := &JobList{Jobs: make([]*projections.JobView, 0, len(sums))}
+	out := &jobList{Jobs: make([]*projections.JobView, 0, len(sums))}
 	if next != nil {
 		out.NextCursor = next.Encode()
 	}

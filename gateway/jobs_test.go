@@ -74,20 +74,20 @@ func TestBadInputWritesNothing(t *testing.T) {
 		status     int
 		slug       string
 	}{
-		{"not JSON", `{"type":`, 400, ProblemMalformedRequest},
-		{"empty body", ``, 400, ProblemMalformedRequest},
-		{"an array", `[1,2]`, 400, ProblemMalformedRequest},
-		{"unknown field", `{"type":"a","colour":"red"}`, 400, ProblemMalformedRequest},
-		{"wrong type", `{"type":"a","max_retries":"many"}`, 400, ProblemMalformedRequest},
-		{"bad duration", `{"type":"a","timeout":"soon"}`, 400, ProblemMalformedRequest},
-		{"trailing data", `{"type":"a"} {"type":"b"}`, 400, ProblemMalformedRequest},
+		{"not JSON", `{"type":`, 400, problemMalformedRequest},
+		{"empty body", ``, 400, problemMalformedRequest},
+		{"an array", `[1,2]`, 400, problemMalformedRequest},
+		{"unknown field", `{"type":"a","colour":"red"}`, 400, problemMalformedRequest},
+		{"wrong type", `{"type":"a","max_retries":"many"}`, 400, problemMalformedRequest},
+		{"bad duration", `{"type":"a","timeout":"soon"}`, 400, problemMalformedRequest},
+		{"trailing data", `{"type":"a"} {"type":"b"}`, 400, problemMalformedRequest},
 		{"no type", `{"payload":1}`, 400, engine.ProblemInvalidInput},
 		{"bad type", `{"type":"no spaces allowed"}`, 400, engine.ProblemInvalidInput},
 		{"bad queue", `{"type":"a","queue":"a.b"}`, 400, engine.ProblemInvalidInput},
 		{"delay and run_at", `{"type":"a","delay":5,"run_at":"2030-01-01T00:00:00Z"}`, 400, engine.ProblemInvalidInput},
 		{"negative retries", `{"type":"a","max_retries":-1}`, 400, engine.ProblemInvalidInput},
 		{"bad parent", `{"type":"a","parent":"nope"}`, 400, engine.ProblemInvalidInput},
-		{"too large", `{"type":"a","payload":"` + strings.Repeat("x", 5000) + `"}`, 413, ProblemPayloadTooLarge},
+		{"too large", `{"type":"a","payload":"` + strings.Repeat("x", 5000) + `"}`, 413, problemPayloadTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,8 +98,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 	e.do("GET", "/api/v1/jobs?state=nope", nil).problem(t, 400, engine.ProblemInvalidInput)
 	e.do("GET", "/api/v1/jobs?limit=0", nil).problem(t, 400, engine.ProblemInvalidInput)
 	e.do("GET", "/api/v1/jobs?limit=x", nil).problem(t, 400, engine.ProblemInvalidInput)
-	e.do("GET", "/api/v1/jobs?cursor=garbage", nil).problem(t, 400, ProblemBadCursor)
-	e.do("GET", "/api/v1/jobs?cursor="+Cursor{CreatedAt: time.Now(), ID: "x"}.Encode(), nil).problem(t, 400, ProblemBadCursor)
+	e.do("GET", "/api/v1/jobs?cursor=garbage", nil).problem(t, 400, problemBadCursor)
+	e.do("GET", "/api/v1/jobs?cursor="+Cursor{CreatedAt: time.Now(), ID: "x"}.Encode(), nil).problem(t, 400, problemBadCursor)
 	p := e.do("GET", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV", nil).problem(t, 404, engine.ProblemNotFound)
 	if p.JobID != "01ARZ3NDEKTSV4RRFFQ69G5FAV" {
 		t.Fatalf("problem without the job id: %+v", p)
@@ -111,7 +111,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	e.do("GET", "/api/v1/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/children", nil).problem(t, 404, engine.ProblemNotFound)
 	e.do("GET", "/api/v1/nothing/here", nil).problem(t, 404, engine.ProblemNotFound)
 	r := e.do("PUT", "/api/v1/jobs", `{}`)
-	r.problem(t, 405, ProblemMethodNotAllowed)
+	r.problem(t, 405, problemMethodNotAllowed)
 	if r.header.Get("Allow") != "GET, HEAD, POST" {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
@@ -150,7 +150,7 @@ func TestListNewestFirstWithFiltersAndCursor(t *testing.T) {
 	var seen []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		var l JobList
+		var l jobList
 		e.do("GET", "/api/v1/jobs?limit=3&cursor="+cursor, nil).want(t, 200).json(t, &l)
 		for _, j := range l.Jobs {
 			seen = append(seen, j.ID)
@@ -172,7 +172,7 @@ func TestListNewestFirstWithFiltersAndCursor(t *testing.T) {
 	}
 	check := func(query string, want ...string) {
 		t.Helper()
-		var l JobList
+		var l jobList
 		e.do("GET", "/api/v1/jobs?"+query, nil).want(t, 200).json(t, &l)
 		var got []string
 		for _, j := range l.Jobs {
@@ -310,13 +310,13 @@ func TestCancelRetryChildren(t *testing.T) {
 	if k1.ID != k2.ID {
 		t.Fatalf("keyed retries %s %s", k1.ID, k2.ID)
 	}
-	e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", `{"bogus":1}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("POST", "/api/v1/jobs/"+orig.ID+"/retry", `{"bogus":1}`).problem(t, 400, problemMalformedRequest)
 	// Children: jobs whose parent is the job.
 	var kids []string
 	for i := 0; i < 3; i++ {
 		kids = append(kids, e.submit(map[string]any{"type": "child", "parent": nj.ID}).ID)
 	}
-	var l JobList
+	var l jobList
 	e.do("GET", "/api/v1/jobs/"+nj.ID+"/children?parent=ignored", nil).want(t, 200).json(t, &l)
 	if len(l.Jobs) != 3 || l.Jobs[0].ID != kids[2] || l.Jobs[2].ID != kids[0] || l.Jobs[0].ParentID != nj.ID {
 		t.Fatalf("children %+v", l)
@@ -333,7 +333,7 @@ func TestEventsJSONAndStream(t *testing.T) {
 	wk := e.register(`{"name":"w","types":["ev.job"]}`)
 	id := e.submit(`{"type":"ev.job"}`).ID
 	e.claimJob(wk, id)
-	var l EventList
+	var l eventList
 	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200).json(t, &l)
 	if len(l.Events) != 2 || l.Events[0].Type != domain.EvSubmitted || l.Events[1].Type != domain.EvClaimed || l.More {
 		t.Fatalf("events %+v", l)
@@ -388,7 +388,7 @@ func TestEventsJSONAndStream(t *testing.T) {
 		t.Fatalf("resumed stream %v", got)
 	}
 	// Resumed after the end: just "end".
-	var all EventList
+	var all eventList
 	e.do("GET", "/api/v1/jobs/"+id+"/events", nil).want(t, 200).json(t, &all)
 	ch3, _ := e.openSSE("/api/v1/jobs/"+id+"/events", "Last-Event-ID", fmt.Sprint(all.Events[4].Seq))
 	if ev := next(t, ch3, "message", "end"); ev.event != "end" {
@@ -491,7 +491,7 @@ func TestListByParent(t *testing.T) {
 	e.do("POST", "/api/v1/jobs/"+c1+"/cancel", nil).want(t, 200)
 	ids := func(path string) string {
 		t.Helper()
-		var l JobList
+		var l jobList
 		e.do("GET", path, nil).want(t, 200).json(t, &l)
 		var out []string
 		for _, j := range l.Jobs {
@@ -531,7 +531,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 	before := e.eventCount()
 	over := body(DefaultMaxBodyBytes + 1)
-	e.do("POST", "/api/v1/jobs", over).problem(t, http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge)
+	e.do("POST", "/api/v1/jobs", over).problem(t, http.StatusRequestEntityTooLarge, problemPayloadTooLarge)
 	// Chunked: no Content-Length, cut off by the reader.
 	req, err := http.NewRequestWithContext(e.ctx, "POST", e.ts.URL+"/api/v1/jobs", io.MultiReader(bytes.NewReader(over)))
 	if err != nil {
@@ -543,11 +543,11 @@ func TestBodyLimit(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	resp{status: res.StatusCode, header: res.Header, body: b}.problem(t, http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge)
+	resp{status: res.StatusCode, header: res.Header, body: b}.problem(t, http.StatusRequestEntityTooLarge, problemPayloadTooLarge)
 	if n := e.eventCount() - before; n != 0 {
 		t.Fatalf("bodies over the limit wrote %d events", n)
 	}
-	var l JobList
+	var l jobList
 	e.do("GET", "/api/v1/jobs?type=big", nil).want(t, 200).json(t, &l)
 	if len(l.Jobs) != 0 {
 		t.Fatalf("%d jobs of an over-limit body", len(l.Jobs))
@@ -566,13 +566,13 @@ func TestMalformedQuery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.submit(`{"type":"q"}`)
-	e.do("GET", "/api/v1/jobs?cursor=%%%", nil).problem(t, 400, ProblemBadCursor)
-	e.do("GET", "/api/v1/jobs?limit=1&cursor=%zz", nil).problem(t, 400, ProblemBadCursor)
+	e.do("GET", "/api/v1/jobs?cursor=%%%", nil).problem(t, 400, problemBadCursor)
+	e.do("GET", "/api/v1/jobs?limit=1&cursor=%zz", nil).problem(t, 400, problemBadCursor)
 	if p := e.do("GET", "/api/v1/jobs?state=%zz", nil).problem(t, 400, engine.ProblemInvalidInput); p.Field != "state" {
 		t.Fatalf("field %q", p.Field)
 	}
 	id := e.submit(`{"type":"q"}`).ID
-	e.do("GET", "/api/v1/jobs/"+id+"/children?cursor=%%%", nil).problem(t, 400, ProblemBadCursor)
+	e.do("GET", "/api/v1/jobs/"+id+"/children?cursor=%%%", nil).problem(t, 400, problemBadCursor)
 	if r := e.do("GET", "/?cursor=%%%", nil); r.status != 400 || !strings.Contains(string(r.body), "cursor") {
 		t.Fatalf("dashboard: %d", r.status)
 	}

@@ -37,7 +37,7 @@ func TestCancelCascadesToLinkedChildren(t *testing.T) {
 		}
 	}
 	e.wantEvents(done, domain.EvSubmitted, domain.EvCancelled) // ended already: not cancelled twice
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if strings.Join(hb.Lost, ",") != running {
 		t.Fatalf("heartbeat %+v", hb)

@@ -83,7 +83,7 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 		document.querySelector("#bulk-progress .bulk-text").textContent === "4 retried, 0 skipped, 0 failed of 4 (done)"`)
 	shot(t, b.ctx, "bulk-retried")
 	// Each failed job was retried once: a new job with retry_of.
-	var l JobList
+	var l jobList
 	e.do("GET", "/api/v1/jobs?type=op.fail&limit=100", nil).want(t, 200).json(t, &l)
 	retries := map[string]int{}
 	for _, j := range l.Jobs {

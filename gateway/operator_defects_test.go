@@ -121,13 +121,13 @@ func TestUnservedTypeIsSaid(t *testing.T) {
 		}
 		return nil
 	})
-	var typo SubmitAnswer
+	var typo submitAnswer
 	e.do("POST", "/api/v1/jobs", `{"type":"demo.ecko"}`).want(t, http.StatusCreated).json(t, &typo)
 	want := []Warning{{Type: "no-worker", Detail: "no live worker serves demo.ecko in queue default: the job waits until one does (is the type spelt right? is a worker started?)"}}
 	if typo.JobView == nil || typo.State != domain.StateQueued || !reflect.DeepEqual(typo.Warnings, want) {
 		t.Fatalf("answer %+v %+v", typo.JobView, typo.Warnings)
 	}
-	var other SubmitAnswer
+	var other submitAnswer
 	e.do("POST", "/api/v1/jobs", `{"type":"demo.echo","queue":"elsewhere"}`).want(t, http.StatusCreated).json(t, &other)
 	if len(other.Warnings) != 1 || !strings.Contains(other.Warnings[0].Detail, "demo.echo in queue elsewhere") {
 		t.Fatalf("another queue: %+v", other.Warnings)

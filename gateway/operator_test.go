@@ -48,7 +48,7 @@ func (e *env) failingWorker() {
 }
 
 // waitBulk follows a bulk operation until it ends.
-func (e *env) waitBulk(op BulkOp) BulkOp {
+func (e *env) waitBulk(op bulkOp) bulkOp {
 	e.t.Helper()
 	testkit.WaitFor(e.t, 20*time.Second, func() error {
 		e.do("GET", "/api/v1/bulk/"+op.ID, nil).want(e.t, 200).json(e.t, &op)
@@ -77,13 +77,13 @@ func TestBulkActions(t *testing.T) {
 	for _, id := range failed {
 		e.waitState(id, domain.StateFailed)
 	}
-	var dry BulkOp
+	var dry bulkOp
 	e.do("POST", "/api/v1/jobs/bulk", `{"action":"retry","query":"state=failed&tag=batch7","dry_run":true}`).want(t, 200).json(t, &dry)
 	if dry.Matched != 7 || dry.ID != "" || !dry.DryRun {
 		t.Fatalf("dry run %+v", dry)
 	}
 	before := e.eventCount()
-	var op BulkOp
+	var op bulkOp
 	r := e.do("POST", "/api/v1/jobs/bulk", `{"action":"retry","query":"state=failed&tag=batch7"}`).want(t, http.StatusAccepted)
 	r.json(t, &op)
 	if op.ID == "" || op.Matched != 7 || r.header.Get("Location") != "/api/v1/bulk/"+op.ID {
@@ -93,7 +93,7 @@ func TestBulkActions(t *testing.T) {
 	if op.State != "done" || op.Done != 7 || op.Changed != 7 || op.Skipped != 0 || op.Failed != 0 || op.By != "gateway" {
 		t.Fatalf("retry %+v", op)
 	}
-	var retries JobList
+	var retries jobList
 	e.do("GET", "/api/v1/jobs?type=op.fail&limit=100", nil).want(t, 200).json(t, &retries)
 	n := 0
 	for _, j := range retries.Jobs {
@@ -116,7 +116,7 @@ func TestBulkActions(t *testing.T) {
 		t.Fatalf("%d events for 7 retries", got)
 	}
 	// Again: the first 7 were retried already; their retries were not.
-	var again BulkOp
+	var again bulkOp
 	e.do("POST", "/api/v1/jobs/bulk", `{"action":"retry","query":"state=failed&tag=batch7"}`).want(t, http.StatusAccepted).json(t, &again)
 	if again = e.waitBulk(again); again.Matched != 14 || again.Skipped != 7 || again.Changed != 7 {
 		t.Fatalf("second retry %+v", again)
@@ -127,7 +127,7 @@ func TestBulkActions(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		queued = append(queued, e.submit(`{"type":"op.none","queue":"idle"}`).ID)
 	}
-	var cancel BulkOp
+	var cancel bulkOp
 	e.do("POST", "/api/v1/jobs/bulk", `{"action":"cancel","query":"queue=idle","reason":"clean up"}`).want(t, http.StatusAccepted).json(t, &cancel)
 	if cancel = e.waitBulk(cancel); cancel.Changed != 3 {
 		t.Fatalf("cancel %+v", cancel)
@@ -141,7 +141,7 @@ func TestBulkActions(t *testing.T) {
 		}
 	}
 	// Purge the cancelled ones.
-	var purge BulkOp
+	var purge bulkOp
 	e.do("POST", "/api/v1/jobs/bulk", `{"action":"purge","query":"queue=idle&state=cancelled"}`).want(t, http.StatusAccepted).json(t, &purge)
 	if purge = e.waitBulk(purge); purge.Changed != 3 {
 		t.Fatalf("purge %+v", purge)
@@ -179,7 +179,7 @@ func TestBulkAccess(t *testing.T) {
 	e.as("readA", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "cancel", "query": "", "dry_run": true}).problem(t, 403, "forbidden")
 	e.as("prodA", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "purge", "query": "", "dry_run": true}).problem(t, 403, "forbidden")
 	e.as("prodA", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "cancel", "query": "namespace=other", "dry_run": true}).problem(t, 403, "forbidden")
-	var op BulkOp
+	var op bulkOp
 	e.as("prodA", "POST", "/api/v1/jobs/bulk", map[string]any{"action": "cancel", "query": "type=ba.x"}).want(t, 202).json(t, &op)
 	if op.Matched != 1 || op.By != "token:prod-a/"+e.ids["prodA"] {
 		t.Fatalf("op %+v", op)
@@ -215,7 +215,7 @@ func TestPiecesAndFailures(t *testing.T) {
 	e.failingWorker()
 	parent := e.submit(`{"type":"op.fanout"}`)
 	e.waitState(parent.ID, domain.StateFailed)
-	var l PieceList
+	var l pieceList
 	e.do("GET", "/api/v1/jobs/"+parent.ID+"/pieces", nil).want(t, 200).json(t, &l)
 	if l.Kind != "batches" || l.Total != 6 || len(l.Pieces) != 6 || l.NextAfter != 0 {
 		t.Fatalf("pieces %+v", l)
@@ -233,7 +233,7 @@ func TestPiecesAndFailures(t *testing.T) {
 	if len(l.Pieces) != 1 || l.Pieces[0].Piece != 2 || l.NextAfter != 2 {
 		t.Fatalf("first failed %+v", l)
 	}
-	l = PieceList{}
+	l = pieceList{}
 	e.do("GET", "/api/v1/jobs/"+parent.ID+"/pieces?state=failed&limit=1&after=2", nil).want(t, 200).json(t, &l)
 	if len(l.Pieces) != 1 || l.Pieces[0].Piece != 5 || l.NextAfter != 0 {
 		t.Fatalf("second failed %+v", l)

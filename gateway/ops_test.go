@@ -286,10 +286,10 @@ func TestCrossOriginRequestsRefused(t *testing.T) {
 		{"Origin", "null"},
 		{"Origin", "http://127.0.0.1:1"},
 	} {
-		e.do("POST", "/api/v1/jobs/"+id+"/cancel", "", h...).problem(t, 403, ProblemCrossOrigin)
-		e.do("POST", "/api/v1/jobs", `{"type":"x"}`, h...).problem(t, 403, ProblemCrossOrigin)
-		e.do("DELETE", "/api/v1/jobs/"+id, nil, h...).problem(t, 403, ProblemCrossOrigin)
-		e.do("POST", "/api/v1/queues/default/pause", nil, h...).problem(t, 403, ProblemCrossOrigin)
+		e.do("POST", "/api/v1/jobs/"+id+"/cancel", "", h...).problem(t, 403, problemCrossOrigin)
+		e.do("POST", "/api/v1/jobs", `{"type":"x"}`, h...).problem(t, 403, problemCrossOrigin)
+		e.do("DELETE", "/api/v1/jobs/"+id, nil, h...).problem(t, 403, problemCrossOrigin)
+		e.do("POST", "/api/v1/queues/default/pause", nil, h...).problem(t, 403, problemCrossOrigin)
 		e.do("GET", "/api/v1/jobs/"+id, nil, h...).want(t, 200) // safe: served
 	}
 	if n := e.eventCount() - before; n != 0 || e.get(id).State != domain.StateQueued {

@@ -17,8 +17,8 @@ import (
 // their own: a piece with no event yet is unfinished (queued, running, or
 // waiting for a retry).
 
-// PieceView is one piece of a fan-out.
-type PieceView struct {
+// pieceView is one piece of a fan-out.
+type pieceView struct {
 	Piece   int              `json:"piece"`
 	State   string           `json:"state"` // succeeded, failed, cancelled, or unfinished; a child's own state until it ends
 	Error   *domain.JobError `json:"error,omitempty"`
@@ -27,11 +27,11 @@ type PieceView struct {
 	JobID   string           `json:"job_id,omitempty"`  // a child's id
 }
 
-// PieceList is a page of a fan-out's pieces, by number.
-type PieceList struct {
+// pieceList is a page of a fan-out's pieces, by number.
+type pieceList struct {
 	Kind   string      `json:"kind"`
 	Total  int         `json:"total"`
-	Pieces []PieceView `json:"pieces"`
+	Pieces []pieceView `json:"pieces"`
 	// NextAfter is the after= of the next page (absent on the last).
 	NextAfter int `json:"next_after,omitempty"`
 }
@@ -59,12 +59,12 @@ func (g *Gateway) listPieces(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, &commands.InputError{Field: "state", Value: state, Reason: "want succeeded, failed, cancelled or unfinished"}, id)
 		return
 	}
-	after, limit := 0, DefaultPageSize
+	after, limit := 0, defaultPageSize
 	for _, p := range []struct {
 		name string
 		to   *int
 		max  int
-	}{{"after", &after, commands.MaxFanout}, {"limit", &limit, MaxPageSize}} {
+	}{{"after", &after, commands.MaxFanout}, {"limit", &limit, maxPageSize}} {
 		if s := q.Get(p.name); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 || n > p.max || (p.name == "limit" && n == 0) {
@@ -89,8 +89,8 @@ func (g *Gateway) listPieces(w http.ResponseWriter, r *http.Request) {
 
 // pieces reads a parent's piece events and lists the pieces after number
 // after that are in state ("": any), at most limit.
-func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, after, limit int) (*PieceList, error) {
-	out := &PieceList{Pieces: []PieceView{}}
+func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, after, limit int) (*pieceList, error) {
+	out := &pieceList{Pieces: []pieceView{}}
 	if parent.Fanout != nil {
 		out.Kind, out.Total = parent.Fanout.Plan.Kind, parent.Fanout.Plan.Total
 	}
@@ -121,7 +121,7 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 		return nil, err
 	}
 	for p := after + 1; p <= out.Total; p++ {
-		v := PieceView{Piece: p, State: "unfinished"}
+		v := pieceView{Piece: p, State: "unfinished"}
 		if out.Kind == domain.FanoutChildren {
 			v.JobID = engine.ChildID(parent.Spec.Namespace, parent.ID, p)
 			if s := g.index.Get(v.JobID); s != nil && !s.State.Terminal() {

@@ -10,16 +10,16 @@ import (
 // Problem type slugs of the HTTP API, next to the command protocol's
 // (engine.Problem*; all with their titles in engine.Titles).
 const (
-	ProblemMalformedRequest     = engine.ProblemMalformedRequest
-	ProblemPayloadTooLarge      = engine.ProblemPayloadTooLarge
-	ProblemBadCursor            = engine.ProblemBadCursor
-	ProblemMethodNotAllowed     = engine.ProblemMethodNotAllowed
-	ProblemUnavailable          = engine.ProblemUnavailable
-	ProblemRegistrationTooLarge = engine.ProblemRegistrationTooLarge
-	ProblemConcurrencyLimit     = engine.ProblemConcurrencyLimit
-	ProblemOverloaded           = engine.ProblemOverloaded
-	ProblemCrossOrigin          = engine.ProblemCrossOrigin
-	ProblemNoArchive            = engine.ProblemNoArchive
+	problemMalformedRequest     = engine.ProblemMalformedRequest
+	problemPayloadTooLarge      = engine.ProblemPayloadTooLarge
+	problemBadCursor            = engine.ProblemBadCursor
+	problemMethodNotAllowed     = engine.ProblemMethodNotAllowed
+	problemUnavailable          = engine.ProblemUnavailable
+	problemRegistrationTooLarge = engine.ProblemRegistrationTooLarge
+	problemConcurrencyLimit     = engine.ProblemConcurrencyLimit
+	problemOverloaded           = engine.ProblemOverloaded
+	problemCrossOrigin          = engine.ProblemCrossOrigin
+	problemNoArchive            = engine.ProblemNoArchive
 )
 
 // Problem is an RFC 9457 problem detail: the body of every error response

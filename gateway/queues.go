@@ -128,7 +128,7 @@ func (g *Gateway) setQueueLimits(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeQueueLimits(body)
+	req, err := decodeQueueLimits(body)
 	if err != nil {
 		fail(w, r, err, "")
 		return

@@ -14,29 +14,29 @@ import (
 // own event, a fan-out. Each is what the Go SDK's handler does
 // (RetryLater, Task.Emit, FanOut), decided by the same rules.
 
-// EventBody is a handler's own event in a report: job.event.
-type EventBody struct {
+// eventBody is a handler's own event in a report: job.event.
+type eventBody struct {
 	Name    string         `json:"name"`
 	Message string         `json:"message,omitempty"`
 	Level   string         `json:"level,omitempty"` // info (default), warning, error
 	Fields  map[string]any `json:"fields,omitempty"`
 }
 
-// FanoutBody is what a coordinator reported "waiting" waits for: children
+// fanoutBody is what a coordinator reported "waiting" waits for: children
 // (each a submit as POST /jobs takes it, in the parent's namespace and
 // linked to it) or batches, and the failure policy.
-type FanoutBody struct {
+type fanoutBody struct {
 	Children        []*commands.SubmitRequest `json:"children,omitempty"`
-	Batches         *BatchesBody              `json:"batches,omitempty"`
+	Batches         *batchesBody              `json:"batches,omitempty"`
 	FailurePolicy   string                    `json:"failure_policy,omitempty"` // all (default), fail_fast, tolerate
 	MaxFailureRatio *float64                  `json:"max_failure_ratio,omitempty"`
 	StallTimeout    *commands.Duration        `json:"stall_timeout,omitempty"`
 }
 
-// BatchesBody is a fan-out of batches: work items with no job record,
+// batchesBody is a fan-out of batches: work items with no job record,
 // each run by a worker of its type (a Go batch handler or an HTTP worker
 // with batch_types).
-type BatchesBody struct {
+type batchesBody struct {
 	Type       string             `json:"type"`
 	Queue      string             `json:"queue,omitempty"` // default: the parent's
 	Items      []commands.RawJSON `json:"items"`
@@ -47,7 +47,7 @@ type BatchesBody struct {
 
 // validateMore checks what goes with the states retry_later and waiting,
 // and an event.
-func (p *PatchRequest) validateMore() error {
+func (p *patchRequest) validateMore() error {
 	if err := p.shape().CheckDelayAndFanout(); err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (p *PatchRequest) validateMore() error {
 }
 
 // report is the commands.Report of a PATCH.
-func (p *PatchRequest) report() commands.Report {
+func (p *patchRequest) report() commands.Report {
 	rep := commands.Report{State: p.State, Result: p.Result, Error: p.Error, Retryable: p.Retryable, Reason: p.Reason}
 	if p.Delay != nil {
 		rep.Delay = time.Duration(*p.Delay)
@@ -87,7 +87,7 @@ func (p *PatchRequest) report() commands.Report {
 // children or batches, children that name no namespace, parent or
 // idempotency key (they are the parent's, or derived), values given that
 // would be ignored.
-func (b *FanoutBody) fanOut() (*engine.FanOut, error) {
+func (b *fanoutBody) fanOut() (*engine.FanOut, error) {
 	in := func(field, format string, args ...any) error {
 		return &commands.InputError{Field: "fanout." + field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -171,7 +171,7 @@ func (b *FanoutBody) fanOut() (*engine.FanOut, error) {
 // the request's token submits (POST /jobs): with access control, each runs
 // for the token's name unless an admin names another, and a retry_of must
 // name a job the token sees.
-func (g *Gateway) fanOut(r *http.Request, b *FanoutBody) (*engine.FanOut, error) {
+func (g *Gateway) fanOut(r *http.Request, b *fanoutBody) (*engine.FanOut, error) {
 	f, err := b.fanOut()
 	if err != nil {
 		return nil, err

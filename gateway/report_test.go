@@ -69,7 +69,7 @@ func TestPatchRetryLater(t *testing.T) {
 			t.Fatalf("%v: field %q", bad, p.Field)
 		}
 	}
-	e.patch(id, `{"worker_id":"`+wk+`","state":"retry_later","delay":"soon"}`).problem(t, 400, ProblemMalformedRequest)
+	e.patch(id, `{"worker_id":"`+wk+`","state":"retry_later","delay":"soon"}`).problem(t, 400, problemMalformedRequest)
 	if n := e.eventCount() - before; n != 0 {
 		t.Fatalf("refused reports wrote %d events", n)
 	}
@@ -78,7 +78,7 @@ func TestPatchRetryLater(t *testing.T) {
 	if v.State != domain.StateScheduled || v.Retries != 0 || v.RunAt == nil || v.RunAt.Sub(t0) < time.Second {
 		t.Fatalf("retry later: %+v", v)
 	}
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if len(hb.Claims) != 0 {
 		t.Fatalf("the job given back is still a claim: %+v", hb)
@@ -128,7 +128,7 @@ func TestPatchEvent(t *testing.T) {
 			t.Fatalf("%v: field %q, want %q", ev, p.Field, field)
 		}
 	}
-	e.patch(id, `{"worker_id":"`+wk+`","event":{"name":"x","fields":[1]}}`).problem(t, 400, ProblemMalformedRequest)
+	e.patch(id, `{"worker_id":"`+wk+`","event":{"name":"x","fields":[1]}}`).problem(t, 400, problemMalformedRequest)
 	e.patch(id, map[string]any{"worker_id": "wk-01ARZ3NDEKTSV4RRFFQ69G5FAV", "event": map[string]any{"name": "x"}}).
 		problem(t, 409, engine.ProblemNotClaimant)
 	if n := e.eventCount() - before; n != 0 {
@@ -203,7 +203,7 @@ func TestPatchFanOutChildren(t *testing.T) {
 	// Made again (its answer was lost): refused, and no duplicate child.
 	e.patch(parent, map[string]any{"worker_id": wk, "state": "waiting", "fanout": map[string]any{"children": children}}).
 		problem(t, 409, engine.ProblemNotClaimant)
-	var kids JobList
+	var kids jobList
 	e.do("GET", "/api/v1/jobs/"+parent+"/children", nil).want(t, 200).json(t, &kids)
 	if len(kids.Jobs) != 3 {
 		t.Fatalf("%d children", len(kids.Jobs))
@@ -334,7 +334,7 @@ func TestHTTPWorkerTimeoutIsEnforced(t *testing.T) {
 	if v := e.waitState(id3, domain.StateFailed); v.Error.Code != "TIMEOUT" || v.Attempts != 0 {
 		t.Fatalf("claimed and timed out: %+v", v)
 	}
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if len(hb.Lost) != 3 || len(hb.Jobs) != 0 || len(hb.Claims) != 0 {
 		t.Fatalf("heartbeat %+v", hb)

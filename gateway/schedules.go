@@ -169,7 +169,7 @@ func (g *Gateway) createSchedule(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeSchedule(body)
+	req, err := decodeSchedule(body)
 	if err == nil && req.Namespace != "" {
 		_, err = scopeNamespace(r, commands.ActSchedule, req.Namespace) // a namespaced token naming another: 403
 	}
@@ -203,10 +203,10 @@ func (g *Gateway) createSchedule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, projections.ViewSchedule(rec))
 }
 
-// DecodeSchedule decodes the body of POST /schedules strictly and checks
+// decodeSchedule decodes the body of POST /schedules strictly and checks
 // it without writing anything (commands.ScheduleRequest.Spec; the job's
 // type and schema are the registry's, at the create).
-func DecodeSchedule(body []byte) (*commands.ScheduleRequest, error) {
+func decodeSchedule(body []byte) (*commands.ScheduleRequest, error) {
 	var req commands.ScheduleRequest
 	if err := decodeStrict(body, &req, false); err != nil {
 		return nil, err
@@ -220,9 +220,9 @@ func DecodeSchedule(body []byte) (*commands.ScheduleRequest, error) {
 	return &req, nil
 }
 
-// DecodeSchedulePatch decodes the body of PATCH /schedules/{name}
+// decodeSchedulePatch decodes the body of PATCH /schedules/{name}
 // strictly.
-func DecodeSchedulePatch(body []byte) (*commands.SchedulePatch, error) {
+func decodeSchedulePatch(body []byte) (*commands.SchedulePatch, error) {
 	var p commands.SchedulePatch
 	if err := decodeStrict(body, &p, false); err != nil {
 		return nil, err
@@ -252,7 +252,7 @@ func (g *Gateway) patchSchedule(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	p, err := DecodeSchedulePatch(body)
+	p, err := decodeSchedulePatch(body)
 	if err == nil && p.Namespace != "" && p.Namespace != ns {
 		err = &commands.InputError{Field: "namespace", Value: fmt.Sprintf("%q", p.Namespace), Reason: "a schedule does not move to another namespace"}
 	}

@@ -98,8 +98,8 @@ func TestSchedulesHTTP(t *testing.T) {
 	}
 	e.do("GET", "/api/v1/schedules/beat?namespace=shop", nil).problem(t, http.StatusNotFound, "not-found")
 	e.do("DELETE", "/api/v1/schedules/beat?namespace=shop", nil).problem(t, http.StatusNotFound, "not-found")
-	e.do("PUT", "/api/v1/schedules/beat", `{}`).problem(t, http.StatusMethodNotAllowed, ProblemMethodNotAllowed)
-	e.do("GET", "/api/v1/schedules/beat/pause", nil).problem(t, http.StatusMethodNotAllowed, ProblemMethodNotAllowed)
+	e.do("PUT", "/api/v1/schedules/beat", `{}`).problem(t, http.StatusMethodNotAllowed, problemMethodNotAllowed)
+	e.do("GET", "/api/v1/schedules/beat/pause", nil).problem(t, http.StatusMethodNotAllowed, problemMethodNotAllowed)
 }
 
 func mustZone(t *testing.T, name string) *time.Location {
@@ -171,11 +171,11 @@ func TestScheduleMistakesBothWays(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, slug, field string
 	}{
-		{"bad JSON", `{"name":`, ProblemMalformedRequest, ""},
-		{"empty body", ``, ProblemMalformedRequest, ""},
-		{"unknown field", `{"name":"x","every":"1m","when":"now",` + job + `}`, ProblemMalformedRequest, ""},
-		{"wrong field type", `{"name":"x","every":"1m","overlap":3,` + job + `}`, ProblemMalformedRequest, "overlap"},
-		{"not a duration", `{"name":"x","every":"soon",` + job + `}`, ProblemMalformedRequest, "every"},
+		{"bad JSON", `{"name":`, problemMalformedRequest, ""},
+		{"empty body", ``, problemMalformedRequest, ""},
+		{"unknown field", `{"name":"x","every":"1m","when":"now",` + job + `}`, problemMalformedRequest, ""},
+		{"wrong field type", `{"name":"x","every":"1m","overlap":3,` + job + `}`, problemMalformedRequest, "overlap"},
+		{"not a duration", `{"name":"x","every":"soon",` + job + `}`, problemMalformedRequest, "every"},
 		{"no name", `{"every":"1m",` + job + `}`, engine.ProblemInvalidInput, "name"},
 		{"bad name", `{"name":"a.b","every":"1m",` + job + `}`, engine.ProblemInvalidInput, "name"},
 		{"bad namespace", `{"name":"x","namespace":"a@b","every":"1m",` + job + `}`, "invalid-namespace", "namespace"},
@@ -238,7 +238,7 @@ func TestScheduleMistakesBothWays(t *testing.T) {
 		{"get, none", "GET", "/api/v1/schedules/none", "schedule.get", `{"name":"none"}`, engine.ProblemNotFound, ""},
 		{"pause, none", "POST", "/api/v1/schedules/none/pause", "schedule.pause", `{"name":"none"}`, engine.ProblemNotFound, ""},
 		{"delete, bad namespace", "DELETE", "/api/v1/schedules/x?namespace=a:b", "schedule.delete", `{"name":"x","namespace":"a:b"}`, "invalid-namespace", "namespace"},
-		{"update, unknown field", "PATCH", "/api/v1/schedules/x", "schedule.update", `{"name":"x","bogus":true}`, ProblemMalformedRequest, ""},
+		{"update, unknown field", "PATCH", "/api/v1/schedules/x", "schedule.update", `{"name":"x","bogus":true}`, problemMalformedRequest, ""},
 		{"list, bad namespace", "GET", "/api/v1/schedules?namespace=a@b", "schedule.list", `{"namespace":"a@b"}`, "invalid-namespace", "namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,14 +281,14 @@ func FuzzDecodeSchedule(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeSchedule(body)
+		req, err := decodeSchedule(body)
 		checkDecodeError(t, err)
 		if err == nil {
 			if _, _, err := req.Spec(time.Now()); err != nil {
 				t.Fatalf("accepted a request whose spec fails: %v", err)
 			}
 		}
-		p, err := DecodeSchedulePatch(body)
+		p, err := decodeSchedulePatch(body)
 		checkDecodeError(t, err)
 		if err == nil && req != nil {
 			_, spec, _ := req.Spec(time.Now())

@@ -116,8 +116,8 @@ func searchSummary(f *engine.Filter, s *Summary) bool {
 // records match, until the page is full, the candidates end, or
 // searchBudget records were read (the page then ends short, with a cursor
 // after the last record read).
-func (g *Gateway) searchPage(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*JobList, error) {
-	out := &JobList{Jobs: []*projections.JobView{}}
+func (g *Gateway) searchPage(ctx context.Context, f engine.Filter, cur *Cursor, limit int) (*jobList, error) {
+	out := &jobList{Jobs: []*projections.JobView{}}
 	for {
 		sums, next := g.index.List(f, cur, min(searchChunk, searchBudget-out.Scanned))
 		jobs, err := g.records(ctx, sums)

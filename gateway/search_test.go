@@ -25,9 +25,9 @@ func TestSearchJobs(t *testing.T) {
 	for _, id := range ids[:4] {
 		e.do("POST", "/api/v1/jobs/"+id+"/cancel", `{"reason":"Customer asked"}`).want(t, 200)
 	}
-	list := func(q string) ([]string, *JobList) {
+	list := func(q string) ([]string, *jobList) {
 		t.Helper()
-		var l JobList
+		var l jobList
 		e.do("GET", "/api/v1/jobs?"+q, nil).want(t, 200).json(t, &l)
 		var out []string
 		for _, j := range l.Jobs {

@@ -21,12 +21,12 @@ type Warning struct {
 	Detail string `json:"detail"`
 }
 
-// WarningNoWorker: no live worker serves the job's type in its queue.
-const WarningNoWorker = "no-worker"
+// warningNoWorker: no live worker serves the job's type in its queue.
+const warningNoWorker = "no-worker"
 
-// SubmitAnswer is a submitted job with what the client should know about
+// submitAnswer is a submitted job with what the client should know about
 // it.
-type SubmitAnswer struct {
+type submitAnswer struct {
 	*projections.JobView
 	Warnings []Warning `json:"warnings,omitempty"`
 }
@@ -63,10 +63,10 @@ func (g *Gateway) unserved(ctx context.Context, j *projections.JobView) string {
 }
 
 // answer is a submitted job with its warnings.
-func (g *Gateway) answer(ctx context.Context, v *projections.JobView) *SubmitAnswer {
-	a := &SubmitAnswer{JobView: v}
+func (g *Gateway) answer(ctx context.Context, v *projections.JobView) *submitAnswer {
+	a := &submitAnswer{JobView: v}
 	if msg := g.unserved(ctx, v); msg != "" {
-		a.Warnings = append(a.Warnings, Warning{Type: WarningNoWorker, Detail: msg})
+		a.Warnings = append(a.Warnings, Warning{Type: warningNoWorker, Detail: msg})
 	}
 	return a
 }

@@ -32,7 +32,7 @@ func TestTwoGatewaysBehindABalancer(t *testing.T) {
 	wk := a.register(`{"name":"roaming","types":["lb.job"]}`)
 	id := a.submit(`{"type":"lb.job"}`).ID
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		var l JobList
+		var l jobList
 		b.do("GET", "/api/v1/jobs?type=lb.job", nil).want(t, 200).json(t, &l)
 		if len(l.Jobs) != 1 || l.Jobs[0].ID != id {
 			return fmt.Errorf("gateway 2 lists %d jobs", len(l.Jobs))
@@ -41,7 +41,7 @@ func TestTwoGatewaysBehindABalancer(t *testing.T) {
 	})
 	b.claimJob(wk, id)
 	a.patch(id, map[string]any{"worker_id": wk, "state": "running"}).want(t, 200)
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	b.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if strings.Join(hb.Jobs, ",") != id {
 		t.Fatalf("heartbeat through gateway 2: %+v", hb)

@@ -138,9 +138,9 @@ func (g *Gateway) listTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"types": out})
 }
 
-// NamespaceView is a namespace as the API shows it: its settings and its
+// namespaceView is a namespace as the API shows it: its settings and its
 // jobs by state.
-type NamespaceView struct {
+type namespaceView struct {
 	Name     string                   `json:"name"`
 	Settings domain.NamespaceSettings `json:"settings"`
 	Jobs     map[domain.State]int     `json:"jobs"`
@@ -172,11 +172,11 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		names = append(names, p.Namespace) // its own, with no job and no settings yet
 	}
 	slices.Sort(names)
-	out := make([]*NamespaceView, len(names))
+	out := make([]*namespaceView, len(names))
 	out = out[:0]
 	for _, ns := range names {
 		if p := principal(r); p == nil || p.Sees(ns) {
-			out = append(out, &NamespaceView{Name: ns, Settings: settings[ns], Jobs: g.index.CountsIn(ns, "", "")})
+			out = append(out, &namespaceView{Name: ns, Settings: settings[ns], Jobs: g.index.CountsIn(ns, "", "")})
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"namespaces": out})
@@ -203,5 +203,5 @@ func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request) {
 	if rec != nil {
 		settings = rec.Settings
 	}
-	writeJSON(w, http.StatusOK, &NamespaceView{Name: ns, Settings: settings, Jobs: g.index.CountsIn(ns, "", "")})
+	writeJSON(w, http.StatusOK, &namespaceView{Name: ns, Settings: settings, Jobs: g.index.CountsIn(ns, "", "")})
 }

@@ -45,7 +45,7 @@ func TestTypesOverHTTP(t *testing.T) {
 		e.do("PUT", c.path, c.body).problem(t, 400, c.slug)
 	}
 	e.do("PUT", "/api/v1/types/acme/img/bad", `{"schema":{"type":"nope"}}`).problem(t, 422, "invalid-schema")
-	e.do("PUT", "/api/v1/types/acme/img/bad", `{"schema":{"type":"object"},"extra":1}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("PUT", "/api/v1/types/acme/img/bad", `{"schema":{"type":"object"},"extra":1}`).problem(t, 400, problemMalformedRequest)
 	// A schema refers only to itself: no file or URL is read for it.
 	secret := filepath.Join(t.TempDir(), "secret.json")
 	if err := os.WriteFile(secret, []byte(`{"const":"s3cr3t"}`), 0o600); err != nil {
@@ -107,17 +107,17 @@ func TestNamespacesOverHTTP(t *testing.T) {
 	e := newEnv(t)
 	e.submit(`{"namespace":"acme","type":"demo.echo"}`)
 	e.do("PUT", "/api/v1/types/acme/img/thumb", `{}`).want(t, 201)
-	var ns NamespaceView
+	var ns namespaceView
 	e.do("PUT", "/api/v1/namespaces/acme", `{"strict_types":true}`).want(t, 200).json(t, &ns)
 	if !ns.Settings.StrictTypes || ns.Name != "acme" {
 		t.Fatalf("namespace %+v", ns)
 	}
 	e.do("PUT", "/api/v1/namespaces/ac:me", `{"strict_types":true}`).problem(t, 400, "invalid-namespace")
-	e.do("PUT", "/api/v1/namespaces/acme", `{"strict":true}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("PUT", "/api/v1/namespaces/acme", `{"strict":true}`).problem(t, 400, problemMalformedRequest)
 	e.do("POST", "/api/v1/jobs", `{"namespace":"acme","type":"demo.echo"}`).problem(t, 404, "unknown-type")
 	e.submit(`{"namespace":"acme","type":"img:thumb"}`)
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		var list struct{ Namespaces []NamespaceView }
+		var list struct{ Namespaces []namespaceView }
 		e.do("GET", "/api/v1/namespaces", nil).want(t, 200).json(t, &list)
 		for _, n := range list.Namespaces {
 			if n.Name == "acme" && n.Settings.StrictTypes && n.Jobs[domain.StateQueued] == 2 {

@@ -114,12 +114,12 @@ func (g *Gateway) workerResult(w http.ResponseWriter, r *http.Request) {
 	if errors.As(err, &tooBig) {
 		drainBody(w, r.Body, drainLimit(g.cfg.MaxUpload))
 		w.Header().Set("Connection", "close")
-		fail(w, r, newProblem(ProblemPayloadTooLarge, http.StatusRequestEntityTooLarge,
+		fail(w, r, newProblem(problemPayloadTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("the archive is over the limit of %d bytes", g.cfg.MaxUpload)), id)
 		return
 	}
 	if err != nil {
-		fail(w, r, newProblem(ProblemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error()), id)
+		fail(w, r, newProblem(problemMalformedRequest, http.StatusBadRequest, "reading the body: "+err.Error()), id)
 		return
 	}
 	if err := checkArchive(tmp, n); err != nil {

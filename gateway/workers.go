@@ -124,7 +124,7 @@ func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeRegister(body)
+	req, err := decodeRegister(body)
 	if err == nil {
 		asked := req.Namespace
 		if !req.NamespaceGiven {
@@ -230,8 +230,8 @@ func (g *Gateway) getWorker(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g.workers.View(rec))
 }
 
-// HeartbeatResponse answers a heartbeat.
-type HeartbeatResponse struct {
+// heartbeatResponse answers a heartbeat.
+type heartbeatResponse struct {
 	*WorkerView
 	// Jobs are the claims whose leases were renewed: the worker still holds
 	// them.
@@ -255,7 +255,7 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeHeartbeat(body)
+	req, err := decodeHeartbeat(body)
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -305,7 +305,7 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, &HeartbeatResponse{WorkerView: g.workers.View(rec), Jobs: nonNil(rn.Held),
+	writeJSON(w, http.StatusOK, &heartbeatResponse{WorkerView: g.workers.View(rec), Jobs: nonNil(rn.Held),
 		Lost: nonNil(rn.Lost), Unchecked: nonNil(rn.Unchecked)})
 }
 
@@ -374,7 +374,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeClaim(body)
+	req, err := decodeClaim(body)
 	if err != nil {
 		fail(w, r, err, "")
 		return
@@ -484,7 +484,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 func errConcurrency(rec *WorkerRecord) error {
-	p := newProblem(ProblemConcurrencyLimit, http.StatusConflict, fmt.Sprintf(
+	p := newProblem(problemConcurrencyLimit, http.StatusConflict, fmt.Sprintf(
 		"worker %s holds %d claims, its concurrency: report the end of one before claiming another", rec.ID, rec.Concurrency))
 	p.WorkerID = rec.ID
 	return p
@@ -556,7 +556,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	p, err := DecodePatch(body)
+	p, err := decodePatch(body)
 	if err != nil {
 		fail(w, r, err, id)
 		return

@@ -87,8 +87,8 @@ func TestWorkerProtocol(t *testing.T) {
 	e.patch(id, map[string]any{"state": "running"}).problem(t, 400, engine.ProblemInvalidInput)
 	e.patch(id, map[string]any{"worker_id": wk, "state": "running", "result": 1}).problem(t, 400, engine.ProblemInvalidInput)
 	e.patch(id, map[string]any{"worker_id": wk, "state": "failed"}).problem(t, 400, engine.ProblemInvalidInput)
-	e.patch(id, `{"worker_id":"`+wk+`","state":"running","extra":true}`).problem(t, 400, ProblemMalformedRequest)
-	e.patch(id, `{"worker_id":"`+wk+`","progress":{"current":"one"}}`).problem(t, 400, ProblemMalformedRequest)
+	e.patch(id, `{"worker_id":"`+wk+`","state":"running","extra":true}`).problem(t, 400, problemMalformedRequest)
+	e.patch(id, `{"worker_id":"`+wk+`","progress":{"current":"one"}}`).problem(t, 400, problemMalformedRequest)
 	if e.eventCount() != before {
 		t.Fatalf("refused reports wrote %d events", e.eventCount()-before)
 	}
@@ -99,7 +99,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if v.Progress == nil || v.Progress.Current != 3 || v.Progress.Total != 4 || *v.Progress.Percent != 75 {
 		t.Fatalf("progress %+v", v.Progress)
 	}
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+wk+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if strings.Join(hb.Jobs, ",") != id || len(hb.Lost) != 0 || strings.Join(hb.Claims, ",") != id {
 		t.Fatalf("heartbeat %+v", hb)
@@ -169,8 +169,8 @@ func TestWorkerProtocol(t *testing.T) {
 	e.do("POST", "/api/v1/workers", `{"name":"x"}`).problem(t, 400, engine.ProblemInvalidInput)
 	e.do("POST", "/api/v1/workers", `{"types":["a b"]}`).problem(t, 400, engine.ProblemInvalidInput)
 	e.do("POST", "/api/v1/workers", `{"types":["a"],"queues":["x.y"]}`).problem(t, 400, engine.ProblemInvalidInput)
-	e.do("POST", "/api/v1/workers", `{"types":"a"}`).problem(t, 400, ProblemMalformedRequest)
-	e.do("POST", "/api/v1/tasks/claim", `{"worker_id":"`+other+`","wait":"forever"}`).problem(t, 400, ProblemMalformedRequest)
+	e.do("POST", "/api/v1/workers", `{"types":"a"}`).problem(t, 400, problemMalformedRequest)
+	e.do("POST", "/api/v1/tasks/claim", `{"worker_id":"`+other+`","wait":"forever"}`).problem(t, 400, problemMalformedRequest)
 	e.do("POST", "/api/v1/tasks/claim", `{"wait":1}`).problem(t, 400, engine.ProblemInvalidInput)
 }
 
@@ -219,7 +219,7 @@ func TestSilentWorkerLosesItsClaim(t *testing.T) {
 	// Heartbeats keep the claim past several leases.
 	for i := 0; i < 6; i++ {
 		time.Sleep(600 * time.Millisecond) // the heartbeat cadence (lease/3), not a wait for a condition
-		var hb HeartbeatResponse
+		var hb heartbeatResponse
 		e.do("POST", "/api/v1/workers/"+a+"/heartbeat", nil).want(t, 200).json(t, &hb)
 		if strings.Join(hb.Jobs, ",") != id {
 			t.Fatalf("heartbeat %d: %+v", i, hb)
@@ -234,7 +234,7 @@ func TestSilentWorkerLosesItsClaim(t *testing.T) {
 	e.wantEvents(id, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvLeaseExpiredRequeue, domain.EvClaimed)
 	// The zombie's reports are refused, and its heartbeat says it lost the job.
 	e.patch(id, map[string]any{"worker_id": a, "state": "succeeded"}).problem(t, 409, engine.ProblemNotClaimant)
-	var hb HeartbeatResponse
+	var hb heartbeatResponse
 	e.do("POST", "/api/v1/workers/"+a+"/heartbeat", nil).want(t, 200).json(t, &hb)
 	if len(hb.Jobs) != 0 || strings.Join(hb.Lost, ",") != id || len(hb.Claims) != 0 {
 		t.Fatalf("zombie heartbeat %+v", hb)
@@ -383,17 +383,17 @@ func TestRegistrationLimits(t *testing.T) {
 	}
 	before := e.eventCount()
 	p := e.do("POST", "/api/v1/workers", `{"types":`+names("t", engine.MaxRemoteTypes+1)+`}`).
-		problem(t, 422, ProblemRegistrationTooLarge)
+		problem(t, 422, problemRegistrationTooLarge)
 	if p.Field != "types" {
 		t.Fatalf("problem %+v", p)
 	}
 	p = e.do("POST", "/api/v1/workers", `{"types":["a"],"queues":`+names("q", engine.MaxRemoteQueues+1)+`}`).
-		problem(t, 422, ProblemRegistrationTooLarge)
+		problem(t, 422, problemRegistrationTooLarge)
 	if p.Field != "queues" {
 		t.Fatalf("problem %+v", p)
 	}
 	e.do("POST", "/api/v1/workers", `{"types":`+names("t", 32)+`,"queues":`+names("q", 16)+`}`).
-		problem(t, 422, ProblemRegistrationTooLarge)
+		problem(t, 422, problemRegistrationTooLarge)
 	var list struct{ Workers []WorkerView }
 	e.do("GET", "/api/v1/workers", nil).want(t, 200).json(t, &list)
 	if len(list.Workers) != 0 || e.eventCount() != before {
@@ -434,7 +434,7 @@ func TestClaimConcurrencyLimit(t *testing.T) {
 	e.claimJob(wk, ids[0])
 	before := e.eventCount()
 	t0 := time.Now()
-	p := e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 5}).problem(t, 409, ProblemConcurrencyLimit)
+	p := e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": wk, "wait": 5}).problem(t, 409, problemConcurrencyLimit)
 	if p.WorkerID != wk || time.Since(t0) > 3*time.Second {
 		t.Fatalf("problem %+v after %s", p, time.Since(t0))
 	}
@@ -443,7 +443,7 @@ func TestClaimConcurrencyLimit(t *testing.T) {
 	}
 	e.claimJob(two, ids[1])
 	e.claimJob(two, ids[2])
-	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, ProblemConcurrencyLimit)
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, problemConcurrencyLimit)
 	// The end of a claim frees its slot; so does a cancel (the claim is no
 	// longer live, though the worker has not heard of it yet).
 	e.patch(ids[0], map[string]any{"worker_id": wk, "state": "failed", "retryable": false, "error": map[string]string{"message": "x"}}).want(t, 200)
@@ -451,5 +451,5 @@ func TestClaimConcurrencyLimit(t *testing.T) {
 	e.do("POST", "/api/v1/jobs/"+ids[1]+"/cancel", nil).want(t, 200)
 	id := e.submit(`{"type":"limited"}`).ID
 	e.claimJob(two, id)
-	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, ProblemConcurrencyLimit)
+	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, problemConcurrencyLimit)
 }

@@ -21,18 +21,18 @@ import (
 //	GET  /api/v1/jobs/{id}/step-inputs/{step}?worker_id=W
 //	                                    a step's input too large for its claim (the worker holding it)
 
-// MaxInlineInputs bounds the results of a step's dependencies given in the
+// maxInlineInputs bounds the results of a step's dependencies given in the
 // job a worker claims (Inputs); those past it are given by path
 // (InputRefs).
-const MaxInlineInputs = 1 << 20
+const maxInlineInputs = 1 << 20
 
 func workflowURL(id string) string { return "/api/v1/workflows/" + id }
 
-// DecodeWorkflow decodes the body of POST /workflows strictly: a
+// decodeWorkflow decodes the body of POST /workflows strictly: a
 // commands.WorkflowRequest, each step one object with its job's fields.
 // The workflow is checked whole when it is submitted
 // (commands.PrepareWorkflow).
-func DecodeWorkflow(body []byte) (*commands.WorkflowRequest, error) {
+func decodeWorkflow(body []byte) (*commands.WorkflowRequest, error) {
 	var req commands.WorkflowRequest
 	if err := decodeStrict(body, &req, false); err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (g *Gateway) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	req, err := DecodeWorkflow(body)
+	req, err := decodeWorkflow(body)
 	if err == nil {
 		req.Namespace, err = scopeNamespace(r, commands.ActSubmit, req.Namespace)
 	}
@@ -151,7 +151,7 @@ func rawResult(b []byte) []byte {
 }
 
 // withInputs adds a claimed step's inputs to its view: the results of its
-// dependencies, inline while they fit MaxInlineInputs, by path past it.
+// dependencies, inline while they fit maxInlineInputs, by path past it.
 // A step whose inputs cannot be read is claimed without them: its worker
 // reads them by path.
 func (g *Gateway) withInputs(ctx context.Context, j *domain.Job, v *projections.JobView) {
@@ -166,7 +166,7 @@ func (g *Gateway) withInputs(ctx context.Context, j *domain.Job, v *projections.
 	size := 0
 	for _, dep := range st.Inputs {
 		res, ok := in[dep.Name]
-		if ok && size+len(res) <= MaxInlineInputs {
+		if ok && size+len(res) <= maxInlineInputs {
 			if v.Inputs == nil {
 				v.Inputs = map[string]json.RawMessage{}
 			}

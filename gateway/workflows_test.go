@@ -118,7 +118,7 @@ func TestWorkflowRefusedBothWays(t *testing.T) {
 		{"bad step field", `{"steps":[{"name":"a","type":"x.y","max_retries":-1}]}`,
 			engine.ProblemInvalidInput, "steps[0].max_retries", ""},
 		{"unknown step field", `{"steps":[{"name":"a","type":"x.y","bogus":1}]}`,
-			ProblemMalformedRequest, "steps", "bogus"},
+			problemMalformedRequest, "steps", "bogus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.eventCount()

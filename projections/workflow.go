@@ -166,7 +166,7 @@ func ViewWorkflow(wf *domain.Job, ids []string, steps []*domain.Job) *WorkflowVi
 			sv.Type, sv.Queue, sv.State, sv.Attempts, sv.Error = j.Spec.Type, j.Spec.Queue, j.State, j.Attempt, j.Error
 			sv.Result = rawJSON(j.Result)
 			sv.StartedAt, sv.FinishedAt = timePtr(j.StartedAt), timePtr(j.FinishedAt)
-			sv.Status = StepStatus(j)
+			sv.Status = stepStatus(j)
 		}
 		v.Counts[sv.Status]++
 		v.Steps[i] = sv
@@ -181,9 +181,9 @@ func ViewWorkflow(wf *domain.Job, ids []string, steps []*domain.Job) *WorkflowVi
 	return v
 }
 
-// StepStatus is a step's state, or "skipped" for one that never ran
+// stepStatus is a step's state, or "skipped" for one that never ran
 // because its dependencies did not allow it.
-func StepStatus(j *domain.Job) string {
+func stepStatus(j *domain.Job) string {
 	if j.State == domain.StateCancelled && j.Error != nil && j.Error.Code == domain.CodeSkipped {
 		return "skipped"
 	}

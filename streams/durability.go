@@ -57,7 +57,7 @@ func (t Topology) ensureJobsBucket(ctx context.Context, js jetstream.JetStream, 
 		Name: "KV_" + kv.Bucket, Description: kv.Description, Subjects: []string{"$KV." + kv.Bucket + ".>"},
 		MaxMsgsPerSubject: 1, MaxBytes: -1, MaxMsgs: -1, MaxConsumers: -1, MaxMsgSize: kv.MaxValueSize,
 		Storage: kv.Storage, Replicas: kv.Replicas, AllowRollup: true, DenyDelete: true, AllowDirect: true,
-		Duplicates: DefaultDuplicateWindow, Discard: jetstream.DiscardNew,
+		Duplicates: defaultDuplicateWindow, Discard: jetstream.DiscardNew,
 		PersistMode: jetstream.AsyncPersistMode,
 	})
 	// A failure (another process created it first) leaves EnsureBucket

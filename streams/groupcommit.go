@@ -18,17 +18,17 @@ import (
 
 // Limits and thresholds of a GroupCommit.
 const (
-	// MaxGroupMsgs bounds the appends of one atomic batch (the server's
+	// maxGroupMsgs bounds the appends of one atomic batch (the server's
 	// own limit is 1000).
-	MaxGroupMsgs = 500
-	// MaxGroupBytes bounds the bytes of one atomic batch.
-	MaxGroupBytes = 8 << 20
-	// MinGroupMsgs is the smallest group sent as an atomic batch: an R1
+	maxGroupMsgs = 500
+	// maxGroupBytes bounds the bytes of one atomic batch.
+	maxGroupBytes = 8 << 20
+	// minGroupMsgs is the smallest group sent as an atomic batch: an R1
 	// file stream stages every atomic batch in a store of its own (about
 	// 12-20 ms, whatever its size), while a plain append under sync always
 	// costs one fsync (about 0.5-2 ms), so fewer appends than this go as
 	// plain pipelined publishes.
-	MinGroupMsgs = 24
+	minGroupMsgs = 24
 	// groupTimeout bounds the wait for a batch's acknowledgement.
 	groupTimeout = 30 * time.Second
 )
@@ -110,9 +110,9 @@ func (g *GroupCommit) run() {
 	for {
 		g.mu.Lock()
 		n, size := 0, 0
-		for n < len(g.queue) && n < MaxGroupMsgs {
+		for n < len(g.queue) && n < maxGroupMsgs {
 			size += len(g.queue[n].m.Data) + len(g.queue[n].m.Subject)
-			if n > 0 && size > MaxGroupBytes {
+			if n > 0 && size > maxGroupBytes {
 				break
 			}
 			n++
@@ -125,7 +125,7 @@ func (g *GroupCommit) run() {
 		group := g.queue[:n:n]
 		g.queue = append([]*groupMsg(nil), g.queue[n:]...)
 		g.mu.Unlock()
-		if len(group) < MinGroupMsgs {
+		if len(group) < minGroupMsgs {
 			g.plain(group)
 			continue
 		}

@@ -25,7 +25,7 @@ type Topology struct {
 	EventsMaxAge    time.Duration
 	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the queue streams (default 2 min)
 	MaxPayload      int32         // largest record; default 4 MiB
-	WorkerExpiry    time.Duration // how long a silent worker's record stays in WorkersBucket (default DefaultWorkerExpiry)
+	WorkerExpiry    time.Duration // how long a silent worker's record stays in WorkersBucket (default defaultWorkerExpiry)
 	// Sync is the server's fsync mode (SyncAlways, SyncInterval) as the
 	// process that started the server was told, recorded on the event
 	// log; "" takes the recorded one (ResolveSync).
@@ -34,8 +34,8 @@ type Topology struct {
 
 // Defaults of a Topology.
 const (
-	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultMaxPayload      = 4 << 20
+	defaultDuplicateWindow = 2 * time.Minute
+	defaultMaxPayload      = 4 << 20
 )
 
 func (t Topology) withDefaults() Topology {
@@ -43,13 +43,13 @@ func (t Topology) withDefaults() Topology {
 		t.Replicas = 1
 	}
 	if t.DuplicateWindow <= 0 {
-		t.DuplicateWindow = DefaultDuplicateWindow
+		t.DuplicateWindow = defaultDuplicateWindow
 	}
 	if t.MaxPayload <= 0 {
-		t.MaxPayload = DefaultMaxPayload
+		t.MaxPayload = defaultMaxPayload
 	}
 	if t.WorkerExpiry <= 0 {
-		t.WorkerExpiry = DefaultWorkerExpiry
+		t.WorkerExpiry = defaultWorkerExpiry
 	}
 	return t
 }
@@ -128,7 +128,7 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 			}
 		}
 	}
-	if err := EnsureStream(ctx, js, events); err != nil {
+	if err := ensureStream(ctx, js, events); err != nil {
 		return err
 	}
 	for _, kv := range []jetstream.KeyValueConfig{
@@ -157,9 +157,9 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	return EnsureObjectStore(ctx, js, t.FilesConfig())
 }
 
-// EnsureStream creates a stream, or updates it if the settings jetflow
+// ensureStream creates a stream, or updates it if the settings jetflow
 // relies on differ.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if _, err = js.CreateStream(ctx, cfg); err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

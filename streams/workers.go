@@ -5,11 +5,11 @@ import "time"
 // WorkersBucket is the KV bucket of live workers, SDK and HTTP alike: one
 // record per worker, written at every heartbeat. It is not derived from the
 // log (a heartbeat is not a transition of any job); records expire
-// DefaultWorkerExpiry after their last write, so a worker that died leaves
+// defaultWorkerExpiry after their last write, so a worker that died leaves
 // nothing behind for long. The lease sweeper reads it to tell a live holder
 // from a dead one.
 const WorkersBucket = "jetflow_workers"
 
-// DefaultWorkerExpiry is how long a worker that stopped beating stays in
+// defaultWorkerExpiry is how long a worker that stopped beating stays in
 // WorkersBucket (shown as not live once its lease passed).
-const DefaultWorkerExpiry = 10 * time.Minute
+const defaultWorkerExpiry = 10 * time.Minute
