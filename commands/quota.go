@@ -99,16 +99,21 @@ func checkRateKey(k string) error {
 
 // CheckConcurrencyKey checks a job's concurrency key: at most maxKeyBytes
 // of valid UTF-8 with no control characters. Empty is none.
-func CheckConcurrencyKey(k string) error {
-	if len(k) > maxKeyBytes {
-		return inputErr("concurrency_key", "%d bytes: at most %d", len(k), maxKeyBytes)
+func CheckConcurrencyKey(k string) error { return checkText("concurrency_key", maxKeyBytes, k) }
+
+// checkText checks a short text a request names (a key, a user): at most
+// max bytes of valid UTF-8 with no control characters, refused naming
+// field.
+func checkText(field string, max int, v string) error {
+	if len(v) > max {
+		return inputErr(field, "%d bytes: at most %d", len(v), max)
 	}
-	if !utf8.ValidString(k) {
-		return inputErr("concurrency_key", "not valid UTF-8")
+	if !utf8.ValidString(v) {
+		return inputErr(field, "not valid UTF-8")
 	}
-	for _, r := range k {
+	for _, r := range v {
 		if unicode.IsControl(r) {
-			return inputErr("concurrency_key", "control character %U", r)
+			return inputErr(field, "control character %U", r)
 		}
 	}
 	return nil
@@ -172,20 +177,7 @@ func payloadField(payload []byte, path []string) string {
 
 // CheckUser checks a job's user: at most maxUserBytes of valid UTF-8 with
 // no control characters. Empty is no one in particular.
-func CheckUser(user string) error {
-	if len(user) > maxUserBytes {
-		return inputErr("user", "%d bytes: at most %d", len(user), maxUserBytes)
-	}
-	if !utf8.ValidString(user) {
-		return inputErr("user", "not valid UTF-8")
-	}
-	for _, r := range user {
-		if unicode.IsControl(r) {
-			return inputErr("user", "control character %U", r)
-		}
-	}
-	return nil
-}
+func CheckUser(user string) error { return checkText("user", maxUserBytes, user) }
 
 // SetQueueLimits decides a queue.set event that gives queue the limits l,
 // or nil if its record (cur; nil: the queue has no record yet) has them

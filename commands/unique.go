@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -106,20 +104,7 @@ func uniqueField(r *SubmitRequest) string {
 
 // checkUniqueKey checks a given unique key: 1 to maxUniqueKeyBytes of
 // valid UTF-8 without control characters.
-func checkUniqueKey(k string) error {
-	if len(k) > maxUniqueKeyBytes {
-		return inputErr("unique_key", "%d bytes: at most %d", len(k), maxUniqueKeyBytes)
-	}
-	if !utf8.ValidString(k) {
-		return inputErr("unique_key", "not valid UTF-8")
-	}
-	for _, c := range k {
-		if unicode.IsControl(c) {
-			return inputErr("unique_key", "control character %U", c)
-		}
-	}
-	return nil
-}
+func checkUniqueKey(k string) error { return checkText("unique_key", maxUniqueKeyBytes, k) }
 
 // CheckUniqueFields checks the payload fields a unique key is derived
 // from, and returns them sorted (their order does not change the key):
