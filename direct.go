@@ -179,7 +179,7 @@ func (d direct) history(ctx context.Context, id string, follow bool, fn func(*pr
 }
 
 func (d direct) tail(ctx context.Context, f TailFilter, after uint64, wait time.Duration) ([]*projections.EventView, uint64, error) {
-	evs, next, err := d.store.Tail(ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type), after, f.Since, 0, wait)
+	evs, next, err := d.store.Tail(ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type, ""), after, f.Since, 0, wait)
 	if err != nil {
 		return nil, 0, err
 	}

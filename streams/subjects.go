@@ -41,15 +41,15 @@ func EventSubject(ns, queue, jobType, id string) string {
 func EventFilter(id string) string { return EventsPrefix + ".*.*.*." + id }
 
 // EventsFilter selects the events of the jobs of a namespace, a queue and
-// a type, "" meaning any.
-func EventsFilter(ns, queue, jobType string) string {
+// a type, and of the job id, "" meaning any.
+func EventsFilter(ns, queue, jobType, id string) string {
 	any := func(tok string) string {
 		if tok == "" {
 			return "*"
 		}
 		return tok
 	}
-	return EventsPrefix + "." + any(Token(ns)) + "." + any(queue) + "." + any(Token(jobType)) + ".*"
+	return EventsPrefix + "." + any(Token(ns)) + "." + any(queue) + "." + any(Token(jobType)) + "." + any(id)
 }
 
 // EventScope is the namespace, queue and type of the job an event subject

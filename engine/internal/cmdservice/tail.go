@@ -58,7 +58,7 @@ func (c *CommandServer) tail(k *call) *cmdReply {
 	if req.Since != nil {
 		since = *req.Since
 	}
-	evs, next, err := c.store.Tail(k.ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type), req.After, since, req.Limit, wait)
+	evs, next, err := c.store.Tail(k.ctx, streams.EventsFilter(f.Namespace, f.Queue, f.Type, ""), req.After, since, req.Limit, wait)
 	if err != nil {
 		return fail(err, "")
 	}

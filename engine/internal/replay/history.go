@@ -74,21 +74,12 @@ func validType(t string) bool {
 
 // filter is the subject filter of the scope's job events.
 func (s Scope) filter() string {
-	tok := func(v string, esc bool) string {
-		switch {
-		case v == "":
-			return "*"
-		case esc:
-			return streams.Token(v)
-		}
-		return v
-	}
 	if s.Job == "" && s.Namespace == "" && s.Queue == "" && s.Type == "" {
 		// Every subject: a filter costs the server more than the
 		// events it would skip (piece and registry events).
 		return ""
 	}
-	return streams.EventsPrefix + "." + tok(s.Namespace, true) + "." + tok(s.Queue, false) + "." + tok(s.Type, true) + "." + tok(s.Job, false)
+	return streams.EventsFilter(s.Namespace, s.Queue, s.Type, s.Job)
 }
 
 // contains reports whether job j is one of the scope's (names only).
