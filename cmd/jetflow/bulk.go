@@ -60,7 +60,13 @@ func cmdBulk(c *cli, args []string) int {
 		return code
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		jobs, err := selectAll(ctx, cl, f)
+		// A direct client reads the whole jobs bucket for any page: one
+		// read of all of it; a token's answer is one message: pages.
+		page := 0
+		if c.token != "" {
+			page = bulkPage
+		}
+		jobs, err := selectAll(ctx, cl, f, page, maxBulkJobs)
 		if errors.Is(err, errTooMany) {
 			c.reportAs(problemUsage(""), "the filter selects more than %d jobs: narrow it (by queue, type, --since) and run it again for the rest", maxBulkJobs)
 			return exitUsage
@@ -88,8 +94,8 @@ func cmdBulk(c *cli, args []string) int {
 		if action == "retry" {
 			// Retrying everything failed twice must not run each twice: a
 			// job some job is a retry of is skipped.
-			all, err := selectAll(ctx, cl, jetflow.ListFilter{Namespace: f.Namespace})
-			if err != nil && !errors.Is(err, errTooMany) {
+			all, err := selectAll(ctx, cl, jetflow.ListFilter{Namespace: f.Namespace}, page, 0)
+			if err != nil {
 				return c.fail(err)
 			}
 			retried = map[string]bool{}
@@ -109,24 +115,24 @@ func cmdBulk(c *cli, args []string) int {
 
 var errTooMany = errors.New("too many jobs")
 
-// selectAll lists every job f selects, page by page, at most maxBulkJobs
-// (more: errTooMany, with the first maxBulkJobs).
-func selectAll(ctx context.Context, cl *jetflow.Client, f jetflow.ListFilter) ([]*jetflow.JobInfo, error) {
+// selectAll lists every job f selects, page jobs a request (0: all in
+// one), at most max (0: no bound; more: errTooMany, with the first max).
+func selectAll(ctx context.Context, cl *jetflow.Client, f jetflow.ListFilter, page, max int) ([]*jetflow.JobInfo, error) {
 	var out []*jetflow.JobInfo
-	f.Limit, f.Before = bulkPage, ""
+	f.Limit, f.Before = page, ""
 	for {
-		page, err := cl.List(ctx, f)
+		got, err := cl.List(ctx, f)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
-		if len(out) > maxBulkJobs {
-			return out[:maxBulkJobs], errTooMany
+		out = append(out, got...)
+		if max > 0 && len(out) > max {
+			return out[:max], errTooMany
 		}
-		if len(page) < bulkPage {
+		if page == 0 || len(got) < page {
 			return out, nil
 		}
-		f.Before = page[len(page)-1].Cursor()
+		f.Before = got[len(got)-1].Cursor()
 	}
 }
 
