@@ -137,17 +137,14 @@ func (t *Tokens) Revoke(ctx context.Context, id, actor string) (*domain.TokenRec
 	return next.Rec, nil
 }
 
-// List returns every token, newest first.
+// List returns every token, newest first, as the bucket has it now (not
+// the watch: a token revoked a moment ago through another process is
+// listed revoked).
 func (t *Tokens) List(ctx context.Context) ([]*domain.TokenRecord, error) {
-	if err := t.watch(ctx); err != nil {
+	out, err := t.recs.All(ctx)
+	if err != nil {
 		return nil, err
 	}
-	t.mu.RLock()
-	out := make([]*domain.TokenRecord, 0, len(t.byID))
-	for _, r := range t.byID {
-		out = append(out, r)
-	}
-	t.mu.RUnlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].ID > out[k].ID })
 	return out, nil
 }

@@ -187,10 +187,19 @@ func (a *Aggregate[R]) Record(ctx context.Context, key string) (Version[R], erro
 // its record), which are folded in and written back. Decisions that lost a
 // race are taken again on what Current returns.
 func (a *Aggregate[R]) Current(ctx context.Context, ref Ref) (Version[R], error) {
+	var need uint64 // the subject's last event when this call first looked
 	for try := 0; ; try++ {
 		v, err := a.Record(ctx, ref.Key)
 		if err != nil {
 			return Version[R]{}, err
+		}
+		if need > 0 && v.Rec != nil && a.k.Seq(v.Rec) >= need {
+			// Another repair won the race and covers every event there was
+			// when this call began: that is an answer. (Looking at the log
+			// again could chase writers that keep appending, e.g. a
+			// hundred job.duplicate at once, for ever.)
+			v.Last = a.k.Seq(v.Rec)
+			return v, nil
 		}
 		subject := a.subject(ref, v.Rec)
 		m, err := a.s.lastMsg(ctx, subject)
@@ -204,6 +213,9 @@ func (a *Aggregate[R]) Current(ctx context.Context, ref Ref) (Version[R], error)
 		v.Last = m.Sequence
 		if v.Rec != nil && a.k.Seq(v.Rec) >= m.Sequence {
 			return v, nil
+		}
+		if need == 0 {
+			need = m.Sequence
 		}
 		last, err := streams.DecodeEvent(m.Data)
 		if err != nil {
@@ -524,8 +536,8 @@ func (a *Aggregate[R]) follow(ready func(), fn func(rec *R)) {
 	}
 }
 
-// all reads every record of the bucket once.
-func (a *Aggregate[R]) all(ctx context.Context) ([]*R, error) {
+// All reads every record of the bucket once, as the bucket has it now.
+func (a *Aggregate[R]) All(ctx context.Context) ([]*R, error) {
 	var out []*R
 	err := scan(ctx, a.kv, func(e jetstream.KeyValueEntry) {
 		if rec, err := a.k.Decode(e.Value()); err == nil {

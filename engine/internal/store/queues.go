@@ -33,7 +33,7 @@ func (s *Store) queueRecord(ctx context.Context, queue string) (Version[domain.Q
 
 // QueueList lists the queues' records.
 func (s *Store) QueueList(ctx context.Context) ([]*domain.QueueRecord, error) {
-	return s.queueRecs.all(ctx)
+	return s.queueRecs.All(ctx)
 }
 
 // SetQueuePaused pauses or resumes a queue: a paused queue accepts jobs but
