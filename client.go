@@ -323,6 +323,19 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobInfo, error
 	return jobInfo(v), publicErr(err)
 }
 
+// Reprioritize gives a job that has not started (pending, scheduled or
+// queued) another priority, from -1000 to 1000: a job.reprioritized
+// event. In a queue with priorities a job still pending takes its new
+// place among the pending at once; one admitted already keeps its place
+// (docs/limits.md). A job of that priority already is returned as it is,
+// nothing written; a job that started or ended is refused with an error
+// matching ErrInvalidTransition; a priority out of range with one
+// matching ErrInvalidInput.
+func (c *Client) Reprioritize(ctx context.Context, id string, priority int) (*JobInfo, error) {
+	v, err := c.b.reprioritize(ctx, id, priority)
+	return jobInfo(v), publicErr(err)
+}
+
 // Retry runs a terminal job again: a new job with the original's spec and
 // retry_of naming it (a job that is not terminal is refused with
 // ErrInvalidTransition). With an idempotency key, a repeated retry returns

@@ -260,6 +260,19 @@ func TestEveryMethodBothClients(t *testing.T) {
 	})
 	same(t, "SubmitMany", dm, km, "user")
 
+	// Reprioritize a queued job; again (nothing written); out of range.
+	dpr, kpr := each(e, func(cl *jetflow.Client, who string) [2]*jetflow.JobInfo {
+		id := map[string]string{"d": dm[0].ID, "k": km[0].ID}[who]
+		if _, err := cl.Reprioritize(ctx, id, 1001); !errors.Is(err, jetflow.ErrInvalidInput) {
+			t.Errorf("%s: priority 1001: %v", who, err)
+		}
+		return [2]*jetflow.JobInfo{must(cl.Reprioritize(ctx, id, 9))(t), must(cl.Reprioritize(ctx, id, 9))(t)}
+	})
+	if dpr[0].Priority != 9 || dpr[1].Priority != 9 || dpr[0].State != jetflow.Queued {
+		t.Errorf("reprioritized %+v", dpr[0])
+	}
+	same(t, "Reprioritize", dpr, kpr, "user")
+
 	// Cancel.
 	dc, kc := each(e, func(cl *jetflow.Client, who string) *jetflow.JobInfo {
 		id := map[string]string{"d": dm[0].ID, "k": km[0].ID}[who]
@@ -269,6 +282,11 @@ func TestEveryMethodBothClients(t *testing.T) {
 		t.Errorf("cancelled %s", dc.State)
 	}
 	same(t, "Cancel", dc, kc, "user")
+	dre, kre := each(e, func(cl *jetflow.Client, who string) error {
+		_, err := cl.Reprioritize(ctx, map[string]string{"d": dm[0].ID, "k": km[0].ID}[who], 1)
+		return err
+	})
+	sameErr(t, "Reprioritize a cancelled job", dre, kre, jetflow.ErrInvalidTransition)
 
 	// Children of a fan-out.
 	dk, kk := each(e, func(cl *jetflow.Client, who string) []*jetflow.JobInfo {

@@ -29,6 +29,7 @@ type backend interface {
 	get(ctx context.Context, id string) (*projections.JobView, error)
 	children(ctx context.Context, id string) ([]*projections.JobView, error)
 	cancel(ctx context.Context, id, reason string) (*projections.JobView, error)
+	reprioritize(ctx context.Context, id string, priority int) (*projections.JobView, error)
 	retry(ctx context.Context, id, key string) (*projections.JobView, error)
 	wait(ctx context.Context, id string) (*projections.JobView, error)
 	list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error)
@@ -117,6 +118,14 @@ func (d direct) cancel(ctx context.Context, id, reason string) (*projections.Job
 	if errors.Is(err, commands.ErrTerminal) {
 		return projections.View(snap.Job), nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	return projections.View(snap.Job), nil
+}
+
+func (d direct) reprioritize(ctx context.Context, id string, priority int) (*projections.JobView, error) {
+	snap, err := d.store.Reprioritize(ctx, id, priority)
 	if err != nil {
 		return nil, err
 	}

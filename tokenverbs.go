@@ -46,6 +46,10 @@ func (c command) retry(ctx context.Context, id, key string) (*projections.JobVie
 	return c.job(ctx, "retry", map[string]string{"id": id, "idempotency_key": key})
 }
 
+func (c command) reprioritize(ctx context.Context, id string, priority int) (*projections.JobView, error) {
+	return c.job(ctx, "reprioritize", map[string]any{"id": id, "priority": priority})
+}
+
 func (c command) queues(ctx context.Context) ([]*engine.QueueInfo, error) {
 	var out struct {
 		Queues []*engine.QueueInfo `json:"queues"`

@@ -18,6 +18,7 @@ import (
 var verbActionsMore = map[string]Action{
 	"children":      ActRead,         // GET /jobs/{id}/children
 	"retry":         ActRetry,        // POST /jobs/{id}/retry
+	"reprioritize":  ActSubmit,       // POST /jobs/{id}/priority
 	"queues":        ActRead,         // GET /queues
 	"queue.pause":   ActAdmin,        // POST /queues/{queue}/pause
 	"queue.resume":  ActAdmin,        // POST /queues/{queue}/resume

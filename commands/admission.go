@@ -2,6 +2,7 @@ package commands
 
 import (
 	"container/heap"
+	"slices"
 	"sort"
 	"time"
 
@@ -314,6 +315,36 @@ func (a *Admission) SetHold(id string, h *domain.Hold) {
 		a.fresh = append(a.fresh, j)
 	case was && !now:
 		a.dequeued(j)
+	}
+}
+
+// SetPriority gives a job of the queue another priority
+// (job.reprioritized): a pending one takes its new place in its lane and
+// its key's list, keeping its age (its place among the oldest for an aged
+// admission, its since); another takes it when it is pending again.
+func (a *Admission) SetPriority(id string, priority int) {
+	j := a.jobs[id]
+	if j == nil || j.Priority == priority {
+		return
+	}
+	// Its entries go, stale ones too: the lists are in order by priority,
+	// an entry whose job's priority changed would break it.
+	var lists []*[]entry
+	if j.lane != nil {
+		lists = append(lists, &j.lane.pending)
+	}
+	if k := a.keys[j.Key]; k != nil {
+		lists = append(lists, &k.pending)
+	}
+	for _, list := range lists {
+		*list = slices.DeleteFunc(*list, func(e entry) bool { return e.j == j })
+	}
+	j.Priority = priority
+	if waiting(j) {
+		e := entry{j: j, gen: j.gen}
+		for _, list := range lists {
+			*list = insert(*list, e)
+		}
 	}
 }
 

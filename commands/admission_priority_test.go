@@ -120,3 +120,34 @@ func TestCheckLimitsMaxQueued(t *testing.T) {
 		t.Fatal("a queue with priorities does not go through admission")
 	}
 }
+
+// TestAdmissionSetPriority: a pending job given a higher priority is
+// admitted before those ahead of it, one given a lower after; a job
+// reprioritized while not pending (scheduled for a retry) takes its new
+// priority when it is pending again; an unknown job is ignored. With a
+// concurrency key the key's list is reordered too.
+func TestAdmissionSetPriority(t *testing.T) {
+	a := commands.NewAdmission("q", domain.QueueLimits{Priorities: true, MaxQueued: 1, MaxRunningPerKey: 5})
+	for i := range 5 {
+		a.Observe(commands.Slot{ID: fmt.Sprintf("j%d", i), User: "ns/", Key: "ns/k", State: domain.StatePending,
+			Created: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	a.Observe(commands.Slot{ID: "s", User: "ns/", State: domain.StateScheduled, Created: t0.Add(10 * time.Millisecond)})
+	a.SetPriority("j3", 5)
+	a.SetPriority("j0", -1)
+	a.SetPriority("s", 9)
+	a.SetPriority("nope", 9)
+	a.SetPriority("j3", 5) // the same: nothing moves
+	a.Observe(commands.Slot{ID: "s", State: domain.StatePending, Seq: 7})
+	var queued, order []string
+	for len(order) < 6 {
+		got := admitAndClaim(t, a, &queued)
+		if len(got) == 0 {
+			t.Fatalf("nothing admitted after %v", order)
+		}
+		order = append(order, got...)
+	}
+	if want := "[s j3 j1 j2 j4 j0]"; fmt.Sprint(order) != want {
+		t.Fatalf("admitted %v, want %s", order, want)
+	}
+}

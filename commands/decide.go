@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -117,6 +118,30 @@ func Cancel(j *domain.Job, reason, actor string, now time.Time) (*domain.Event, 
 		return nil, err
 	}
 	ev.Message = reason
+	return ev, nil
+}
+
+// ErrSamePriority is Reprioritize's answer for a job that has the
+// priority already: nothing to write.
+var ErrSamePriority = errors.New("jetflow: the job has this priority already")
+
+// Reprioritize gives j, which has not started, another priority
+// (MinPriority to MaxPriority). A job that started, or ended, is refused
+// with a *TransitionError; one of that priority already with
+// ErrSamePriority.
+func Reprioritize(j *domain.Job, priority int, actor string, now time.Time) (*domain.Event, error) {
+	if priority < MinPriority || priority > MaxPriority {
+		return nil, valueErr("priority", priority, "must be %d to %d", MinPriority, MaxPriority)
+	}
+	ev, err := event(j, domain.EvReprioritized, "", actor, now)
+	if err != nil {
+		return nil, err
+	}
+	if j.Spec.Priority == priority {
+		return nil, ErrSamePriority
+	}
+	ev.Priority = &priority
+	ev.Message = fmt.Sprintf("priority %d, was %d", priority, j.Spec.Priority)
 	return ev, nil
 }
 

@@ -73,6 +73,9 @@ var Annotations = map[string][]domain.State{
 	domain.EvFanIn:    {domain.StateWaiting},
 	domain.EvPurged:   {domain.StateSucceeded, domain.StateFailed, domain.StateCancelled},
 	domain.EvPending:  {domain.StatePending}, // why it waits
+	// Another priority, for a job that has not started: it orders a job
+	// still pending in a queue with priorities (docs/limits.md).
+	domain.EvReprioritized: {domain.StatePending, domain.StateScheduled, domain.StateQueued},
 }
 
 type move struct {

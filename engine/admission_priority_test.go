@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -128,4 +129,109 @@ func logAdmissions(t *testing.T, h *harness, ids []string, items []uint64) {
 		})
 		t.Logf("start %d: job %s, work item %d, admitted at %d (err %v)", i+1, id, items[i], admitted, err)
 	}
+}
+
+// TestReprioritizeOrdersPendingJobs: in a queue with priorities and a
+// window of one, a pending job given a higher priority (job.reprioritized)
+// starts before the jobs submitted ahead of it, also after the engine is
+// replaced and its admission rebuilt from the log (where the job's last
+// event is the job.reprioritized); the admitted job keeps its place; the
+// same priority again writes nothing; a started job, an ended one and a
+// priority out of range are refused, writing nothing.
+func TestReprioritizeOrdersPendingJobs(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.SetQueueLimits(h.ctx, "rp", domain.QueueLimits{Priorities: true, MaxQueued: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 6 {
+		ids = append(ids, h.submit(commands.SubmitRequest{Type: "rp.work", Queue: "rp"}).Job.ID)
+	}
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		c, err := h.st.AdmissionCountsOf(h.ctx, "rp")
+		if err != nil {
+			return err
+		}
+		if got := c["rp"]; got.Holding != 1 || got.Pending != 5 {
+			return fmt.Errorf("holding %d, pending %d", got.Holding, got.Pending)
+		}
+		return nil
+	})
+	h.waitState(ids[0], domain.StateQueued, 15*time.Second)
+	for _, c := range []struct {
+		i, priority int
+	}{{4, 10}, {2, 5}, {0, 3}} {
+		snap, err := h.st.Reprioritize(h.ctx, ids[c.i], c.priority)
+		if err != nil || snap.Job.Spec.Priority != c.priority {
+			t.Fatalf("reprioritize %d: %+v %v", c.i, snap.Job, err)
+		}
+	}
+	evs := h.events(ids[4])
+	last := evs[len(evs)-1]
+	if last.Type != domain.EvReprioritized || last.Priority == nil || *last.Priority != 10 || last.To != "" || last.Actor == "" {
+		t.Fatalf("last event of the reprioritized job: %+v", last)
+	}
+	before := h.lastSeq()
+	if snap, err := h.st.Reprioritize(h.ctx, ids[4], 10); err != nil || snap.Job.Spec.Priority != 10 {
+		t.Fatalf("same priority: %+v %v", snap.Job, err)
+	}
+	if _, err := h.st.Reprioritize(h.ctx, ids[1], 1001); !errors.Is(err, commands.ErrInvalidInput) {
+		t.Fatalf("priority 1001: %v", err)
+	}
+	if _, err := h.st.Reprioritize(h.ctx, domain.NewID(), 1); !errors.Is(err, commands.ErrNotFound) {
+		t.Fatalf("unknown job: %v", err)
+	}
+	if h.lastSeq() != before {
+		t.Fatal("a no-op or a refusal wrote an event")
+	}
+
+	var mu sync.Mutex
+	var order []string
+	release := make(chan struct{})
+	h.runtime(engine.RuntimeConfig{Queue: "rp", WorkerID: "w", Concurrency: 1, Handlers: map[string]engine.Handler{
+		"rp.work": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			mu.Lock()
+			order = append(order, task.Job.ID)
+			mu.Unlock()
+			if task.Job.ID == ids[0] {
+				<-release
+			}
+			return nil, nil
+		}}})
+	h.waitState(ids[0], domain.StateRunning, 15*time.Second)
+	if _, err := h.st.Reprioritize(h.ctx, ids[0], 7); !errors.Is(err, commands.ErrInvalidTransition) {
+		t.Fatalf("reprioritize a running job: %v", err)
+	}
+	// The first job's claim freed the window: this engine's admission,
+	// told of the new priorities as they were appended, admits job 4.
+	h.waitState(ids[4], domain.StateQueued, 15*time.Second)
+	for _, i := range []int{1, 2, 3, 5} {
+		if j := h.get(ids[i]); j.State != domain.StatePending {
+			t.Fatalf("job %d %s", i, j.State)
+		}
+	}
+
+	// The rest by another engine's admission, rebuilt from the log (job
+	// 2's last event is its job.reprioritized).
+	h.eng.Stop(context.Background())
+	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := eng2.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	close(release)
+	for _, id := range ids {
+		h.waitState(id, domain.StateSucceeded, 30*time.Second)
+	}
+	if _, err := h.st.Reprioritize(h.ctx, ids[0], 7); !errors.Is(err, commands.ErrInvalidTransition) {
+		t.Fatalf("reprioritize an ended job: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{ids[0], ids[4], ids[2], ids[1], ids[3], ids[5]}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("start order %v, want %v", order, want)
+	}
+	h.verify()
 }

@@ -26,7 +26,7 @@ var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "histo
 	"submit_workflow", "get_workflow", "retry_workflow",
 	"schedule.create", "schedule.list", "schedule.get", "schedule.update", "schedule.pause", "schedule.resume", "schedule.delete",
 	"children", "file.download", "file.input", "file.put", "file.result", "file.submit", "list_at", "namespace.set", "purge",
-	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "retry", "tail", "token.create", "token.revoke",
+	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "reprioritize", "retry", "tail", "token.create", "token.revoke",
 	"tokens", "type.get", "type.register", "types", "verify", "workers"}
 
 // commandServer starts a command server on its own connection.

@@ -418,6 +418,11 @@ type retryRequest struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
+// priorityRequest is the body of POST /jobs/{id}/priority.
+type priorityRequest struct {
+	Priority *int `json:"priority"`
+}
+
 // dedupe drops repeated names, keeping the first of each in order.
 func dedupe(names []string) []string {
 	seen := make(map[string]bool, len(names))

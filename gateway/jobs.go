@@ -242,6 +242,32 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 	g.created(w, r, res, err, id)
 }
 
+// POST /jobs/{id}/priority: {"priority": N} for a job that has not
+// started (job.reprioritized).
+func (g *Gateway) reprioritizeJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var req priorityRequest
+	if err := g.readJSON(w, r, &req, false); err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	if req.Priority == nil {
+		fail(w, r, &commands.InputError{Field: "priority", Reason: "is required"}, id)
+		return
+	}
+	snap, err := g.store.Reprioritize(r.Context(), id, *req.Priority)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	g.index.Put(snap.Job, snap.Rev)
+	writeJSON(w, http.StatusOK, g.view(r.Context(), snap.Job))
+}
+
 // jobList is a page of jobs, newest first.
 type jobList struct {
 	Jobs []*projections.JobView `json:"jobs"`

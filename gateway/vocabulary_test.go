@@ -69,6 +69,12 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 		{"retry unknown id", "POST", "/api/v1/jobs/" + unknown + "/retry", "retry", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
 		{"retry of a job not ended", "POST", "/api/v1/jobs/" + id + "/retry", "retry", `{"id":"` + id + `"}`, engine.ProblemInvalidTransition, ""},
 		{"retry unknown field", "POST", "/api/v1/jobs/" + ended + "/retry", "retry", `{"id":"` + ended + `","bogus":1}`, problemMalformedRequest, ""},
+		{"priority malformed id", "POST", "/api/v1/jobs/nope/priority", "reprioritize", `{"id":"nope","priority":1}`, engine.ProblemNotFound, ""},
+		{"priority unknown id", "POST", "/api/v1/jobs/" + unknown + "/priority", "reprioritize", `{"id":"` + unknown + `","priority":1}`, engine.ProblemNotFound, ""},
+		{"priority out of range", "POST", "/api/v1/jobs/" + id + "/priority", "reprioritize", `{"id":"` + id + `","priority":1001}`, engine.ProblemInvalidInput, "priority"},
+		{"priority missing", "POST", "/api/v1/jobs/" + id + "/priority", "reprioritize", `{"id":"` + id + `"}`, engine.ProblemInvalidInput, "priority"},
+		{"priority not a number", "POST", "/api/v1/jobs/" + id + "/priority", "reprioritize", `{"id":"` + id + `","priority":"high"}`, problemMalformedRequest, "priority"},
+		{"priority of an ended job", "POST", "/api/v1/jobs/" + ended + "/priority", "reprioritize", `{"id":"` + ended + `","priority":5}`, engine.ProblemInvalidTransition, ""},
 		{"children malformed id", "GET", "/api/v1/jobs/nope/children", "children", `{"id":"nope"}`, engine.ProblemNotFound, ""},
 		{"children unknown id", "GET", "/api/v1/jobs/" + unknown + "/children", "children", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
 		{"pause bad queue", "POST", "/api/v1/queues/a.b/pause", "queue.pause", `{"queue":"a.b"}`, engine.ProblemInvalidInput, "queue"},
@@ -144,5 +150,5 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 
 // inPath are the fields of a command that its HTTP route has in its path
 // (or query), not in its body.
-var inPath = map[string][]string{"cancel": {"id"}, "retry": {"id"}, "queue.pause": {"queue"}, "queue.limits": {"queue"},
+var inPath = map[string][]string{"cancel": {"id"}, "retry": {"id"}, "reprioritize": {"id"}, "queue.pause": {"queue"}, "queue.limits": {"queue"},
 	"type.register": {"type"}, "namespace.set": {"namespace"}, "token.revoke": {"id"}, "file.result": {"id", "worker_id", "offset", "data"}}

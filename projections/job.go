@@ -125,6 +125,10 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		n.PurgedAt = t
 	case domain.EvDuplicate:
 		n.Duplicates++
+	case domain.EvReprioritized:
+		if ev.Priority != nil {
+			n.Spec.Priority = *ev.Priority
+		}
 	case domain.EvCustom:
 	default:
 		// An event type this build does not know: its state change (if any)

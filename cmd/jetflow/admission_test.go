@@ -111,3 +111,37 @@ func TestCLIPriorities(t *testing.T) {
 		t.Fatalf("queue set --priorities=false: %d %q %q", code, out, errs)
 	}
 }
+
+// jetflow reprioritize: a scheduled job takes its new priority (get shows
+// it, its history has the job.reprioritized); an ended job is refused
+// with exit 1 naming why; an unknown one with exit 2.
+func TestCLIReprioritize(t *testing.T) {
+	e := newCLIEnv(t)
+	out, errs, code := e.jetflow("submit", "demo.echo", `{}`, "--delay", "1h", "--json")
+	var j jetflow.JobInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &j) != nil || j.State != jetflow.Scheduled {
+		t.Fatalf("submit: %d %q %q", code, out, errs)
+	}
+	out, errs, code = e.jetflow("reprioritize", j.ID, "--priority", "-5")
+	if code != exitOK || out != j.ID+"\tscheduled\tpriority -5\n" {
+		t.Fatalf("reprioritize: %d %q %q", code, out, errs)
+	}
+	out, _, _ = e.jetflow("get", j.ID, "--json")
+	var got jetflow.JobInfo
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Priority != -5 {
+		t.Fatalf("get: %q", out)
+	}
+	out, _, _ = e.jetflow("events", j.ID)
+	if !strings.Contains(out, "job.reprioritized") || !strings.Contains(out, "priority -5, was 0") {
+		t.Fatalf("events: %q", out)
+	}
+	if _, errs, code := e.jetflow("cancel", j.ID); code != exitOK {
+		t.Fatalf("cancel: %s", errs)
+	}
+	if _, errs, code := e.jetflow("reprioritize", j.ID, "--priority", "3"); code != exitFailed || !strings.Contains(errs, "job.reprioritized") {
+		t.Fatalf("reprioritize a cancelled job: %d %q", code, errs)
+	}
+	if _, errs, code := e.jetflow("reprioritize", "01JD3K2Q4V8ZB7R1X9C0M5T6NA", "--priority", "3"); code != exitUsage || !strings.Contains(errs, "not found") {
+		t.Fatalf("reprioritize an unknown job: %d %q", code, errs)
+	}
+}

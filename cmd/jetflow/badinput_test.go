@@ -95,6 +95,8 @@ func TestCLIRefusesBadFlagValues(t *testing.T) {
 		{client("ls", "--parent", "nope"), `jetflow ls: --parent: "nope" is not a job id`},
 		{client("cancel", id, "--reason", strings.Repeat("r", 1025)), "jetflow cancel: --reason"},
 		{client("tree", id, "--max", "-1"), "jetflow tree: --max -1: must be 0 or more"},
+		{client("reprioritize", id), "jetflow reprioritize: --priority is required"},
+		{client("reprioritize", id, "--priority", "1001"), "jetflow reprioritize: --priority 1001: must be -1000 to 1000"},
 		{client("retry", id, "--key", ""), `jetflow retry: --key "": must not be empty`},
 		{client("replay", "--verify", "--settle", "-1s"), "jetflow replay: --settle -1s: must not be negative"},
 		{client("replay", "--settle", "1s"), "jetflow replay: --settle 1s: only with --verify"},

@@ -479,6 +479,34 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+func cmdReprioritize(c *cli, args []string) int {
+	fs := c.clientFlags()
+	priority := fs.Int("priority", 0, "the job's new priority, -1000 to 1000 (higher first); required")
+	pos, ok := c.parse(args, 1, 1)
+	if !ok {
+		return exitUsage
+	}
+	if !c.given("priority") {
+		c.reportAs(problemInput("--priority"), "--priority is required")
+		return exitUsage
+	}
+	if !c.checkFlags(when("priority", *priority < -1000 || *priority > 1000, "must be -1000 to 1000")) {
+		return exitUsage
+	}
+	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
+		job, err := cl.Reprioritize(ctx, pos[0], *priority)
+		if err != nil {
+			return c.fail(err)
+		}
+		if c.json {
+			c.printJSON(job)
+		} else {
+			fmt.Fprintf(c.out, "%s\t%s\tpriority %d\n", job.ID, job.State, job.Priority)
+		}
+		return exitOK
+	})
+}
+
 func cmdCancel(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var reason string

@@ -116,6 +116,12 @@ and type, the event), from now or from --since ago, until interrupted or --count
 		details: `A job that had already ended is left as it is: "job ID already succeeded: nothing to
 cancel", exit 1 (--json: the job and "cancelled": false).`,
 		examples: []string{"cancel 01JD3K2Q4V8ZB7R1X9C0M5T6NA", `cancel 01JD3K2Q4V8ZB7R1X9C0M5T6NA --reason "wrong input"`}},
+	{name: "reprioritize", group: "Jobs", summary: "give a job that has not started another priority",
+		usage: "reprioritize ID --priority N [flags]",
+		details: `For a job pending, scheduled or queued (a job.reprioritized event). In a queue with
+priorities (queue set --priorities) a job still pending takes its new place at once; one
+admitted already keeps its place. A job that started or ended is refused (exit 1).`,
+		examples: []string{"reprioritize 01JD3K2Q4V8ZB7R1X9C0M5T6NA --priority 100", "reprioritize 01JD3K2Q4V8ZB7R1X9C0M5T6NA --priority -5"}},
 	{name: "retry", group: "Jobs", summary: "run a finished job again (a new job with retry_of)",
 		usage:    "retry ID [--key K] [--wait] [flags]",
 		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1"}},

@@ -36,7 +36,7 @@ func main() {
 var commandFuncs = map[string]func(*cli, []string) int{
 	"serve": cmdServe, "worker": cmdWorker, "bench": cmdBench,
 	"submit": cmdSubmit, "get": cmdGet, "wait": cmdWait, "ls": cmdList, "list": cmdList,
-	"cancel": cmdCancel, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
+	"cancel": cmdCancel, "reprioritize": cmdReprioritize, "events": cmdEvents, "replay": cmdReplay, "tree": cmdTree,
 	"retry": cmdRetry, "queues": cmdQueues, "queue": cmdQueue, "pause": cmdPause, "resume": cmdResume, "workers": cmdWorkers,
 	"types": cmdTypes, "purge": cmdPurge, "type": cmdType, "token": cmdToken, "download": cmdDownload, "workflow": cmdWorkflow,
 	"schedule": cmdSchedule, "bulk": cmdBulk, "tail": cmdTail, "audit": cmdAudit, "export": cmdExport,

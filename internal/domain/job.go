@@ -61,6 +61,7 @@ const (
 	EvCustom              = "job.event"                 // no state change: a handler's own event
 	EvFanIn               = "job.fanin"                 // no state change: a waiting parent's counts so far
 	EvPurged              = "job.purged"                // no state change: a terminal job's record and files deleted (retention)
+	EvReprioritized       = "job.reprioritized"         // no state change: a job not started yet given another priority
 )
 
 // Piece events, on a parent's piece subject (PieceSubject): what became of
@@ -301,6 +302,9 @@ type Event struct {
 	// admitted under in a queue with a rate limit per key (job.admitted):
 	// a new admitter counts the admissions of a period from the log.
 	RateKey string `msgpack:"rate_key,omitempty"`
+	// Priority is the job's new priority (job.reprioritized); a pointer,
+	// since 0 is a priority.
+	Priority *int `msgpack:"priority,omitempty"`
 
 	// By is the access token (token:<name>/<id>) on whose behalf the actor
 	// wrote it, when the actor is not the token itself (a worker writing

@@ -248,6 +248,14 @@ class Client:
         returned unchanged."""
         return self._job("POST", "/jobs/%s/cancel" % _seg(id), {"reason": reason} if reason else None)
 
+    def reprioritize(self, id, priority):
+        """Gives a job that has not started (pending, scheduled or queued)
+        another priority, -1000 to 1000: a ``job.reprioritized`` event. In a
+        queue with priorities a pending job takes its new place at once. The
+        same priority again writes nothing; a job that started or ended
+        raises InvalidTransition."""
+        return self._job("POST", "/jobs/%s/priority" % _seg(id), {"priority": priority})
+
     def retry(self, id, idempotency_key=None, traceparent=None, tracestate=None):
         """Submits a terminal job again (a new job, ``retry_of`` = id), in a
         trace as ``submit`` does."""

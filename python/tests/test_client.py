@@ -156,6 +156,22 @@ class ReadTest(ServerTest):
         with self.assertRaises(jetflow.NotFound):
             c.cancel(FAKE_JOB)
 
+    def test_reprioritize(self):
+        c = self.client
+        job = c.submit(unique("rp"), {}, delay="1h")
+        moved = c.reprioritize(job.id, -5)
+        self.assertEqual((moved.state, moved.priority), ("scheduled", -5))
+        self.assertEqual(c.reprioritize(job.id, -5).events, moved.events)  # the same: nothing written
+        self.assertEqual(event_types(c, job.id), ["job.submitted", "job.reprioritized"])
+        with self.assertRaises(jetflow.InvalidInput) as cm:
+            c.reprioritize(job.id, 1001)
+        self.assertEqual(cm.exception.field, "priority")
+        c.cancel(job.id)
+        with self.assertRaises(jetflow.InvalidTransition):
+            c.reprioritize(job.id, 1)
+        with self.assertRaises(jetflow.NotFound):
+            c.reprioritize(FAKE_JOB, 1)
+
     def test_list_follows_cursors(self):
         c = self.client
         t = unique("list")

@@ -87,6 +87,7 @@ type verbHandler func(*CommandServer, *call) *cmdReply
 var moreVerbs = map[string]verbHandler{
 	"children":      (*CommandServer).children,
 	"retry":         (*CommandServer).retry,
+	"reprioritize":  (*CommandServer).reprioritize,
 	"queues":        (*CommandServer).queues,
 	"queue.pause":   func(c *CommandServer, k *call) *cmdReply { return c.pause(k, true) },
 	"queue.resume":  func(c *CommandServer, k *call) *cmdReply { return c.pause(k, false) },
@@ -230,6 +231,33 @@ func (c *CommandServer) retry(k *call) *cmdReply {
 	}
 	created := res.Created
 	return &cmdReply{Job: projections.View(res.Job), Created: &created}
+}
+
+type reprioritizeCommand struct {
+	ID       string `json:"id" msgpack:"id"`
+	Priority *int   `json:"priority" msgpack:"priority"`
+}
+
+// reprioritize: POST /jobs/{id}/priority.
+func (c *CommandServer) reprioritize(k *call) *cmdReply {
+	var req reprioritizeCommand
+	if r := k.decode(&req); r != nil {
+		return r
+	}
+	if err := knownID(req.ID); err != nil {
+		return fail(err, req.ID)
+	}
+	if req.Priority == nil {
+		return fail(&commands.InputError{Field: "priority", Reason: "is required"}, req.ID)
+	}
+	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
+		return fail(err, req.ID)
+	}
+	snap, err := c.store.Reprioritize(k.ctx, req.ID, *req.Priority)
+	if err != nil {
+		return fail(err, req.ID)
+	}
+	return &cmdReply{Job: projections.View(snap.Job)}
 }
 
 // --- queues ---

@@ -39,7 +39,7 @@ func TestEveryVerbHasAnAction(t *testing.T) {
 
 // moreBodies are a value of each command body of admin.go and files.go.
 func moreBodies() []any {
-	return []any{&childrenCommand{}, &retryCommand{}, &queueCommand{}, &queueLimitsCommand{}, &verifyCommand{},
+	return []any{&childrenCommand{}, &retryCommand{}, &reprioritizeCommand{}, &queueCommand{}, &queueLimitsCommand{}, &verifyCommand{},
 		&purgeCommand{}, &typeCommand{}, &typesCommand{}, &namespaceCommand{}, &tokenCommand{}, &filePutCommand{},
 		&fileSubmitCommand{}, &fileResultCommand{}, &fileInputCommand{}, &fileDownloadCommand{}, &emptyCommand{}}
 }
@@ -74,7 +74,7 @@ func FuzzMoreCommandBodies(f *testing.F) {
 		`{"name":"n","namespace":"*","role":"admin","ttl":"1h"}`, `{"upload":"up-AAAAAAAAAAAAAAAAAAAAAA","name":"a","offset":0,"data":"aGk="}`,
 		`{"upload":"up-x","files":[{"name":"a","size":2,"digest":"SHA-256=x"}],"job":{"type":"t","namespace":""}}`,
 		`{"id":"x","worker_id":"wk-1","offset":3,"data":"","last":true,"digest":"d"}`, `{"id":"x","name":"a","offset":1,"limit":2,"cursor":"c"}`,
-		`{"retention":5}`, `{"job":[]}`, `[]`, ``, `{}`}
+		`{"retention":5}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","priority":-3}`, `{"job":[]}`, `[]`, ``, `{}`}
 	for i, s := range seeds {
 		f.Add([]byte(s), true, uint8(i))
 		var v any

@@ -620,8 +620,11 @@ func observe(q *commands.Admission, ev *domain.Event) bool {
 			// running job's progress): its record says the rest.
 			return ev.Type == domain.EvPurged
 		}
-		if ev.Type == domain.EvPending && ev.Hold != nil {
+		switch {
+		case ev.Type == domain.EvPending && ev.Hold != nil:
 			q.SetHold(ev.JobID, ev.Hold)
+		case ev.Type == domain.EvReprioritized && ev.Priority != nil:
+			q.SetPriority(ev.JobID, *ev.Priority)
 		}
 		return true
 	case q.Known(ev.JobID) || ev.To.Terminal():

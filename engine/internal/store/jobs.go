@@ -338,6 +338,26 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Snapshot, error)
 	return s.cancel(ctx, id, reason)
 }
 
+// Reprioritize gives a job that has not started (pending, scheduled or
+// queued) another priority: job.reprioritized. In a queue with priorities
+// a pending job takes its new place at once; a job admitted already
+// (queued) keeps its place in the work queue. A job that has the priority
+// already is returned as it is, with nothing written; one that started or
+// ended is refused with an error matching commands.ErrInvalidTransition.
+func (s *Store) Reprioritize(ctx context.Context, id string, priority int) (Snapshot, error) {
+	cur, err := s.Current(ctx, id)
+	if err != nil {
+		return cur, err
+	}
+	snap, _, err := s.Apply(ctx, "reprioritize", cur, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Reprioritize(j, priority, s.ActorOf(ctx), time.Now().UTC())
+	})
+	if errors.Is(err, commands.ErrSamePriority) {
+		return snap, nil
+	}
+	return snap, err
+}
+
 // cancel is Cancel, with more options for Apply (Childless).
 func (s *Store) cancel(ctx context.Context, id, reason string, opts ...Option) (Snapshot, error) {
 	cur, err := s.Current(ctx, id)
