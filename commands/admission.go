@@ -28,12 +28,17 @@ import (
 // waits for the jobs of its key ahead of it, in every lane: one at a time
 // per key means in submit order.
 type Admission struct {
-	Queue   string
-	Limits  domain.QueueLimits
-	jobs    map[string]*slotJob
-	users   map[string]*holder // by SlotUser
-	keys    map[string]*holder // by scoped concurrency key (jobs with one)
-	lanes   map[string]*lane
+	Queue  string
+	Limits domain.QueueLimits
+	jobs   map[string]*slotJob
+	users  map[string]*holder // by SlotUser
+	keys   map[string]*holder // by scoped concurrency key (jobs with one)
+	lanes  map[string]*lane
+	// active are the lanes Next looks at: every lane with pending jobs
+	// but those parked on a user or key whose limit held their head (a
+	// queue with 1,000 keys at their limit is not scanned 1,000 lanes a
+	// pass: a lane comes back when its holder frees a slot or admits).
+	active  map[*lane]struct{}
 	rates   map[string]*rateWindow // by scoped rate key; "": the queue's
 	holding int
 	queued  int        // jobs admitted (or being) and not yet claimed: the window's (QueueLimits.Window)
@@ -101,6 +106,33 @@ type holder struct {
 	holding  int
 	npending int
 	pending  []entry // keys only, with max_running_per_key: in order, for one at a time in submit order
+	parked   []*lane // lanes whose head this holder's limit held: active again when it frees a slot or admits
+}
+
+// park takes l out of the lanes Next looks at until h frees a slot or
+// admits a job (unpark). A lane parked already stays where it is.
+func (a *Admission) park(l *lane, h *holder) {
+	delete(a.active, l)
+	if l.parked {
+		return
+	}
+	l.parked = true
+	h.parked = append(h.parked, l)
+}
+
+// unpark gives Next the lanes h's limit held.
+func (a *Admission) unpark(h *holder) {
+	if h == nil || len(h.parked) == 0 {
+		return
+	}
+	for _, l := range h.parked {
+		l.parked = false
+		if a.lanes[l.id] == l && l.npending > 0 {
+			a.active[l] = struct{}{}
+		}
+	}
+	clear(h.parked)
+	h.parked = h.parked[:0]
 }
 
 // lane is the pending jobs of one user with one concurrency key and one
@@ -112,6 +144,7 @@ type lane struct {
 	pending  []entry // in order (before)
 	npending int
 	turn     uint64
+	parked   bool // in a holder's parked list
 }
 
 // rateWindow is the admissions of one rate key (or of the queue) in the
@@ -129,7 +162,7 @@ const HoldAfter = time.Second
 // NewAdmission returns an empty admission for queue with limits l.
 func NewAdmission(queue string, l domain.QueueLimits) *Admission {
 	return &Admission{Queue: queue, Limits: l, jobs: map[string]*slotJob{}, users: map[string]*holder{},
-		keys: map[string]*holder{}, lanes: map[string]*lane{}, rates: map[string]*rateWindow{}}
+		keys: map[string]*holder{}, lanes: map[string]*lane{}, active: map[*lane]struct{}{}, rates: map[string]*rateWindow{}}
 }
 
 func holdsSlot(j *slotJob) bool {
@@ -205,15 +238,22 @@ func (a *Admission) forget(j *slotJob) {
 	}
 	if l := j.lane; l != nil && l.npending == 0 && a.lanes[l.id] == l {
 		delete(a.lanes, l.id)
+		delete(a.active, l)
 	}
 }
 
 // hold adds d to the slots j holds: of the queue, its user, its key.
 func (a *Admission) hold(j *slotJob, d int) {
 	a.holding += d
-	a.user(j.User).holding += d
-	if k := a.key(j.Key); k != nil {
+	u := a.user(j.User)
+	u.holding += d
+	k := a.key(j.Key)
+	if k != nil {
 		k.holding += d
+	}
+	if d < 0 {
+		a.unpark(u)
+		a.unpark(k)
 	}
 }
 
@@ -340,6 +380,8 @@ func (a *Admission) SetPriority(id string, priority int) {
 		*list = slices.DeleteFunc(*list, func(e entry) bool { return e.j == j })
 	}
 	j.Priority = priority
+	// Its key's order changed: a lane parked behind it may lead now.
+	a.unpark(a.keys[j.Key])
 	if waiting(j) {
 		e := entry{j: j, gen: j.gen}
 		for _, list := range lists {
@@ -390,6 +432,7 @@ func (a *Admission) enqueue(j *slotJob) {
 		}
 		j.lane = l
 	}
+	a.active[l] = struct{}{}
 	e := entry{j: j, gen: j.gen}
 	if a.Limits.Priorities {
 		head(&a.byAge)
@@ -610,14 +653,14 @@ func (a *Admission) Next(now time.Time) []string {
 		return nil
 	}
 	h := &laneHeap{}
-	for _, l := range a.lanes {
-		if l.npending == 0 {
+	for l := range a.active {
+		j := head(&l.pending)
+		if l.npending == 0 || j == nil || a.lanes[l.id] != l {
+			delete(a.active, l)
 			continue
 		}
-		if j := head(&l.pending); j != nil {
-			if _, no := a.blocked(j, now); !no {
-				h.ls, h.heads = append(h.ls, l), append(h.heads, j)
-			}
+		if !a.parkIfHeld(l, j, now) {
+			h.ls, h.heads = append(h.ls, l), append(h.heads, j)
 		}
 	}
 	heap.Init(h)
@@ -626,6 +669,9 @@ func (a *Admission) Next(now time.Time) []string {
 		j.admitting = true
 		a.dequeued(j)
 		a.hold(j, 1)
+		// The next of its key's jobs in submit order may be another
+		// lane's head, parked behind this one.
+		a.unpark(a.keys[j.Key])
 		a.queued++
 		if key, ok := a.rateKeyOf(j); ok {
 			j.rate = a.window(key)
@@ -661,7 +707,7 @@ func (a *Admission) Next(now time.Time) []string {
 			}
 			continue
 		}
-		if _, no := a.blocked(j, now); no {
+		if a.parkIfHeld(p.l, j, now) {
 			continue // held by what this pass admitted: nothing frees within a pass
 		}
 		admit(j)
@@ -672,6 +718,21 @@ func (a *Admission) Next(now time.Time) []string {
 		}
 	}
 	return out
+}
+
+// parkIfHeld reports whether a limit of its own holds j, the head of
+// lane l, now; a user's or key's parks the lane on its holder.
+func (a *Admission) parkIfHeld(l *lane, j *slotJob, now time.Time) bool {
+	hold, no := a.blocked(j, now)
+	switch {
+	case !no:
+		return false
+	case hold.Limit == domain.LimitUser:
+		a.park(l, a.user(j.User))
+	case hold.Limit == domain.LimitKey:
+		a.park(l, a.keys[j.Key])
+	}
+	return true
 }
 
 // oldest is the job pending longest (of the first agedScan) that its own

@@ -285,3 +285,100 @@ func TestRateKeyOf(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionLeavesNoSlotIdleAtRandom: lanes held by their user's or
+// key's limit are parked, not scanned; driven at random (jobs arriving,
+// admissions written or not, jobs ending, priorities changed), once Next
+// admits nothing more, an admission rebuilt from the same jobs' states
+// (which has parked nothing) admits nothing either: parking never leaves
+// a slot free that a job could take.
+func TestAdmissionLeavesNoSlotIdleAtRandom(t *testing.T) {
+	for seed := range uint64(20) {
+		lim := domain.QueueLimits{MaxRunning: 30, MaxRunningPerUser: 6, MaxRunningPerKey: 4, Priorities: seed%2 == 0, MaxQueued: 1000}
+		rng := rand.New(rand.NewPCG(seed, 7))
+		a := commands.NewAdmission("q", lim)
+		type job struct {
+			user, key string
+			priority  int
+			state     domain.State
+			created   time.Time
+		}
+		jobs := map[string]*job{}
+		n := 0
+		add := func() {
+			id := fmt.Sprintf("j%04d", n)
+			j := &job{fmt.Sprintf("ns/u%d", rng.IntN(4)), fmt.Sprintf("ns/k%d", rng.IntN(3)), rng.IntN(3), domain.StatePending, t0.Add(time.Duration(n))}
+			n++
+			jobs[id] = j
+			a.Observe(commands.Slot{ID: id, User: j.user, Key: j.key, Priority: j.priority, State: j.state, Created: j.created})
+		}
+		for range 40 {
+			add()
+		}
+		for step := range 400 {
+			// Admit until a pass admits nothing (a pass leaves to the next
+			// what its own admissions let through: a key's next job).
+			idle := false
+			for range 10 {
+				out := a.Next(t0)
+				if len(out) == 0 {
+					idle = true
+					break
+				}
+				for _, id := range out {
+					if rng.IntN(8) == 0 {
+						a.Settled(id, false)
+						continue
+					}
+					a.Settled(id, true)
+					jobs[id].state = domain.StateQueued
+					a.Observe(commands.Slot{ID: id, State: domain.StateQueued})
+				}
+			}
+			if idle {
+				ref := commands.NewAdmission("q", lim)
+				ids := make([]string, 0, len(jobs))
+				for id := range jobs {
+					ids = append(ids, id)
+				}
+				slices.Sort(ids)
+				for _, id := range ids {
+					j := jobs[id]
+					ref.Observe(commands.Slot{ID: id, User: j.user, Key: j.key, Priority: j.priority, State: j.state, Created: j.created})
+				}
+				if want := ref.Next(t0); len(want) > 0 {
+					t.Fatalf("seed %d step %d: a rebuilt admission admits %v, the live one nothing", seed, step, want)
+				}
+			}
+			// Jobs end, arrive, change priority.
+			for id, j := range jobs {
+				switch r := rng.IntN(10); {
+				case j.state == domain.StateQueued && r < 3:
+					delete(jobs, id)
+					a.Observe(commands.Slot{ID: id, State: domain.StateSucceeded})
+				case j.state == domain.StatePending && r == 9:
+					j.priority = rng.IntN(3)
+					a.SetPriority(id, j.priority)
+				}
+			}
+			for range rng.IntN(4) {
+				add()
+			}
+		}
+	}
+}
+
+// A lane parked behind another lane's job of its key (one at a time in
+// submit order) is looked at again once that job is admitted: the key's
+// second slot is taken at the next pass, not when a slot frees.
+func TestAdmissionKeyOrderUnparksOnAdmission(t *testing.T) {
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunningPerKey: 2})
+	pendKeyed(a, "a1", "ns/u0", "ns/k", 1)
+	pendKeyed(a, "b1", "ns/u1", "ns/k", 2)
+	if got := a.Next(t0); fmt.Sprint(got) != "[a1]" {
+		t.Fatalf("first pass admitted %v", got)
+	}
+	if got := a.Next(t0); fmt.Sprint(got) != "[b1]" {
+		t.Fatalf("second pass admitted %v: want b1, its key has a slot", got)
+	}
+}
