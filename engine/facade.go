@@ -240,8 +240,8 @@ const (
 	DefaultLeaderTTL         = maintenance.DefaultLeaderTTL
 )
 
-// LeaderBucket is the KV bucket of leaderships with the given TTL.
-func LeaderBucket(ttl time.Duration) string { return maintenance.LeaderBucket(ttl) }
+// LeaderBucket is the KV bucket of every election (maintenance.LeaderBucket).
+const LeaderBucket = maintenance.LeaderBucket
 
 // NewPurger returns a purger of the terminal jobs older than their
 // retention (one pass: Pass).

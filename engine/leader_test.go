@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +120,64 @@ func TestLeaderElection(t *testing.T) {
 	}
 	if third.l.Terms() != 1 {
 		t.Fatalf("terms %d", third.l.Terms())
+	}
+}
+
+// TestLeaderTTLsShareOneElection: candidates configured with different
+// TTLs are candidates of one election (before, each TTL had a bucket, and
+// two engines of different TTLs both led): the second takes the bucket's
+// TTL, and only one leads; when the first stops, the second leads.
+func TestLeaderTTLsShareOneElection(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	var running, most atomic.Int32
+	var ls []*maintenance.Leader
+	for i, ttl := range []time.Duration{6 * time.Second, 3 * time.Second} {
+		p := &probe{running: &running, most: &most}
+		l := maintenance.NewLeader(testkit.Store(t, testkit.Conn(t, srv), "c").Store, maintenance.LeaderConfig{Name: "engine",
+			ID: fmt.Sprintf("c%d", i), TTL: ttl, Log: testkit.Logger(t), Components: []maintenance.Component{p}})
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Stop(context.Background()) })
+		ls = append(ls, l)
+		if i == 0 {
+			testkit.WaitFor(t, 10*time.Second, func() error {
+				if !l.Leading() {
+					return fmt.Errorf("the first does not lead")
+				}
+				return nil
+			})
+		}
+	}
+	// Start made the election's bucket: one, of the first's TTL (before,
+	// the second's Start made a bucket of its own and led in it).
+	js := testkit.Store(t, testkit.Conn(t, srv), "look").JS
+	var buckets []string
+	for name := range js.KeyValueStoreNames(ctx).Name() {
+		buckets = append(buckets, name)
+	}
+	kv, err := js.KeyValue(ctx, maintenance.LeaderBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() != 6*time.Second || slices.ContainsFunc(buckets, func(b string) bool {
+		return strings.HasPrefix(b, "jetflow_leader") && b != maintenance.LeaderBucket
+	}) {
+		t.Fatalf("buckets %v, election's ttl %v %v", buckets, st.TTL(), err)
+	}
+	if e, err := kv.Get(ctx, "engine"); err != nil || string(e.Value()) != "c0" || ls[1].Leading() {
+		t.Fatalf("the election's key: %v; the second leads: %v", err, ls[1].Leading())
+	}
+	ls[0].Stop(ctx)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if !ls[1].Leading() {
+			return fmt.Errorf("the second does not lead")
+		}
+		return nil
+	})
+	if most.Load() != 1 {
+		t.Fatalf("%d led components ran at once", most.Load())
 	}
 }

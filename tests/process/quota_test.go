@@ -456,7 +456,7 @@ func (s *system) leaderOf(engines ...*testkit.Proc) *testkit.Proc {
 	}
 	var leader *testkit.Proc
 	testkit.WaitFor(s.t, 30*time.Second, func() error {
-		kv, err := testkit.StoreOf(s.t, s.client).JS.KeyValue(ctx, engine.LeaderBucket(engine.DefaultLeaderTTL))
+		kv, err := testkit.StoreOf(s.t, s.client).JS.KeyValue(ctx, engine.LeaderBucket)
 		if err != nil {
 			return err
 		}

@@ -72,10 +72,15 @@ func NewLeader(s *store.Store, cfg LeaderConfig) *Leader {
 		log: logger(cfg.Log, "leader").With("election", cfg.Name, "candidate", cfg.ID)}
 }
 
-// LeaderBucket is the KV bucket of leaderships with the given TTL.
-func LeaderBucket(ttl time.Duration) string {
-	return fmt.Sprintf("jetflow_leader_%ds", int(ttl.Round(time.Second)/time.Second))
-}
+// LeaderBucket is the KV bucket of every election, whatever the TTL its
+// candidates are configured with: the bucket's own TTL (its entries' max
+// age, set by the engine that created it) is the election's, and a
+// candidate configured otherwise takes it, with a warning. (One bucket a
+// TTL, as before, let two engines of different TTLs lead at once.) Its
+// name is that of the default TTL's bucket of earlier versions, so that
+// an engine of this version and one of those, at the default TTL, still
+// share one election.
+const LeaderBucket = "jetflow_leader_10s"
 
 // Leading reports whether this candidate leads now.
 func (l *Leader) Leading() bool { return l.leading.Load() }
@@ -89,16 +94,27 @@ func (l *Leader) Start(ctx context.Context) error {
 		if err := l.cfg.validate(); err != nil {
 			return nil, err
 		}
-		bucket := LeaderBucket(l.cfg.TTL)
 		if err := streams.EnsureBucket(ctx, l.store.JS(), jetstream.KeyValueConfig{
-			Bucket: bucket, Description: "jetflow leader elections", History: 1, TTL: l.cfg.TTL,
+			Bucket: LeaderBucket, Description: "jetflow leader elections", History: 1, TTL: l.cfg.TTL,
 			Replicas: max(l.store.Topology().Replicas, 1), Storage: storage(l.store.Topology()),
 		}); err != nil {
 			return nil, fmt.Errorf("leader bucket: %w", err)
 		}
-		kv, err := l.store.JS().KeyValue(ctx, bucket)
+		kv, err := l.store.JS().KeyValue(ctx, LeaderBucket)
 		if err != nil {
 			return nil, fmt.Errorf("leader bucket: %w", err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("leader bucket: %w", err)
+		}
+		if ttl := st.TTL(); ttl != l.cfg.TTL {
+			if ttl < time.Second {
+				return nil, fmt.Errorf("leader bucket %s: its ttl %s is below a second: delete the bucket to have it made again", LeaderBucket, ttl)
+			}
+			l.log.Warn("the election's bucket has another ttl than this engine's: taking the bucket's",
+				"bucket", LeaderBucket, "bucket_ttl", ttl, "configured", l.cfg.TTL)
+			l.cfg.TTL = ttl
 		}
 		return func(ctx context.Context) { l.campaign(ctx, kv) }, nil
 	})
