@@ -97,8 +97,18 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 		return plan, s.sendBatches(ctx, parent, plan, f)
 	}
 	reqs := childRequests(parent, f.Children)
-	for i := 0; i < len(reqs); i += 1000 {
-		for _, res := range s.SubmitBatch(ctx, reqs[i:min(i+1000, len(reqs))]) {
+	const chunk = 500
+	for i := 0; i < len(reqs); i += chunk {
+		if i > 0 {
+			// A parent cancelled meanwhile: its attempt is discarded and
+			// the children made so far cancelled (CancelMadeChildren);
+			// making the rest would be work for nothing.
+			if cur, err := s.Record(ctx, parent.ID); err == nil && cur.Job.State.Terminal() {
+				return plan, fmt.Errorf("fan-out: parent %s is %s after %d of %d children: %w",
+					parent.ID, cur.Job.State, i, len(reqs), commands.ErrTerminal)
+			}
+		}
+		for _, res := range s.SubmitBatch(ctx, reqs[i:min(i+chunk, len(reqs))]) {
 			if res.Err != nil {
 				return plan, fmt.Errorf("fan-out child: %w", res.Err)
 			}
