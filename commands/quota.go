@@ -289,6 +289,9 @@ func HoldMessage(queue, user string, h domain.Hold) string {
 			msg += "; it can start at " + h.Until.UTC().Format(time.RFC3339Nano)
 		}
 		return msg
+	case domain.LimitRunAt:
+		return "scheduled: starts at " + h.Until.UTC().Format(time.RFC3339Nano) + " (its run_at, a delay or a retry's backoff), then " +
+			"goes to its queue (or waits for a slot in a queue with limits)"
 	case domain.LimitQueued:
 		return fmt.Sprintf("queue %s has %d admitted jobs waiting for a worker (its max_queued): pending jobs start by priority as workers take them", queue, h.Max)
 	}
@@ -297,11 +300,17 @@ func HoldMessage(queue, user string, h domain.Hold) string {
 
 // HoldReason is what kind of limit a hold is: "quota" (the running jobs
 // of the queue or of a user), "key" (of a concurrency key), "rate" or
-// "priority" (the window of a queue with priorities: its turn by priority).
+// "priority" (the window of a queue with priorities: its turn by priority),
+// "dependencies" (a workflow's step, or a workflow whose steps are being
+// made) or "schedule" (a scheduled job's run_at).
 func HoldReason(h domain.Hold) string {
 	switch h.Limit {
 	case domain.LimitQueued:
 		return "priority"
+	case domain.LimitDeps, domain.LimitSteps:
+		return "dependencies"
+	case domain.LimitRunAt:
+		return "schedule"
 	case domain.LimitKey:
 		return "key"
 	case domain.LimitRate:

@@ -41,7 +41,7 @@ type JobView struct {
 	ConcurrencyKey   string           `json:"concurrency_key,omitempty"`  // its slots count with its key's (max_running_per_key)
 	Unique           *UniqueView      `json:"unique,omitempty"`           // a unique job: its key and how long it holds it
 	Duplicates       int              `json:"duplicates,omitempty"`       // submits of its unique key it answered
-	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it
+	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it; a scheduled one: its run_at
 	PendingPosition  *int             `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
 	CreatedAt        time.Time        `json:"created_at"`
 	RunAt            *time.Time       `json:"run_at"`
@@ -87,7 +87,9 @@ type UniqueView struct {
 // it when admission last looked, since when, and that said for people.
 type HoldView struct {
 	// Reason is the kind of limit: quota (max_running,
-	// max_running_per_user), key (max_running_per_key) or rate (rate_limit).
+	// max_running_per_user), key (max_running_per_key), rate (rate_limit),
+	// priority (max_queued), dependencies (depends_on, steps); schedule
+	// (run_at) for a scheduled job, which waits for its time.
 	Reason string    `json:"reason"`
 	Limit  string    `json:"limit"` // max_running, max_running_per_user, max_running_per_key or rate_limit; depends_on (a step), steps (a workflow being created)
 	Max    int       `json:"max"`
@@ -180,8 +182,11 @@ func View(j *domain.Job) *JobView {
 	if d, ok := commands.Deadline(j); ok {
 		v.Deadline = timePtr(d)
 	}
-	if j.Hold != nil && j.State == domain.StatePending {
+	switch {
+	case j.Hold != nil && j.State == domain.StatePending:
 		v.Hold = ViewHold(j, *j.Hold)
+	case j.State == domain.StateScheduled && !j.RunAt.IsZero():
+		v.Hold = ViewHold(j, domain.Hold{Limit: domain.LimitRunAt, Since: j.UpdatedAt, Until: j.RunAt})
 	}
 	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
 		d := j.FinishedAt.Sub(j.StartedAt).Seconds()

@@ -128,8 +128,13 @@ func TestCLIReprioritize(t *testing.T) {
 	}
 	out, _, _ = e.jetflow("get", j.ID, "--json")
 	var got jetflow.JobInfo
-	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Priority != -5 {
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Priority != -5 || got.Hold == nil ||
+		got.Hold.Reason != "schedule" || got.Hold.Until == nil || got.RunAt == nil || !got.Hold.Until.Equal(*got.RunAt) {
 		t.Fatalf("get: %q", out)
+	}
+	// Why it waits: its time.
+	if out, _, _ = e.jetflow("get", j.ID); !regexp.MustCompile(`\nwaits +scheduled: starts at `).MatchString(out) {
+		t.Fatalf("get of a scheduled job does not say why it waits:\n%s", out)
 	}
 	out, _, _ = e.jetflow("events", j.ID)
 	if !strings.Contains(out, "job.reprioritized") || !strings.Contains(out, "priority -5, was 0") {

@@ -100,6 +100,10 @@ const (
 	// its window (Window): pending jobs are admitted by priority as they
 	// start.
 	LimitQueued = "max_queued"
+	// LimitRunAt: not a limit but a time: a scheduled job waits for its
+	// run_at (a delay, a retry's backoff, a retry-later); Until says when.
+	// Only in views (projections.View), never in a job.pending.
+	LimitRunAt = "run_at"
 )
 
 // QueueRecord is a queue's entry in QueuesBucket.
