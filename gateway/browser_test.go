@@ -85,6 +85,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("state cell %q", cell)
 	}
 
+	// A job no worker takes yet: its priority set from its page.
+	parked := e.submit(`{"type":"ui.nobody"}`)
+	run("open a queued job's page", chromedp.Navigate(e.ts.URL+"/jobs/"+parked.ID),
+		chromedp.WaitVisible(`#job[data-state="queued"]`), chromedp.WaitVisible(`#prio-btn`))
+	run("set its priority", chromedp.SetValue(`#prio-input`, "42"), chromedp.Click(`#prio-btn`))
+	b.until("see the new priority", `document.getElementById("f-priority").textContent === "42"`)
+	if j := e.get(parked.ID); j.Priority != 42 {
+		t.Fatalf("priority %d", j.Priority)
+	}
+	e.wantEvents(parked.ID, domain.EvSubmitted, domain.EvReprioritized)
+
 	blocked := e.submit(`{"type":"ui.block"}`)
 	e.waitState(blocked.ID, domain.StateRunning)
 	run("open the job page", chromedp.Navigate(e.ts.URL+"/jobs/"+blocked.ID),

@@ -340,6 +340,8 @@
       if (st.textContent !== j.state) { st.textContent = j.state; st.className = "badge big st-" + j.state; flash(st); }
       job.dataset.state = j.state;
       show(document.getElementById("cancel-btn"), !TERMINAL[j.state]);
+      show(document.getElementById("prio-form"), ["pending", "scheduled", "queued"].indexOf(j.state) >= 0);
+      document.getElementById("f-priority").textContent = String(j.priority || 0);
       show(document.getElementById("retry-btn"), !!TERMINAL[j.state]);
       var pw = document.getElementById("progress-wrap");
       show(pw, showProgress(j.state, j.progress));
@@ -437,6 +439,13 @@
       api("POST", "/api/v1/jobs/" + id + "/cancel", { reason: "cancelled from the dashboard" })
         .then(function (j) { renderJob(j); say("Cancelled."); })
         .catch(function (p) { say(p.detail || "cancel failed", true); });
+    });
+    document.getElementById("prio-btn").addEventListener("click", function () {
+      var v = document.getElementById("prio-input").value.trim();
+      if (!/^-?\d+$/.test(v)) { say("the priority is a whole number, -1000 to 1000", true); return; }
+      api("POST", "/api/v1/jobs/" + id + "/priority", { priority: parseInt(v, 10) })
+        .then(function (j) { renderJob(j); say("Priority " + (j.priority || 0) + "."); })
+        .catch(function (p) { say(p.detail || "priority change failed", true); });
     });
     document.getElementById("retry-btn").addEventListener("click", function () {
       api("POST", "/api/v1/jobs/" + id + "/retry")
