@@ -109,6 +109,19 @@ type holder struct {
 	parked   []*lane // lanes whose head this holder's limit held: active again when it frees a slot or admits
 }
 
+// SetLimits gives the queue new limits of the same rate shape (a new
+// rate limit, period or key makes a new Admission): every parked lane is
+// looked at again, since a raised limit frees slots without a job ending.
+func (a *Admission) SetLimits(l domain.QueueLimits) {
+	a.Limits = l
+	for _, h := range a.users {
+		a.unpark(h)
+	}
+	for _, h := range a.keys {
+		a.unpark(h)
+	}
+}
+
 // park takes l out of the lanes Next looks at until h frees a slot or
 // admits a job (unpark). A lane parked already stays where it is.
 func (a *Admission) park(l *lane, h *holder) {
@@ -456,6 +469,10 @@ func (a *Admission) dequeued(j *slotJob) {
 	a.user(j.User).npending--
 	if k := a.key(j.Key); k != nil {
 		k.npending--
+		// Its key's next job in submit order may lead now, in a lane
+		// parked behind this one: a key with nothing running has no slot
+		// to free that would bring it back.
+		a.unpark(k)
 	}
 }
 
@@ -669,9 +686,6 @@ func (a *Admission) Next(now time.Time) []string {
 		j.admitting = true
 		a.dequeued(j)
 		a.hold(j, 1)
-		// The next of its key's jobs in submit order may be another
-		// lane's head, parked behind this one.
-		a.unpark(a.keys[j.Key])
 		a.queued++
 		if key, ok := a.rateKeyOf(j); ok {
 			j.rate = a.window(key)

@@ -359,6 +359,9 @@ func TestAdmissionLeavesNoSlotIdleAtRandom(t *testing.T) {
 				case j.state == domain.StatePending && r == 9:
 					j.priority = rng.IntN(3)
 					a.SetPriority(id, j.priority)
+				case j.state == domain.StatePending && r == 8 && rng.IntN(4) == 0:
+					delete(jobs, id) // cancelled while pending
+					a.Observe(commands.Slot{ID: id, State: domain.StateCancelled})
 				}
 			}
 			for range rng.IntN(4) {
@@ -380,5 +383,50 @@ func TestAdmissionKeyOrderUnparksOnAdmission(t *testing.T) {
 	}
 	if got := a.Next(t0); fmt.Sprint(got) != "[b1]" {
 		t.Fatalf("second pass admitted %v: want b1, its key has a slot", got)
+	}
+}
+
+// A raised limit frees slots without a job ending: the lanes it held are
+// looked at again (a queue's limits changed in place, SetLimits).
+func TestAdmissionRaisedLimitUnparks(t *testing.T) {
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunningPerKey: 1, MaxRunningPerUser: 1})
+	pendKeyed(a, "a1", "ns/u0", "ns/k", 1)
+	pendKeyed(a, "a2", "ns/u0", "ns/k", 2)
+	pendKeyed(a, "b1", "ns/u1", "ns/j", 3)
+	pendKeyed(a, "b2", "ns/u1", "ns/j", 4)
+	if got := a.Next(t0); len(got) != 2 {
+		t.Fatalf("first pass admitted %v", got)
+	}
+	if got := a.Next(t0); len(got) != 0 {
+		t.Fatalf("at the limits, admitted %v", got)
+	}
+	a.SetLimits(domain.QueueLimits{MaxRunningPerKey: 2, MaxRunningPerUser: 1})
+	if got := a.Next(t0); len(got) != 0 {
+		t.Fatalf("still held by the users' limit, admitted %v", got)
+	}
+	a.SetLimits(domain.QueueLimits{MaxRunningPerKey: 2, MaxRunningPerUser: 2})
+	if got := a.Next(t0); fmt.Sprint(got) != "[a2 b2]" && fmt.Sprint(got) != "[b2 a2]" {
+		t.Fatalf("limits raised: admitted %v, want a2 and b2", got)
+	}
+}
+
+// A key's first job leaving pending other than by admission (cancelled)
+// lets the next one lead, in a lane parked behind it, though nothing of
+// the key runs to free a slot.
+func TestAdmissionKeyHeadCancelledUnparks(t *testing.T) {
+	a := commands.NewAdmission("q", domain.QueueLimits{MaxRunningPerKey: 1, MaxRunningPerUser: 1})
+	pendKeyed(a, "x1", "ns/u0", "ns/other", 0)
+	pendKeyed(a, "a1", "ns/u0", "ns/k", 1)
+	pendKeyed(a, "b1", "ns/u1", "ns/k", 2)
+	// x1 takes u0's slot; a1 (held by its user) leads key k, so b1 waits.
+	if got := a.Next(t0); fmt.Sprint(got) != "[x1]" {
+		t.Fatalf("first pass admitted %v", got)
+	}
+	if got := a.Next(t0); len(got) != 0 {
+		t.Fatalf("admitted %v", got)
+	}
+	a.Observe(commands.Slot{ID: "a1", State: domain.StateCancelled})
+	if got := a.Next(t0); fmt.Sprint(got) != "[b1]" {
+		t.Fatalf("after the key's first job was cancelled, admitted %v: want b1", got)
 	}
 }

@@ -59,6 +59,12 @@ func PieceOutcome(s domain.State) string {
 // handler's event, a hold, a piece).
 func Annotates(ev *domain.Event) bool { return ev.To == domain.StateNew }
 
+// Reprioritizable reports whether a job in state s may be given another
+// priority (job.reprioritized): it has not started.
+func Reprioritizable(s domain.State) bool {
+	return Check("", s, "", domain.EvReprioritized) == nil
+}
+
 // ReportEnds reports whether a worker's report of state s ends its attempt
 // (anything but running, or no state at all).
 func ReportEnds(s domain.State) bool { return s != "" && s != domain.StateRunning }

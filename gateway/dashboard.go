@@ -79,9 +79,7 @@ func parseTemplates() map[string]*template.Template {
 			return fmtSeconds(*f)
 		},
 		"terminal": func(s domain.State) bool { return s.Terminal() },
-		"unstarted": func(s domain.State) bool {
-			return s == domain.StatePending || s == domain.StateScheduled || s == domain.StateQueued
-		},
+		"unstarted": commands.Reprioritizable,
 		// A progress bar is shown while the job can still move: the last
 		// report of a finished job (50% of a job that then succeeded) is
 		// stale. app.js's showProgress is the same rule.

@@ -333,7 +333,7 @@ func (a *Admitter) session(ctx context.Context) error {
 				if q == nil || rateShape(q.Limits) != rateShape(rec.Limits) {
 					return errLimitsChanged
 				}
-				q.Limits = rec.Limits
+				q.SetLimits(rec.Limits)
 			}
 			changed = ch2
 		case <-resReady:
