@@ -78,7 +78,7 @@ func parseTemplates() map[string]*template.Template {
 			}
 			return fmtSeconds(*f)
 		},
-		"terminal": func(s domain.State) bool { return s.Terminal() },
+		"terminal":  func(s domain.State) bool { return s.Terminal() },
 		"unstarted": commands.Reprioritizable,
 		// A progress bar is shown while the job can still move: the last
 		// report of a finished job (50% of a job that then succeeded) is
