@@ -251,13 +251,7 @@ func TestRateWindowRebuiltFromTheLog(t *testing.T) {
 	for _, id := range first {
 		h.waitState(id, domain.StateSucceeded, 10*time.Second)
 	}
-	h.eng.Stop(context.Background())
-	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
-	if err := eng2.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	h.replaceEngine()
 	var later []string
 	for range 2 {
 		later = append(later, h.submit(commands.SubmitRequest{Type: "call", Queue: "rw"}).Job.ID)

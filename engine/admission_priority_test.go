@@ -213,13 +213,7 @@ func TestReprioritizeOrdersPendingJobs(t *testing.T) {
 
 	// The rest by another engine's admission, rebuilt from the log (job
 	// 2's last event is its job.reprioritized).
-	h.eng.Stop(context.Background())
-	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
-	if err := eng2.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	h.replaceEngine()
 	close(release)
 	for _, id := range ids {
 		h.waitState(id, domain.StateSucceeded, 30*time.Second)

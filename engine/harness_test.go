@@ -43,6 +43,20 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// replaceEngine stops the harness's engine and starts another on a
+// connection of its own, whose admitter, projector and the rest rebuild
+// from the log (stopped at the test's end).
+func (h *harness) replaceEngine() {
+	h.t.Helper()
+	h.eng.Stop(context.Background())
+	eng2 := engine.NewEngine(testkit.Store(h.t, testkit.Conn(h.t, h.srv), "engine2"),
+		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(h.t)})
+	if err := eng2.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { eng2.Stop(context.Background()) })
+}
+
 // runtime starts a worker runtime on its own connection.
 func (h *harness) runtime(cfg engine.RuntimeConfig) *engine.Runtime {
 	h.t.Helper()

@@ -321,13 +321,7 @@ func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 		}
 		return nil
 	})
-	h.eng.Stop(context.Background())
-	eng2 := engine.NewEngine(testkit.Store(t, testkit.Conn(t, h.srv), "engine2"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
-	if err := eng2.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng2.Stop(context.Background()) })
+	h.replaceEngine()
 	counts(h.st, commands.Counts{Holding: 2, Pending: 8})
 	if total, _ := run.highs(); total != 2 {
 		t.Fatalf("%d ran at once, limit 2", total)
