@@ -796,13 +796,15 @@ type Hold struct {
 
 // Holds returns the jobs that have been pending for HoldAfter (as of
 // now) and whose records do not say why yet, with the limit that holds
-// them. Each job is looked at once per stay in pending.
-func (a *Admission) Holds(now time.Time) []Hold {
+// them, at most max of them (max < 0: no bound); the rest wait for a
+// later call, and those admitted meanwhile need none. Each job is looked
+// at once per stay in pending.
+func (a *Admission) Holds(now time.Time, max int) []Hold {
 	var out []Hold
 	n := 0
 	for _, j := range a.fresh {
-		if j.since.After(now.Add(-HoldAfter)) {
-			break // the rest came later
+		if j.since.After(now.Add(-HoldAfter)) || max >= 0 && len(out) == max {
+			break // the rest came later, or wait for another call
 		}
 		n++
 		if !waiting(j) || a.jobs[j.ID] != j {

@@ -77,10 +77,10 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 		}
 	}
 	run(a, got)
-	if early := a.Holds(time.Now()); len(early) != 0 {
+	if early := a.Holds(time.Now(), -1); len(early) != 0 {
 		t.Fatalf("%d holds written before HoldAfter", len(early))
 	}
-	holds := a.Holds(time.Now().Add(commands.HoldAfter))
+	holds := a.Holds(time.Now().Add(commands.HoldAfter), -1)
 	if len(holds) != 86 {
 		t.Fatalf("%d holds, want 86 (90 pending, 4 admitted)", len(holds))
 	}
@@ -95,7 +95,7 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 			t.Fatalf("hold of %s %+v: want %+v (its user holds %d)", h.ID, h.Hold, want, per[h.ID[0]])
 		}
 	}
-	if again := a.Holds(time.Now().Add(commands.HoldAfter)); len(again) != 0 {
+	if again := a.Holds(time.Now().Add(commands.HoldAfter), -1); len(again) != 0 {
 		t.Fatalf("holds written twice: %v", again)
 	}
 	// Raising the queue limit admits at once, still two per user.

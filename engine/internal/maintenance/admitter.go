@@ -208,6 +208,7 @@ func (a *Admitter) session(ctx context.Context) error {
 		}
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	holdTokens, holdRefill := float64(holdBurst), time.Now() // the holds this session may write now (holdRate)
 	defer cancel()
 	// An ordered consumer: it notices a gap in what it was sent (a
 	// message the server dropped for a slow connection; seen once in a
@@ -423,6 +424,12 @@ func (a *Admitter) session(ctx context.Context) error {
 			}
 		}
 		now := time.Now().UTC()
+		// Holds are for people, and every one costs a read and two writes:
+		// at most holdRate a second (holdBurst at once), so that a backlog
+		// drained at full speed is not slowed by writing why each of its
+		// jobs waits; those admitted before their turn need none.
+		holdTokens = min(holdBurst, holdTokens+now.Sub(holdRefill).Seconds()*holdRate)
+		holdRefill = now
 		for name, q := range qs {
 			if ids := q.Next(now); len(ids) > 0 {
 				adds := make([]admitting, len(ids))
@@ -431,7 +438,8 @@ func (a *Admitter) session(ctx context.Context) error {
 				}
 				writerOf(q).add(adds...)
 			}
-			if hs := q.Holds(now); len(hs) > 0 {
+			if hs := q.Holds(now, int(holdTokens)); len(hs) > 0 {
+				holdTokens -= float64(len(hs))
 				holds.add(hs...)
 			}
 		}
@@ -440,6 +448,13 @@ func (a *Admitter) session(ctx context.Context) error {
 
 // holdWriters is how many holds (job.pending) are written at once.
 const holdWriters = 1
+
+// holdRate and holdBurst bound the holds an admitter writes: holdRate a
+// second on average, holdBurst at once.
+const (
+	holdRate  = 500
+	holdBurst = 1000
+)
 
 // batcher writes what is added to it in batches of up to maxBatch, by n
 // writers that each take everything waiting (up to maxBatch) when they
