@@ -26,7 +26,7 @@ from .aio import AsyncClient
 from .client import DEFAULT_URL, TERMINAL, Client, Event, JobInfo, Page, Record
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
-from .worker import Batch, Batches, Cancelled, FanOut, Job, JobError, Permanent, RetryLater, Worker
+from .worker import Batch, Batches, Cancelled, FanOut, Job, JobError, NotAStep, Permanent, RetryLater, Worker
 
 __version__ = "0.1.0"
 
@@ -35,5 +35,5 @@ __version__ = "0.1.0"
 _logging.getLogger("jetflow").addHandler(_logging.NullHandler())
 
 __all__ = ["Client", "AsyncClient", "Worker", "Job", "Batch", "JobInfo", "Event", "Page", "Record",
-           "RetryLater", "Permanent", "JobError", "Cancelled", "FanOut", "Batches", "TERMINAL", "DEFAULT_URL",
+           "RetryLater", "Permanent", "JobError", "Cancelled", "NotAStep", "FanOut", "Batches", "TERMINAL", "DEFAULT_URL",
            "__version__", "tracing"] + list(_errors_all)

@@ -248,6 +248,29 @@ class Client:
         returned unchanged."""
         return self._job("POST", "/jobs/%s/cancel" % _seg(id), {"reason": reason} if reason else None)
 
+    def submit_workflow(self, steps, name=None, idempotency_key=None, on_failure=None, namespace=None):
+        """Submits a workflow (docs/workflows.md): ``steps`` is a list of
+        dicts, each ``{"name", "type", "payload", "depends_on": [names],
+        ...any submit field}``. Returns the workflow's answer: ``.id`` (its
+        job), ``.steps`` (step name -> job id) and ``.created``. A cycle or
+        an unknown step raises InvalidWorkflow naming them."""
+        body = {"steps": steps}
+        for k, v in (("name", name), ("idempotency_key", idempotency_key), ("on_failure", on_failure),
+                     ("namespace", namespace or self.namespace)):
+            if v is not None:
+                body[k] = v
+        return Record(self.request("POST", "/workflows", body))
+
+    def get_workflow(self, id):
+        """The workflow's graph with each step's state: ``.state``,
+        ``.steps`` (a list of step objects: name, job id, state,
+        depends_on)."""
+        return Record(self.request("GET", "/workflows/%s" % _seg(id)))
+
+    def retry_workflow(self, id):
+        """Resumes a failed or cancelled workflow from its failed steps."""
+        return Record(self.request("POST", "/workflows/%s/retry" % _seg(id)))
+
     def reprioritize(self, id, priority):
         """Gives a job that has not started (pending, scheduled or queued)
         another priority, -1000 to 1000: a ``job.reprioritized`` event. In a

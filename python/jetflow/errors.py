@@ -8,7 +8,7 @@ class. Every class is a :class:`JetflowError` carrying ``.status``,
 
 __all__ = [
     "JetflowError", "ConnectionFailed", "ProtocolError",
-    "InvalidInput", "MalformedRequest", "BadCursor", "InvalidNamespace", "InvalidCategory",
+    "InvalidInput", "MalformedRequest", "BadCursor", "InvalidNamespace", "InvalidWorkflow", "InvalidCategory",
     "InvalidTypeName", "InvalidFileName",
     "NotFound", "UnknownType", "UnknownToken", "NoArchive", "Gone", "MethodNotAllowed",
     "InvalidTransition", "NotClaimant", "Conflict", "SchemaConflict", "TypeLimit", "ConcurrencyLimit",
@@ -100,6 +100,13 @@ class BadCursor(InvalidInput):
 
 class InvalidNamespace(InvalidInput):
     slug = "invalid-namespace"
+
+
+class InvalidWorkflow(InvalidInput):
+    """400 invalid-workflow: a cycle, an unknown or repeated step name; the
+    detail names the steps."""
+
+    slug = "invalid-workflow"
 
 
 class InvalidCategory(InvalidInput):
@@ -306,7 +313,7 @@ class WaitTimeout(JetflowError, TimeoutError):
 
 
 _CLASSES = [
-    InvalidInput, MalformedRequest, BadCursor, InvalidNamespace, InvalidCategory, InvalidTypeName,
+    InvalidInput, MalformedRequest, BadCursor, InvalidNamespace, InvalidWorkflow, InvalidCategory, InvalidTypeName,
     InvalidFileName, NotFound, UnknownType, UnknownToken, NoArchive, Gone, MethodNotAllowed,
     InvalidTransition, NotClaimant, Conflict, SchemaConflict, TypeLimit, ConcurrencyLimit,
     SchemaViolation, InvalidSchema, RegistrationTooLarge, Unauthorized, Forbidden, UserNotAllowed,

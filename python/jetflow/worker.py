@@ -90,6 +90,11 @@ class JobError(Exception):
         self.stack = stack
 
 
+class NotAStep(KeyError):
+    """Job.output of a step the job does not depend on (or of a job that is
+    no step)."""
+
+
 class Cancelled(BaseException):
     """Raised in a handler by job.sleep(), job.check() and job.progress()
     once the attempt is over for it: ``reason`` is ``"cancelled"`` (the job
@@ -319,6 +324,10 @@ class Job(_Attempt):
     there is zipped and uploaded as the job's result archive before the
     outcome is reported), ``cancelled`` (a threading.Event set when the
     attempt is over for the handler: ``cancel_reason`` says why).
+
+    A step of a workflow also has ``step`` (its name; None for a plain
+    job), ``depends_on`` (the steps it waits for) and its dependencies'
+    results: ``output(name)`` and ``outputs()`` (docs/workflows.md).
     """
 
     kind = "job"
@@ -333,6 +342,28 @@ class Job(_Attempt):
         self.input_dir = None
         self.output_dir = None
         self._dir = None
+        step = info.get("step") or {}
+        self.step = step.get("name")
+        self.depends_on = list(step.get("depends_on") or [])
+
+    def output(self, step):
+        """The result of ``step``, a step this one depends on, decoded from
+        JSON (None for a step that returned nothing). The claimed job
+        carries the results while they fit 1 MiB together; a larger one is
+        read from the server. A step this one does not depend on raises
+        NotAStep."""
+        inline = self.info.get("inputs") or {}
+        if step in inline:
+            return inline[step]
+        ref = (self.info.get("input_refs") or {}).get(step)
+        if ref is None:
+            raise NotAStep("job %s (step %r) does not depend on a step %r" % (self.id, self.step, step))
+        return self._worker.client.request("GET", ref, query={"worker_id": self.worker_id}, root=True)
+
+    def outputs(self):
+        """The results of every step this one depends on, by step name."""
+        names = list(self.info.get("inputs") or {}) + list(self.info.get("input_refs") or {})
+        return {n: self.output(n) for n in names}
 
     def progress(self, current, total, message=""):
         """Reports progress (coalesced by the server: report as often as is

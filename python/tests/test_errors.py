@@ -15,7 +15,7 @@ TABLE = [
     ("concurrency-limit", 409, jetflow.ConcurrencyLimit), ("conflict", 409, jetflow.Conflict),
     ("timeout", 504, jetflow.ServerTimeout), ("unavailable", 503, jetflow.Unavailable),
     ("overloaded", 503, jetflow.Overloaded), ("registration-too-large", 422, jetflow.RegistrationTooLarge),
-    ("invalid-namespace", 400, jetflow.InvalidNamespace), ("invalid-category", 400, jetflow.InvalidCategory),
+    ("invalid-workflow", 400, jetflow.InvalidWorkflow), ("invalid-namespace", 400, jetflow.InvalidNamespace), ("invalid-category", 400, jetflow.InvalidCategory),
     ("invalid-type-name", 400, jetflow.InvalidTypeName), ("invalid-schema", 422, jetflow.InvalidSchema),
     ("schema-violation", 422, jetflow.SchemaViolation), ("schema-conflict", 409, jetflow.SchemaConflict),
     ("unknown-type", 404, jetflow.UnknownType), ("internal-type", 403, jetflow.InternalType),

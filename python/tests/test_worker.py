@@ -44,6 +44,44 @@ class RunTest(ServerTest):
         self.wait_count(w, "succeeded", 1)
         self.assertIn(w.id, [x.id for x in self.client.workers()])
 
+    def test_workflow_steps_see_their_inputs(self):
+        c = self.client
+        t = unique("wf")
+        w = self.worker()
+        seen = {}
+
+        @w.task(t + ".fetch")
+        def fetch(job):
+            seen["fetch"] = (job.step, job.depends_on)
+            return {"n": job.payload["n"] * 2}
+
+        @w.task(t + ".parse")
+        def parse(job):
+            seen["parse"] = (job.step, job.depends_on, job.output("fetch"), job.outputs())
+            try:
+                job.output("nope")
+            except jetflow.NotAStep as e:
+                seen["nope"] = str(e)
+            return {"sum": job.output("fetch")["n"] + 1}
+        w.start()
+        wf = c.submit_workflow([
+            {"name": "fetch", "type": t + ".fetch", "payload": {"n": 20}},
+            {"name": "parse", "type": t + ".parse", "depends_on": ["fetch"]},
+        ], name="py", idempotency_key=t)
+        self.assertEqual((wf.created, sorted(wf.steps)), (True, ["fetch", "parse"]))
+        done = self.wait_done(wf.steps["parse"])
+        self.assertEqual((done.state, done.result), ("succeeded", {"sum": 41}))
+        self.assertEqual(seen["fetch"], ("fetch", []))
+        self.assertEqual(seen["parse"], ("parse", ["fetch"], {"n": 40}, {"fetch": {"n": 40}}))
+        self.assertIn("nope", seen["nope"])
+        wait_until(lambda: c.get_workflow(wf.id).state == "succeeded", what="the workflow succeeded")
+        again = c.submit_workflow([{"name": "x", "type": t + ".fetch"}], idempotency_key=t)
+        self.assertEqual((again.id, again.created), (wf.id, False))
+        with self.assertRaises(jetflow.InvalidWorkflow) as cm:
+            c.submit_workflow([{"name": "a", "type": t + ".fetch", "depends_on": ["b"]},
+                               {"name": "b", "type": t + ".fetch", "depends_on": ["a"]}])
+        self.assertEqual(cm.exception.status, 400)
+
     def test_async_handler(self):
         t = unique("asyncfn")
         w = self.worker()
