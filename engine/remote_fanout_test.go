@@ -47,7 +47,17 @@ func TestRemoteAndGoFanOutsMix(t *testing.T) {
 	if j.Fanout.Counts.Succeeded != 3 || ran.get("1")+ran.get("2")+ran.get("3") != 3 {
 		t.Fatalf("parent %+v, runs %v", j.Fanout.Counts, ran.runs)
 	}
-	h.wantEvents(parent, domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvWaiting, domain.EvSucceeded)
+	// The counts so far (job.fanin) are written when the counter looks
+	// between two batches' ends, which is a matter of timing: left out.
+	var moves []string
+	for _, ev := range h.events(parent) {
+		if ev.Type != domain.EvFanIn {
+			moves = append(moves, ev.Type)
+		}
+	}
+	if want := []string{domain.EvSubmitted, domain.EvClaimed, domain.EvStarted, domain.EvWaiting, domain.EvSucceeded}; fmt.Sprint(moves) != fmt.Sprint(want) {
+		t.Fatalf("events of %s:\n got %v\nwant %v", parent, moves, want)
+	}
 
 	// Go coordinator, remote batch worker.
 	h.runtime(engine.RuntimeConfig{Queue: "mix2", WorkerID: "go-coord", Handlers: map[string]engine.Handler{
