@@ -35,9 +35,9 @@ func (e *FileNameError) Error() string { return fmt.Sprintf("file name %q: %s", 
 func (e *FileNameError) Unwrap() error { return ErrInvalidFileName }
 
 // reservedNames are the names a shell job's directory already holds
-// (shell.PayloadFile, OutputDir, TmpDir, StdoutFile, StderrFile): an input
-// file must not take them, nor be under out/ or tmp/.
-var reservedNames = map[string]bool{"payload.json": true, "out": true, "tmp": true, "stdout.txt": true, "stderr.txt": true}
+// (shell.PayloadFile, InputsFile, OutputDir, TmpDir, StdoutFile,
+// StderrFile): an input file must not take them, nor be under out/ or tmp/.
+var reservedNames = map[string]bool{"payload.json": true, "inputs.json": true, "out": true, "tmp": true, "stdout.txt": true, "stderr.txt": true}
 
 // CheckFileName checks the name of one input file: a relative,
 // slash-separated path in the job's directory. It must not be empty,

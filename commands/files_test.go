@@ -18,7 +18,7 @@ func TestCheckFileName(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "/a", "../a", "a/../b", "a/..", ".", "./a", "a//b", "a/", "a\x00", "a\tb", `a\b`,
-		"out", "out/x", "tmp/x", "payload.json", "stdout.txt", "stderr.txt", "\xff", strings.Repeat("a", 513)} {
+		"out", "out/x", "tmp/x", "payload.json", "inputs.json", "stdout.txt", "stderr.txt", "\xff", strings.Repeat("a", 513)} {
 		err := commands.CheckFileName(bad)
 		var fe *commands.FileNameError
 		if !errors.As(err, &fe) || fe.Name != bad || !errors.Is(err, commands.ErrInvalidFileName) ||

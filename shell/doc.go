@@ -6,6 +6,7 @@
 //
 //	<work-dir>/<job id>-<attempt>-<random>/   the command's working directory
 //	    payload.json      the job's payload
+//	    inputs.json       a workflow step's: its dependencies' results by step name
 //	    <input files>     placed by Config.Prepare (the job's files)
 //	    out/              $JETFLOW_OUTPUT: what the job produces
 //	    tmp/              $TMPDIR
@@ -16,7 +17,9 @@
 // group of its own, with the environment of the worker (less its JETFLOW_*
 // variables) and JETFLOW_JOB_ID, JETFLOW_TYPE, JETFLOW_NAMESPACE,
 // JETFLOW_QUEUE, JETFLOW_ATTEMPT, JETFLOW_PAYLOAD (when at most
-// MaxEnvPayload bytes; payload.json always), JETFLOW_OUTPUT and TMPDIR.
+// MaxEnvPayload bytes; payload.json always), JETFLOW_OUTPUT and TMPDIR; a
+// workflow step's also JETFLOW_STEP (its name) and JETFLOW_INPUTS (the
+// path of inputs.json).
 //
 // How it ends:
 //

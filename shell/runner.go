@@ -52,6 +52,7 @@ const (
 // Names in an attempt's directory.
 const (
 	PayloadFile = "payload.json"
+	InputsFile  = "inputs.json" // a workflow step's: its dependencies' results by step name
 	OutputDir   = "out"
 	TmpDir      = "tmp"
 	StdoutFile  = "stdout.txt"
@@ -197,6 +198,9 @@ func (r *Runner) Work(ctx context.Context, job *jetflow.RawJob) (json.RawMessage
 		return nil, jetflow.WithCode(CodeStartFailed, err)
 	}
 	defer r.removeDir(a.Dir)
+	if err := writeInputs(ctx, job, a); err != nil {
+		return nil, err
+	}
 	log := r.cfg.Logger.With("job", job.ID, "attempt", job.Attempt, "dir", a.Dir)
 	if r.cfg.Prepare != nil {
 		if err := r.cfg.Prepare(ctx, job, a); err != nil {
@@ -269,6 +273,28 @@ func (r *Runner) makeDir(job *jetflow.RawJob) (*Attempt, error) {
 	return a, nil
 }
 
+// writeInputs writes a workflow step's inputs.json: the results of the
+// steps it depends on, by step name ({"fetch": {...}}); nothing for a job
+// that is not a step. An error (the records could not be read) fails the
+// attempt, which is retried.
+func writeInputs(ctx context.Context, job *jetflow.RawJob, a *Attempt) error {
+	if job.Step() == "" {
+		return nil
+	}
+	in, err := job.Inputs(ctx)
+	if err != nil {
+		return fmt.Errorf("the step's inputs: %w", err)
+	}
+	if in == nil {
+		in = map[string]json.RawMessage{}
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("the step's inputs: %w", err)
+	}
+	return os.WriteFile(filepath.Join(a.Dir, InputsFile), data, 0o600)
+}
+
 // removeDir removes an attempt's directory, also when the command left
 // directories without write permission in it.
 func (r *Runner) removeDir(dir string) {
@@ -305,6 +331,9 @@ func (r *Runner) env(ctx context.Context, job *jetflow.RawJob, a *Attempt) []str
 		fmt.Sprintf("JETFLOW_ATTEMPT=%d", job.Attempt),
 		"JETFLOW_OUTPUT="+a.OutputDir,
 		"TMPDIR="+filepath.Join(a.Dir, TmpDir))
+	if step := job.Step(); step != "" {
+		env = append(env, "JETFLOW_STEP="+step, "JETFLOW_INPUTS="+filepath.Join(a.Dir, InputsFile))
+	}
 	if len(job.Payload) <= MaxEnvPayload {
 		payload := string(job.Payload)
 		if payload == "" {

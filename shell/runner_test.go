@@ -479,3 +479,64 @@ wc -c < payload.json`, shell.Config{})
 		t.Fatalf("job %s %+v, result %s", done.State, done.Error, done.Result)
 	}
 }
+
+// A workflow step run by a command finds its dependencies' results in
+// inputs.json, and its name and the file's path in the environment; a job
+// that is not a step has neither.
+func TestStepInputsInTheDirectory(t *testing.T) {
+	t.Parallel()
+	env := jetflowtest.New(t, jetflowtest.Options{Worker: jetflow.WorkerConfig{ShutdownGrace: 200 * time.Millisecond}})
+	env.Worker.Handle("sh.make", jetflow.HandlerFunc(func(_ context.Context, j *jetflow.RawJob) (json.RawMessage, error) {
+		return json.RawMessage(`{"made":` + string(j.Payload) + `}`), nil
+	}))
+	path := filepath.Join(t.TempDir(), "script.sh")
+	script := `set -eu
+if [ -z "${JETFLOW_STEP:-}" ]; then
+  test ! -e inputs.json
+  test -z "${JETFLOW_INPUTS:-}"
+  echo "not a step"
+  exit 0
+fi
+test "$JETFLOW_STEP" = use
+test "$JETFLOW_INPUTS" = "$PWD/inputs.json"
+cat inputs.json
+`
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := shell.New(shell.Config{Command: "bash " + path, WorkDir: filepath.Join(t.TempDir(), "jobs"), KillGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Worker.Handle("sh.use", r)
+	if err := env.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+
+	wf := jetflow.NewWorkflow("shell-inputs")
+	wf.Step("use", "sh.use", nil).After(wf.Step("a", "sh.make", 1), wf.Step("b", "sh.make", 2))
+	ctx := context.Background()
+	res, err := env.Client.SubmitWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := wait(t, env, res.ID); done.State != jetflow.Succeeded {
+		t.Fatalf("workflow %s: %+v", done.State, done.Error)
+	}
+	info, err := env.Client.GetWorkflow(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out shell.Result
+	if s := info.Step("use"); s == nil || json.Unmarshal(s.Result, &out) != nil {
+		t.Fatalf("step use: %+v", s)
+	}
+	if out.StdoutTail != `{"a":{"made":1},"b":{"made":2}}` {
+		t.Fatalf("inputs.json: %q", out.StdoutTail)
+	}
+	plain := wait(t, env, submit(t, env, "sh.use", nil).ID)
+	if err := json.Unmarshal(plain.Result, &out); err != nil || plain.State != jetflow.Succeeded || out.StdoutTail != "not a step\n" {
+		t.Fatalf("plain job %s: %s %+v", plain.State, plain.Result, plain.Error)
+	}
+}
