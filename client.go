@@ -341,7 +341,19 @@ func (c *Client) Reprioritize(ctx context.Context, id string, priority int) (*Jo
 // ErrInvalidTransition). With an idempotency key, a repeated retry returns
 // the same new job.
 func (c *Client) Retry(ctx context.Context, id, idempotencyKey string) (*JobInfo, error) {
-	v, err := c.b.retry(ctx, id, idempotencyKey)
+	v, err := c.b.retry(ctx, id, idempotencyKey, false)
+	return jobInfo(v), publicErr(err)
+}
+
+// RetryFailedPieces runs again only the pieces of fan-out id that did not
+// succeed: a new job as Retry makes, whose coordinator fans out again;
+// the pieces that succeeded in id are carried over as succeeded and not
+// made again (FailedPieces in its view). The coordinator must fan out the
+// same pieces in the same order; if its plan differs (kind, count, batch
+// type), every piece runs. A job that did not fan out, or whose pieces all
+// succeeded, is refused with ErrInvalidInput.
+func (c *Client) RetryFailedPieces(ctx context.Context, id, idempotencyKey string) (*JobInfo, error) {
+	v, err := c.b.retry(ctx, id, idempotencyKey, true)
 	return jobInfo(v), publicErr(err)
 }
 

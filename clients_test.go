@@ -321,6 +321,14 @@ func TestEveryMethodBothClients(t *testing.T) {
 		return must(cl.Wait(ctx, r1.ID))(t)
 	})
 	same(t, "Retry", dr, kr, "worker", "user")
+	drf, krf := each(e, func(cl *jetflow.Client, who string) error {
+		_, err := cl.RetryFailedPieces(ctx, map[string]string{"d": dr.ID, "k": kr.ID}[who], "")
+		return err
+	})
+	sameErr(t, "RetryFailedPieces of a job that did not fan out", drf, krf, jetflow.ErrInvalidInput)
+	if p := jetflow.ProblemOf(drf); p.Field != "failed_pieces" {
+		t.Errorf("RetryFailedPieces refused with %+v", p)
+	}
 
 	// List: the same jobs, in the same order.
 	dl, kl := each(e, func(cl *jetflow.Client, who string) []string {

@@ -30,7 +30,7 @@ type backend interface {
 	children(ctx context.Context, id string) ([]*projections.JobView, error)
 	cancel(ctx context.Context, id, reason string) (*projections.JobView, error)
 	reprioritize(ctx context.Context, id string, priority int) (*projections.JobView, error)
-	retry(ctx context.Context, id, key string) (*projections.JobView, error)
+	retry(ctx context.Context, id, key string, failedPieces bool) (*projections.JobView, error)
 	wait(ctx context.Context, id string) (*projections.JobView, error)
 	list(ctx context.Context, f engine.Filter, before *listCursor) ([]*projections.JobView, error)
 	history(ctx context.Context, id string, follow bool, fn func(*projections.EventView) error) error
@@ -132,8 +132,8 @@ func (d direct) reprioritize(ctx context.Context, id string, priority int) (*pro
 	return projections.View(snap.Job), nil
 }
 
-func (d direct) retry(ctx context.Context, id, key string) (*projections.JobView, error) {
-	res, err := d.store.Retry(ctx, id, key)
+func (d direct) retry(ctx context.Context, id, key string, failedPieces bool) (*projections.JobView, error) {
+	res, err := d.store.Retry(ctx, id, key, failedPieces)
 	if err != nil {
 		return nil, err
 	}

@@ -42,8 +42,8 @@ func (c command) children(ctx context.Context, id string) ([]*projections.JobVie
 	}
 }
 
-func (c command) retry(ctx context.Context, id, key string) (*projections.JobView, error) {
-	return c.job(ctx, "retry", map[string]string{"id": id, "idempotency_key": key})
+func (c command) retry(ctx context.Context, id, key string, failedPieces bool) (*projections.JobView, error) {
+	return c.job(ctx, "retry", map[string]any{"id": id, "idempotency_key": key, "failed_pieces": failedPieces})
 }
 
 func (c command) reprioritize(ctx context.Context, id string, priority int) (*projections.JobView, error) {

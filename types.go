@@ -135,6 +135,7 @@ type JobInfo struct {
 	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
 	ParentID         string          `json:"parent_id,omitempty"`
 	RetryOf          string          `json:"retry_of,omitempty"`
+	FailedPieces     bool            `json:"failed_pieces,omitempty"` // a retry of RetryOf's failed pieces only
 	Priority         int             `json:"priority"`
 	Worker           string          `json:"worker,omitempty"`
 	Progress         *Progress       `json:"progress,omitempty"`
@@ -572,7 +573,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 		Payload: v.Payload, Result: v.Result, Error: jobError(v.Error), Attempts: v.Attempts,
 		MaxRetries: v.MaxRetries, Retries: v.Retries, LeaseRequeues: v.LeaseRequeues,
 		MaxLeaseRequeues: v.MaxLeaseRequeues, TimeoutSeconds: v.TimeoutSeconds, BackoffSeconds: v.BackoffSeconds,
-		Tags: v.Tags, IdempotencyKey: v.IdempotencyKey, ParentID: v.ParentID, RetryOf: v.RetryOf,
+		Tags: v.Tags, IdempotencyKey: v.IdempotencyKey, ParentID: v.ParentID, RetryOf: v.RetryOf, FailedPieces: v.FailedPieces,
 		Priority: v.Priority, Worker: v.Worker, QueuePosition: v.QueuePosition, User: v.User, ConcurrencyKey: v.ConcurrencyKey,
 		PendingPosition: v.PendingPosition, CreatedAt: v.CreatedAt, RunAt: v.RunAt, QueuedAt: v.QueuedAt,
 		StartedAt: v.StartedAt, Deadline: v.Deadline, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,

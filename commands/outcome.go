@@ -219,7 +219,12 @@ func WriteOffLease(j *domain.Job, item uint64, b Beat, lease time.Duration, acto
 // the idempotency key (it names the original) and the schedule (the retry
 // runs now). A job that is not terminal is refused (ErrInvalidTransition):
 // it can still end on its own, or be cancelled first.
-func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
+//
+// With failedPieces, j must be a fan-out some of whose pieces did not
+// succeed: the new run's coordinator fans out again and only those pieces
+// are made; the ones that succeeded in j are carried over as succeeded
+// (FailedPieces in the spec; the store's MakePieces carries them).
+func Retry(j *domain.Job, idempotencyKey string, failedPieces bool) (*SubmitRequest, error) {
 	if !j.State.Terminal() {
 		return nil, fmt.Errorf("retry job %s: it is %s; only a succeeded, failed or cancelled job can be retried: %w",
 			j.ID, j.State, ErrInvalidTransition)
@@ -227,6 +232,14 @@ func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
 	if j.Spec.Workflow != nil {
 		return nil, fmt.Errorf("retry job %s: it is a workflow; resume it with POST /api/v1/workflows/%s/retry (jetflow workflow retry): %w",
 			j.ID, j.ID, ErrInvalidTransition)
+	}
+	if failedPieces {
+		switch {
+		case j.Fanout == nil:
+			return nil, &InputError{Field: "failed_pieces", Reason: fmt.Sprintf("job %s did not fan out: retry it whole", j.ID)}
+		case j.Fanout.Counts.Succeeded >= j.Fanout.Plan.Total:
+			return nil, &InputError{Field: "failed_pieces", Reason: fmt.Sprintf("all %d pieces of job %s succeeded: none to run again", j.Fanout.Plan.Total, j.ID)}
+		}
 	}
 	s := j.Spec
 	dur := func(d time.Duration) *Duration { v := Duration(d); return &v }
@@ -238,7 +251,7 @@ func Retry(j *domain.Job, idempotencyKey string) (*SubmitRequest, error) {
 		RetryOn: append([]string(nil), s.RetryOn...), NoRetryOn: append([]string(nil), s.NoRetryOn...),
 		MaxLeaseRequeues: &maxLease, IdempotencyKey: idempotencyKey,
 		User:           s.User, // it runs for the same user (quotas)
-		ConcurrencyKey: s.ConcurrencyKey,
+		ConcurrencyKey: s.ConcurrencyKey, FailedPieces: failedPieces,
 	}
 	if s.QueueTimeout > 0 {
 		req.QueueTimeout = dur(s.QueueTimeout)

@@ -229,6 +229,9 @@ type SubmitRequest struct {
 	// their ids are derived from the parent's (engine.ChildID).
 	ID    string `json:"-" msgpack:"-"`
 	Piece int    `json:"-" msgpack:"-"`
+	// FailedPieces is set by Retry with failed pieces only: the new run
+	// of RetryOf's fan-out makes only the pieces that did not succeed.
+	FailedPieces bool `json:"-" msgpack:"-"`
 
 	// Files are the input files stored under ID before the submit (by the
 	// gateway or a Go client from Uploads), recorded in the job's spec.
@@ -251,7 +254,7 @@ func (r *SubmitRequest) Validate() error {
 func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
 	s := domain.Spec{
 		Namespace: r.Namespace, Type: r.Type, Queue: r.Queue, Key: r.IdempotencyKey,
-		Parent: r.Parent, RetryOf: r.RetryOf, Priority: r.Priority,
+		Parent: r.Parent, RetryOf: r.RetryOf, FailedPieces: r.FailedPieces && r.RetryOf != "", Priority: r.Priority,
 		MaxRetries: DefaultMaxRetries, Backoff: DefaultBackoff, BackoffCap: defaultBackoffCap,
 		Jitter: defaultJitter, Timeout: DefaultTimeout, MaxLeaseRequeues: defaultMaxLeaseRequeues,
 	}

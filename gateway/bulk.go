@@ -327,7 +327,7 @@ func (g *Gateway) bulkOne(ctx context.Context, action, id, reason string, retrie
 		if retried[id] {
 			return false, true, nil
 		}
-		res, err := g.store.Retry(ctx, id, "")
+		res, err := g.store.Retry(ctx, id, "", false)
 		if errors.Is(err, commands.ErrInvalidTransition) || errors.Is(err, commands.ErrNotFound) {
 			return false, true, nil // not finished (yet), or gone
 		}

@@ -416,6 +416,9 @@ type cancelRequest struct {
 // retryRequest is the optional body of POST /jobs/{id}/retry.
 type retryRequest struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// FailedPieces: run again only a fan-out's pieces that did not
+	// succeed (the others are carried over).
+	FailedPieces bool `json:"failed_pieces,omitempty"`
 }
 
 // priorityRequest is the body of POST /jobs/{id}/priority.

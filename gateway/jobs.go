@@ -238,7 +238,7 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	res, err := g.store.Retry(submitContext(r.Context(), r), id, req.IdempotencyKey)
+	res, err := g.store.Retry(submitContext(r.Context(), r), id, req.IdempotencyKey, req.FailedPieces)
 	g.created(w, r, res, err, id)
 }
 

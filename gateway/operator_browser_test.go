@@ -107,6 +107,37 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 		t.Fatalf("batch 2: %q", msg)
 	}
 	shot(t, b.ctx, "fanout-pieces")
+	// Retry only its failed batches: the broken two fail again, the four
+	// others are carried over.
+	b.run("retry the failed batches", chromedp.Click(`#retry-failed-btn`),
+		chromedp.WaitVisible(`#job[data-state="failed"]:not([data-id="`+parent.ID+`"])`))
+	idAttr, err := chromedp.Run(b.ctx, chromedp.AttributeValue(`#job`, "data-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := idAttr.Value
+	var rj struct {
+		RetryOf      string `json:"retry_of"`
+		FailedPieces bool   `json:"failed_pieces"`
+	}
+	e.do("GET", "/api/v1/jobs/"+again, nil).want(t, 200).json(t, &rj)
+	if rj.RetryOf != parent.ID || !rj.FailedPieces {
+		t.Fatalf("the retry %s: %+v", again, rj)
+	}
+	b.run("its batches", chromedp.WaitVisible(`#pieces-table tr[data-piece="6"]`))
+	if c := b.text(`#fanout-counts`); c != "6/6 batches finished · 4 succeeded · 2 failed · 0 cancelled" {
+		t.Fatalf("counts of the retry %q", c)
+	}
+	if f := b.text(`#f-failed-pieces`); f != "(its failed pieces only)" {
+		t.Fatalf("retry of: %q", f)
+	}
+	if msg := b.text(`#pieces-table tr[data-piece="1"] td.emsg`); msg != "carried over from "+parent.ID {
+		t.Fatalf("batch 1 of the retry: %q", msg)
+	}
+	if msg := b.text(`#pieces-table tr[data-piece="5"] td.emsg`); !strings.Contains(msg, "batch 5 is broken") {
+		t.Fatalf("batch 5 of the retry: %q", msg)
+	}
+	shot(t, b.ctx, "fanout-retried")
 
 	// Search, and the live pause.
 	b.run("search a payload", chromedp.Navigate(e.ts.URL+"/?q=customer%3D2"), chromedp.WaitVisible(`#jobs tbody tr`))

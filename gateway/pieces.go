@@ -25,6 +25,9 @@ type pieceView struct {
 	Attempt int              `json:"attempt,omitempty"` // the attempt that ended it
 	Time    *time.Time       `json:"time,omitempty"`    // when it ended
 	JobID   string           `json:"job_id,omitempty"`  // a child's id
+	// CarriedFrom: the piece succeeded in this earlier run and was
+	// carried over, not run again (a retry of failed pieces only).
+	CarriedFrom string `json:"carried_from,omitempty"`
 }
 
 // pieceList is a page of a fan-out's pieces, by number.
@@ -122,7 +125,7 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 	}
 	for p := after + 1; p <= out.Total; p++ {
 		v := pieceView{Piece: p, State: "unfinished"}
-		if out.Kind == domain.FanoutChildren {
+		if out.Kind == domain.FanoutChildren && (ended[p] == nil || ended[p].Fields["carried_from"] == nil) {
 			v.JobID = engine.ChildID(parent.Spec.Namespace, parent.ID, p)
 			if s := g.index.Get(v.JobID); s != nil && !s.State.Terminal() {
 				v.State = string(s.State)
@@ -131,6 +134,7 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 		if ev := ended[p]; ev != nil {
 			v.State = map[string]string{domain.PcSucceeded: "succeeded", domain.PcFailed: "failed", domain.PcCancelled: "cancelled"}[ev.Type]
 			v.Error, v.Attempt = ev.Error, ev.Attempt
+			v.CarriedFrom, _ = ev.Fields["carried_from"].(string)
 			t := ev.Time.UTC()
 			v.Time = &t
 		}

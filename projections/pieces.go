@@ -18,13 +18,13 @@ type Pieces struct {
 	// parent's piece events up to and including it.
 	UpTo uint64
 
-	seen map[int]struct{}
+	seen map[int]bool // piece -> it succeeded
 	errs map[string]int
 }
 
 // NewPieces returns an empty fold.
 func NewPieces() *Pieces {
-	return &Pieces{seen: map[int]struct{}{}, errs: map[string]int{}}
+	return &Pieces{seen: map[int]bool{}, errs: map[string]int{}}
 }
 
 // Fold adds the piece event at seq; events at or before UpTo are ignored
@@ -63,13 +63,31 @@ func (p *Pieces) Fold(seq uint64, ev *domain.Event) {
 	default:
 		return
 	}
-	p.seen[ev.Piece] = struct{}{}
+	p.seen[ev.Piece] = ev.Type == domain.PcSucceeded
 }
 
 // Ended reports whether piece n has an outcome in what was folded.
 func (p *Pieces) Ended(n int) bool {
 	_, ok := p.seen[n]
 	return ok
+}
+
+// Carried are the pieces a run of a fan-out with plan carries over from
+// this fold of an earlier run's pieces when it runs only the failed ones
+// (Spec.FailedPieces): the pieces that succeeded there, by number. None
+// unless the earlier run planned the same kind and number of pieces (and
+// batch type), since otherwise piece n need not be the same work.
+func (p *Pieces) Carried(plan domain.FanoutPlan) map[int]bool {
+	if p.Plan == nil || p.Plan.Kind != plan.Kind || p.Plan.Total != plan.Total || p.Plan.BatchType != plan.BatchType {
+		return nil
+	}
+	out := make(map[int]bool, p.Counts.Succeeded)
+	for n, ok := range p.seen {
+		if ok && n <= plan.Total {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // Tally is the counts with the n most common failure messages and UpTo.

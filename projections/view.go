@@ -32,6 +32,7 @@ type JobView struct {
 	IdempotencyKey   string           `json:"idempotency_key,omitempty"`
 	ParentID         string           `json:"parent_id,omitempty"`
 	RetryOf          string           `json:"retry_of,omitempty"`
+	FailedPieces     bool             `json:"failed_pieces,omitempty"` // a retry of retry_of's failed pieces only
 	Priority         int              `json:"priority"`
 	Worker           string           `json:"worker,omitempty"`
 	Progress         *ProgressView    `json:"progress,omitempty"`
@@ -139,7 +140,7 @@ func View(j *domain.Job) *JobView {
 		Attempts: j.Attempt, MaxRetries: j.Spec.MaxRetries, Retries: j.Retries,
 		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
 		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
-		Tags: j.Spec.Tags, Files: j.Spec.Files, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf,
+		Tags: j.Spec.Tags, Files: j.Spec.Files, IdempotencyKey: j.Spec.Key, ParentID: j.Spec.Parent, RetryOf: j.Spec.RetryOf, FailedPieces: j.Spec.FailedPieces,
 		Priority: j.Spec.Priority, Worker: j.Worker, User: j.Spec.User, ConcurrencyKey: j.Spec.ConcurrencyKey,
 		CreatedAt: j.CreatedAt.UTC(), RunAt: timePtr(j.RunAt), QueuedAt: timePtr(j.QueuedAt),
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt), UpdatedAt: j.UpdatedAt.UTC(),

@@ -214,6 +214,13 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	if j.User != "" {
 		row("user", j.User)
 	}
+	if j.RetryOf != "" {
+		of := j.RetryOf
+		if j.FailedPieces {
+			of += " (its failed pieces only)"
+		}
+		row("retry_of", of)
+	}
 	if j.ConcurrencyKey != "" {
 		row("concurrency_key", j.ConcurrencyKey)
 	}

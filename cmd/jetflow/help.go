@@ -123,8 +123,13 @@ priorities (queue set --priorities) a job still pending takes its new place at o
 admitted already keeps its place. A job that started or ended is refused (exit 1).`,
 		examples: []string{"reprioritize 01JD3K2Q4V8ZB7R1X9C0M5T6NA --priority 100", "reprioritize 01JD3K2Q4V8ZB7R1X9C0M5T6NA --priority -5"}},
 	{name: "retry", group: "Jobs", summary: "run a finished job again (a new job with retry_of)",
-		usage:    "retry ID [--key K] [--wait] [flags]",
-		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1"}},
+		usage: "retry ID [--key K] [--failed-pieces] [--wait] [flags]",
+		details: `--failed-pieces retries a fan-out's failed (or cancelled, or never finished) pieces
+only: the new job's coordinator runs and fans out again, and each piece that succeeded
+in ID is carried over as succeeded instead of being made again. The coordinator must
+fan out the same pieces in the same order; if its plan differs, every piece runs.`,
+		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1",
+			"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --failed-pieces --wait"}},
 	{name: "bulk", group: "Jobs", summary: "retry or cancel every job a filter selects",
 		usage: "bulk retry|cancel [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
 		details: `Selects the jobs as ls does (every page, at most 100000: narrow the filter for more),

@@ -126,17 +126,22 @@ func cmdWorkers(c *cli, args []string) int {
 func cmdRetry(c *cli, args []string) int {
 	fs := c.clientFlags()
 	var key string
-	var wait bool
+	var wait, failed bool
 	fs.StringVar(&key, "key", "", "idempotency key of the retry (a repeated retry with it returns the same new job)")
+	fs.BoolVar(&failed, "failed-pieces", false, "a fan-out: run again only its pieces that did not succeed (the others are carried over)")
 	fs.BoolVar(&wait, "wait", false, "wait until the new job is terminal; exit 0 succeeded, 1 failed or cancelled")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !c.checkFlags(when("key", key == "", "must not be empty (leave --key out for no key)")) {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		job, err := cl.Retry(envTrace(ctx), pos[0], key)
+		retry := cl.Retry
+		if failed {
+			retry = cl.RetryFailedPieces
+		}
+		job, err := retry(envTrace(ctx), pos[0], key)
 		if err != nil {
-			if c.flagInput(err, map[string]string{"idempotency_key": "key"}) {
+			if c.flagInput(err, map[string]string{"idempotency_key": "key", "failed_pieces": "failed-pieces"}) {
 				return exitUsage
 			}
 			return c.fail(err)

@@ -162,6 +162,8 @@ func TestREADMETour(t *testing.T) {
 	has("get --watch", out, fan+`  demo.fanout  failed  \[#+\] 300/300 batches: 297 succeeded, 3 failed, 0 cancelled\n`, `\nstate +failed\n`)
 	out, _ = jetflow(0, "tree", fan)
 	has("tree", out, fan+` demo.fanout failed  \[#+\] 300/300 batches`)
+	out, errs = jetflow(1, "retry", fan, "--failed-pieces", "--wait") // only the 3 failed batches run, and fail again
+	has("retry --failed-pieces --wait", out, `\nstate +failed\n`, `\nfanout +300 batches \(policy all\): 297 succeeded, 3 failed, 0 cancelled`, `\nretry_of +`+fan+` \(its failed pieces only\)\n`)
 	out, _ = jetflow(0, "ls", "--state", "failed")
 	has("ls --state failed", out, `^ID +NAMESPACE +TYPE`, "\n"+fan+` +default +demo.fanout +default +failed `)
 	out, _ = jetflow(0, "replay", "--verify")

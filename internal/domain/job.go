@@ -150,14 +150,18 @@ const EnvelopeVersion = 1
 // Every option is resolved at submit time (defaults filled in), so that the
 // fold of the log never needs to know today's defaults.
 type Spec struct {
-	Namespace        string        `msgpack:"ns"`
-	Type             string        `msgpack:"type"`
-	Queue            string        `msgpack:"queue"`
-	Payload          []byte        `msgpack:"payload,omitempty"` // JSON
-	Tags             []string      `msgpack:"tags,omitempty"`
-	Key              string        `msgpack:"key,omitempty"` // idempotency key
-	Parent           string        `msgpack:"parent,omitempty"`
-	RetryOf          string        `msgpack:"retry_of,omitempty"`
+	Namespace string   `msgpack:"ns"`
+	Type      string   `msgpack:"type"`
+	Queue     string   `msgpack:"queue"`
+	Payload   []byte   `msgpack:"payload,omitempty"` // JSON
+	Tags      []string `msgpack:"tags,omitempty"`
+	Key       string   `msgpack:"key,omitempty"` // idempotency key
+	Parent    string   `msgpack:"parent,omitempty"`
+	RetryOf   string   `msgpack:"retry_of,omitempty"`
+	// FailedPieces: this retry of RetryOf, a fan-out, runs only the pieces
+	// that did not succeed there; the others are carried over as succeeded
+	// (docs/http.md, POST /jobs/{id}/retry).
+	FailedPieces     bool          `msgpack:"failed_pieces,omitempty"`
 	Priority         int           `msgpack:"prio,omitempty"`
 	MaxRetries       int           `msgpack:"max_retries"`
 	Backoff          time.Duration `msgpack:"backoff"`     // base delay of retry 1

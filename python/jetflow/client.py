@@ -182,7 +182,7 @@ class Client:
                backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
                max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
                parent=None, retry_of=None, user=None, files=None, traceparent=None, tracestate=None,
-               unique_key=None, unique_fields=None, unique_for=None, unique_while=None):
+               unique_key=None, unique_fields=None, unique_for=None, unique_while=None, concurrency_key=None):
         """Submits a job and returns it (state ``queued``, ``scheduled`` or
         ``pending``). Durations are seconds, timedeltas or Go duration
         strings; ``run_at`` a datetime or an RFC 3339 string; ``files`` input
@@ -192,7 +192,9 @@ class Client:
         payload field names its key is derived from) makes the job unique:
         while it holds its key (``unique_while``: "active", "not-succeeded"
         or "any"; ``unique_for``: a duration at most), a submit of the key
-        returns it (docs/unique.md). ``traceparent`` and ``tracestate``
+        returns it (docs/unique.md). ``concurrency_key`` groups jobs whose
+        slots count together in a queue with ``max_running_per_key``
+        (docs/quotas.md). ``traceparent`` and ``tracestate``
         (W3C) put the job in a trace; without them, a submit in a worker's
         handler continues its job's trace (jetflow.tracing)."""
         trace = tracing.headers(traceparent, tracestate)
@@ -202,7 +204,7 @@ class Client:
                            max_lease_requeues=max_lease_requeues, idempotency_key=idempotency_key,
                            priority=priority, tags=tags, namespace=namespace or self.namespace, parent=parent,
                            retry_of=retry_of, user=user, unique_key=unique_key, unique_fields=unique_fields,
-                           unique_for=unique_for, unique_while=unique_while)
+                           unique_for=unique_for, unique_while=unique_while, concurrency_key=concurrency_key)
         uploads = _upload_list(files)
         if uploads:
             return self._job("POST", "/jobs", Multipart(body, uploads), headers=trace, timeout=max(self.timeout, 300))
@@ -279,11 +281,21 @@ class Client:
         raises InvalidTransition."""
         return self._job("POST", "/jobs/%s/priority" % _seg(id), {"priority": priority})
 
-    def retry(self, id, idempotency_key=None, traceparent=None, tracestate=None):
+    def retry(self, id, idempotency_key=None, traceparent=None, tracestate=None, failed_pieces=False):
         """Submits a terminal job again (a new job, ``retry_of`` = id), in a
-        trace as ``submit`` does."""
+        trace as ``submit`` does. With ``failed_pieces`` (a fan-out), the new
+        run's coordinator fans out again but only the pieces that did not
+        succeed in ``id`` are made; the others are carried over as succeeded.
+        The coordinator must fan out the same pieces in the same order (if
+        its plan differs, every piece runs). A job that did not fan out, or
+        whose pieces all succeeded, raises InvalidInput."""
         trace = tracing.headers(traceparent, tracestate)
-        body = {"idempotency_key": idempotency_key} if idempotency_key else None
+        body = {}
+        if idempotency_key:
+            body["idempotency_key"] = idempotency_key
+        if failed_pieces:
+            body["failed_pieces"] = True
+        body = body or None
         return self._job("POST", "/jobs/%s/retry" % _seg(id), body, headers=trace)
 
     def list_page(self, state=None, type=None, queue=None, namespace=None, parent=None, limit=None, cursor=None):
@@ -474,7 +486,7 @@ def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_ret
                 backoff_cap=None, jitter=None, retry_on=None, no_retry_on=None, timeout=None, queue_timeout=None,
                 max_lease_requeues=None, idempotency_key=None, priority=None, tags=None, namespace=None,
                 parent=None, retry_of=None, user=None, unique_key=None, unique_fields=None, unique_for=None,
-                unique_while=None):
+                unique_while=None, concurrency_key=None):
     """The body of POST /jobs (a submit request) from keyword options; left
     out options are left out of the body (the server's defaults apply)."""
     if not isinstance(type, str) or not type:
@@ -485,6 +497,7 @@ def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_ret
     opts = {"queue": queue, "namespace": namespace, "max_retries": max_retries, "jitter": jitter,
             "max_lease_requeues": max_lease_requeues, "idempotency_key": idempotency_key, "priority": priority,
             "parent": parent, "retry_of": retry_of, "user": user, "unique_key": unique_key,
+            "concurrency_key": concurrency_key,
             "unique_while": unique_while, "unique_for": duration(unique_for, "unique_for"),
             "delay": duration(delay, "delay"), "backoff": duration(backoff, "backoff"),
             "backoff_cap": duration(backoff_cap, "backoff_cap"), "timeout": duration(timeout, "timeout"),

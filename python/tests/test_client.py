@@ -24,7 +24,7 @@ class SubmitTest(ServerTest):
         job = c.submit(t, {"n": 1}, queue="q-opts", delay=30, max_retries=5, backoff=2, backoff_cap=60, jitter=0,
                        retry_on=["A"], no_retry_on=["B"], timeout="45s", queue_timeout=120, max_lease_requeues=2,
                        idempotency_key=key, priority=7, tags=["x", "y"], namespace="py-opts", parent=parent.id,
-                       user="ann")
+                       user="ann", concurrency_key="acct-1")
         self.assertIsInstance(job, jetflow.JobInfo)
         self.assertEqual(job.state, "scheduled")
         self.assertEqual((job.type, job.queue, job.namespace, job.payload), (t, "q-opts", "py-opts", {"n": 1}))
@@ -32,6 +32,7 @@ class SubmitTest(ServerTest):
                          (5, 2, 45, 2))
         self.assertEqual((job.priority, job.tags, job.idempotency_key, job.parent_id, job.user),
                          (7, ["x", "y"], key, parent.id, "ann"))
+        self.assertEqual(job.concurrency_key, "acct-1")
         run_at = _utc(job.run_at)
         self.assertGreaterEqual(run_at, before + datetime.timedelta(seconds=29))
         self.assertLessEqual(run_at, before + datetime.timedelta(seconds=40))

@@ -219,6 +219,8 @@ class BatchesTest(ServerTest):
         t = unique("embedf")
         bt = unique("embedfbatch")
         w = self.worker(concurrency=2)
+        runs = []
+        lock = threading.Lock()
 
         @w.task(t)
         def coordinator(job):
@@ -226,7 +228,10 @@ class BatchesTest(ServerTest):
 
         @w.batch(bt)
         def embed(batch):
-            if batch.payload == 2:
+            with lock:
+                runs.append(batch.payload)
+                first = runs.count(2) == 1
+            if batch.payload == 2 and first:
                 raise jetflow.JobError("OOM", "out of GPU memory", retryable=False)
         w.start()
         parent = c.submit(t)
@@ -234,6 +239,17 @@ class BatchesTest(ServerTest):
         self.assertEqual((d.state, d.error["code"]), ("failed", "FANOUT_FAILED"))
         self.assertEqual((d.fanout["succeeded"], d.fanout["failed"], d.fanout["cancelled"]), (2, 1, 0))
         self.assertIn("out of GPU memory", d.error["message"])
+
+        # Only the failed batch runs again; the two others are carried over.
+        again = c.retry(parent.id, failed_pieces=True)
+        self.assertEqual((again.retry_of, again.failed_pieces), (parent.id, True))
+        d2 = self.wait_done(again.id)
+        self.assertEqual((d2.state, d2.result), ("succeeded", {"total": 3, "succeeded": 3, "failed": 0, "cancelled": 0}))
+        with lock:
+            self.assertEqual(sorted(runs), [1, 2, 2, 3])
+        with self.assertRaises(jetflow.InvalidInput) as e:
+            c.retry(again.id, failed_pieces=True)  # every piece succeeded
+        self.assertIn("failed_pieces", str(e.exception))
 
 
 class HeartbeatWaitTest(ServerTest):

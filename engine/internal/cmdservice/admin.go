@@ -211,6 +211,7 @@ func (c *CommandServer) children(k *call) *cmdReply {
 type retryCommand struct {
 	ID             string `json:"id" msgpack:"id"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" msgpack:"idempotency_key,omitempty"`
+	FailedPieces   bool   `json:"failed_pieces,omitempty" msgpack:"failed_pieces,omitempty"`
 }
 
 // retry: POST /jobs/{id}/retry.
@@ -225,7 +226,7 @@ func (c *CommandServer) retry(k *call) *cmdReply {
 	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
 		return fail(err, req.ID)
 	}
-	res, err := c.store.Retry(k.ctx, req.ID, req.IdempotencyKey)
+	res, err := c.store.Retry(k.ctx, req.ID, req.IdempotencyKey, req.FailedPieces)
 	if err != nil {
 		return fail(err, req.ID)
 	}

@@ -94,7 +94,8 @@ func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
 
 // SendBatches publishes the work items of a fan-out of batches, item(0)
 // to item(n-1), pipelined; their message ids (parent-b<piece>) make a
-// repeat within the duplicate window a no-op. item's error ends it.
+// repeat within the duplicate window a no-op. item's error ends it; an
+// item of nil is not sent.
 func (s *Store) SendBatches(ctx context.Context, n int, item func(i int) (*domain.BatchItem, error)) error {
 	const window = 2048
 	futs := make([]streams.Future, 0, window)
@@ -111,6 +112,9 @@ func (s *Store) SendBatches(ctx context.Context, n int, item func(i int) (*domai
 		it, err := item(i)
 		if err != nil {
 			return err
+		}
+		if it == nil {
+			continue
 		}
 		data, err := streams.Marshal(it)
 		if err != nil {

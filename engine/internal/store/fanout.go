@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -11,6 +12,8 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
+	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of a fan-out of batches.
@@ -93,10 +96,23 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 		ctx, span = tracing.StartFanOut(ctx, tr, parent, &plan)
 		defer func() { tracing.End(span, err) }()
 	}
+	carried, err := s.carryPieces(ctx, parent, plan)
+	if err != nil {
+		return plan, err
+	}
 	if plan.Kind != domain.FanoutChildren {
-		return plan, s.sendBatches(ctx, parent, plan, f)
+		return plan, s.sendBatches(ctx, parent, plan, f, carried)
 	}
 	reqs := childRequests(parent, f.Children)
+	if len(carried) > 0 {
+		left := reqs[:0]
+		for _, r := range reqs {
+			if !carried[r.Piece] {
+				left = append(left, r)
+			}
+		}
+		reqs = left
+	}
 	const chunk = 500
 	for i := 0; i < len(reqs); i += chunk {
 		if i > 0 {
@@ -140,8 +156,54 @@ func childRequests(parent *domain.Job, children []*commands.SubmitRequest) []*co
 	return reqs
 }
 
-// sendBatches publishes the batch work items of f (SendBatches).
-func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut) error {
+// carryPieces, for a run of a fan-out that retries only the failed
+// pieces of the run it retries (Spec.FailedPieces), writes a piece.succeeded
+// for each piece that succeeded there (projections.Pieces.Carried), with
+// carried_from naming that run, and returns them: those are not made
+// again. None when the two plans differ (every piece is made). A crash
+// after it is harmless: the next attempt writes the same events again
+// (one message id each; the fan-in counter takes a piece once anyway).
+func (s *Store) carryPieces(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan) (map[int]bool, error) {
+	if !parent.Spec.FailedPieces || parent.Spec.RetryOf == "" {
+		return nil, nil
+	}
+	earlier := projections.NewPieces()
+	if err := readPieces(ctx, s.nc, parent.Spec.RetryOf, earlier, 0); err != nil {
+		return nil, fmt.Errorf("fan-out: pieces of %s, which this job retries: %w", parent.Spec.RetryOf, err)
+	}
+	carried := earlier.Carried(plan)
+	const window = 2048
+	futs := make([]streams.Future, 0, window)
+	flush := func() error {
+		for _, fut := range futs {
+			if _, err := fut.Wait(ctx); err != nil {
+				return fmt.Errorf("fan-out: carry a piece over: %w", err)
+			}
+		}
+		futs = futs[:0]
+		return nil
+	}
+	now := time.Now().UTC()
+	for n := 1; n <= plan.Total; n++ {
+		if !carried[n] {
+			continue
+		}
+		ev := &domain.Event{Type: domain.PcSucceeded, JobID: parent.ID, Time: now, Piece: n,
+			Fields: map[string]any{"carried_from": parent.Spec.RetryOf}}
+		s.stamp(ctx, ev)
+		futs = append(futs, s.PublishPiece(ev, parent.ID+"-p"+strconv.Itoa(n)+"-carried"))
+		if len(futs) == window {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return carried, flush()
+}
+
+// sendBatches publishes the batch work items of f (SendBatches) but the
+// carried ones.
+func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan, f *FanOut, carried map[int]bool) error {
 	if err := s.queues.Ensure(ctx, plan.BatchQueue); err != nil {
 		return err
 	}
@@ -160,6 +222,9 @@ func (s *Store) sendBatches(ctx context.Context, parent *domain.Job, plan domain
 	// Each batch continues the trace of the fan-out that made it.
 	tp := tracing.TraceParent(trace.SpanContextFromContext(ctx))
 	return s.SendBatches(ctx, len(f.Batches), func(i int) (*domain.BatchItem, error) {
+		if carried[i+1] {
+			return nil, nil
+		}
 		body, err := commands.CompactJSON(f.Batches[i])
 		if err != nil {
 			return nil, fmt.Errorf("batch %d payload: %w", i+1, err)

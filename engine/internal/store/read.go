@@ -189,13 +189,14 @@ func (s *Store) View(ctx context.Context, j *domain.Job) *projections.JobView {
 }
 
 // Retry submits a new job that runs terminal job id again
-// (commands.Retry), with idempotencyKey if not empty.
-func (s *Store) Retry(ctx context.Context, id, idempotencyKey string) (Submitted, error) {
+// (commands.Retry), with idempotencyKey if not empty; with failedPieces,
+// a fan-out's run that makes only the pieces that did not succeed.
+func (s *Store) Retry(ctx context.Context, id, idempotencyKey string, failedPieces bool) (Submitted, error) {
 	orig, err := s.Current(ctx, id)
 	if err != nil {
 		return Submitted{}, err
 	}
-	req, err := commands.Retry(orig.Job, idempotencyKey)
+	req, err := commands.Retry(orig.Job, idempotencyKey, failedPieces)
 	if err != nil {
 		return Submitted{}, err
 	}

@@ -78,6 +78,7 @@
       tr.dataset.state = p.state;
       var label = p.job_id ? '<a href="/jobs/' + esc(p.job_id) + '">' + p.piece + "</a>" : String(p.piece);
       var err = p.error ? (p.error.code ? "<code>" + esc(p.error.code) + "</code> " : "") + esc(p.error.message) : "";
+      if (p.carried_from) err = 'carried over from <a href="/jobs/' + esc(p.carried_from) + '">' + esc(p.carried_from) + "</a>";
       tr.innerHTML = '<td class="num">' + label + '</td><td><span class="badge st-' + esc(p.state === "unfinished" ? "queued" : p.state) +
         '">' + esc(p.state) + "</span></td><td>" + (p.time ? '<time datetime="' + esc(p.time) + '">' + esc(p.time.replace("T", " ").replace(/\.\d+Z$|Z$/, "")) + "</time>" : "") +
         '</td><td class="num">' + (p.attempt || "") + '</td><td class="emsg">' + err + "</td>";
