@@ -1,6 +1,7 @@
 package process
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +59,46 @@ func TestWorkflowSubmitCrashPoint(t *testing.T) {
 		t.Fatalf("submit again exited %d: %s", code, out)
 	}
 	s.waitDrained("default")
+	s.verify()
+}
+
+// The leading engine killed between its workflow counter's decision to
+// admit a step (its dependency succeeded) and the admission's write
+// (JETFLOW_CRASH_AT=wfadmit:decided): nothing of the admission is in the
+// log, the step stays pending; the next leader's counter rebuilds from
+// the log, admits it once, and the workflow succeeds.
+func TestWorkflowAdmitCrashPoint(t *testing.T) {
+	t.Parallel()
+	s := startOnNATS(t)
+	setup := s.startEngine("serve 1")
+	setup.Signal(t, syscall.SIGTERM) // gives up the lead at once
+	if code, sig := setup.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+		t.Fatalf("serve 1 exited with code %d, signal %v", code, sig)
+	}
+	s.worker("W", nil)
+	wf := jetflow.NewWorkflow("admit-crash")
+	wf.Step("two", "demo.echo", map[string]int{"n": 2}).After(wf.Step("one", "demo.echo", map[string]int{"n": 1}))
+	res, err := s.client.SubmitWorkflow(testkit.Ctx(t), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, two := res.Steps["one"], res.Steps["two"]
+	s.waitState(one, jetflow.Succeeded)
+	s.wantState(two, jetflow.Pending) // no engine: no counter
+
+	crashed := s.startEngineEnv("serve 2 (crash at wfadmit:decided)", []string{"JETFLOW_CRASH_AT=wfadmit:decided"})
+	wantKilled(t, crashed)
+	s.wantEvents(two, evSubmitted) // the decision died with it
+	s.wantState(two, jetflow.Pending)
+
+	s.startEngine("serve 3")
+	done := testkit.WaitTerminal(t, s.client, res.ID, 60*time.Second)
+	if done.State != jetflow.Succeeded {
+		t.Fatalf("workflow %+v", done)
+	}
+	evs := s.wantEvents(two, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
+	if pid := fmt.Sprintf("-%d", crashed.Cmd.Process.Pid); strings.HasSuffix(evs[1].Actor, pid) {
+		t.Fatalf("two admitted by %q, the engine that was killed", evs[1].Actor)
+	}
 	s.verify()
 }
