@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -32,7 +34,7 @@ type workflowBenchResult struct {
 // one before: the time from a step's end to the next one's start), or a
 // wide graph in layers (each step after two of the layer before: steps/s,
 // to compare with plain jobs/s at the same --workers).
-func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, queue, shape string, n, layers, workers int, storage string) int {
+func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, queue, shape string, n, layers, workers int, storage, cpuprofile string) int {
 	const stepType = "bench.step"
 	type span struct{ start, end time.Time }
 	var mu sync.Mutex
@@ -69,6 +71,11 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 			if k2 := (k + 1) % per; k2 != k {
 				steps[i].After(steps[layer0+k2])
 			}
+		}
+	}
+	if cpuprofile != "" {
+		if f, err := os.Create(cpuprofile); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
 	cpu0, t0 := cpuTime(), time.Now()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -559,8 +560,9 @@ func cmdCancel(c *cli, args []string) int {
 
 func cmdEvents(c *cli, args []string) int {
 	fs := c.clientFlags()
-	var follow bool
+	var follow, steps bool
 	fs.BoolVar(&follow, "follow", false, "keep printing new events until the job is terminal")
+	fs.BoolVar(&steps, "steps", true, "a workflow: its steps' events too, in log order, each after its step's name (--steps=false: the workflow's own)")
 	ns := c.namespaceFlag("only a job of this namespace (another's is not found)")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !c.checkNamespace(*ns) {
@@ -587,8 +589,16 @@ func cmdEvents(c *cli, args []string) int {
 		} else {
 			var evs []*jetflow.EventInfo
 			if evs, err = cl.Events(ctx, pos[0]); err == nil {
-				for _, e := range evs {
-					_ = print(e)
+				var named []stepEvent
+				if steps {
+					named, err = workflowEvents(ctx, cl, pos[0], evs)
+				}
+				if err == nil && named != nil {
+					c.printStepEvents(named)
+				} else if err == nil {
+					for _, e := range evs {
+						_ = print(e)
+					}
 				}
 			}
 		}
@@ -597,6 +607,66 @@ func cmdEvents(c *cli, args []string) int {
 		}
 		return exitOK
 	})
+}
+
+// stepEvent is an event of a workflow or of one of its steps (Step: its
+// name; "" for the workflow's own).
+type stepEvent struct {
+	Step string `json:"step,omitempty"`
+	*jetflow.EventInfo
+}
+
+// workflowEvents are the events of workflow id (evs, its own) and of its
+// steps, in log order (one stream: its sequence orders them); nil when id
+// is not a workflow.
+func workflowEvents(ctx context.Context, cl *jetflow.Client, id string, evs []*jetflow.EventInfo) ([]stepEvent, error) {
+	wf, err := cl.GetWorkflow(ctx, id)
+	if errors.Is(err, jetflow.ErrNotFound) {
+		return nil, nil // not a workflow
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]stepEvent, 0, len(evs)+4*len(wf.Steps))
+	for _, e := range evs {
+		out = append(out, stepEvent{EventInfo: e})
+	}
+	for _, s := range wf.Steps {
+		if s.ID == "" || s.Status == "missing" {
+			continue
+		}
+		sevs, err := cl.Events(ctx, s.ID)
+		if errors.Is(err, jetflow.ErrNotFound) {
+			continue // purged
+		}
+		if err != nil {
+			return nil, fmt.Errorf("events of step %s: %w", s.Name, err)
+		}
+		for _, e := range sevs {
+			out = append(out, stepEvent{Step: s.Name, EventInfo: e})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+func (c *cli) printStepEvents(evs []stepEvent) {
+	width := len("workflow")
+	for _, e := range evs {
+		width = max(width, len(e.Step))
+	}
+	for _, e := range evs {
+		if c.json {
+			b, _ := json.Marshal(e)
+			fmt.Fprintln(c.out, string(b))
+			continue
+		}
+		name := e.Step
+		if name == "" {
+			name = "workflow"
+		}
+		fmt.Fprintf(c.out, "%-*s  %s\n", width, name, formatEvent(e.EventInfo))
+	}
 }
 
 func formatEvent(e *jetflow.EventInfo) string {

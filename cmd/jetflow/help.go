@@ -103,7 +103,10 @@ most recently moved first, with --namespace, --queue, --type, --state and --limi
 		usage:    "tree ID [--max N] [flags]",
 		examples: []string{"tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "tree 01JD3K2Q4V8ZB7R1X9C0M5T6NA --max 10 --json"}},
 	{name: "events", group: "Jobs", summary: "a job's history, from the event log",
-		usage:    "events ID [--follow] [flags]",
+		usage: "events ID [--follow] [--steps=false] [flags]",
+		details: `A workflow's events come with its steps' (not with --follow), in log order, each line
+after its step's name ("workflow" for its own; --json adds "step"); --steps=false prints
+the workflow's own only.`,
 		examples: []string{"events 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --follow", "events 01JD3K2Q4V8ZB7R1X9C0M5T6NA --json"}},
 	{name: "tail", group: "Jobs", summary: "follow every job's events live, with filters",
 		usage: "tail [--namespace NS] [--queue Q] [--type T] [--since D] [--count N] [flags]",
@@ -130,16 +133,18 @@ in ID is carried over as succeeded instead of being made again. The coordinator 
 fan out the same pieces in the same order; if its plan differs, every piece runs.`,
 		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1",
 			"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --failed-pieces --wait"}},
-	{name: "bulk", group: "Jobs", summary: "retry or cancel every job a filter selects",
-		usage: "bulk retry|cancel [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
+	{name: "bulk", group: "Jobs", summary: "retry, cancel or purge every job a filter selects",
+		usage: "bulk retry|cancel|purge [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
 		details: `Selects the jobs as ls does (every page, at most 100000: narrow the filter for more),
 says how many and asks for confirmation on a terminal (--yes without one), then changes
-them 8 at once with a progress line: each a job's ordinary cancel or retry (a new job with
-retry_of), an event naming the caller. Skipped: a cancel of a finished job, a retry of a
-job not finished or retried already. Exit 1 if a change failed. --json prints
+them 8 at once with a progress line: each a job's ordinary cancel, retry (a new job with
+retry_of) or purge (with its children; an admin token), an event naming the caller.
+Skipped: a cancel of a finished job, a retry of a job not finished or retried already, a
+purge of a job not finished. Exit 1 if a change failed. --json prints
 {"action", "matched", "changed", "skipped", "failed", "errors"}. Purge by age: jetflow purge.`,
 		examples: []string{"bulk retry --state failed --error-code TIMEOUT --since 1h --dry-run", "bulk retry --state failed --queue emails --yes",
-			`bulk cancel --state queued --type report.build --reason "bad deploy" --yes`}},
+			`bulk cancel --state queued --type report.build --reason "bad deploy" --yes`,
+			`bulk purge --state failed --type demo.fail --reason "test data" --yes`}},
 	{name: "download", group: "Jobs", summary: "download a job's result archive (a zip)",
 		usage:    "download ID [-o FILE] [--wait] [flags]",
 		examples: []string{"download 01JD3K2Q4V8ZB7R1X9C0M5T6NA", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o out.zip --wait", "download 01JD3K2Q4V8ZB7R1X9C0M5T6NA -o - | unzip -l /dev/stdin"}},

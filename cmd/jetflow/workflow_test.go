@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,6 +49,34 @@ steps:
 	if code != exitOK || json.Unmarshal([]byte(out), &info) != nil || info.State != jetflow.Succeeded || len(info.Steps) != 3 ||
 		info.Counts["succeeded"] != 3 {
 		t.Fatalf("workflow get --json: exit %d\n%s", code, out)
+	}
+	// events on a workflow: its own and its steps', in log order, each
+	// named; --steps=false: its own only.
+	out, _, code = e.jetflow("events", id)
+	evLines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(evLines) < 12 || !strings.HasPrefix(evLines[0], "workflow  ") || !strings.Contains(evLines[0], "job.submitted") ||
+		!strings.HasPrefix(evLines[len(evLines)-1], "workflow  ") || !strings.Contains(evLines[len(evLines)-1], "job.succeeded") {
+		t.Fatalf("events of the workflow: exit %d\n%s", code, out)
+	}
+	seen := map[string]int{}
+	last := -1
+	for _, l := range evLines {
+		f := strings.Fields(l)
+		seen[f[0]+" "+f[3]]++
+		seq, err := strconv.Atoi(strings.TrimPrefix(f[2], "#"))
+		if err != nil || seq <= last {
+			t.Fatalf("not in log order at %q:\n%s", l, out)
+		}
+		last = seq
+	}
+	for _, want := range []string{"first job.started", "first job.succeeded", "second job.admitted", "second job.succeeded", "third job.admitted", "third job.succeeded"} {
+		if seen[want] != 1 {
+			t.Fatalf("%q %d times in:\n%s", want, seen[want], out)
+		}
+	}
+	out, _, code = e.jetflow("events", id, "--steps=false")
+	if code != exitOK || strings.Contains(out, "first") || !strings.Contains(out, "job.waiting") {
+		t.Fatalf("events --steps=false: exit %d\n%s", code, out)
 	}
 	out, _, code = e.jetflow("workflow", "submit", yml, "--key", "cli-1")
 	if code != exitOK || !strings.HasPrefix(out, id+"\tsucceeded\texists, 3 steps") {
