@@ -330,6 +330,18 @@ func TestEveryMethodBothClients(t *testing.T) {
 		t.Errorf("RetryFailedPieces refused with %+v", p)
 	}
 
+	// PurgeJob of a finished job: purged, and then not found.
+	dpj, kpj := each(e, func(cl *jetflow.Client, who string) []any {
+		id := map[string]string{"d": dr.ID, "k": kr.ID}[who]
+		n := must(cl.PurgeJob(ctx, id, "done with it"))(t)
+		_, err := cl.Get(ctx, id)
+		return []any{n, errors.Is(err, jetflow.ErrNotFound)}
+	})
+	if fmt.Sprint(dpj) != "[1 true]" {
+		t.Errorf("PurgeJob: %v", dpj)
+	}
+	same(t, "PurgeJob", dpj, kpj)
+
 	// List: the same jobs, in the same order.
 	dl, kl := each(e, func(cl *jetflow.Client, who string) []string {
 		var ids []string
@@ -590,6 +602,8 @@ func TestEveryMethodBothClients(t *testing.T) {
 		{"Children of no job", func(cl *jetflow.Client) error { _, err := cl.Children(ctx, unknown); return err }, jetflow.ErrNotFound},
 		{"Retry of a job not ended", func(cl *jetflow.Client) error { _, err := cl.Retry(ctx, ds.Job.ID, ""); return err }, jetflow.ErrInvalidTransition},
 		{"Retry of no job", func(cl *jetflow.Client) error { _, err := cl.Retry(ctx, unknown, ""); return err }, jetflow.ErrNotFound},
+		{"PurgeJob of a job not ended", func(cl *jetflow.Client) error { _, err := cl.PurgeJob(ctx, ds.Job.ID, ""); return err }, jetflow.ErrInvalidTransition},
+		{"PurgeJob of no job", func(cl *jetflow.Client) error { _, err := cl.PurgeJob(ctx, unknown, ""); return err }, jetflow.ErrNotFound},
 		{"Type never registered", func(cl *jetflow.Client) error { _, err := cl.Type(ctx, "ns1:cat:nothing"); return err }, jetflow.ErrNotFound},
 		{"RegisterType with another schema", func(cl *jetflow.Client) error {
 			_, _, err := cl.RegisterType(ctx, "ns1:cat:t-d", json.RawMessage(`{"type":"string"}`), "")

@@ -49,6 +49,7 @@ type backend interface {
 	tokens(ctx context.Context) ([]*projections.TokenView, error)
 	revokeToken(ctx context.Context, id string) (*projections.TokenView, error)
 	purge(ctx context.Context, opts PurgeOptions) ([]string, int, error)
+	purgeJob(ctx context.Context, id, reason string) (int, error)
 	openInput(ctx context.Context, jobID string, f domain.FileRef) (io.ReadCloser, error)
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
@@ -295,6 +296,10 @@ func (d direct) purge(ctx context.Context, opts PurgeOptions) (ids []string, pur
 		}
 		end, after = page.LastEnd, page.LastID
 	}
+}
+
+func (d direct) purgeJob(ctx context.Context, id, reason string) (int, error) {
+	return d.store.Purge(ctx, id, reason)
 }
 
 // sendWithFiles stores a request's uploads under the job's id, then

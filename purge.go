@@ -14,6 +14,24 @@ type PurgeOptions struct {
 	DryRun    bool          // list them, purge nothing
 }
 
+// PurgeJob purges one finished job and its children now, whatever its
+// namespace's retention: a job.purged event, then its record, files and
+// schedule are deleted (its events stay in the log until the events
+// retention). It returns how many jobs were purged (the job and its
+// children). A job that is not finished, or has a child that is not, is
+// refused with ErrInvalidTransition; an unknown one with ErrNotFound. A
+// token client needs an admin token. reason "" is "purged on request".
+func (c *Client) PurgeJob(ctx context.Context, id, reason string) (purged int, err error) {
+	if err := commands.CheckReason("reason", reason); err != nil {
+		return 0, publicErr(err)
+	}
+	if reason == "" {
+		reason = commands.DefaultPurgeReason
+	}
+	n, err := c.b.purgeJob(ctx, id, reason)
+	return n, publicErr(err)
+}
+
 // Purge purges terminal jobs that finished more than OlderThan ago (a
 // parent with its children; a parent with a child still running is left),
 // whatever their namespace's retention, and returns the ids of the jobs

@@ -229,6 +229,14 @@ func (c command) revokeToken(ctx context.Context, id string) (*projections.Token
 	return out.Token, nil
 }
 
+func (c command) purgeJob(ctx context.Context, id, reason string) (int, error) {
+	var out struct {
+		Purged int `json:"purged"`
+	}
+	err := c.call(ctx, "purge_job", map[string]string{"id": id, "reason": reason}, &out, 2*time.Minute)
+	return out.Purged, err
+}
+
 // purge purges page after page (each the engine's PurgePage).
 func (c command) purge(ctx context.Context, opts PurgeOptions) (ids []string, purged int, err error) {
 	cursor := ""

@@ -27,6 +27,7 @@ var verbActionsMore = map[string]Action{
 	"verify":        ActAdmin,        // replay --verify: every namespace's jobs
 	"replay":        ActAdmin,        // replay: every namespace's jobs
 	"purge":         ActAdmin,        // purge --older-than: every namespace's jobs
+	"purge_job":     ActAdmin,        // POST /jobs/{id}/purge
 	"type.register": ActRegisterType, // PUT /types/{scope}/{category}/{name}
 	"type.get":      ActRead,         // GET /types/{scope}/{category}/{name}
 	"types":         ActRead,         // GET /types

@@ -32,6 +32,10 @@ func (e *GoneError) Error() string {
 // Is makes errors.Is(err, ErrGone) and errors.Is(err, ErrNotFound) hold.
 func (e *GoneError) Is(target error) bool { return target == ErrGone || target == ErrNotFound }
 
+// DefaultPurgeReason is the reason of one job's purge asked for without
+// one (POST /jobs/{id}/purge, purge_job).
+const DefaultPurgeReason = "purged on request"
+
 // PurgeError is a refused purge: the job is not finished, or a child of it
 // is not.
 type PurgeError struct {

@@ -150,6 +150,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"GET", "/api/v1/jobs/" + A + "/inputs/in.txt?worker_id=" + wkB, nil, [7]int{401, 401, 409, 403, 404, 403, 403}},
 		{"PUT", "/api/v1/jobs/" + A + "/result?worker_id=" + wkA, func() any { return "zip" }, [7]int{401, 401, 409, 403, 409, 403, 403}},
 		{"POST", "/api/v1/jobs/" + T + "/retry", func() any { return map[string]any{} }, [7]int{401, 401, 201, 201, 403, 403, 404}},
+		{"POST", "/api/v1/jobs/" + A + "/purge", func() any { return map[string]any{} }, [7]int{401, 401, 409, 403, 403, 403, 403}},
 		{"PATCH", "/api/v1/jobs/" + A, func() any { return map[string]any{"worker_id": wkA, "state": "running"} }, [7]int{401, 401, 409, 403, 409, 403, 403}},
 		{"POST", "/api/v1/jobs/" + A + "/cancel", func() any { return map[string]any{"reason": "r"} }, [7]int{401, 401, 200, 200, 403, 403, 404}},
 		{"DELETE", "/api/v1/jobs/" + B, nil, [7]int{401, 401, 200, 404, 403, 403, 200}},

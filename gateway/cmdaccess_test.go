@@ -175,6 +175,8 @@ func TestEveryVerbEveryRole(t *testing.T) {
 		{"retry", fixed(map[string]any{"id": T}), plain("POST", "/api/v1/jobs/"+T+"/retry", map[string]any{}), [7]int{401, 401, 200, 200, 403, 403, 404}},
 		{"reprioritize", fixed(map[string]any{"id": A, "priority": 7}), plain("POST", "/api/v1/jobs/"+A+"/priority", map[string]any{"priority": 7}), [7]int{401, 401, 200, 200, 403, 403, 404}},
 		{"reprioritize", fixed(map[string]any{"id": B, "priority": 7}), plain("POST", "/api/v1/jobs/"+B+"/priority", map[string]any{"priority": 7}), [7]int{401, 401, 200, 404, 403, 403, 200}},
+		{"purge_job", fixed(map[string]any{"id": A}), plain("POST", "/api/v1/jobs/"+A+"/purge", map[string]any{}), [7]int{401, 401, 409, 403, 403, 403, 403}},
+		{"purge_job", fixed(map[string]any{"id": B}), plain("POST", "/api/v1/jobs/"+B+"/purge", map[string]any{}), [7]int{401, 401, 409, 403, 403, 403, 403}},
 		{"queues", fixed(map[string]any{}), plain("GET", "/api/v1/queues", nil), [7]int{401, 401, 200, 200, 403, 200, 200}},
 		{"queue.pause", fixed(map[string]any{"queue": "default"}), plain("POST", "/api/v1/queues/default/pause", nil), [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"queue.resume", fixed(map[string]any{"queue": "default"}), plain("POST", "/api/v1/queues/default/resume", nil), [7]int{401, 401, 200, 403, 403, 403, 403}},

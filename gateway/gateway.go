@@ -339,6 +339,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/jobs/{id}/cancel", methods{"POST": g.jobAct(commands.ActCancel, g.cancelJob)})
 	route(mux, v1+"/jobs/{id}/retry", methods{"POST": g.jobAct(commands.ActRetry, g.retryJob)})
 	route(mux, v1+"/jobs/{id}/priority", methods{"POST": g.jobAct(commands.ActSubmit, g.reprioritizeJob)})
+	route(mux, v1+"/jobs/{id}/purge", methods{"POST": g.jobAct(commands.ActAdmin, g.purgeJob)})
 	route(mux, v1+"/jobs/{id}/children", methods{"GET": g.jobAct(read, g.listChildren)})
 	route(mux, v1+"/jobs/{id}/events", methods{"GET": g.jobAct(read, g.jobEvents)})
 	route(mux, v1+"/jobs/{id}/files", methods{"GET": g.jobAct(read, g.listFiles)})

@@ -242,6 +242,36 @@ func (g *Gateway) retryJob(w http.ResponseWriter, r *http.Request) {
 	g.created(w, r, res, err, id)
 }
 
+// POST /jobs/{id}/purge: {"reason": "..."} (optional). The job and its
+// children are purged (job.purged; records, files, schedule deleted; the
+// events stay in the log); a job not finished, or with a child that is
+// not, is refused (invalid-transition).
+func (g *Gateway) purgeJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	var req cancelRequest
+	if err := g.readJSON(w, r, &req, true); err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	if err := commands.CheckReason("reason", req.Reason); err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	if req.Reason == "" {
+		req.Reason = commands.DefaultPurgeReason
+	}
+	n, err := g.store.Purge(r.Context(), id, req.Reason)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "purged": n})
+}
+
 // POST /jobs/{id}/priority: {"priority": N} for a job that has not
 // started (job.reprioritized).
 func (g *Gateway) reprioritizeJob(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,10 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 		{"retry unknown id", "POST", "/api/v1/jobs/" + unknown + "/retry", "retry", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
 		{"retry of a job not ended", "POST", "/api/v1/jobs/" + id + "/retry", "retry", `{"id":"` + id + `"}`, engine.ProblemInvalidTransition, ""},
 		{"retry unknown field", "POST", "/api/v1/jobs/" + ended + "/retry", "retry", `{"id":"` + ended + `","bogus":1}`, problemMalformedRequest, ""},
+		{"purge malformed id", "POST", "/api/v1/jobs/nope/purge", "purge_job", `{"id":"nope"}`, engine.ProblemNotFound, ""},
+		{"purge unknown id", "POST", "/api/v1/jobs/" + unknown + "/purge", "purge_job", `{"id":"` + unknown + `"}`, engine.ProblemNotFound, ""},
+		{"purge not finished", "POST", "/api/v1/jobs/" + id + "/purge", "purge_job", `{"id":"` + id + `"}`, engine.ProblemInvalidTransition, ""},
+		{"purge reason too long", "POST", "/api/v1/jobs/" + id + "/purge", "purge_job", `{"id":"` + id + `","reason":"` + strings.Repeat("r", 1025) + `"}`, engine.ProblemInvalidInput, "reason"},
 		{"priority malformed id", "POST", "/api/v1/jobs/nope/priority", "reprioritize", `{"id":"nope","priority":1}`, engine.ProblemNotFound, ""},
 		{"priority unknown id", "POST", "/api/v1/jobs/" + unknown + "/priority", "reprioritize", `{"id":"` + unknown + `","priority":1}`, engine.ProblemNotFound, ""},
 		{"priority out of range", "POST", "/api/v1/jobs/" + id + "/priority", "reprioritize", `{"id":"` + id + `","priority":1001}`, engine.ProblemInvalidInput, "priority"},
@@ -150,5 +154,5 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 
 // inPath are the fields of a command that its HTTP route has in its path
 // (or query), not in its body.
-var inPath = map[string][]string{"cancel": {"id"}, "retry": {"id"}, "reprioritize": {"id"}, "queue.pause": {"queue"}, "queue.limits": {"queue"},
+var inPath = map[string][]string{"cancel": {"id"}, "retry": {"id"}, "reprioritize": {"id"}, "purge_job": {"id"}, "queue.pause": {"queue"}, "queue.limits": {"queue"},
 	"type.register": {"type"}, "namespace.set": {"namespace"}, "token.revoke": {"id"}, "file.result": {"id", "worker_id", "offset", "data"}}

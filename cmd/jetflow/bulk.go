@@ -12,10 +12,10 @@ import (
 	"github.com/jetflow/jetflow"
 )
 
-// Bulk actions from the command line: retry or cancel every job a list's
-// filter selects, as POST /api/v1/jobs/bulk does over HTTP. Each job's
-// change is the ordinary one (its cancel; its retry, a new job with
-// retry_of), an event naming the caller.
+// Bulk actions from the command line: retry, cancel or purge every job a
+// list's filter selects, as POST /api/v1/jobs/bulk does over HTTP. Each
+// job's change is the ordinary one (its cancel; its retry, a new job with
+// retry_of; its purge, with its children), an event naming the caller.
 const (
 	maxBulkJobs    = 100_000 // jobs one bulk action may select (the HTTP API's bound)
 	bulkWorkers    = 8       // jobs changed at once
@@ -29,8 +29,8 @@ type bulkResult struct {
 	Action  string   `json:"action"`
 	DryRun  bool     `json:"dry_run,omitempty"`
 	Matched int      `json:"matched"` // jobs the filter selected
-	Changed int      `json:"changed"` // cancelled or retried
-	Skipped int      `json:"skipped"` // not applicable: a cancel of a finished job, a retry of one not finished or retried already
+	Changed int      `json:"changed"` // cancelled, retried or purged
+	Skipped int      `json:"skipped"` // not applicable: a cancel of a finished job, a retry of one not finished or retried already, a purge of one not finished (or gone already)
 	Failed  int      `json:"failed"`  // refused for another reason (Errors)
 	Errors  []string `json:"errors,omitempty"`
 }
@@ -41,19 +41,19 @@ func cmdBulk(c *cli, args []string) int {
 	filter := c.filterFlags(&f)
 	dry := fs.Bool("dry-run", false, "say how many jobs the filter selects; change nothing")
 	yes := fs.Bool("yes", false, "do not ask for confirmation (needed without a terminal)")
-	reason := fs.String("reason", "", "why (recorded in each cancel's event)")
+	reason := fs.String("reason", "", "why (recorded in each cancel's or purge's event)")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !filter() {
 		return exitUsage
 	}
 	action := pos[0]
-	if action != "retry" && action != "cancel" {
-		c.reportAs(problemUsage("action"), "%q: want retry or cancel (purge by age: jetflow purge --older-than)", action)
+	if action != "retry" && action != "cancel" && action != "purge" {
+		c.reportAs(problemUsage("action"), "%q: want retry, cancel or purge", action)
 		return exitUsage
 	}
 	if !c.checkFlags(when("reason", len(*reason) > jetflow.MaxReasonBytes,
 		fmt.Sprintf("%d bytes: at most %d", len(*reason), jetflow.MaxReasonBytes)),
-		when("reason", *reason != "" && action == "retry", "only a cancel has a reason")) {
+		when("reason", *reason != "" && action == "retry", "only a cancel or a purge has a reason")) {
 		return exitUsage
 	}
 	if code, ok := c.checkListFilter(f); !ok {
@@ -190,6 +190,15 @@ func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, 
 // to it as it is), or an error.
 func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.JobInfo, reason string, retried map[string]bool) (changed, skipped bool, err error) {
 	switch action {
+	case "purge":
+		if !j.State.Terminal() {
+			return false, true, nil
+		}
+		_, err := cl.PurgeJob(ctx, j.ID, reason)
+		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) {
+			return false, true, nil // a child not finished, or purged with its parent meanwhile
+		}
+		return err == nil, false, err
 	case "cancel":
 		if j.State.Terminal() {
 			return false, true, nil

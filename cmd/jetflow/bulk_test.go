@@ -102,4 +102,24 @@ func TestCLIBulk(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "cancel: 2 selected, 0 changed, 2 skipped, 0 failed") {
 		t.Fatalf("cancel again: %d %q %s", code, out, errs)
 	}
+
+	// Purge: the cancelled jobs of queue held and a queued one (skipped:
+	// not finished); their records are gone, their events stay.
+	if _, errs, code := e.jetflow("submit", "demo.echo", `{}`, "--queue", "held"); code != exitOK {
+		t.Fatalf("submit held: %d %s", code, errs)
+	}
+	out, errs, code = e.jetflow("bulk", "purge", "--queue", "held", "--reason", "test data", "--yes")
+	if code != exitOK || !strings.Contains(out, "purge: 3 selected, 2 changed, 1 skipped, 0 failed") {
+		t.Fatalf("purge: %d %q %s", code, out, errs)
+	}
+	for _, j := range l.Jobs {
+		// The answer is the job.purged event's: when, and why.
+		if _, errs, code := e.jetflow("get", j.ID); code == exitOK || !strings.Contains(errs, "purged at") || !strings.Contains(errs, "(test data)") {
+			t.Fatalf("get of a purged job: %d %s", code, errs)
+		}
+	}
+	out, _, _ = e.jetflow("ls", "--queue", "held", "--json")
+	if json.Unmarshal([]byte(out), &l) != nil || len(l.Jobs) != 1 {
+		t.Fatalf("left in held: %q", out)
+	}
 }

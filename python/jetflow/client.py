@@ -250,6 +250,14 @@ class Client:
         returned unchanged."""
         return self._job("POST", "/jobs/%s/cancel" % _seg(id), {"reason": reason} if reason else None)
 
+    def purge_job(self, id, reason=None):
+        """Purges a finished job and its children now (``job.purged``; the
+        records and files are deleted, the events stay in the log) and
+        returns how many jobs were purged. A job that is not finished raises
+        InvalidTransition. Needs an admin token under access control."""
+        body = {"reason": reason} if reason else None
+        return self.request("POST", "/jobs/%s/purge" % _seg(id), body).get("purged", 0)
+
     def submit_workflow(self, steps, name=None, idempotency_key=None, on_failure=None, namespace=None):
         """Submits a workflow (docs/workflows.md): ``steps`` is a list of
         dicts, each ``{"name", "type", "payload", "depends_on": [names],

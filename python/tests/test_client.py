@@ -156,6 +156,14 @@ class ReadTest(ServerTest):
         self.assertEqual(k1.id, k2.id)
         with self.assertRaises(jetflow.NotFound):
             c.cancel(FAKE_JOB)
+        # Purge: a queued job is refused; the cancelled one is gone (the
+        # answer names the purge's reason).
+        with self.assertRaises(jetflow.InvalidTransition):
+            c.purge_job(again.id)
+        self.assertEqual(c.purge_job(job.id, reason="test data"), 1)
+        with self.assertRaises(jetflow.Gone) as gone:
+            c.get(job.id)
+        self.assertIn("test data", str(gone.exception))
 
     def test_reprioritize(self):
         c = self.client

@@ -97,6 +97,7 @@ var moreVerbs = map[string]verbHandler{
 	"replay":        (*CommandServer).replay,
 	"list_at":       (*CommandServer).listAt,
 	"purge":         (*CommandServer).purge,
+	"purge_job":     (*CommandServer).purgeJob,
 	"type.register": (*CommandServer).registerType,
 	"type.get":      (*CommandServer).getType,
 	"types":         (*CommandServer).types,
@@ -565,6 +566,44 @@ func (c *CommandServer) purge(k *call) *cmdReply {
 		out.NextCursor = EncodeCursor(page.LastEnd, page.LastID)
 	}
 	return &cmdReply{Body: out}
+}
+
+type purgeJobCommand struct {
+	ID     string `json:"id" msgpack:"id"`
+	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// purgeJobReply is the answer of purge_job: the jobs purged (the job and
+// its children).
+type purgeJobReply struct {
+	ID     string `json:"id"`
+	Purged int    `json:"purged"`
+}
+
+// purgeJob: POST /jobs/{id}/purge. A job that is not finished (or has a
+// child that is not) is refused, invalid-transition.
+func (c *CommandServer) purgeJob(k *call) *cmdReply {
+	var req purgeJobCommand
+	if r := k.decode(&req); r != nil {
+		return r
+	}
+	if err := knownID(req.ID); err != nil {
+		return fail(err, req.ID)
+	}
+	if err := commands.CheckReason("reason", req.Reason); err != nil {
+		return fail(err, req.ID)
+	}
+	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
+		return fail(err, req.ID)
+	}
+	if req.Reason == "" {
+		req.Reason = commands.DefaultPurgeReason
+	}
+	n, err := c.store.Purge(k.ctx, req.ID, req.Reason)
+	if err != nil {
+		return fail(err, req.ID)
+	}
+	return &cmdReply{Body: &purgeJobReply{ID: req.ID, Purged: n}}
 }
 
 // --- types and namespaces ---
