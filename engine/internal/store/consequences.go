@@ -372,6 +372,96 @@ func CountPieces(ctx context.Context, nc *nats.Conn, parent string, upTo uint64)
 	return p.Counts, nil
 }
 
+// parentState is the state of job id as the log says it is, without its
+// record decoded whole (a workflow's record holds its graph, and every
+// step's claim asks): the state and event sequence it was last seen at
+// (parentHeads; the first time, the record's head, streams.DecodeJobHead),
+// moved by the transitions of the events past it, read by their heads (a
+// writer's append is ahead of its record for a moment; a fan-in's counts
+// are no transition). ok is false when they do not tell (no record, a
+// purge, a thousand events past): Current then reads it whole.
+func (s *Store) parentState(ctx context.Context, id string) (state domain.State, ok bool) {
+	h, known := s.parents.get(id)
+	if !known {
+		e, err := s.jobs.kv.Get(ctx, id)
+		if err != nil {
+			return "", false
+		}
+		head, err := streams.DecodeJobHead(e.Value())
+		if err != nil {
+			return "", false
+		}
+		h = parentHead{subject: streams.JobSubject(head), state: head.State, seq: head.Seq}
+	}
+	m, err := s.lastMsg(ctx, h.subject)
+	switch {
+	case err != nil:
+		return "", false
+	case m == nil || m.Sequence <= h.seq:
+		s.parents.put(id, h)
+		return h.state, true
+	}
+	var ev domain.Event
+	last := h.seq
+	err = streams.ReadRange(ctx, s.nc, streams.EventsStream, h.subject, h.seq+1, m.Sequence, 1000, func(seq uint64, data []byte) error {
+		if err := streams.DecodeEventHead(data, &ev); err != nil {
+			return err
+		}
+		if ev.Type == domain.EvPurged {
+			return errPurged
+		}
+		if ev.To != "" {
+			h.state = ev.To
+		}
+		last = seq
+		return nil
+	})
+	if err != nil || last != m.Sequence {
+		return "", false
+	}
+	h.seq = last
+	s.parents.put(id, h)
+	return h.state, true
+}
+
+var errPurged = errors.New("purged")
+
+// parentHead is a parent job as parentState last saw it.
+type parentHead struct {
+	subject string
+	state   domain.State
+	seq     uint64 // the last event of the subject folded into state
+}
+
+// parentHeads are the parents asked about lately (ParentEnded): at most
+// maxParentHeads, forgotten all at once past that.
+type parentHeads struct {
+	mu sync.Mutex
+	m  map[string]parentHead
+}
+
+const maxParentHeads = 4096
+
+func (p *parentHeads) get(id string) (parentHead, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.m[id]
+	return h, ok
+}
+
+// put keeps h unless a later look is kept already.
+func (p *parentHeads) put(id string, h parentHead) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.m[id]; ok && old.seq > h.seq {
+		return
+	}
+	if p.m == nil || len(p.m) >= maxParentHeads {
+		p.m = make(map[string]parentHead)
+	}
+	p.m[id] = h
+}
+
 // ErrParentGone: a child's parent ended (or is gone), so the child must
 // not run.
 var ErrParentGone = errors.New("parent job is no longer running")
@@ -384,6 +474,9 @@ var ErrParentGone = errors.New("parent job is no longer running")
 func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 	if j.Spec.Parent == "" {
 		return false
+	}
+	if st, ok := s.parentState(ctx, j.Spec.Parent); ok {
+		return commands.ChildBlocked(&domain.Job{State: st})
 	}
 	p, err := s.Current(ctx, j.Spec.Parent)
 	if err != nil {

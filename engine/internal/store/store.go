@@ -69,7 +69,8 @@ type Store struct {
 	kindsMu sync.Mutex
 	kinds   []repairer // the aggregates of registry records, for Repair
 
-	cascading sync.Map // parent id -> struct{}: cascades in flight in this process
+	cascading sync.Map    // parent id -> struct{}: cascades in flight in this process
+	parents   parentHeads // parents' states as ParentEnded last saw them
 
 	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
 
