@@ -80,6 +80,7 @@ func parseTemplates() map[string]*template.Template {
 		},
 		"terminal":  func(s domain.State) bool { return s.Terminal() },
 		"unstarted": commands.Reprioritizable,
+		"workflow":  func(jobType string) bool { return jobType == domain.WorkflowType },
 		// A progress bar is shown while the job can still move: the last
 		// report of a finished job (50% of a job that then succeeded) is
 		// stale. app.js's showProgress is the same rule.

@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/projections"
 )
 
 // TestOperatorPagesInBrowser drives the operator's pages in headless
@@ -151,4 +156,65 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	b.run("not shown while paused", chromedp.WaitNotPresent(`#jobs tr[data-id="`+held.ID+`"]`))
 	shot(t, b.ctx, "paused")
 	b.run("resume", chromedp.Click(`#live-pause`), chromedp.WaitVisible(`#jobs tr[data-id="`+held.ID+`"]`), chromedp.WaitVisible(`#live.on`))
+}
+
+// A workflow's page draws its steps as a graph, a column per layer, a line
+// per dependency, each step in its status and linking to its job, and
+// follows them live until the workflow ends.
+func TestWorkflowGraphInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	e.failingWorker()
+	body := `{"name":"graph","steps":[
+		{"name":"a","type":"op.later"},
+		{"name":"b","type":"op.ok","depends_on":["a"]},
+		{"name":"c","type":"op.ok","depends_on":["a"]},
+		{"name":"d","type":"op.fail","depends_on":["b","c"],"max_retries":0}]}`
+	var c projections.WorkflowCreated
+	e.do("POST", "/api/v1/workflows", body).want(t, http.StatusCreated).json(t, &c)
+
+	b := openBrowser(t, e, exe)
+	b.run("the workflow's page", chromedp.Navigate(e.ts.URL+"/jobs/"+c.ID),
+		chromedp.WaitVisible(`#wf-graph .wf-step[data-step="a"][data-status="queued"]`))
+	if n := b.text(`#wf-graph .wf-step[data-step="d"] .wf-status`); n != "pending" {
+		t.Fatalf("d is %q", n)
+	}
+	// a's worker comes: the page follows the steps to the workflow's end.
+	cl, err := jetflow.NewClient(e.ctx, testkit.Conn(t, e.srv), jetflow.ClientOptions{Name: "later", Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jetflow.NewWorker(cl, jetflow.WorkerConfig{Logger: testkit.Logger(t), ShutdownGrace: time.Second})
+	w.Handle("op.later", jetflow.HandlerFunc(func(context.Context, *jetflow.RawJob) (json.RawMessage, error) { return json.RawMessage(`1`), nil }))
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	b.run("live to the end", chromedp.WaitVisible(`#workflow[data-state="failed"]`),
+		chromedp.WaitVisible(`#wf-graph .wf-step[data-step="d"][data-status="failed"]`))
+	for _, s := range []string{"a", "b", "c"} {
+		if st := b.text(`#wf-graph .wf-step[data-step="` + s + `"] .wf-status`); st != "succeeded" {
+			t.Fatalf("step %s is %q", s, st)
+		}
+	}
+	b.until("four lines, one per dependency", `document.querySelectorAll("#wf-graph svg path").length === 4 &&
+		!!document.querySelector('#wf-graph path[data-from="b"][data-to="d"]') && !!document.querySelector('#wf-graph path[data-from="a"][data-to="c"]')`)
+	// b and c side by side in the second column, d in the third.
+	b.until("the layers", `(() => { const x = n => document.querySelector('#wf-graph .wf-step[data-step="'+n+'"]').offsetLeft;
+		return x("a") < x("b") && x("b") === x("c") && x("c") < x("d"); })()`)
+	if got := b.text(`#wf-counts`); !strings.HasPrefix(got, "4 steps") || !strings.Contains(got, "3 succeeded") || !strings.Contains(got, "1 failed") {
+		t.Fatalf("counts %q", got)
+	}
+	shot(t, b.ctx, "workflow-graph")
+	// A workflow's page has no batches table and no retry of failed
+	// pieces: its Retry resumes it from the failed step.
+	b.until("no pieces table, no retry of pieces", `!document.getElementById("pieces") && document.getElementById("retry-failed-btn").hidden &&
+		!document.getElementById("progress-wrap").offsetParent`)
+	b.run("resume it", chromedp.Click(`#retry-btn`), chromedp.WaitVisible(`#job:not([data-id="`+c.ID+`"]) #wf-graph`),
+		chromedp.WaitVisible(`#workflow[data-state="failed"] #wf-graph .wf-step[data-step="d"][data-status="failed"]`))
+	if st := b.text(`#wf-graph .wf-step[data-step="a"] .wf-status`); st != "succeeded (carried)" {
+		t.Fatalf("a in the resumed run is %q", st)
+	}
+	b.run("a step's job", chromedp.Click(`#wf-graph .wf-step[data-step="d"]`), chromedp.WaitVisible(`#job[data-state="failed"] #f-attempts`))
 }

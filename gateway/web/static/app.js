@@ -343,7 +343,7 @@
       show(document.getElementById("prio-form"), ["pending", "scheduled", "queued"].indexOf(j.state) >= 0);
       document.getElementById("f-priority").textContent = String(j.priority || 0);
       show(document.getElementById("retry-btn"), !!TERMINAL[j.state]);
-      show(document.getElementById("retry-failed-btn"), !!TERMINAL[j.state] && !!j.fanout && j.fanout.succeeded < j.fanout.total);
+      show(document.getElementById("retry-failed-btn"), !!TERMINAL[j.state] && !!j.fanout && j.fanout.succeeded < j.fanout.total && !j.workflow);
       var pw = document.getElementById("progress-wrap");
       show(pw, showProgress(j.state, j.progress));
       if (showProgress(j.state, j.progress)) {
@@ -449,7 +449,9 @@
         .catch(function (p) { say(p.detail || "priority change failed", true); });
     });
     document.getElementById("retry-btn").addEventListener("click", function () {
-      api("POST", "/api/v1/jobs/" + id + "/retry")
+      // A workflow resumes from its failed steps (a new run, retry_of).
+      var wf = !!document.getElementById("workflow");
+      api("POST", wf ? "/api/v1/workflows/" + id + "/retry" : "/api/v1/jobs/" + id + "/retry")
         .then(function (j) { location.href = "/jobs/" + j.id; })
         .catch(function (p) { say(p.detail || "retry failed", true); });
     });
