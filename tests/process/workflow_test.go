@@ -102,3 +102,35 @@ func TestWorkflowAdmitCrashPoint(t *testing.T) {
 	}
 	s.verify()
 }
+
+// A worker SIGKILLed inside a step: the step's lease runs out, it is
+// requeued and another worker runs it; its dependent waits for it and is
+// admitted once, and the workflow succeeds.
+func TestWorkflowWorkerKilledInAStep(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	a := s.worker("A", nil)
+	wf := jetflow.NewWorkflow("worker-kill")
+	wf.Step("after", "demo.echo", map[string]int{"n": 2}).After(wf.Step("slow", "demo.sleep", map[string]float64{"seconds": 3}))
+	res, err := s.client.SubmitWorkflow(testkit.Ctx(t), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, after := res.Steps["slow"], res.Steps["after"]
+	s.waitRunning(slow, "A")
+	a.Kill(t)
+	s.wantState(after, jetflow.Pending) // its dependency has not ended
+	s.worker("B", nil)
+	done := testkit.WaitTerminal(t, s.client, res.ID, 60*time.Second)
+	if done.State != jetflow.Succeeded {
+		t.Fatalf("workflow %+v", done)
+	}
+	step := testkit.WaitTerminal(t, s.client, slow, time.Second)
+	if step.State != jetflow.Succeeded || step.Worker != "B" || step.Attempts != 2 || step.LeaseRequeues != 1 {
+		t.Fatalf("step slow %s under %s, attempts %d, lease requeues %d", step.State, step.Worker, step.Attempts, step.LeaseRequeues)
+	}
+	wantLeaseTakeover(t, s.wantEvents(slow, evSubmitted, evStarted, evRequeue, evStarted, evSucceeded), "A", "B")
+	s.wantEvents(after, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
+	s.waitDrained("default")
+	s.verify()
+}
