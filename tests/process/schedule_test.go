@@ -316,7 +316,21 @@ func TestScheduleMisfirePolicies(t *testing.T) {
 			if missed == nil {
 				t.Fatalf("%s: no missed run over the downtime", name)
 			}
-			if firedIn(down, missed.At) != 0 || firedIn(missed.At, missed.At.Add(time.Second)) != 1 {
+			// The tick after the missed run fires, the newest then due;
+			// unless it became later than the grace while the scheduler
+			// recorded the run (a second boundary passed between its two
+			// looks): then it is missed too, in a run of its own, and the
+			// next one fires. Either way nothing of the downtime fired.
+			next := 0
+			for i := range tk {
+				if &tk[i] == missed {
+					next = i + 1
+				}
+			}
+			for next < len(tk) && tk[next].Outcome == domain.TickMissed && tk[next].Count <= 2 {
+				next++
+			}
+			if firedIn(down, missed.At) != 0 || next >= len(tk) || tk[next].Outcome != domain.TickFired {
 				t.Fatalf("%s: missed run %+v; want it followed by one fired tick, the newest", name, *missed.ScheduleTick)
 			}
 		case jetflow.MisfireAll:
