@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Bulk actions: retry, cancel or purge every job a list's filter selects
@@ -72,10 +76,82 @@ type bulkOp struct {
 	namespace string // "": every one (who may read its progress)
 }
 
-// bulkOps are the operations of this gateway.
+// bulkOps are the operations of this gateway. Their progress is also
+// written to the bulk bucket (streams.BulkBucket), at most every
+// bulkFlush and when an operation ends, so that every gateway can tell it.
 type bulkOps struct {
 	mu  sync.Mutex
 	ops map[string]*bulkOp
+
+	kvMu sync.Mutex
+	kv   jetstream.KeyValue // opened at the first operation
+}
+
+// bulkFlush is how often a running operation's progress is written for
+// the other gateways.
+const bulkFlush = 500 * time.Millisecond
+
+// storedBulkOp is an operation's progress as the bulk bucket holds it.
+type storedBulkOp struct {
+	Op        bulkOp `json:"op"`
+	Namespace string `json:"namespace,omitempty"` // who may read it ("": every namespace's)
+}
+
+// bucket opens (creating it if need be) the bulk bucket.
+func (g *Gateway) bulkBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	b := &g.bulkOps
+	b.kvMu.Lock()
+	defer b.kvMu.Unlock()
+	if b.kv != nil {
+		return b.kv, nil
+	}
+	kv, err := g.store.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: streams.BulkBucket,
+		Description: "bulk operations' progress (POST /api/v1/jobs/bulk)", History: 1, TTL: bulkKeep})
+	if err != nil {
+		return nil, fmt.Errorf("bulk bucket: %w", err)
+	}
+	b.kv = kv
+	return kv, nil
+}
+
+// publishBulk writes op's progress for the other gateways; a failure is
+// logged (this gateway still tells it).
+func (g *Gateway) publishBulk(ctx context.Context, id string) {
+	op, ok := g.bulkOps.snapshot(id)
+	if !ok {
+		return
+	}
+	kv, err := g.bulkBucket(ctx)
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(storedBulkOp{Op: op, Namespace: op.namespace}); err == nil {
+			_, err = kv.Put(ctx, id, b)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		g.log.Warn("bulk operation's progress not shared", "op", id, "err", err)
+	}
+}
+
+// sharedBulk reads an operation another gateway runs (or ran).
+func (g *Gateway) sharedBulk(ctx context.Context, id string) (bulkOp, bool) {
+	if len(id) > 64 {
+		return bulkOp{}, false
+	}
+	kv, err := g.bulkBucket(ctx)
+	if err != nil {
+		return bulkOp{}, false
+	}
+	e, err := kv.Get(ctx, id)
+	if err != nil {
+		return bulkOp{}, false
+	}
+	var s storedBulkOp
+	if json.Unmarshal(e.Value(), &s) != nil {
+		return bulkOp{}, false
+	}
+	s.Op.namespace = s.Namespace
+	return s.Op, true
 }
 
 func (b *bulkOps) add(op *bulkOp) error {
@@ -188,6 +264,7 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = bulkReasonDflt
 	}
+	g.publishBulk(r.Context(), op.ID)
 	go g.runBulk(ctx, op, ids, fmt.Sprintf("%s (%s by %s)", reason, op.ID, op.By))
 	w.Header().Set("Location", "/api/v1/bulk/"+op.ID)
 	snap, _ := g.bulkOps.snapshot(op.ID)
@@ -198,12 +275,15 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) bulkStatus(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	op, ok := g.bulkOps.snapshot(id)
+	if !ok {
+		op, ok = g.sharedBulk(r.Context(), id) // another gateway's
+	}
 	if ok && op.namespace != ownNamespace(r) && ownNamespace(r) != "" {
 		ok = false // another namespace's: as if it did not exist
 	}
 	if !ok {
 		writeProblem(w, r, newProblem(engine.ProblemNotFound, http.StatusNotFound,
-			fmt.Sprintf("no bulk operation %q on this gateway (operations are kept %s after they end)", id, bulkKeep)))
+			fmt.Sprintf("no bulk operation %q (operations are kept %s after they end)", id, bulkKeep)))
 		return
 	}
 	writeJSON(w, http.StatusOK, op)
@@ -267,6 +347,21 @@ func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason 
 	}
 	work := make(chan string)
 	var wg sync.WaitGroup
+	stopFlush := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() { // the progress, for the other gateways
+		defer close(flushed)
+		tick := time.NewTicker(bulkFlush)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopFlush:
+				return
+			case <-tick.C:
+				g.publishBulk(ctx, op.ID)
+			}
+		}
+	}()
 	for range bulkWorkers {
 		wg.Add(1)
 		go func() {
@@ -305,6 +400,9 @@ func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason 
 		op.State = bulkStateStop
 	}
 	g.bulkOps.mu.Unlock()
+	close(stopFlush)
+	<-flushed
+	g.publishBulk(context.WithoutCancel(ctx), op.ID)
 	g.log.Info("bulk operation ended", "op", op.ID, "action", op.Action, "matched", op.Matched, "changed", op.Changed,
 		"skipped", op.Skipped, "failed", op.Failed, "by", op.By)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,57 @@ func TestPiecesAndFailures(t *testing.T) {
 	page = string(e.do("GET", "/jobs/"+bad.ID, nil).want(t, 200).body)
 	if !strings.Contains(page, `<tr data-attempt="1">`) || !strings.Contains(page, "the printer is on fire") {
 		t.Fatalf("job page:\n%s", page)
+	}
+}
+
+// A bulk operation's progress is told by every gateway of the system, not
+// only the one that runs it (the bulk bucket).
+func TestBulkProgressOnEveryGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g2, err := New(Config{Client: testkit.Client(t, testkit.Conn(t, e.srv), "gateway2"), Lease: 3 * time.Second, Log: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g2.Stop(context.Background()) })
+	ts2 := httptest.NewServer(g2)
+	t.Cleanup(ts2.Close)
+	get := func(id string) (int, bulkOp) {
+		res, err := http.Get(ts2.URL + "/api/v1/bulk/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var op bulkOp
+		if res.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(res.Body).Decode(&op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return res.StatusCode, op
+	}
+	for range 5 {
+		e.submit(`{"type":"op.none","queue":"nobody"}`)
+	}
+	var op bulkOp
+	e.do("POST", "/api/v1/jobs/bulk", `{"action":"cancel","query":"queue=nobody","reason":"from one gateway"}`).want(t, http.StatusAccepted).json(t, &op)
+	done := e.waitBulk(op)
+	var seen bulkOp
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		code, o := get(op.ID)
+		if code != http.StatusOK || o.State != "done" {
+			return fmt.Errorf("the other gateway answers %d %+v", code, o)
+		}
+		seen = o
+		return nil
+	})
+	if seen.Matched != 5 || seen.Changed != 5 || seen.Done != done.Done || seen.By != done.By || seen.Action != "cancel" || seen.EndedAt == nil {
+		t.Fatalf("the other gateway tells %+v, the one that ran it %+v", seen, done)
+	}
+	if code, _ := get("bk-" + domain.NewID()); code != http.StatusNotFound {
+		t.Fatalf("an unknown operation: %d", code)
 	}
 }
