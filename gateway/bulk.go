@@ -151,8 +151,16 @@ func (g *Gateway) sharedBulk(ctx context.Context, id string) (bulkOp, bool) {
 		return bulkOp{}, false
 	}
 	s.Op.namespace = s.Namespace
+	if s.Op.State == bulkStateRun && time.Since(e.Created()) > bulkGone {
+		// Its gateway stopped writing: it is gone, and so is the operation.
+		s.Op.State = bulkStateStop
+	}
 	return s.Op, true
 }
+
+// bulkGone is how long after its last progress a running operation of
+// another gateway is taken for stopped (its gateway died).
+const bulkGone = 10 * bulkFlush
 
 func (b *bulkOps) add(op *bulkOp) error {
 	b.mu.Lock()
