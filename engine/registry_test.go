@@ -227,7 +227,15 @@ func TestTypeSoftDeleteAndReactivation(t *testing.T) {
 			t.Fatalf("%s: %v deleted %v", full, err, rec != nil && rec.Deleted)
 		}
 	}
-	if _, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "idle:x"}); engine.ProblemOf(err).Type != "unknown-type" {
+	// The submit path's registry follows the bucket through a watch: once
+	// it has seen the delete, a submit of the type is refused.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if _, err := h.st.Types.Resolve(h.ctx, "acme", "idle:x", nil); err == nil || engine.ProblemOf(err).Type != "unknown-type" {
+			return fmt.Errorf("the registry still resolves acme:idle:x: %v", err)
+		}
+		return nil
+	})
+	if _, err := h.st.Submit(h.ctx, &commands.SubmitRequest{Namespace: "acme", Type: "idle:x"}); err == nil || engine.ProblemOf(err).Type != "unknown-type" {
 		t.Fatalf("submit to a deleted type: %v", err)
 	}
 	// The queued job keeps its type; once it is terminal the type goes too.
