@@ -125,13 +125,21 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 			}
 		}
 		if err := p.verify(ctx, msgs); err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			meta, merr := msgs[0].Metadata()
+			if merr != nil || meta.NumDelivered < maxVerifyDeliveries {
 				p.log.Warn("verify batch; it will be redelivered", "err", err)
 				for _, m := range msgs {
 					_ = m.NakWithDelay(time.Second)
 				}
+				continue
 			}
-			continue
+			// A failure that outlasted every redelivery (not a lost node or
+			// leader, which heal in seconds): the batch is let go, so that
+			// the log's later events are verified at all.
+			p.log.Error("verify batch failed on every delivery; going on without it", "deliveries", meta.NumDelivered, "err", err)
 		}
 		for _, m := range msgs {
 			_ = m.Ack()
@@ -195,6 +203,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		return err
 	}
 	var futs []streams.Future
+	var repairErr error // a record not repaired: the batch is verified again
 	for _, id := range order {
 		s := jobs[id]
 		snap := recs[id]
@@ -210,6 +219,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 					return err
 				}
 				p.log.Error("repair job", "job", id, "err", err)
+				repairErr = fmt.Errorf("repair job %s: %w", id, err)
 				continue
 			}
 			snap = fresh
@@ -237,5 +247,12 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			return fmt.Errorf("re-dispatch: %w", err)
 		}
 	}
-	return nil
+	// Not acked: a record that could not be read or written (a node or a
+	// stream leader lost a moment) is repaired, and what its writer does
+	// after the append repeated, when the batch comes again.
+	return repairErr
 }
+
+// maxVerifyDeliveries is how many times a batch whose verification fails
+// is delivered again before the Projector goes on without it.
+const maxVerifyDeliveries = 20
