@@ -64,15 +64,8 @@ func scanEventHead(b []byte, ev *domain.Event) error {
 	if len(b) == 0 {
 		return fmt.Errorf("msgpack: %w", errTruncated)
 	}
-	var n, i int
-	switch c := b[0]; {
-	case c >= 0x80 && c <= 0x8f:
-		n, i = int(c&0x0f), 1
-	case c == 0xde && len(b) >= 3:
-		n, i = int(binary.BigEndian.Uint16(b[1:])), 3
-	case c == 0xdf && len(b) >= 5:
-		n, i = int(binary.BigEndian.Uint32(b[1:])), 5
-	default:
+	n, i, ok := readMapLen(b, 0)
+	if !ok {
 		return errHeadForm
 	}
 	for range n {

@@ -97,17 +97,7 @@ func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
 // repeat within the duplicate window a no-op. item's error ends it; an
 // item of nil is not sent.
 func (s *Store) SendBatches(ctx context.Context, n int, item func(i int) (*domain.BatchItem, error)) error {
-	const window = 2048
-	futs := make([]streams.Future, 0, window)
-	flush := func() error {
-		for _, fut := range futs {
-			if _, err := fut.Wait(ctx); err != nil {
-				return fmt.Errorf("send batch: %w", err)
-			}
-		}
-		futs = futs[:0]
-		return nil
-	}
+	p := newPipeline(ctx, "send batch")
 	for i := range n {
 		it, err := item(i)
 		if err != nil {
@@ -120,15 +110,47 @@ func (s *Store) SendBatches(ctx context.Context, n int, item func(i int) (*domai
 		if err != nil {
 			return err
 		}
-		futs = append(futs, s.w.PublishAsync(&nats.Msg{Subject: streams.BatchSubject(it.Queue, it.Type, it.Parent), Data: data, Header: nats.Header{}},
+		err = p.add(s.w.PublishAsync(&nats.Msg{Subject: streams.BatchSubject(it.Queue, it.Type, it.Parent), Data: data, Header: nats.Header{}},
 			jetstream.WithMsgID(it.Parent+"-b"+strconv.Itoa(it.Piece))))
-		if len(futs) == window {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
-	return flush()
+	return p.wait()
+}
+
+// pipeline waits for pipelined publishes, pipelineWindow at a time: a
+// writer adds each one's future as it publishes, and waits at the end.
+type pipeline struct {
+	ctx  context.Context
+	what string // what the publishes do, for an error
+	futs []streams.Future
+}
+
+const pipelineWindow = 2048
+
+func newPipeline(ctx context.Context, what string) *pipeline {
+	return &pipeline{ctx: ctx, what: what, futs: make([]streams.Future, 0, pipelineWindow)}
+}
+
+// add keeps f, and waits for every future kept once the window is full.
+func (p *pipeline) add(f streams.Future) error {
+	p.futs = append(p.futs, f)
+	if len(p.futs) == pipelineWindow {
+		return p.wait()
+	}
+	return nil
+}
+
+// wait waits for every future kept: the first error ends it.
+func (p *pipeline) wait() error {
+	for _, fut := range p.futs {
+		if _, err := fut.Wait(p.ctx); err != nil {
+			return fmt.Errorf("%s: %w", p.what, err)
+		}
+	}
+	p.futs = p.futs[:0]
+	return nil
 }
 
 // ChildID is the id of piece n (1-based) of parent's fan-out of children:

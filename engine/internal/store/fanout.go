@@ -13,7 +13,6 @@ import (
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of a fan-out of batches.
@@ -172,17 +171,7 @@ func (s *Store) carryPieces(ctx context.Context, parent *domain.Job, plan domain
 		return nil, fmt.Errorf("fan-out: pieces of %s, which this job retries: %w", parent.Spec.RetryOf, err)
 	}
 	carried := earlier.Carried(plan)
-	const window = 2048
-	futs := make([]streams.Future, 0, window)
-	flush := func() error {
-		for _, fut := range futs {
-			if _, err := fut.Wait(ctx); err != nil {
-				return fmt.Errorf("fan-out: carry a piece over: %w", err)
-			}
-		}
-		futs = futs[:0]
-		return nil
-	}
+	p := newPipeline(ctx, "fan-out: carry a piece over")
 	now := time.Now().UTC()
 	for n := 1; n <= plan.Total; n++ {
 		if !carried[n] {
@@ -191,14 +180,11 @@ func (s *Store) carryPieces(ctx context.Context, parent *domain.Job, plan domain
 		ev := &domain.Event{Type: domain.PcSucceeded, JobID: parent.ID, Time: now, Piece: n,
 			Fields: map[string]any{"carried_from": parent.Spec.RetryOf}}
 		s.stamp(ctx, ev)
-		futs = append(futs, s.PublishPiece(ev, parent.ID+"-p"+strconv.Itoa(n)+"-carried"))
-		if len(futs) == window {
-			if err := flush(); err != nil {
-				return nil, err
-			}
+		if err := p.add(s.PublishPiece(ev, parent.ID+"-p"+strconv.Itoa(n)+"-carried")); err != nil {
+			return nil, err
 		}
 	}
-	return carried, flush()
+	return carried, p.wait()
 }
 
 // sendBatches publishes the batch work items of f (SendBatches) but the
