@@ -133,29 +133,33 @@ func (g *Gateway) publishBulk(ctx context.Context, id string) {
 	}
 }
 
-// sharedBulk reads an operation another gateway runs (or ran).
-func (g *Gateway) sharedBulk(ctx context.Context, id string) (bulkOp, bool) {
+// sharedBulk reads an operation another gateway runs (or ran): false when
+// there is none by that id; an error when the bucket could not be read.
+func (g *Gateway) sharedBulk(ctx context.Context, id string) (bulkOp, bool, error) {
 	if len(id) > 64 {
-		return bulkOp{}, false
+		return bulkOp{}, false, nil
 	}
 	kv, err := g.bulkBucket(ctx)
 	if err != nil {
-		return bulkOp{}, false
+		return bulkOp{}, false, err
 	}
 	e, err := kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+		return bulkOp{}, false, nil
+	}
 	if err != nil {
-		return bulkOp{}, false
+		return bulkOp{}, false, fmt.Errorf("bulk operation %s: %w", id, err)
 	}
 	var s storedBulkOp
-	if json.Unmarshal(e.Value(), &s) != nil {
-		return bulkOp{}, false
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return bulkOp{}, false, fmt.Errorf("bulk operation %s: %w", id, err)
 	}
 	s.Op.namespace = s.Namespace
 	if s.Op.State == bulkStateRun && time.Since(e.Created()) > bulkGone {
 		// Its gateway stopped writing: it is gone, and so is the operation.
 		s.Op.State = bulkStateStop
 	}
-	return s.Op, true
+	return s.Op, true, nil
 }
 
 // bulkGone is how long after its last progress a running operation of
@@ -284,7 +288,11 @@ func (g *Gateway) bulkStatus(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	op, ok := g.bulkOps.snapshot(id)
 	if !ok {
-		op, ok = g.sharedBulk(r.Context(), id) // another gateway's
+		var err error
+		if op, ok, err = g.sharedBulk(r.Context(), id); err != nil { // another gateway's
+			fail(w, r, err, "")
+			return
+		}
 	}
 	if ok && op.namespace != ownNamespace(r) && ownNamespace(r) != "" {
 		ok = false // another namespace's: as if it did not exist

@@ -424,6 +424,13 @@ func (s *Store) parentState(ctx context.Context, id string) (state domain.State,
 		return h.state, true
 	}
 	var ev domain.Event
+	if streams.DecodeEventHead(m.Data, &ev) == nil && ev.To != "" {
+		// The last event is a transition: it says the state, whatever
+		// came between (no read of the events past the state seen).
+		h.state, h.seq = ev.To, m.Sequence
+		s.parents.put(id, h)
+		return h.state, true
+	}
 	last := h.seq
 	err = streams.ReadRange(ctx, s.nc, streams.EventsStream, h.subject, h.seq+1, m.Sequence, 1000, func(seq uint64, data []byte) error {
 		if err := streams.DecodeEventHead(data, &ev); err != nil {
