@@ -27,7 +27,14 @@ const HashSize = sha256.Size
 // ChainHash is an event's hash: sha256(prev || data), data the event's
 // bytes as stored.
 func ChainHash(prev, data []byte) []byte {
-	var sum [HashSize]byte
+	sum := ChainSum(prev, data)
+	out := make([]byte, HashSize)
+	copy(out, sum[:])
+	return out
+}
+
+// ChainSum is ChainHash as an array (no allocation).
+func ChainSum(prev, data []byte) (sum [HashSize]byte) {
 	if n := len(prev) + len(data); n <= 1024 {
 		var buf [1024]byte // most events: no hasher to allocate
 		copy(buf[copy(buf[:], prev):], data)
@@ -38,9 +45,7 @@ func ChainHash(prev, data []byte) []byte {
 		h.Write(data)
 		h.Sum(sum[:0])
 	}
-	out := make([]byte, HashSize)
-	copy(out, sum[:])
-	return out
+	return sum
 }
 
 // EventMsg encodes ev (whose Prev is set) into the message that appends

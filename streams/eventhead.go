@@ -9,8 +9,8 @@ import (
 	"github.com/jetflow/jetflow/internal/domain"
 )
 
-// DecodeEventHead decodes only an event's version, type, job, time and
-// move (from, to) into ev, for readers of every event that need no more
+// DecodeEventHead decodes only an event's version, type, job, time, move
+// (from, to) and chain link (prev: it refers into data) into ev, for readers of every event that need no more
 // (the statistics): a submit's spec and payload, an error or a result are
 // walked over, not decoded. The checks are DecodeEvent's, CheckMsgpack's
 // included.
@@ -48,11 +48,12 @@ func decodeEventHeadGeneral(data []byte, ev *domain.Event) error {
 		Time  time.Time    `msgpack:"time"`
 		From  domain.State `msgpack:"from,omitempty"`
 		To    domain.State `msgpack:"to,omitempty"`
+		Prev  []byte       `msgpack:"prev,omitempty"`
 	}
 	if err := Unmarshal(data, &h); err != nil {
 		return fmt.Errorf("%w: event: %v", ErrBadRecord, err)
 	}
-	*ev = domain.Event{V: h.V, Type: h.Type, JobID: h.JobID, Time: h.Time, From: h.From, To: h.To}
+	*ev = domain.Event{V: h.V, Type: h.Type, JobID: h.JobID, Time: h.Time, From: h.From, To: h.To, Prev: h.Prev}
 	return nil
 }
 
@@ -97,6 +98,12 @@ func scanEventHead(b []byte, ev *domain.Event) error {
 			case "to":
 				ev.To = domain.State(s)
 			}
+		case "prev":
+			p, next, ok := readBin(b, i)
+			if !ok {
+				return errHeadForm
+			}
+			ev.Prev, i = p, next
 		case "time":
 			t, next, ok := readTime(b, i)
 			if !ok {
@@ -142,6 +149,30 @@ func readStr(b []byte, i int) (s []byte, next int, ok bool) {
 		return nil, 0, false
 	}
 	return b[i+h : i+h+l], i + h + l, true
+}
+
+// readBin reads a msgpack bin (or nil) at i, without copying.
+func readBin(b []byte, i int) (v []byte, next int, ok bool) {
+	if i >= len(b) {
+		return nil, 0, false
+	}
+	var l, h int
+	switch c := b[i]; {
+	case c == 0xc0:
+		return nil, i + 1, true
+	case c == 0xc4 && i+2 <= len(b):
+		l, h = int(b[i+1]), 2
+	case c == 0xc5 && i+3 <= len(b):
+		l, h = int(binary.BigEndian.Uint16(b[i+1:])), 3
+	case c == 0xc6 && i+5 <= len(b):
+		l, h = int(binary.BigEndian.Uint32(b[i+1:])), 5
+	default:
+		return nil, 0, false
+	}
+	if l < 0 || l > len(b)-i-h {
+		return nil, 0, false
+	}
+	return b[i+h : i+h+l : i+h+l], i + h + l, true
 }
 
 // readTime reads the msgpack timestamp extension (type -1) at i, in the

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestDecodeEventHead(t *testing.T) {
 		ev := &domain.Event{V: domain.EnvelopeVersion, Type: domain.EvSubmitted, JobID: "j1", Time: at,
 			From: domain.StateNew, To: domain.StateQueued, Message: "m", Attempt: 3,
 			Fields: map[string]any{"a": []any{1, "x", map[string]any{"b": 2.5}}},
-			Spec:   &domain.Spec{Type: "t", Queue: "q", Payload: []byte(`{"big":"payload"}`)}}
+			Spec:   &domain.Spec{Type: "t", Queue: "q", Payload: []byte(`{"big":"payload"}`)}, Prev: bytes.Repeat([]byte{9}, HashSize)}
 		data, err := Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func requireSameHead(t *testing.T, data []byte) {
 		return
 	}
 	if head.V != full.V || head.Type != full.Type || head.JobID != full.JobID || !head.Time.Equal(full.Time) ||
-		head.From != full.From || head.To != full.To {
+		head.From != full.From || head.To != full.To || !bytes.Equal(head.Prev, full.Prev) {
 		t.Fatalf("%x: head %+v, full %+v", data, head, full)
 	}
 }
@@ -88,7 +89,8 @@ func FuzzDecodeEventHead(f *testing.F) {
 	for _, ev := range []*domain.Event{
 		{V: 1, Type: domain.EvSubmitted, JobID: "j1", Time: time.Unix(1700000000, 7), To: domain.StateQueued,
 			Spec: &domain.Spec{Type: "t", Payload: []byte(`{}`)}},
-		{V: 1, Type: domain.EvSucceeded, JobID: "j2", Time: time.Unix(1700000000, 0), From: domain.StateRunning, To: domain.StateSucceeded, Result: []byte(`1`)},
+		{V: 1, Type: domain.EvSucceeded, JobID: "j2", Time: time.Unix(1700000000, 0), From: domain.StateRunning, To: domain.StateSucceeded, Result: []byte(`1`),
+			Prev: bytes.Repeat([]byte{7}, HashSize)},
 	} {
 		b, _ := Marshal(ev)
 		f.Add(b)
@@ -104,7 +106,7 @@ func FuzzDecodeEventHead(f *testing.F) {
 			t.Fatalf("%x: fast %v, general %v", data, errFast, errGeneral)
 		}
 		if errFast == nil && (fast.V != general.V || fast.Type != general.Type || fast.JobID != general.JobID ||
-			!fast.Time.Equal(general.Time) || fast.From != general.From || fast.To != general.To) {
+			!fast.Time.Equal(general.Time) || fast.From != general.From || fast.To != general.To || !bytes.Equal(fast.Prev, general.Prev)) {
 			t.Fatalf("%x: fast %+v, general %+v", data, fast, general)
 		}
 	})

@@ -79,12 +79,12 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, filters []string, fr
 // VerifyLog verifies the events of scope in the log (pub: the trusted
 // checkpoint key, "": the key the checkpoints name).
 func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub string) (*Report, error) {
-	v := NewVerifier(pub, scope.Whole())
 	s, err := js.Stream(ctx, streams.EventsStream)
 	if err != nil {
 		return nil, fmt.Errorf("events stream: %w", err)
 	}
 	info := s.CachedInfo()
+	v := newVerifier(pub, scope.Whole(), int(min(info.State.NumSubjects, 1<<24)))
 	v.FirstSeq = info.State.FirstSeq
 	// Retention has been removing the log's oldest events when the oldest
 	// left is about as old as the log keeps them.
@@ -94,10 +94,40 @@ func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub str
 	if filters != nil {
 		filters = append(filters, streams.CheckpointSubject) // their signatures
 	}
-	if _, err := Read(ctx, js, filters, func(seq uint64, subject string, stored, data []byte) error {
-		v.Add(seq, subject, stored, data)
+	// The verifier runs beside the reader, fed batches: reading (the
+	// client's parse of each message) and verifying (decode, hash, chain)
+	// take about as long as each other.
+	type entry struct {
+		seq          uint64
+		subject      string
+		stored, data []byte
+	}
+	const batch = 256
+	batches := make(chan []entry, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range batches {
+			for i := range b {
+				v.Add(b[i].seq, b[i].subject, b[i].stored, b[i].data)
+			}
+		}
+	}()
+	cur := make([]entry, 0, batch)
+	_, err = Read(ctx, js, filters, func(seq uint64, subject string, stored, data []byte) error {
+		cur = append(cur, entry{seq, subject, stored, data})
+		if len(cur) == batch {
+			batches <- cur
+			cur = make([]entry, 0, batch)
+		}
 		return nil
-	}); err != nil {
+	})
+	if len(cur) > 0 {
+		batches <- cur
+	}
+	close(batches)
+	<-done
+	if err != nil {
 		return nil, err
 	}
 	return v.Finish(), nil

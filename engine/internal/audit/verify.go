@@ -5,6 +5,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -67,45 +68,79 @@ const maxFindings = 10000
 // tell a reordered or inserted event from a removal.
 const recent = 8
 
+// maxPending bounds the changes a verifier keeps between two checkpoints
+// (the checkpointer covers at most 500,000 events each): a checkpoint
+// whose range starts before the oldest it kept is a finding, its root not
+// recomputed.
+const maxPending = 1 << 20
+
 type link struct {
 	hash [streams.HashSize]byte
 	seq  uint64
 	succ bool // an event after it chains to it
 }
 
+// older is a link before a subject's last one: its hash's first 8 bytes
+// (enough to tell which of a subject's last events another chains to:
+// a finding is made either way) and its sequence, the top bit set when an
+// event after it chains to it.
+type older struct {
+	fp, seq uint64
+}
+
+const succBit = 1 << 63
+
+// chainState is what a verifier keeps of a subject (Verifier.chains holds
+// them by value: a log of millions of jobs is millions of them).
 type chainState struct {
-	links []link // its last events, oldest first (at most recent)
+	last  link // seq 0: none yet
+	older []older
 	// missing are the prevs of events whose event before them was not
 	// there (a removal finding), by finding: one that comes later makes it
 	// a reordering.
 	missing map[[streams.HashSize]byte]int
 }
 
-func (c *chainState) last() *link {
-	if len(c.links) == 0 {
+func fingerprint(h []byte) uint64 { return binary.BigEndian.Uint64(h) }
+
+// find returns the older link h names (nil: none).
+func (c *chainState) find(h []byte) *older {
+	if len(h) != streams.HashSize {
 		return nil
 	}
-	return &c.links[len(c.links)-1]
-}
-
-func (c *chainState) find(h []byte) *link {
-	for i := len(c.links) - 1; i >= 0; i-- {
-		if bytes.Equal(c.links[i].hash[:], h) {
-			return &c.links[i]
+	fp := fingerprint(h)
+	for i := len(c.older) - 1; i >= 0; i-- {
+		if c.older[i].fp == fp {
+			return &c.older[i]
 		}
 	}
 	return nil
 }
 
 func (c *chainState) push(h []byte, seq uint64) {
-	var l link
-	copy(l.hash[:], h)
-	l.seq = seq
-	if len(c.links) == recent {
-		copy(c.links, c.links[1:])
-		c.links = c.links[:recent-1]
+	if c.last.seq != 0 {
+		o := older{fp: fingerprint(c.last.hash[:]), seq: c.last.seq}
+		if c.last.succ {
+			o.seq |= succBit
+		}
+		if c.older == nil {
+			c.older = make([]older, 0, recent-1)
+		}
+		if len(c.older) == recent-1 {
+			copy(c.older, c.older[1:])
+			c.older = c.older[:recent-2]
+		}
+		c.older = append(c.older, o)
 	}
-	c.links = append(c.links, l)
+	c.last = link{seq: seq}
+	copy(c.last.hash[:], h)
+}
+
+// pend is a change since the last checkpoint: its subject's new head.
+type pend struct {
+	subject string
+	seq     uint64
+	hash    [streams.HashSize]byte
 }
 
 // Verifier checks a log fed to it in stream order (Add), then reports
@@ -124,19 +159,32 @@ type Verifier struct {
 	// does.
 	exported bool
 
-	rep    Report
-	chains map[string]*chainState
+	rep Report
+	// chains index the slab's chunks, a subject's state (chunks: no
+	// copy of all of them as they grow).
+	chains map[string]int32
+	slab   [][]chainState
 	// pending are the heads of subjects changed since the last checkpoint
-	// (Whole only), with every change's sequence to cut at UpTo.
-	pending  []Head
-	lastCk   *domain.Checkpoint
-	lastCkAt uint64
-	lastSeq  uint64
+	// (Whole only), with every change's sequence to cut at UpTo; dropped
+	// counts those dropped beyond maxPending, horizon is the newest
+	// sequence among them.
+	pending    chunked[pend]
+	maxPending int // maxPending, but in tests
+	dropped    int
+	horizon    uint64
+	lastCk     *domain.Checkpoint
+	lastCkAt   uint64
+	lastSeq    uint64
 }
 
 // NewVerifier returns a verifier (pub: the trusted key, or "").
 func NewVerifier(pub string, whole bool) *Verifier {
-	v := &Verifier{Pub: pub, Whole: whole, chains: map[string]*chainState{}}
+	return newVerifier(pub, whole, 0)
+}
+
+// newVerifier is NewVerifier for a log of about subjects subjects.
+func newVerifier(pub string, whole bool, subjects int) *Verifier {
+	v := &Verifier{Pub: pub, Whole: whole, chains: make(map[string]int32, subjects), maxPending: maxPending}
 	v.rep.Key, v.rep.KeyPinned = pub, pub != ""
 	return v
 }
@@ -147,22 +195,13 @@ func (v *Verifier) find(f Finding) {
 	}
 }
 
-// eventHead is the part of an event verify decodes.
-type eventHead struct {
-	V     int                `msgpack:"v"`
-	Type  string             `msgpack:"type"`
-	JobID string             `msgpack:"job"`
-	Prev  []byte             `msgpack:"prev,omitempty"`
-	Ckpt  *domain.Checkpoint `msgpack:"ckpt,omitempty"`
-}
-
 // Add checks the event stored at seq on subject: its bytes data and the
 // hash its header claims (stored, nil: none).
 func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 	v.rep.Events++
 	v.lastSeq = seq
-	var h eventHead
-	if err := streams.Unmarshal(data, &h); err != nil || h.V < 1 || h.Type == "" || h.JobID == "" {
+	var h domain.Event
+	if err := streams.DecodeEventHead(data, &h); err != nil {
 		v.find(Finding{Kind: Forged, Subject: subject, Seq: seq, What: "not an event envelope"})
 		return
 	}
@@ -170,7 +209,8 @@ func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 	if !streams.IsJobSubject(subject) && !streams.IsPieceSubject(subject) {
 		job = ""
 	}
-	computed := streams.ChainHash(h.Prev, data)
+	sum := streams.ChainSum(h.Prev, data)
+	computed := sum[:]
 	claimed := computed
 	switch {
 	case stored == nil:
@@ -180,17 +220,13 @@ func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 			What: fmt.Sprintf("%s: its bytes hash to %.16s…, it was stored with %.16s…", h.Type, hex.EncodeToString(computed), hex.EncodeToString(stored))})
 		claimed = stored // what the next event chains to
 	}
-	c := v.chains[subject]
-	if c == nil {
-		c = &chainState{links: make([]link, 0, 2)}
-		v.chains[subject] = c
-	}
+	c := v.chain(subject)
 	// Piece events and job.duplicate (appended without a decision, any
 	// number at once) are out of the chain: each names the event it
 	// follows, and the next event links past it.
 	unlinked := streams.IsPieceSubject(subject) || h.Type == domain.EvDuplicate
 	if !unlinked && stored != nil {
-		v.link(c, seq, subject, job, h, claimed)
+		v.link(c, seq, subject, job, &h, claimed)
 	}
 	if c.missing != nil {
 		var k [streams.HashSize]byte
@@ -206,16 +242,87 @@ func (v *Verifier) Add(seq uint64, subject string, stored, data []byte) {
 		c.push(claimed, seq)
 	}
 	if subject == streams.CheckpointSubject {
-		v.checkpoint(seq, h, computed)
+		v.checkpoint(seq, data, computed)
 		return
 	}
 	if v.Whole {
-		v.pending = append(v.pending, Head{Subject: subject, Seq: seq, Hash: claimed})
+		if half := v.maxPending / 2; v.pending.len() == v.maxPending {
+			// No checkpoint for this long: keep the newer half.
+			v.horizon = v.pending.at(half - 1).seq
+			v.pending.dropOldest(half)
+			v.dropped += half
+		}
+		p := v.pending.add()
+		p.subject, p.seq = subject, seq
+		copy(p.hash[:], claimed)
 	}
 }
 
-func (v *Verifier) link(c *chainState, seq uint64, subject, job string, h eventHead, hash []byte) {
-	last := c.last()
+const slabChunk = 4096
+
+// chain is subject's state, made if it has none.
+func (v *Verifier) chain(subject string) *chainState {
+	i, ok := v.chains[subject]
+	if !ok {
+		n := len(v.chains)
+		if n%slabChunk == 0 {
+			v.slab = append(v.slab, make([]chainState, slabChunk))
+		}
+		i = int32(n)
+		v.chains[subject] = i
+	}
+	return &v.slab[i/slabChunk][i%slabChunk]
+}
+
+// chunked is a list that grows by chunks (no copy of what it holds).
+type chunked[T any] struct {
+	chunks [][]T
+	n      int
+}
+
+const chunkLen = 4096
+
+func (c *chunked[T]) len() int { return c.n }
+
+func (c *chunked[T]) at(i int) *T { return &c.chunks[i/chunkLen][i%chunkLen] }
+
+// add appends a zero value and returns it.
+func (c *chunked[T]) add() *T {
+	if c.n == len(c.chunks)*chunkLen {
+		c.chunks = append(c.chunks, make([]T, chunkLen))
+	}
+	c.n++
+	return c.at(c.n - 1)
+}
+
+// filter keeps the values keep says to, in order.
+func (c *chunked[T]) filter(keep func(*T) bool) {
+	k := 0
+	for i := range c.n {
+		if p := c.at(i); keep(p) {
+			*c.at(k) = *p
+			k++
+		}
+	}
+	var zero T
+	for i := k; i < c.n; i++ {
+		*c.at(i) = zero
+	}
+	c.n = k
+	c.chunks = c.chunks[:(k+chunkLen-1)/chunkLen]
+}
+
+// dropOldest drops the n oldest values (n a multiple of chunkLen).
+func (c *chunked[T]) dropOldest(n int) {
+	c.chunks = append([][]T(nil), c.chunks[n/chunkLen:]...)
+	c.n -= n
+}
+
+func (v *Verifier) link(c *chainState, seq uint64, subject, job string, h *domain.Event, hash []byte) {
+	var last *link
+	if c.last.seq != 0 {
+		last = &c.last
+	}
 	switch {
 	case last == nil && len(h.Prev) == 0:
 	case last == nil:
@@ -232,14 +339,14 @@ func (v *Verifier) link(c *chainState, seq uint64, subject, job string, h eventH
 			What: fmt.Sprintf("%s is a first event (no prev), but follows seq %d on its subject", h.Type, last.seq)})
 	default:
 		if l := c.find(h.Prev); l != nil {
-			if l.succ {
+			if ls := l.seq &^ succBit; l.seq&succBit != 0 {
 				v.find(Finding{Kind: Inserted, Subject: subject, Job: job, Seq: seq,
-					What: fmt.Sprintf("%s chains to seq %d, which has a successor already: a second branch appended after seq %d", h.Type, l.seq, last.seq)})
+					What: fmt.Sprintf("%s chains to seq %d, which has a successor already: a second branch appended after seq %d", h.Type, ls, last.seq)})
 			} else {
 				v.find(Finding{Kind: Reordered, Subject: subject, Job: job, Seq: seq,
-					What: fmt.Sprintf("%s chains to seq %d but comes after seq %d: moved from its place", h.Type, l.seq, last.seq)})
+					What: fmt.Sprintf("%s chains to seq %d but comes after seq %d: moved from its place", h.Type, ls, last.seq)})
 			}
-			l.succ = true
+			l.seq |= succBit
 			return
 		}
 		v.missingPrev(c, h.Prev)
@@ -262,9 +369,15 @@ func (v *Verifier) missingPrev(c *chainState, prev []byte) {
 	c.missing[k] = len(v.rep.Findings)
 }
 
-func (v *Verifier) checkpoint(seq uint64, h eventHead, hash []byte) {
+func (v *Verifier) checkpoint(seq uint64, data, hash []byte) {
+	var h struct {
+		Type string             `msgpack:"type"`
+		Prev []byte             `msgpack:"prev,omitempty"`
+		Ckpt *domain.Checkpoint `msgpack:"ckpt,omitempty"`
+	}
+	err := streams.Unmarshal(data, &h)
 	c := h.Ckpt
-	if h.Type != domain.EvCheckpoint || c == nil {
+	if err != nil || h.Type != domain.EvCheckpoint || c == nil {
 		v.find(Finding{Kind: Forged, Subject: streams.CheckpointSubject, Seq: seq, What: h.Type + " on the checkpoint subject is not a checkpoint"})
 		return
 	}
@@ -284,17 +397,25 @@ func (v *Verifier) checkpoint(seq uint64, h eventHead, hash []byte) {
 	// The heads of the subjects changed in (From, UpTo]: the last change of
 	// each, among the pending changes up to UpTo.
 	heads := map[string]Head{}
-	keep := v.pending[:0]
-	for _, p := range v.pending {
+	v.pending.filter(func(p *pend) bool {
 		switch {
-		case p.Seq <= c.From:
-		case p.Seq <= c.UpTo:
-			heads[p.Subject] = p
+		case p.seq <= c.From:
+		case p.seq <= c.UpTo:
+			// (a copy: filter moves the values it keeps over the others)
+			heads[p.subject] = Head{Subject: p.subject, Seq: p.seq, Hash: bytes.Clone(p.hash[:])}
 		default:
-			keep = append(keep, p)
+			return true
 		}
+		return false
+	})
+	if v.horizon > c.From {
+		v.find(Finding{Kind: Checkpoint, Subject: streams.CheckpointSubject, Seq: seq,
+			What: fmt.Sprintf("checkpoint covers (%d, %d], more events than a verifier keeps between two checkpoints (%d; the checkpointer writes at most 500,000): its root was not recomputed", c.From, c.UpTo, v.maxPending/2)})
+		v.lastCk, v.lastCkAt, v.rep.Covered = c, seq, c.UpTo
+		v.dropped, v.horizon = 0, 0
+		return
 	}
-	v.pending = keep
+	v.dropped = 0
 	if v.AgedOut && c.From+1 < v.FirstSeq {
 		// Part of its range aged out: its root cannot be recomputed.
 		v.lastCk, v.lastCkAt, v.rep.Covered = c, seq, c.UpTo
@@ -320,9 +441,9 @@ func (v *Verifier) checkpoint(seq uint64, h eventHead, hash []byte) {
 // Finish returns the report.
 func (v *Verifier) Finish() *Report {
 	v.rep.Subjects = len(v.chains)
-	n := 0
-	for _, p := range v.pending {
-		if p.Seq > v.rep.Covered {
+	n := v.dropped
+	for i := range v.pending.len() {
+		if v.pending.at(i).seq > v.rep.Covered {
 			n++
 		}
 	}
