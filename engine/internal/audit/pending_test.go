@@ -18,7 +18,7 @@ import (
 // finding (its root cannot be recomputed), and one within what it kept is
 // checked as any other.
 func TestVerifierBoundsPendingChanges(t *testing.T) {
-	kp, err := nkeys.CreateAccount()
+	kp, err := nkeys.CreateServer()
 	if err != nil {
 		t.Fatal(err)
 	}
