@@ -109,6 +109,12 @@ func (s *system) verify() {
 	if code != 0 {
 		s.t.Fatalf("replay --verify exited %d:\n%s", code, out)
 	}
+	// The hash chain holds across the crashes too: no event edited,
+	// removed, reordered, inserted or written without it.
+	code, _, out = s.cli(nil, "audit", "verify")
+	if code != 0 {
+		s.t.Fatalf("audit verify exited %d:\n%s", code, out)
+	}
 }
 
 // wantEvents fails unless the job's history is exactly these event types.

@@ -36,13 +36,14 @@ const (
 	invNoSubmitted    = "jobs whose history has no job.submitted"
 	invOrphans        = "jobs of workers all killed at once, still held 30 s later"
 	invVerify         = "replay --verify differences"
+	invChain          = "audit verify findings (the hash chain: events edited, removed, reordered, inserted or unchained)"
 	invWorkItemsLeft  = "work items left in the default queue"
 	invBadWorkerExits = "workers that did not exit 0 after SIGTERM"
 )
 
 var invariants = []string{invNotTerminal, invMultiTerminal, invAfterTerminal, invDoubleStart, invLeaseLive,
 	invLeaseRestart, invLeaseClaimLost, invRequeueLive, invDeadWriter, invOutcome, invResult, invFanIn, invChildren, invDelay,
-	invUnknown, invLost, invBadLog, invNoSubmitted, invOrphans, invVerify, invWorkItemsLeft, invBadWorkerExits}
+	invUnknown, invLost, invBadLog, invNoSubmitted, invOrphans, invVerify, invChain, invWorkItemsLeft, invBadWorkerExits}
 
 // report is what the final read of the log found.
 type report struct {

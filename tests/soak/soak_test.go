@@ -125,6 +125,9 @@ func runSoak(t *testing.T, s *system) {
 	for _, d := range diffs {
 		r.bad(invVerify, nil, "%s", d)
 	}
+	for _, f := range s.auditVerify() {
+		r.bad(invChain, nil, "%s", f)
+	}
 
 	t.Log(summary(s, ld, r, faultStart, faultEnd, drained, finishedAtEnd, verified))
 	for id, pieces := range r.stuck {

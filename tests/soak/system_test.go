@@ -286,6 +286,32 @@ func (s *system) verify() (jobs int, diffs []json.RawMessage) {
 	return rep.Jobs, rep.Diffs
 }
 
+// auditVerify runs `jetflow audit verify --json` and returns its findings
+// (each as the CLI prints it).
+func (s *system) auditVerify() (findings []string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "audit", "verify", "--json", "--nats", s.url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep struct {
+		Events   int               `json:"events"`
+		Findings []json.RawMessage `json:"findings"`
+	}
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil || rep.Events == 0 {
+		s.t.Fatalf("audit verify: %v, no report (%v):\n%s%s", err, jerr, stdout.String(), lastLines(stderr.String(), 40))
+	}
+	if err != nil && len(rep.Findings) == 0 {
+		s.t.Fatalf("audit verify: %v without findings:\n%s", err, lastLines(stderr.String(), 40))
+	}
+	for _, f := range rep.Findings {
+		findings = append(findings, string(f))
+	}
+	return findings
+}
+
 // lastLines is the last n lines of out.
 func lastLines(out string, n int) string {
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine/internal/audit"
@@ -86,5 +87,58 @@ func TestAuditCheckpoints(t *testing.T) {
 	}
 	for _, f := range r.Findings {
 		t.Log(f)
+	}
+}
+
+// A scope's verification recomputes each checkpoint's root from its
+// range's heads: a job's events purged and its first two appended again
+// (a chain that holds, cut short) are found in a scope of that job, and
+// of any other job, as in the whole log; before, every scope verifies.
+func TestAuditScopedVerifyRecomputesCheckpoints(t *testing.T) {
+	env, js, ids := logOf(t, 3)
+	ctx := context.Background()
+	kp, _, err := audit.LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := audit.PublicKey(kp)
+	st := testkit.StoreOf(t, env.Client)
+	cp := maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp})
+	env.Engine.Stop(ctx)
+	ck, err := cp.Checkpoint(ctx)
+	if err != nil || ck == nil {
+		t.Fatalf("checkpoint %+v: %v", ck, err)
+	}
+	for _, sc := range []audit.Scope{{Job: ids[0]}, {Job: ids[1]}, {Namespace: domain.DefaultNS}, {Type: "audit.ok"}} {
+		if r := verify(t, js, sc, pub); !r.OK() || r.Checkpoints != 1 || r.Covered != ck.Checkpoint.UpTo || r.Uncovered != 0 {
+			t.Fatalf("scope %+v before: %+v", sc, r)
+		}
+	}
+	a := msgs(t, js, ids[0])
+	if len(a) < 3 {
+		t.Fatalf("job %s has %d events", ids[0], len(a))
+	}
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(a[0].Subject)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range a[:2] {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Data: m.Data,
+			Header: nats.Header{streams.HashHeader: m.Header.Values(streams.HashHeader)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := fmt.Sprintf("checkpoint %d ", ck.Seq)
+	for _, sc := range []audit.Scope{{Job: ids[0]}, {Job: ids[1]}, {}} {
+		r := verify(t, js, sc, pub)
+		if got := findings(r); len(got) != 1 || got[0] != want || !strings.Contains(r.Findings[0].What, "removed, edited or added") {
+			t.Fatalf("scope %+v after: findings %v, want [%s]\n%v", sc, got, want, r.Findings)
+		}
+		if wantUncovered := map[bool]int{true: 2, false: 0}[sc.Job != ids[1]]; r.Uncovered != wantUncovered {
+			t.Fatalf("scope %+v: %d uncovered, want %d", sc, r.Uncovered, wantUncovered)
+		}
 	}
 }

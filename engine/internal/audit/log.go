@@ -93,6 +93,10 @@ func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub str
 	filters := scope.Filters()
 	if filters != nil {
 		filters = append(filters, streams.CheckpointSubject) // their signatures
+		// Each checkpoint's root is recomputed from its range's heads, read
+		// again whole: the scope's heads must be among them.
+		v.InScope = scope.Contains
+		v.RangeHeads = func(from, upTo uint64) ([]Head, error) { return headsOf(ctx, js, from, upTo) }
 	}
 	// The verifier runs beside the reader, fed batches: reading (the
 	// client's parse of each message) and verifying (decode, hash, chain)
