@@ -218,7 +218,7 @@ func firstSeqAt(ctx context.Context, js jetstream.JetStream, t time.Time) (uint6
 		return 0, fmt.Errorf("read event log: %w", err)
 	}
 	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		return 1 << 62, nil // nothing at or after t
+		return nothingAfter, nil
 	}
 	m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
 	if err != nil {
