@@ -163,6 +163,11 @@ func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io
 			last = i
 		}
 	}
+	if from == 1 && last >= 0 {
+		// From the log's first event every chain starts in the export, the
+		// checkpoints' too: a namespace's first checkpoint may come later.
+		first = 0
+	}
 	for i := first; i >= 0 && i <= last; i++ {
 		ck := cks[i]
 		if err := enc.Encode(Line{Kind: "checkpoint", Seq: ck.seq, Subject: streams.CheckpointSubject, Hash: ck.hash, Data: ck.data}); err != nil {
