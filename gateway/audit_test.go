@@ -417,6 +417,22 @@ func TestJobsAtInstant(t *testing.T) {
 	if got, want := show(get("prodB", at(now))), fmt.Sprintf("[%s queued other] more false", e.B1); got != want {
 		t.Errorf("other's: %s, want %s", got, want)
 	}
+	// Another namespace's job as of an instant: answered as an unknown
+	// one, over HTTP and NATS.
+	unknown := domain.NewID()
+	stamp := now.UTC().Format(time.RFC3339Nano)
+	theirs, none := e.as("readA", "GET", "/api/v1/jobs/"+e.B1+"?"+at(now), nil), e.as("readA", "GET", "/api/v1/jobs/"+unknown+"?"+at(now), nil)
+	theirs.problem(t, 404, "not-found")
+	if strings.ReplaceAll(string(theirs.body), e.B1, unknown) != string(none.body) {
+		t.Errorf("another namespace's job at an instant: %s\nan unknown one: %s", theirs.body, none.body)
+	}
+	st1, out1 := e.cmd("readA", "get", map[string]any{"id": e.B1, "at": stamp})
+	st2, out2 := e.cmd("readA", "get", map[string]any{"id": unknown, "at": stamp})
+	b1, _ := json.Marshal(out1)
+	b2, _ := json.Marshal(out2)
+	if st1 != 404 || st2 != 404 || strings.ReplaceAll(string(b1), e.B1, unknown) != string(b2) {
+		t.Errorf("get at over NATS: %d %s\nan unknown one: %d %s", st1, b1, st2, b2)
+	}
 	e.as("prodB", "GET", "/api/v1/jobs?namespace=acme&"+at(now), nil).problem(t, 403, "forbidden")
 	e.as("workA", "GET", "/api/v1/jobs?"+at(now), nil).problem(t, 403, "forbidden")
 }
