@@ -55,6 +55,7 @@ type backend interface {
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
 	workflows
 	historyBackend
+	auditBackend
 }
 
 // views renders what the store listed, or passes its error on.

@@ -204,3 +204,25 @@ func ExampleClient_List() {
 	fmt.Println(len(jobs))
 	// Output: 2
 }
+
+// AuditVerify checks the hash chain of a job's events (and the signed
+// checkpoints, when the engine writes them: keep its AuditPublicKey apart
+// and pass it as the key to trust).
+func ExampleClient_AuditVerify() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+	job, err := client.Submit(ctx, "report.build", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Cancel(ctx, job.ID, "not needed"); err != nil {
+		log.Fatal(err)
+	}
+	rep, err := client.AuditVerify(ctx, jetflow.ReplayScope{Job: job.ID}, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rep.Events, "events,", len(rep.Findings), "findings, ok:", rep.OK())
+	// Output: 2 events, 0 findings, ok: true
+}

@@ -13,8 +13,8 @@ import (
 // History (docs/audit.md): the event log folded at any scope and instant,
 // not the live records.
 
-// ReplayScope selects part of the event log for ReplayScope and
-// VerifyScope: the events of one job, or of the jobs of a namespace, queue
+// ReplayScope selects part of the event log for ReplayScope, VerifyScope
+// and AuditVerify: the events of one job, or of the jobs of a namespace, queue
 // and/or type, stored from Since to Until (the instants the log stored
 // them). The zero ReplayScope is the whole log.
 type ReplayScope struct {

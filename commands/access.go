@@ -41,6 +41,8 @@ var verbActionsMore = map[string]Action{
 	"file.result":   ActWork,         // PUT /jobs/{id}/result
 	"file.download": ActRead,         // GET /jobs/{id}/download
 	"tail":          ActRead,         // jetflow tail: the events of a namespace as they are appended
+	"audit_verify":  ActRead,         // GET /audit/verify; more in AuditNamespace
+	"audit_pubkey":  ActRead,         // GET /audit/pubkey
 }
 
 func init() {
@@ -57,6 +59,24 @@ func (p *Principal) InEveryNamespace(act Action) error {
 		return &forbiddenError{Role: p.Role, Action: act, Namespace: AllNamespaces}
 	}
 	return nil
+}
+
+// AuditNamespace is the namespace whose part of the event log the
+// principal verifies or exports ("": every namespace's, the whole log): a
+// namespaced principal's own, whatever it asks (naming another is 403, as
+// Scope); a principal of every namespace needs the admin role, whatever it
+// asks, since the whole log, and the part of any namespace, is not its own.
+func (p *Principal) AuditNamespace(asked string) (string, error) {
+	if p == nil {
+		return asked, nil
+	}
+	if p.Scoped() {
+		return p.Scope(ActRead, asked)
+	}
+	if err := p.Can(ActAdmin); err != nil {
+		return "", err
+	}
+	return asked, nil
 }
 
 // SeesQueue reports whether the principal is shown a queue when it lists

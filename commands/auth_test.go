@@ -151,3 +151,32 @@ func TestSubmitUser(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditNamespace: a namespaced token audits its own namespace
+// (forced; naming another is forbidden whether it exists or not), a token
+// of every namespace needs the admin role, and no principal (access
+// control off) audits what it asks.
+func TestAuditNamespace(t *testing.T) {
+	for _, c := range []struct {
+		p      *Principal
+		asked  string
+		want   string
+		denied bool
+	}{
+		{nil, "", "", false},
+		{nil, "acme", "acme", false},
+		{&Principal{Namespace: AllNamespaces, Role: RoleAdmin}, "", "", false},
+		{&Principal{Namespace: AllNamespaces, Role: RoleAdmin}, "acme", "acme", false},
+		{&Principal{Namespace: AllNamespaces, Role: RoleReader}, "", "", true},
+		{&Principal{Namespace: AllNamespaces, Role: RoleReader}, "acme", "", true},
+		{&Principal{Namespace: "acme", Role: RoleReader}, "", "acme", false},
+		{&Principal{Namespace: "acme", Role: RoleProducer}, "acme", "acme", false},
+		{&Principal{Namespace: "acme", Role: RoleReader}, "other", "", true},
+		{&Principal{Namespace: "acme", Role: RoleReader}, "nowhere", "", true},
+	} {
+		got, err := c.p.AuditNamespace(c.asked)
+		if got != c.want || (err != nil) != c.denied || err != nil && !errors.Is(err, ErrForbidden) {
+			t.Errorf("%+v asking %q: %q %v, want %q (denied %v)", c.p, c.asked, got, err, c.want, c.denied)
+		}
+	}
+}

@@ -8,14 +8,37 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/jetflow/jetflow/engine/internal/audit"
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 )
 
-// The audit of the event log (docs/audit.md), for the CLI.
+// The audit of the event log (docs/audit.md), for the CLI, the HTTP API
+// and the Go client.
 type (
 	AuditScope   = audit.Scope
 	AuditReport  = audit.Report
 	AuditFinding = audit.Finding
+	// AuditFields are a verification as a client asks for it (the
+	// audit_verify verb's body, GET /api/v1/audit/verify's query); their
+	// Request reads and checks them, its Authorize holds it to a
+	// principal, its Verify runs it.
+	AuditFields  = cmdservice.AuditFields
+	AuditRequest = cmdservice.AuditRequest
+	// AuditKey is the checkpoint key a client is told.
+	AuditKey = cmdservice.AuditKey
 )
+
+// Sources of an AuditKey.
+const (
+	AuditKeyOfEngine     = cmdservice.KeyOfEngine
+	AuditKeyOfCheckpoint = cmdservice.KeyOfCheckpoint
+)
+
+// AuditKeyOf is own (the key this process's engine signs checkpoints
+// with), else the key the log's newest checkpoint names (ErrNotFound
+// when neither is).
+func AuditKeyOf(ctx context.Context, js jetstream.JetStream, own string) (*AuditKey, error) {
+	return cmdservice.AuditKeyOf(ctx, js, own)
+}
 
 // AuditKeyFile is the checkpoint signing key's file in its directory.
 const AuditKeyFile = audit.KeyFile

@@ -107,7 +107,9 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		e.Stats,
 		e.Scheduler,
 	}
+	auditKey := ""
 	if cfg.Checkpoints.Key != nil {
+		auditKey = AuditPublicKey(cfg.Checkpoints.Key)
 		if cfg.Checkpoints.Log == nil {
 			cfg.Checkpoints.Log = log
 		}
@@ -119,7 +121,8 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 	e.components = []Component{
 		e.Projector,
 		maintenance.NewPromoter(st, maintenance.PromoterConfig{Log: log}),
-		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Types: s.Types, Log: log, Schedules: s.Schedules}),
+		cmdservice.New(st, cmdservice.Config{Auth: cfg.Auth, Tokens: s.Tokens, Types: s.Types, Log: log, Schedules: s.Schedules,
+			AuditKey: auditKey}),
 		e.Leader,
 	}
 	return e

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/engine/internal/replay"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
@@ -44,3 +45,7 @@ func JobAt(ctx context.Context, js jetstream.JetStream, id string, at time.Time)
 func JobsAt(ctx context.Context, js jetstream.JetStream, at time.Time, f AtFilter) ([]*domain.Job, bool, error) {
 	return replay.JobsAt(ctx, js, at, f)
 }
+
+// ParseInstant parses an instant of history (RFC 3339, "": none); a bad
+// one is an InputError naming field.
+func ParseInstant(field, s string) (time.Time, error) { return cmdservice.ParseInstant(field, s) }

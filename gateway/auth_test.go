@@ -125,6 +125,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	bulkA := bulk.ID
 
 	const any2xx = 1 // any 2xx
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	A, T, B := jobA.Job.ID, done.Job.ID, jobB.Job.ID
 	type route struct {
 		method, path string
@@ -204,6 +205,15 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		{"POST", "/api/v1/jobs/bulk", func() any { return map[string]any{"action": "purge", "query": "state=failed", "dry_run": true} }, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"GET", "/api/v1/bulk/" + bulkA, nil, [7]int{401, 401, 200, 200, 403, 200, 404}},
 		{"GET", "/api/v1/bulk/bk-NONE", nil, [7]int{401, 401, 404, 404, 403, 404, 404}},
+		{"GET", "/api/v1/jobs?at=" + now, nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"GET", "/api/v1/jobs?namespace=acme&at=" + now, nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"GET", "/api/v1/audit/verify", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"GET", "/api/v1/audit/verify?namespace=acme", nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"GET", "/api/v1/audit/verify?job=" + A, nil, [7]int{401, 401, 200, 200, 403, 200, 404}},
+		{"GET", "/api/v1/audit/verify?job=" + B, nil, [7]int{401, 401, 200, 404, 403, 404, 200}},
+		{"GET", "/api/v1/audit/export", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"GET", "/api/v1/audit/export?namespace=other", nil, [7]int{401, 401, 200, 403, 403, 403, 200}},
+		{"GET", "/api/v1/audit/pubkey", nil, [7]int{401, 401, 404, 404, 403, 404, 404}},
 		{"GET", "/metrics", nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"GET", "/readyz", nil, [7]int{401, 401, 200, 200, 403, 200, 200}},
 		{"GET", "/healthz", nil, [7]int{200, 200, 200, 200, 200, 200, 200}},

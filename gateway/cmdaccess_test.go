@@ -162,6 +162,7 @@ func TestEveryVerbEveryRole(t *testing.T) {
 		return &route2{method, path, func() (any, []string) { return body, nil }}
 	}
 	zip := zipBytes(t, "a.txt")
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, v := range []struct {
 		verb string
 		body func() any
@@ -188,7 +189,14 @@ func TestEveryVerbEveryRole(t *testing.T) {
 		{"verify", fixed(map[string]any{"settle": "0s"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"replay", fixed(map[string]any{}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"replay", fixed(map[string]any{"namespace": "acme"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
-		{"list_at", fixed(map[string]any{"at": time.Now().UTC().Format(time.RFC3339Nano), "namespace": "acme"}), nil, [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"list_at", fixed(map[string]any{"at": now, "namespace": "acme"}), plain("GET", "/api/v1/jobs?namespace=acme&at="+now, nil), [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"list_at", fixed(map[string]any{"at": now}), plain("GET", "/api/v1/jobs?at="+now, nil), [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"audit_verify", fixed(map[string]any{}), plain("GET", "/api/v1/audit/verify", nil), [7]int{401, 401, 200, 200, 403, 200, 200}},
+		{"audit_verify", fixed(map[string]any{"namespace": "acme"}), plain("GET", "/api/v1/audit/verify?namespace=acme", nil), [7]int{401, 401, 200, 200, 403, 200, 403}},
+		{"audit_verify", fixed(map[string]any{"job": A}), plain("GET", "/api/v1/audit/verify?job="+A, nil), [7]int{401, 401, 200, 200, 403, 200, 404}},
+		{"audit_verify", fixed(map[string]any{"job": B}), plain("GET", "/api/v1/audit/verify?job="+B, nil), [7]int{401, 401, 200, 404, 403, 404, 200}},
+		{"audit_verify", fixed(map[string]any{"since": "monday"}), plain("GET", "/api/v1/audit/verify?since=monday", nil), [7]int{401, 401, 400, 400, 403, 400, 400}},
+		{"audit_pubkey", fixed(map[string]any{}), plain("GET", "/api/v1/audit/pubkey", nil), [7]int{401, 401, 404, 404, 403, 404, 404}},
 		{"purge", fixed(map[string]any{"older_than": "1000h"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "acme:cat:mine"}), plain("PUT", "/api/v1/types/acme/cat/mine", map[string]any{}), [7]int{401, 401, 200, 403, 200, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "@global:cat:new"}), plain("PUT", "/api/v1/types/@global/cat/new", map[string]any{}), [7]int{401, 401, 200, 403, 403, 403, 403}},

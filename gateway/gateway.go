@@ -75,6 +75,10 @@ type Config struct {
 	// dashboard's cookie), its role must allow what the route does, and
 	// what it reads and writes is its namespace's (gateway/auth.go).
 	Auth bool
+	// AuditPublicKey is the public key the engine the gateway runs with
+	// signs the event log's checkpoints with (GET /api/v1/audit/pubkey;
+	// serve sets it); "": the key the newest checkpoint names.
+	AuditPublicKey string
 	// OpenOps, with Auth, serves /metrics and /readyz without a token
 	// (otherwise /metrics needs a token good in every namespace).
 	OpenOps bool
@@ -149,6 +153,7 @@ type Gateway struct {
 	qcache     sharedRead[[]*QueueInfo]
 	wcache     sharedRead[[]*WorkerRecord]
 	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)
+	logReads   chan struct{} // a slot per read of the event log (MaxLogReads)
 	ctxMu      sync.Mutex
 	baseCtx    context.Context // cancelled by Stop: ends long polls and streams
 	baseCancel context.CancelFunc
@@ -172,11 +177,12 @@ func New(cfg Config) (*Gateway, error) {
 		st.Types.Categories = cfg.Categories
 	}
 	g := &Gateway{cfg: cfg, store: st, log: log,
-		remote: engine.NewRemote(st, cfg.Lease, cfg.Log),
-		index:  newIndex(st.KV, cfg.Log),
-		open:   make(chan struct{}, cfg.MaxStreams),
-		qcache: sharedRead[[]*QueueInfo]{ttl: sharedTTL},
-		wcache: sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
+		remote:   engine.NewRemote(st, cfg.Lease, cfg.Log),
+		index:    newIndex(st.KV, cfg.Log),
+		open:     make(chan struct{}, cfg.MaxStreams),
+		logReads: make(chan struct{}, MaxLogReads),
+		qcache:   sharedRead[[]*QueueInfo]{ttl: sharedTTL},
+		wcache:   sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
 	}
 	g.workers = newRegistry(st, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
@@ -368,6 +374,9 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/tokens/{id}", methods{"DELETE": g.act(commands.ActAdmin, g.revokeToken)})
 	route(mux, v1+"/stats", methods{"GET": g.act(read, g.stats)})
 	route(mux, v1+"/stream", methods{"GET": g.act(read, g.stream)})
+	route(mux, v1+"/audit/verify", methods{"GET": g.act(read, g.auditVerify)})
+	route(mux, v1+"/audit/export", methods{"GET": g.act(read, g.auditExport)})
+	route(mux, v1+"/audit/pubkey", methods{"GET": g.act(read, g.auditPubkey)})
 	g.operatorRoutes(mux, v1)
 	g.scheduleRoutes(mux)
 	mux.HandleFunc(v1+"/", func(w http.ResponseWriter, r *http.Request) {

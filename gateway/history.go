@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -21,10 +22,10 @@ func (g *Gateway) getJobAt(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	j, err := engine.JobAt(r.Context(), g.store.JS, id, at)
-	if err == nil {
-		if p := principal(r); p != nil && !p.Sees(j.Spec.Namespace) {
-			err = fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
-		}
+	// A job of another namespace is answered exactly as one with no event
+	// by then: the same detail.
+	if p := principal(r); errors.Is(err, commands.ErrNotFound) || err == nil && p != nil && !p.Sees(j.Spec.Namespace) {
+		err = fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
 	}
 	if err != nil {
 		fail(w, r, err, id)

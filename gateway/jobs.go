@@ -374,6 +374,10 @@ func (g *Gateway) listJobs(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
+	if q.Has("at") {
+		g.listJobsAt(w, r, q)
+		return
+	}
 	f, cur, limit, err := listParams(q)
 	if err != nil {
 		fail(w, r, err, "")

@@ -102,6 +102,15 @@ func TestSameMistakeSameSlugBothWays(t *testing.T) {
 			`{"id":"` + id + `","name":"a.txt","worker_id":"wk-` + unknown + `"}`, engine.ProblemNotClaimant, ""},
 		{"result of a job not held", "PUT", "/api/v1/jobs/" + id + "/result?worker_id=wk-" + unknown, "file.result",
 			`{"id":"` + id + `","worker_id":"wk-` + unknown + `","offset":0,"data":""}`, engine.ProblemNotClaimant, ""},
+		{"audit not an instant", "GET", "/api/v1/audit/verify?since=monday", "audit_verify", `{"since":"monday"}`, engine.ProblemInvalidInput, "since"},
+		{"audit until before since", "GET", "/api/v1/audit/verify?since=2021-01-01T00:00:00Z&until=2020-01-01T00:00:00Z", "audit_verify",
+			`{"since":"2021-01-01T00:00:00Z","until":"2020-01-01T00:00:00Z"}`, engine.ProblemInvalidInput, "until"},
+		{"audit bad queue", "GET", "/api/v1/audit/verify?queue=a.b", "audit_verify", `{"queue":"a.b"}`, engine.ProblemInvalidInput, "queue"},
+		{"audit bad namespace", "GET", "/api/v1/audit/verify?namespace=a@b", "audit_verify", `{"namespace":"a@b"}`, engine.ProblemInvalidInput, "namespace"},
+		{"audit not a key", "GET", "/api/v1/audit/verify?pubkey=nope", "audit_verify", `{"pubkey":"nope"}`, engine.ProblemInvalidInput, "pubkey"},
+		{"audit key without a checkpoint", "GET", "/api/v1/audit/pubkey", "audit_pubkey", `{}`, engine.ProblemNotFound, ""},
+		{"list at not an instant", "GET", "/api/v1/jobs?at=noon", "list_at", `{"at":"noon"}`, engine.ProblemInvalidInput, "at"},
+		{"list at bad state", "GET", "/api/v1/jobs?at=2026-11-26T14:02:00Z&state=sleeping", "list_at", `{"at":"2026-11-26T14:02:00Z","state":"sleeping"}`, engine.ProblemInvalidInput, "state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.eventCount()

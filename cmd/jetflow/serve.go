@@ -248,7 +248,7 @@ func cmdServe(c *cli, args []string) int {
 		}
 		gw, err := gateway.New(gateway.Config{Client: gwClient, Addr: httpAddr, Log: log,
 			TrustedOrigins: origins, MaxBodyBytes: maxBody, MaxStreams: maxStreams, Lease: httpLease, Categories: cats,
-			Auth: auth, OpenOps: openOps, MaxUpload: int64(maxUpload), MaxFiles: maxFiles})
+			Auth: auth, OpenOps: openOps, MaxUpload: int64(maxUpload), MaxFiles: maxFiles, AuditPublicKey: eng.AuditPublicKey()})
 		if err != nil {
 			c.errorOf(err, "%v", err)
 			return exitUsage

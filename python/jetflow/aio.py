@@ -47,7 +47,7 @@ def _wrap(name):
     return call
 
 
-for _name in ("request", "submit", "get", "wait", "cancel", "purge_job", "reprioritize", "retry", "submit_workflow", "get_workflow", "retry_workflow", "list_page", "events", "files", "download",
+for _name in ("request", "submit", "get", "wait", "cancel", "purge_job", "reprioritize", "retry", "submit_workflow", "get_workflow", "retry_workflow", "list_page", "events", "files", "download", "audit_verify", "audit_pubkey", "audit_export",
               "types", "get_type", "register_type", "namespaces", "workers", "queues", "create_token", "tokens",
               "revoke_token", "ready"):
     setattr(AsyncClient, _name, _wrap(_name))

@@ -3,6 +3,7 @@ their events, cancel and retry them, download their result archives, and
 manage the registry of job types (docs/http.md)."""
 
 import datetime
+import http.client
 import json
 import math
 import os
@@ -58,11 +59,14 @@ class Event(Record):
 
 
 class Page:
-    """One page of a list: ``.jobs`` and ``.next_cursor`` (None on the last)."""
+    """One page of a list: ``.jobs`` and ``.next_cursor`` (None on the last);
+    of a list at an instant, ``.more``: whether more jobs matched than the
+    limit (it has no cursor)."""
 
-    def __init__(self, jobs, next_cursor):
+    def __init__(self, jobs, next_cursor, more=False):
         self.jobs = jobs
         self.next_cursor = next_cursor
+        self.more = more
 
     def __iter__(self):
         return iter(self.jobs)
@@ -210,9 +214,16 @@ class Client:
             return self._job("POST", "/jobs", Multipart(body, uploads), headers=trace, timeout=max(self.timeout, 300))
         return self._job("POST", "/jobs", body, headers=trace)
 
-    def get(self, id, wait=None):
+    def get(self, id, wait=None, at=None):
         """The job. With ``wait`` (seconds, at most 60), the server answers as
-        soon as the job is terminal or when the wait passed (Prefer: wait)."""
+        soon as the job is terminal or when the wait passed (Prefer: wait).
+        With ``at`` (a datetime or an RFC 3339 string), the job as it was
+        then, folded from its events in the log (docs/audit.md); a job with
+        no event by then raises NotFound."""
+        if at is not None:
+            if wait:
+                raise TypeError("get: wait and at: a job as it was at an instant does not change")
+            return self._job("GET", "/jobs/" + _seg(id), query={"at": _instant(at, "at")})
         if wait is None or wait <= 0:
             return self._job("GET", "/jobs/" + _seg(id))
         n = int(math.ceil(min(wait, MAX_WAIT)))
@@ -306,16 +317,28 @@ class Client:
         body = body or None
         return self._job("POST", "/jobs/%s/retry" % _seg(id), body, headers=trace)
 
-    def list_page(self, state=None, type=None, queue=None, namespace=None, parent=None, limit=None, cursor=None):
-        """One page of jobs, newest first."""
+    def list_page(self, state=None, type=None, queue=None, namespace=None, parent=None, limit=None, cursor=None, at=None):
+        """One page of jobs, newest first. With ``at`` (a datetime or an RFC
+        3339 string), the jobs as the log had them then, in ``state`` (any
+        without), the most recently moved first, at most ``limit`` (default
+        100, at most 1000); ``.more`` says whether there were more (no
+        cursor; ``parent`` and ``cursor`` are refused with ``at``)."""
         q = {"state": state, "type": type, "queue": queue, "namespace": namespace or self.namespace,
              "parent": parent, "limit": limit, "cursor": cursor}
+        if at is not None:
+            q["at"] = _instant(at, "at")
         out = self.request("GET", "/jobs", query=q)
-        return Page([JobInfo(j) for j in out.get("jobs") or []], out.get("next_cursor"))
+        return Page([JobInfo(j) for j in out.get("jobs") or []], out.get("next_cursor"), bool(out.get("more")))
 
-    def list(self, state=None, type=None, queue=None, namespace=None, parent=None, page_size=None, cursor=None):
+    def list(self, state=None, type=None, queue=None, namespace=None, parent=None, page_size=None, cursor=None, at=None):
         """Every job that matches, newest first: an iterator that follows the
-        cursors page after page (``page_size`` jobs a request)."""
+        cursors page after page (``page_size`` jobs a request). With ``at``,
+        the jobs at that instant (see list_page), at most ``page_size``
+        (default 100): one request."""
+        if at is not None:
+            for j in self.list_page(state, type, queue, namespace, parent, page_size, cursor, at=at).jobs:
+                yield j
+            return
         while True:
             page = self.list_page(state, type, queue, namespace, parent, page_size, cursor)
             for j in page.jobs:
@@ -391,6 +414,59 @@ class Client:
             if retries > 5:
                 raise errors.ConnectionFailed("following job %s: the stream keeps closing" % id)
             time.sleep(min(2.0, 0.1 * 2 ** retries))
+
+    # The audit of the event log (docs/audit.md).
+
+    def audit_verify(self, namespace=None, queue=None, type=None, job=None, since=None, until=None, pubkey=None):
+        """Verifies the hash chain and the signed checkpoints of the events
+        of a scope of the log (every argument optional: the whole log, or
+        the client's namespace when it has one), stored from ``since`` to
+        ``until`` (datetimes or RFC 3339 strings), against ``pubkey`` (the
+        checkpoint keys to trust, comma-separated; without: the keys the
+        checkpoints name, which proves only that the log agrees with
+        itself). Returns the report: ``.events``, ``.subjects``,
+        ``.checkpoints``, ``.findings`` (each ``{"kind", "subject", "job",
+        "seq", "what"}``; empty when nothing is wrong), ``.covered``,
+        ``.uncovered``, ``.key``, ``.key_pinned``. A token of one namespace
+        verifies that namespace only (another raises Forbidden, a job of
+        another NotFound); a token of every namespace must be an admin's."""
+        q = {"namespace": namespace or self.namespace, "queue": queue, "type": type, "job": job,
+             "since": _instant(since, "since"), "until": _instant(until, "until"), "pubkey": pubkey}
+        return Record(self.request("GET", "/audit/verify", query=q, timeout=max(self.timeout, 600)))
+
+    def audit_pubkey(self):
+        """The key that signs the log's checkpoints: ``.pubkey``, and
+        ``.source``: "engine" (the key of the server's engine) or
+        "checkpoint" (the key the newest checkpoint names, at
+        ``.checkpoint_seq``: what the log claims). Keep it apart from the
+        system and pass it to audit_verify. NotFound when there is none."""
+        return Record(self.request("GET", "/audit/pubkey"))
+
+    def audit_export(self, dest=None, since=None, until=None, namespace=None):
+        """The export of the log (JSON Lines, docs/audit.md): the events
+        stored from ``since`` to ``until`` of ``namespace`` (the client's;
+        none: every one), their checkpoints and proofs, which ``jetflow audit
+        verify --file`` checks offline. Its bytes, or written to ``dest`` (a
+        path or a binary file object; returns ``dest``). An export cut short
+        raises ConnectionFailed."""
+        q = {"since": _instant(since, "since"), "until": _instant(until, "until"), "namespace": namespace or self.namespace}
+        conn, res = self._t.open("GET", "/audit/export", query=q, timeout=max(self.timeout, 600),
+                                 headers={"Accept": "application/x-ndjson"})
+        try:
+            if dest is None:
+                return res.read()
+            if hasattr(dest, "write"):
+                _copy(res, dest)
+                return dest
+            tmp = os.fspath(dest) + ".part"
+            with open(tmp, "wb") as f:
+                _copy(res, f)
+            os.replace(tmp, dest)
+            return dest
+        except (OSError, http.client.HTTPException) as e:
+            raise errors.ConnectionFailed("audit export: %s" % e) from None
+        finally:
+            conn.close()
 
     # Files.
 
@@ -519,6 +595,17 @@ def submit_body(type, payload=None, queue=None, delay=None, run_at=None, max_ret
                 raise TypeError("%s: want a list of strings, not a string" % k)
             body[k] = list(v)
     return body
+
+
+def _instant(value, name):
+    """An instant as the API takes it: RFC 3339. A naive datetime is local
+    time; a string is passed as is (the server refuses a bad one, naming
+    ``name``)."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        value = value.astimezone()
+    if isinstance(value, datetime.datetime):
+        return value.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return timestamp(value, name)
 
 
 def _seg(s):

@@ -163,6 +163,11 @@ func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io
 			last = i
 		}
 	}
+	if from == 1 && last >= 0 {
+		// From the log's first event every chain starts in the export, the
+		// checkpoints' too: a namespace's first checkpoint may come later.
+		first = 0
+	}
 	for i := first; i >= 0 && i <= last; i++ {
 		ck := cks[i]
 		if err := enc.Encode(Line{Kind: "checkpoint", Seq: ck.seq, Subject: streams.CheckpointSubject, Hash: ck.hash, Data: ck.data}); err != nil {
@@ -218,7 +223,7 @@ func firstSeqAt(ctx context.Context, js jetstream.JetStream, t time.Time) (uint6
 		return 0, fmt.Errorf("read event log: %w", err)
 	}
 	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		return 1 << 62, nil // nothing at or after t
+		return nothingAfter, nil
 	}
 	m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
 	if err != nil {

@@ -118,3 +118,39 @@ func TestAuditExport(t *testing.T) {
 		t.Fatalf("verify with another key: %v %+v", err, r)
 	}
 }
+
+// A namespace whose first events come after the log's first checkpoint:
+// its export from the log's beginning holds the checkpoints from the
+// first, whose chain starts there, and verifies.
+func TestAuditExportNamespaceAfterACheckpoint(t *testing.T) {
+	env, js, _ := logOf(t, 1) // namespace default
+	ctx := context.Background()
+	kp, _, err := audit.LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
+	if ck, err := cp.Checkpoint(ctx); err != nil || ck == nil {
+		t.Fatalf("checkpoint %+v %v", ck, err)
+	}
+	j, err := env.Client.Submit(ctx, "audit.ok", 1, jetflow.Namespace("tenant-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := env.Wait(j.ID, 30*time.Second); err != nil || done.State != jetflow.Succeeded {
+		t.Fatalf("job %s: %v %+v", j.ID, err, done)
+	}
+	env.Engine.Stop(ctx)
+	if ck, err := cp.Checkpoint(ctx); err != nil || ck == nil {
+		t.Fatalf("checkpoint %+v %v", ck, err)
+	}
+	var b bytes.Buffer
+	st, err := audit.Export(ctx, js, audit.ExportScope{Namespace: "tenant-b"}, &b, nil)
+	if err != nil || st.Events != 3 || st.Checkpoints != 2 || st.Proofs != 1 || st.Uncovered != 0 {
+		t.Fatalf("export %+v %v", st, err)
+	}
+	r, err := audit.VerifyExport(bytes.NewReader(b.Bytes()), audit.PublicKey(kp))
+	if err != nil || !r.OK() || r.Events != 5 || r.Checkpoints != 2 || r.Uncovered != 0 {
+		t.Fatalf("verify export %+v %v", r, err)
+	}
+}

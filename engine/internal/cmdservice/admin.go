@@ -23,7 +23,7 @@ import (
 // The verbs beyond submit, get, cancel, list, events, wait and history:
 // what the HTTP API's routes do (children, retry, queues, workers, types,
 // namespaces, tokens), what the CLI's engine commands do (verify, replay,
-// purge), and files (files.go). Each answers with exactly the access rules
+// purge), files (files.go) and the audit (audit.go). Each answers with exactly the access rules
 // of its HTTP route, decided in package commands (commands.VerbAction for
 // the role, commands.Principal's methods for the rest), so that a token
 // client (jetflow.ClientOptions.Token) does everything an engine's client
@@ -111,6 +111,8 @@ var moreVerbs = map[string]verbHandler{
 	"file.result":   (*CommandServer).fileResult,
 	"file.download": (*CommandServer).fileDownload,
 	"tail":          (*CommandServer).tail,
+	"audit_verify":  (*CommandServer).auditVerify,
+	"audit_pubkey":  (*CommandServer).auditPubkey,
 }
 
 func init() {

@@ -41,7 +41,7 @@ func TestEveryVerbHasAnAction(t *testing.T) {
 func moreBodies() []any {
 	return []any{&childrenCommand{}, &retryCommand{}, &reprioritizeCommand{}, &queueCommand{}, &queueLimitsCommand{}, &verifyCommand{},
 		&purgeCommand{}, &typeCommand{}, &typesCommand{}, &namespaceCommand{}, &tokenCommand{}, &filePutCommand{},
-		&fileSubmitCommand{}, &fileResultCommand{}, &fileInputCommand{}, &fileDownloadCommand{}, &emptyCommand{}}
+		&fileSubmitCommand{}, &fileResultCommand{}, &fileInputCommand{}, &fileDownloadCommand{}, &emptyCommand{}, &AuditFields{}}
 }
 
 // decodeMore decodes body as the command server does the body of the
@@ -74,7 +74,7 @@ func FuzzMoreCommandBodies(f *testing.F) {
 		`{"name":"n","namespace":"*","role":"admin","ttl":"1h"}`, `{"upload":"up-AAAAAAAAAAAAAAAAAAAAAA","name":"a","offset":0,"data":"aGk="}`,
 		`{"upload":"up-x","files":[{"name":"a","size":2,"digest":"SHA-256=x"}],"job":{"type":"t","namespace":""}}`,
 		`{"id":"x","worker_id":"wk-1","offset":3,"data":"","last":true,"digest":"d"}`, `{"id":"x","name":"a","offset":1,"limit":2,"cursor":"c"}`,
-		`{"retention":5}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","priority":-3}`, `{"job":[]}`, `[]`, ``, `{}`}
+		`{"job":"j","namespace":"n","queue":"q","type":"t","since":"2026-11-26T14:02:00Z","until":"x","pubkey":"K"}`, `{"retention":5}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","priority":-3}`, `{"job":[]}`, `[]`, ``, `{}`}
 	for i, s := range seeds {
 		f.Add([]byte(s), true, uint8(i))
 		var v any
@@ -123,6 +123,9 @@ func TestRebuildsBounded(t *testing.T) {
 		{"verify", `{"settle":"2m"}`, problems.InvalidInput, 400},
 		{"purge", `{}`, problems.InvalidInput, 400},
 		{"replay", `{"x":1}`, problems.MalformedRequest, 400},
+		{"audit_verify", `{"since":"monday"}`, problems.InvalidInput, 400},
+		{"audit_verify", `{"pubkey":"nope"}`, problems.InvalidInput, 400},
+		{"audit_verify", `{"settle":"1s"}`, problems.MalformedRequest, 400},
 	} {
 		r := moreVerbs[tc.verb](c, &call{ctx: t.Context(), verb: tc.verb, asJSON: true, body: []byte(tc.body)})
 		if r.Error == nil || r.Error.Type != tc.slug || r.Error.Status != tc.status {

@@ -1,6 +1,7 @@
 package cmdservice
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -102,7 +103,9 @@ func (c *CommandServer) getAt(k *call, id, atText string) *cmdReply {
 		return fail(err, id)
 	}
 	j, err := replay.JobAt(k.ctx, c.store.JS(), id, at)
-	if err == nil && k.p != nil && !k.p.Sees(j.Spec.Namespace) {
+	// A job of another namespace is answered exactly as one with no event
+	// by then: the same detail.
+	if errors.Is(err, commands.ErrNotFound) || err == nil && k.p != nil && !k.p.Sees(j.Spec.Namespace) {
 		err = fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
 	}
 	if err != nil {

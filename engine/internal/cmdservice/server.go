@@ -94,6 +94,10 @@ type Config struct {
 
 	// Schedules serve the schedule verbs (schedule.create, ...).
 	Schedules *schedules.Schedules
+	// AuditKey is the public key this engine signs the event log's
+	// checkpoints with (audit_pubkey; "": it signs none, and the newest
+	// checkpoint's key is told).
+	AuditKey string
 }
 
 func (c Config) withDefaults() Config { return c }

@@ -1,0 +1,155 @@
+package jetflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
+)
+
+// AuditVerify and AuditPublicKey from a Client without a token (the log
+// itself), one with an admin token and one with a reader's token of
+// namespace acme (the engine's command service), against an engine that
+// signs a checkpoint every 50 ms when anything was appended.
+func TestClientAudit(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	eng, err := jetflow.NewEngineE(testkit.Client(t, testkit.Conn(t, srv), "engine"), jetflow.EngineConfig{Auth: true,
+		AuditKeyDir: t.TempDir(), CheckpointInterval: 50 * time.Millisecond, Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	pub := eng.AuditPublicKey()
+	d := testkit.Client(t, testkit.Conn(t, srv), "direct")
+	token := func(ns string, role jetflow.Role) *jetflow.Client {
+		tok, err := d.CreateToken(ctx, jetflow.TokenSpec{Name: "t-" + ns + "-" + string(role), Namespace: ns, Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Token: tok.Token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	k, ra := token("*", jetflow.RoleAdmin), token("acme", jetflow.RoleReader)
+	a, err := d.Submit(ctx, "audit.t", nil, jetflow.Namespace("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Cancel(ctx, a.ID, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Submit(ctx, "audit.t", nil, jetflow.Namespace("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole *jetflow.AuditReport
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if whole, err = d.AuditVerify(ctx, jetflow.ReplayScope{}, pub); err != nil {
+			return err
+		}
+		if whole.Checkpoints == 0 || whole.Uncovered != 0 {
+			return fmt.Errorf("not covered yet: %+v", whole)
+		}
+		return nil
+	})
+	if !whole.OK() || !whole.KeyPinned || whole.Key != pub || whole.Findings == nil {
+		t.Fatalf("the whole log: %+v", whole)
+	}
+	if got, err := k.AuditVerify(ctx, jetflow.ReplayScope{}, pub); err != nil || cmp.Diff(whole, got) != "" {
+		t.Errorf("the admin's token client: %v %s", err, cmp.Diff(whole, got))
+	}
+	// acme's part and a's events: the same from each client.
+	for name, c := range map[string]*jetflow.Client{"direct": d, "admin": k, "reader of acme": ra} {
+		for _, s := range []jetflow.ReplayScope{{Namespace: "acme"}, {Job: a.ID}, {Job: a.ID, Namespace: "acme", Type: "audit.t", Queue: "default"}} {
+			rep, err := c.AuditVerify(ctx, s, "")
+			if err != nil || !rep.OK() || rep.Events != 2+rep.Checkpoints || rep.Subjects != 2 || rep.Checkpoints != whole.Checkpoints ||
+				rep.KeyPinned || rep.Key != pub {
+				t.Errorf("%s verifies %+v: %v %+v", name, s, err, rep)
+			}
+		}
+	}
+	if rep, err := ra.AuditVerify(ctx, jetflow.ReplayScope{}, pub); err != nil || !rep.OK() || rep.Events != 2+rep.Checkpoints {
+		t.Errorf("the reader of acme's whole log is acme's: %v %+v", err, rep)
+	}
+	// Nothing stored in the range.
+	if rep, err := d.AuditVerify(ctx, jetflow.ReplayScope{Since: time.Now().Add(time.Hour)}, pub); err != nil || !rep.OK() || rep.Events != 0 {
+		t.Errorf("since an hour from now: %v %+v", err, rep)
+	}
+	// Another namespace, or its job, to the reader of acme.
+	if _, err := ra.AuditVerify(ctx, jetflow.ReplayScope{Namespace: "other"}, ""); !errors.Is(err, jetflow.ErrDenied) {
+		t.Errorf("the reader of acme verifies other: %v", err)
+	}
+	if _, err := ra.AuditVerify(ctx, jetflow.ReplayScope{Job: b.ID}, ""); !errors.Is(err, jetflow.ErrNotFound) {
+		t.Errorf("the reader of acme verifies other's job: %v", err)
+	}
+	// Bad input: the same problem from each client.
+	for _, bad := range []struct {
+		scope  jetflow.ReplayScope
+		pubkey string
+		field  string
+	}{
+		{jetflow.ReplayScope{Queue: "a b"}, "", "queue"},
+		{jetflow.ReplayScope{Job: "a.b"}, "", "job"},
+		{jetflow.ReplayScope{Since: time.Now(), Until: time.Now().Add(-time.Hour)}, "", "until"},
+		{jetflow.ReplayScope{}, "nope", "pubkey"},
+	} {
+		for name, c := range map[string]*jetflow.Client{"direct": d, "admin": k, "reader of acme": ra} {
+			_, err := c.AuditVerify(ctx, bad.scope, bad.pubkey)
+			if p := jetflow.ProblemOf(err); p == nil || p.Type != "invalid-input" || p.Field != bad.field || !errors.Is(err, jetflow.ErrInvalidInput) {
+				t.Errorf("%s verifies %+v with %q: %v, want invalid-input %s", name, bad.scope, bad.pubkey, err, bad.field)
+			}
+		}
+	}
+
+	// The key: the engine's from its command service; the newest
+	// checkpoint's from the log.
+	last, err := testkit.StoreOf(t, d).Events.GetLastMsgForSubject(ctx, streams.CheckpointSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*jetflow.Client{"admin": k, "reader of acme": ra} {
+		if key, err := c.AuditPublicKey(ctx); err != nil || *key != (jetflow.AuditKey{PublicKey: pub, Source: jetflow.AuditKeyOfEngine}) {
+			t.Errorf("%s's key: %v %+v", name, err, key)
+		}
+	}
+	if key, err := d.AuditPublicKey(ctx); err != nil || *key != (jetflow.AuditKey{PublicKey: pub, Source: jetflow.AuditKeyOfCheckpoint, Checkpoint: last.Sequence}) {
+		t.Errorf("the direct client's key: %v %+v, want the checkpoint at %d", err, key, last.Sequence)
+	}
+
+	// An event written by hand on b's subject: named, to the admin and
+	// not to acme's reader.
+	forged, err := streams.EncodeEvent(&domain.Event{Type: domain.EvCancelled, JobID: b.ID, Time: time.Now(), Actor: "engine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := testkit.StoreOf(t, d).JS.PublishMsg(ctx, &nats.Msg{Subject: streams.EventSubject("other", "default", "audit.t", b.ID), Data: forged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []jetflow.AuditFinding{{Kind: jetflow.AuditForged, Subject: streams.EventSubject("other", "default", "audit.t", b.ID), Job: b.ID, Seq: ack.Sequence,
+		What: "job.cancelled has no chain hash: not written by an engine"}}
+	for name, c := range map[string]*jetflow.Client{"direct": d, "admin": k} {
+		rep, err := c.AuditVerify(ctx, jetflow.ReplayScope{Namespace: "other"}, pub)
+		if err != nil || cmp.Diff(want, rep.Findings) != "" || rep.OK() {
+			t.Errorf("%s verifies other after the forgery: %v %+v", name, err, rep)
+		}
+	}
+	if rep, err := ra.AuditVerify(ctx, jetflow.ReplayScope{}, pub); err != nil || !rep.OK() {
+		t.Errorf("the reader of acme after the forgery: %v %+v", err, rep)
+	}
+}
