@@ -79,22 +79,17 @@ func ReadRange(ctx context.Context, js jetstream.JetStream, filters []string, fr
 // VerifyLog verifies the events of scope in the log (pub: the trusted
 // checkpoint key, "": the key the checkpoints name).
 func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub string) (*Report, error) {
-	s, err := js.Stream(ctx, streams.EventsStream)
-	if err != nil {
-		return nil, fmt.Errorf("events stream: %w", err)
-	}
-	info := s.CachedInfo()
-	v := newVerifier(pub, scope.Whole(), int(min(info.State.NumSubjects, 1<<24)))
-	v.FirstSeq = info.State.FirstSeq
-	// Retention has been removing the log's oldest events when the oldest
-	// left is about as old as the log keeps them.
-	v.AgedOut = info.Config.MaxAge > 0 && v.FirstSeq > 1 &&
-		time.Since(info.State.FirstTime) > info.Config.MaxAge-time.Hour
+	return VerifyRange(ctx, js, scope, time.Time{}, time.Time{}, pub)
+}
+
+// verify feeds v the events of filters (nil: all) stored in [from, upTo]
+// (upTo 0: the last when the read starts). In a scope, each checkpoint's
+// root is recomputed from its range's heads, read again whole: the
+// scope's heads must be among them.
+func verify(ctx context.Context, js jetstream.JetStream, v *Verifier, scope Scope, from, upTo uint64) (*Report, error) {
 	filters := scope.Filters()
 	if filters != nil {
 		filters = append(filters, streams.CheckpointSubject) // their signatures
-		// Each checkpoint's root is recomputed from its range's heads, read
-		// again whole: the scope's heads must be among them.
 		v.InScope = scope.Contains
 		v.RangeHeads = func(from, upTo uint64) ([]Head, error) { return headsOf(ctx, js, from, upTo) }
 	}
@@ -118,7 +113,7 @@ func VerifyLog(ctx context.Context, js jetstream.JetStream, scope Scope, pub str
 		}
 	}()
 	cur := make([]entry, 0, batch)
-	_, err = Read(ctx, js, filters, func(seq uint64, subject string, stored, data []byte) error {
+	_, _, err := ReadRange(ctx, js, filters, from, upTo, func(seq uint64, subject string, stored, data []byte) error {
 		cur = append(cur, entry{seq, subject, stored, data})
 		if len(cur) == batch {
 			batches <- cur

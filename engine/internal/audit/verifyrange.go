@@ -24,15 +24,12 @@ const nothingAfter = 1 << 62
 // or before until: a checkpoint stored later is not read, so the events
 // after the last checkpoint read are reported uncovered.
 func VerifyRange(ctx context.Context, js jetstream.JetStream, scope Scope, since, until time.Time, pub string) (*Report, error) {
-	if since.IsZero() && until.IsZero() {
-		return VerifyLog(ctx, js, scope, pub)
-	}
 	s, err := js.Stream(ctx, streams.EventsStream)
 	if err != nil {
 		return nil, fmt.Errorf("events stream: %w", err)
 	}
 	info := s.CachedInfo()
-	v := NewVerifier(pub, scope.Whole())
+	v := newVerifier(pub, scope.Whole(), int(min(info.State.NumSubjects, 1<<24)))
 	from := max(info.State.FirstSeq, 1)
 	if !since.IsZero() {
 		seq, err := firstSeqAt(ctx, js, since)
@@ -56,19 +53,10 @@ func VerifyRange(ctx context.Context, js jetstream.JetStream, scope Scope, since
 		}
 	}
 	v.FirstSeq = from
-	// As VerifyLog: retention has been removing the oldest events when the
-	// oldest left is about as old as the log keeps them.
+	// Retention has been removing the log's oldest events when the oldest
+	// left is about as old as the log keeps them; events before since are
+	// outside the range as those are.
 	v.AgedOut = !since.IsZero() || info.Config.MaxAge > 0 && info.State.FirstSeq > 1 &&
 		time.Since(info.State.FirstTime) > info.Config.MaxAge-time.Hour
-	filters := scope.Filters()
-	if filters != nil {
-		filters = append(filters, streams.CheckpointSubject) // their signatures
-	}
-	if _, _, err := ReadRange(ctx, js, filters, from, upTo, func(seq uint64, subject string, stored, data []byte) error {
-		v.Add(seq, subject, stored, data)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return v.Finish(), nil
+	return verify(ctx, js, v, scope, from, upTo)
 }
