@@ -39,6 +39,9 @@ func cmdAudit(c *cli, args []string) int {
 	fs.StringVar(&scope.Queue, "queue", "", "only the events of this queue's jobs")
 	fs.StringVar(&scope.Type, "type", "", "only the events of jobs of this type")
 	fs.StringVar(&scope.Job, "job", "", "only the events of this job (and its pieces)")
+	var since, until string
+	fs.StringVar(&since, "since", "", "only the events stored from this instant: RFC 3339 (2026-11-26T14:00:00Z) or a date (UTC); a chain may start before it, and a checkpoint whose range does has only its signature checked")
+	fs.StringVar(&until, "until", "", "only the events stored up to this instant (RFC 3339 or a date); the events after the last checkpoint read are uncovered")
 	fs.StringVar(&file, "file", "", "verify this export (jetflow export) offline, against --pubkey, instead of the log")
 	fs.StringVar(&pub, "pubkey", "", "the public key(s) the checkpoints must be signed with, comma-separated (jetflow audit pubkey of each engine, kept apart from the system); default: the key they name, which proves less")
 	pos, ok := c.parse(args, 1, 1)
@@ -49,7 +52,13 @@ func cmdAudit(c *cli, args []string) int {
 		c.errorf("want verify or pubkey, got %q", pos[0])
 		return exitUsage
 	}
+	from, okSince := exportTime(since)
+	to, okUntil := exportTime(until)
 	if !c.checkFlags(
+		when("since", !okSince, "want RFC 3339 (2026-11-26T14:00:00Z) or a date (2026-11-26)"),
+		when("until", !okUntil, "want RFC 3339 (2026-11-26T14:00:00Z) or a date (2026-11-26)"),
+		when("until", okSince && okUntil && !from.IsZero() && !to.IsZero() && to.Before(from), "before --since"),
+		when("file", file != "" && (since != "" || until != ""), "not with --since or --until (an export is verified whole)"),
 		when("namespace", !domain.ValidNamespace(scope.Namespace), "not a namespace name"),
 		when("queue", !domain.ValidQueue(scope.Queue), "not a queue name"),
 		when("type", scope.Type == "" || len(scope.Type) > 256 || strings.ContainsAny(scope.Type, " *>"), "not a job type"),
@@ -87,7 +96,7 @@ func cmdAudit(c *cli, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		rep, err := engine.VerifyLog(ctx, js, scope, pub)
+		rep, err := engine.VerifyLogRange(ctx, js, scope, from, to, pub)
 		if err != nil {
 			return c.fail(err)
 		}

@@ -91,6 +91,9 @@ func TestCLIAuditVerifyAndExport(t *testing.T) {
 		{[]string{"audit", "verify", "--job", "not-an-id"}, "jetflow audit verify: --job \"not-an-id\": not a job id"},
 		{[]string{"audit", "verify", "--file", file}, "jetflow audit verify: --file: needs --pubkey"},
 		{[]string{"audit", "verify", "--file", file, "--job", id}, "jetflow audit verify: --file"},
+		{[]string{"audit", "verify", "--since", "yesterday"}, "jetflow audit verify: --since \"yesterday\": want RFC 3339"},
+		{[]string{"audit", "verify", "--since", "2026-11-26", "--until", "2026-11-01"}, "jetflow audit verify: --until \"2026-11-01\": before --since"},
+		{[]string{"audit", "verify", "--file", file, "--pubkey", pub, "--since", "2026-11-26"}, "jetflow audit verify: --file"},
 		{[]string{"export", "--since", "yesterday"}, "jetflow export: --since \"yesterday\": want RFC 3339"},
 		{[]string{"export", "--since", "2026-11-26", "--until", "2026-11-01"}, "jetflow export: --until \"2026-11-01\": before --since"},
 		{[]string{"export", "--namespace", "a b"}, "jetflow export: --namespace \"a b\": not a namespace name"},
@@ -99,6 +102,18 @@ func TestCLIAuditVerifyAndExport(t *testing.T) {
 		if _, errs, code := e.jetflow(c.args...); code != exitUsage || !strings.HasPrefix(errs, c.want) {
 			t.Errorf("%v: exit %d, %q; want 2, %q", c.args, code, errs, c.want)
 		}
+	}
+
+	// A range: nothing stored after an instant to come; everything up to
+	// one past.
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if out, errs, code := e.jetflow("audit", "verify", "--since", future); code != exitOK || !strings.HasPrefix(out, "verified 0 events on 0 subjects, 0 checkpoints: 0 findings\n") {
+		t.Fatalf("audit verify --since %s: %d %q %q", future, code, out, errs)
+	}
+	var ranged engine.AuditReport
+	if out, errs, code := e.jetflow("audit", "verify", "--until", future, "--pubkey", pub, "--json"); code != exitOK ||
+		json.Unmarshal([]byte(out), &ranged) != nil || ranged.Events < rep.Events || ranged.Checkpoints < rep.Checkpoints || len(ranged.Findings) != 0 {
+		t.Fatalf("audit verify --until %s: %d %q %q (whole: %+v)", future, code, out, errs, rep)
 	}
 
 	// A forged event: exit 1, named.

@@ -44,7 +44,7 @@ const (
 	// MaxRebuild is how long verify, replay and a purge page may take
 	// (other commands: 30 s).
 	MaxRebuild = 10 * time.Minute
-	// MaxRebuilds bounds the verify, replay and purge commands one engine
+	// MaxRebuilds bounds the verify, replay, purge, list_at and audit_verify commands one engine
 	// runs at once (each reads the whole log or jobs bucket, replay and
 	// verify into memory); more are overloaded (503).
 	MaxRebuilds = 2
@@ -58,7 +58,7 @@ func (c *CommandServer) rebuild() (release func(), r *cmdReply) {
 		return func() { <-c.rebuilds }, nil
 	default:
 		return nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
-			"this engine runs its maximum of %d verify, replay and purge commands; retry once one has ended", MaxRebuilds)), "")
+			"this engine runs its maximum of %d commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify); retry once one has ended", MaxRebuilds)), "")
 	}
 }
 
