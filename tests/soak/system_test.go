@@ -266,50 +266,44 @@ func (s *system) injectFaults(stop <-chan struct{}) {
 // verify runs `jetflow replay --verify --json` and returns how many jobs it
 // rebuilt from the log and the records that differ from them.
 func (s *system) verify() (jobs int, diffs []json.RawMessage) {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "replay", "--verify", "--json", "--nats", s.url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
 	var rep struct {
 		Jobs  int               `json:"jobs"`
 		Diffs []json.RawMessage `json:"diffs"`
 	}
-	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		s.t.Fatalf("replay --verify: %v, no report (%v):\n%s%s", err, jerr, stdout.String(), lastLines(stderr.String(), 40))
-	}
-	if err != nil && len(rep.Diffs) == 0 {
-		s.t.Fatalf("replay --verify: %v without differences:\n%s", err, lastLines(stderr.String(), 40))
-	}
+	s.report(&rep, func() int { return len(rep.Diffs) }, "replay", "--verify")
 	return rep.Jobs, rep.Diffs
 }
 
-// auditVerify runs `jetflow audit verify --json` and returns its findings
-// (each as the CLI prints it).
-func (s *system) auditVerify() (findings []string) {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "audit", "verify", "--json", "--nats", s.url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+// auditVerify runs `jetflow audit verify --json` and returns its findings.
+func (s *system) auditVerify() (findings []json.RawMessage) {
 	var rep struct {
 		Events   int               `json:"events"`
 		Findings []json.RawMessage `json:"findings"`
 	}
-	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil || rep.Events == 0 {
-		s.t.Fatalf("audit verify: %v, no report (%v):\n%s%s", err, jerr, stdout.String(), lastLines(stderr.String(), 40))
+	s.report(&rep, func() int { return len(rep.Findings) }, "audit", "verify")
+	if rep.Events == 0 {
+		s.t.Fatalf("audit verify: a report of no events")
 	}
-	if err != nil && len(rep.Findings) == 0 {
-		s.t.Fatalf("audit verify: %v without findings:\n%s", err, lastLines(stderr.String(), 40))
+	return rep.Findings
+}
+
+// report runs a jetflow command that prints a JSON report (--json, against
+// the system) into rep; it fails the test unless the report came, and
+// unless the command succeeded or found something (found: how much).
+func (s *system) report(rep any, found func() int, args ...string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(args, "--json", "--nats", s.url)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if jerr := json.Unmarshal(stdout.Bytes(), rep); jerr != nil {
+		s.t.Fatalf("%v: %v, no report (%v):\n%s%s", args, err, jerr, stdout.String(), lastLines(stderr.String(), 40))
 	}
-	for _, f := range rep.Findings {
-		findings = append(findings, string(f))
+	if err != nil && found() == 0 {
+		s.t.Fatalf("%v: %v without findings:\n%s", args, err, lastLines(stderr.String(), 40))
 	}
-	return findings
 }
 
 // lastLines is the last n lines of out.
