@@ -18,6 +18,9 @@ type (
 		Role     string `json:"role"`
 		User     string `json:"user"`
 		Password string `json:"password"`
+		// Namespace binds a worker user to one namespace: its jobs'
+		// events and its type registrations go there only.
+		Namespace string `json:"namespace,omitempty"`
 	}
 	// NATSUsers are the users of such a server: one per role.
 	NATSUsers []NATSUser
@@ -39,7 +42,7 @@ func (u NATSUsers) engine() engine.NATSUsers {
 	}
 	out := make(engine.NATSUsers, len(u))
 	for i, x := range u {
-		out[i] = engine.NATSUser{Role: x.Role, User: x.User, Password: x.Password}
+		out[i] = engine.NATSUser(x)
 	}
 	return out
 }
@@ -68,11 +71,27 @@ func LoadOrCreateNATSUsers(path string) (users NATSUsers, created bool, err erro
 	if err != nil {
 		return nil, false, err
 	}
-	users = make(NATSUsers, len(eu))
+	return fromEngine(eu), created, nil
+}
+
+func fromEngine(eu engine.NATSUsers) NATSUsers {
+	users := make(NATSUsers, len(eu))
 	for i, x := range eu {
-		users[i] = NATSUser{Role: x.Role, User: x.User, Password: x.Password}
+		users[i] = NATSUser(x)
 	}
-	return users, created, nil
+	return users
+}
+
+// AddNATSWorkers adds to users, read from path by LoadOrCreateNATSUsers, a
+// worker user bound to each namespace that has none (worker-<namespace>,
+// a random password), and writes path again if it added one; added names
+// them. docs/security.md says what such a user may do.
+func AddNATSWorkers(path string, users NATSUsers, namespaces []string) (out NATSUsers, added []string, err error) {
+	eu, added, err := engine.AddNATSWorkers(path, users.engine(), namespaces)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fromEngine(eu), added, nil
 }
 
 // NATSPermissions are the subject permissions of a NATS role (nil for an

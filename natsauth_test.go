@@ -33,12 +33,16 @@ type authSystem struct {
 	js     jetstream.JetStream
 }
 
-func startAuthSystem(t *testing.T) *authSystem {
+func startAuthSystem(t *testing.T, workerNamespaces ...string) *authSystem {
 	t.Helper()
 	dir := t.TempDir()
-	users, created, err := jetflow.LoadOrCreateNATSUsers(filepath.Join(dir, jetflow.NATSUsersFile))
+	path := filepath.Join(dir, jetflow.NATSUsersFile)
+	users, created, err := jetflow.LoadOrCreateNATSUsers(path)
 	if err != nil || !created {
 		t.Fatalf("users: created %v, %v", created, err)
+	}
+	if users, _, err = jetflow.AddNATSWorkers(path, users, workerNamespaces); err != nil {
+		t.Fatal(err)
 	}
 	srv, err := jetflow.StartServer(jetflow.ServerConfig{Dir: dir, Listen: "127.0.0.1:-1", Name: "auth", Users: users})
 	if err != nil {
@@ -67,6 +71,13 @@ func (s *authSystem) connect(t *testing.T, role string, v *violations) *jetflow.
 	if !ok {
 		t.Fatalf("no user of role %s", role)
 	}
+	return s.connectAs(t, u, v)
+}
+
+// connectAs connects a Client over TCP as user u.
+func (s *authSystem) connectAs(t *testing.T, u jetflow.NATSUser, v *violations) *jetflow.Client {
+	t.Helper()
+	role := u.Role
 	opts := []nats.Option{nats.UserInfo(u.User, u.Password), nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(role))}
 	if v != nil {
 		opts = append(opts, nats.ErrorHandler(v.record))
@@ -292,6 +303,112 @@ func TestNATSClientRole(t *testing.T) {
 	}
 	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 3 {
 		t.Fatalf("event log: %v, %+v (want the two submits and the cancel)", err, info.State)
+	}
+}
+
+// A worker user bound to a namespace (serve --nats-worker-namespaces) runs
+// that namespace's jobs end to end without a violation; the server refuses
+// its events, type registrations and type records in another namespace,
+// and nothing of them is stored.
+func TestNATSWorkerRoleNamespace(t *testing.T) {
+	t.Parallel()
+	sys := startAuthSystem(t, "auth")
+	ctx := testkit.Ctx(t)
+	var bound jetflow.NATSUser
+	for _, u := range sys.users {
+		if u.Namespace == "auth" {
+			bound = u
+		}
+	}
+	if bound.User != "worker-auth" || bound.Role != jetflow.NATSRoleWorker {
+		t.Fatalf("the namespace's worker user: %+v", bound)
+	}
+	var v violations
+	wc := sys.connectAs(t, bound, &v)
+	w := jetflow.NewWorker(wc, jetflow.WorkerConfig{Logger: testkit.Logger(t), Lease: time.Second, Namespace: "auth"})
+	jetflow.Register(w, "auth:greet", func(_ context.Context, job *jetflow.Job[map[string]string]) (string, error) {
+		if job.Attempt == 1 && job.Payload["name"] == "Bo" {
+			return "", errors.New("first attempt fails")
+		}
+		return "hello " + job.Payload["name"], nil
+	})
+	jetflow.Register(w, "auth:parent", func(_ context.Context, job *jetflow.Job[any]) (any, error) {
+		kids, err := jetflow.Children("auth:greet", []any{map[string]string{"name": "Cy"}, map[string]string{"name": "Di"}})
+		if err != nil {
+			return nil, err
+		}
+		return nil, jetflow.FanOut(jetflow.FanOutSpec{Children: kids})
+	})
+	// The queue exists before the worker starts (a worker may not create
+	// a queue's stream), and so do the types (the engine user registers
+	// them as the worker would).
+	first, err := sys.client.Submit(ctx, "auth.warmup", nil, jetflow.Namespace("auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.client.Cancel(ctx, first.ID, "only for the queue"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	var ids []string
+	for _, s := range []struct {
+		typ     string
+		payload any
+	}{{"auth:greet", map[string]string{"name": "Ada"}}, {"auth:greet", map[string]string{"name": "Bo"}}, {"auth:parent", nil}} {
+		j, err := sys.client.Submit(ctx, s.typ, s.payload, jetflow.Namespace("auth"), jetflow.Backoff(10*time.Millisecond), jetflow.Jitter(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	for _, id := range ids {
+		if j := testkit.WaitTerminal(t, sys.client, id, time.Minute); j.State != jetflow.Succeeded {
+			t.Fatalf("%s %s: %s %+v", j.Type, id, j.State, j.Error)
+		}
+	}
+	w.Stop(ctx)
+	if len(v.all()) != 0 {
+		t.Fatalf("violations while doing its namespace's jobs: %q", v.all())
+	}
+
+	// Another namespace's subjects: refused, nothing stored.
+	nc := wc.Conn()
+	wjs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := []string{
+		streams.EventSubject("default", "default", "auth.echo", "01JFORGED0000000000000000"),
+		streams.TypeSubject("default", "forged", "type"),
+		"$KV." + streams.TypesBucket + "." + streams.TypeKey("default", "forged", "type"),
+	}
+	var wg sync.WaitGroup
+	for _, subj := range forged {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if _, err := wjs.Publish(ctx, subj, []byte("forged")); err == nil {
+				t.Errorf("%s: stored", subj)
+			}
+		})
+	}
+	wg.Wait()
+	for _, subj := range forged {
+		v.wait(t, fmt.Sprintf("Publish to %q", subj))
+	}
+	for _, c := range []struct{ stream, subject string }{
+		{streams.EventsStream, forged[0]}, {streams.EventsStream, forged[1]}, {"KV_" + streams.TypesBucket, forged[2]},
+	} {
+		st, err := sys.js.Stream(ctx, c.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := st.GetLastMsgForSubject(ctx, c.subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatalf("%s on %s: %+v, %v", c.subject, c.stream, m, err)
+		}
 	}
 }
 
@@ -557,5 +674,32 @@ func TestSecurityDocMatchesPermissions(t *testing.T) {
 		if d := cmp.Diff(want, u.Permissions); d != "" {
 			t.Errorf("user %s (-code +doc):\n%s", u.Username, d)
 		}
+	}
+}
+
+// AddNATSWorkers adds a namespace's worker user once, keeps it in the
+// file (owner only), and refuses a name that is not a namespace's.
+func TestAddNATSWorkers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), jetflow.NATSUsersFile)
+	users, _, err := jetflow.LoadOrCreateNATSUsers(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, added, err := jetflow.AddNATSWorkers(path, users, []string{"billing", "ops"})
+	if err != nil || strings.Join(added, ",") != "worker-billing,worker-ops" || len(users) != 5 {
+		t.Fatalf("added %v, users %d: %v", added, len(users), err)
+	}
+	again, _, err := jetflow.LoadOrCreateNATSUsers(path)
+	if err != nil || len(again) != 5 || again[3].Namespace != "billing" || again[3].Password != users[3].Password || again[3].Role != jetflow.NATSRoleWorker {
+		t.Fatalf("read again: %+v, %v", again, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode: %v, %v", fi.Mode(), err)
+	}
+	if _, added, err := jetflow.AddNATSWorkers(path, again, []string{"ops", "billing"}); err != nil || len(added) != 0 {
+		t.Fatalf("added again: %v, %v", added, err)
+	}
+	if _, _, err := jetflow.AddNATSWorkers(path, again, []string{"no way"}); err == nil || !strings.Contains(err.Error(), `"no way" is not a namespace name`) {
+		t.Fatalf("a bad namespace: %v", err)
 	}
 }

@@ -338,6 +338,11 @@ func LoadOrCreateNATSUsers(path string) (NATSUsers, bool, error) {
 	return auth.LoadOrCreateNATSUsers(path)
 }
 
+// AddNATSWorkers adds a worker user bound to each namespace that has none.
+func AddNATSWorkers(path string, users NATSUsers, namespaces []string) (NATSUsers, []string, error) {
+	return auth.AddNATSWorkers(path, users, namespaces)
+}
+
 // ServerConfig configures an embedded NATS server with JetStream.
 type ServerConfig = natsserver.Config
 

@@ -149,7 +149,7 @@ func redact(url string) string { return jetflow.RedactURL(url) }
 // embeddedUsers are the users of serve --nats-auth: read from, or made
 // once in, <dir>/nats-users.json; and the options serve connects with (as
 // the engine). Where they are is logged, never a password.
-func (c *cli) embeddedUsers(dir string, log *slog.Logger) (jetflow.NATSUsers, []nats.Option, bool) {
+func (c *cli) embeddedUsers(dir string, workerNamespaces []string, log *slog.Logger) (jetflow.NATSUsers, []nats.Option, bool) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		c.errorf("--data %q: %v", dir, unwrapPath(err))
 		return nil, nil, false
@@ -159,6 +159,14 @@ func (c *cli) embeddedUsers(dir string, log *slog.Logger) (jetflow.NATSUsers, []
 	if err != nil {
 		c.errorf("--nats-auth: %v", err)
 		return nil, nil, false
+	}
+	users, added, err := jetflow.AddNATSWorkers(path, users, workerNamespaces)
+	if err != nil {
+		c.errorf("--nats-worker-namespaces: %v", err)
+		return nil, nil, false
+	}
+	if len(added) > 0 {
+		log.Info("NATS worker users added, each bound to its namespace", "file", path, "users", added)
 	}
 	eng, _ := users.Role(jetflow.NATSRoleEngine)
 	msg := "NATS users read"

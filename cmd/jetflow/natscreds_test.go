@@ -42,6 +42,8 @@ func TestNATSCredentialFlags(t *testing.T) {
 		{nil, []string{"serve", "--nats-token", secret}, "jetflow serve: --nats-token: only with --nats URL"},
 		{nil, []string{"serve", "--nats-user", "u", "--nats-password", secret, "--data", dir}, "jetflow serve: --nats-user: only with --nats URL"},
 		{nil, []string{"serve", "--nats-auth", "--nats", url}, "jetflow serve: --nats-auth true: only with the embedded server (not with --nats)"},
+		{nil, []string{"serve", "--nats-worker-namespaces", "billing", "--data", dir}, "jetflow serve: --nats-worker-namespaces \"billing\": only with --nats-auth"},
+		{nil, []string{"serve", "--nats-auth", "--nats-worker-namespaces", "billing,no way", "--data", dir}, "jetflow serve: --nats-worker-namespaces \"billing,no way\": want namespace names separated by commas"},
 		{nil, []string{"bench", "--nats-token", secret}, "jetflow bench: --nats-token: only with --nats URL"},
 		{nil, []string{"bench", "--nats", url, "--nats-user", "u"}, "jetflow bench: --nats-user: needs a password"},
 	} {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/gateway"
+	"github.com/jetflow/jetflow/internal/domain"
 )
 
 func cmdServe(c *cli, args []string) int {
@@ -70,6 +71,8 @@ func cmdServe(c *cli, args []string) int {
 	fs.BoolVar(&auth, "auth", false, "access control: the HTTP API and the dashboard need a token (jetflow token create); required to listen beyond loopback")
 	fs.BoolVar(&openOps, "open-ops", false, "with --auth, serve /metrics and /readyz without a token")
 	fs.StringVar(&adminTokenFile, "admin-token-file", "", "with --auth, where the first admin token is written when none exists (default: <data>/admin-token with the embedded server; none with --nats)")
+	var natsWorkerNS string
+	fs.StringVar(&natsWorkerNS, "nats-worker-namespaces", "", "with --nats-auth, also a worker user bound to each of these namespaces (comma-separated; worker-<namespace>, added to "+jetflow.NATSUsersFile+" if missing): it writes events and registers types in its namespace only (docs/security.md)")
 	fs.BoolVar(&natsAuth, "nats-auth", false, "the embedded server requires credentials: users engine, worker and client, each limited to its role, passwords in <data>/"+jetflow.NATSUsersFile)
 	fs.StringVar(&auditDir, "audit-dir", "", "directory of the key that signs the event log's checkpoints ("+jetflow.AuditKeyFile+", created if missing; default: <data> with the embedded server; with --nats none: no checkpoints; docs/audit.md)")
 	durationVar(fs, &checkpointEvery, "checkpoint-interval", 30*time.Second, "how often the leader checkpoints the event log, if anything was appended")
@@ -122,6 +125,8 @@ func cmdServe(c *cli, args []string) int {
 		when("admin-token-file", !auth, "only with --auth"),
 		when("admin-token-file", adminTokenFile == "", "must not be empty"),
 		when("nats-auth", url != "", embeddedOnly),
+		when("nats-worker-namespaces", !natsAuth, "only with --nats-auth"),
+		when("nats-worker-namespaces", !validNamespaces(natsWorkerNS), "want namespace names separated by commas"),
 	) || !c.natsCredsOnlyWith(url != "", externalOnly) {
 		return exitUsage
 	}
@@ -180,7 +185,7 @@ func cmdServe(c *cli, args []string) int {
 		var auth []nats.Option
 		if natsAuth {
 			var ok bool
-			if cfg.Users, auth, ok = c.embeddedUsers(dir, log); !ok {
+			if cfg.Users, auth, ok = c.embeddedUsers(dir, splitList(natsWorkerNS), log); !ok {
 				return exitUsage
 			}
 		} else if !isLoopbackNATS(listen) {
@@ -435,6 +440,25 @@ func cmdWorker(c *cli, args []string) int {
 		ex.close(runners)
 		return exitOK
 	})
+}
+
+// splitList is a comma-separated flag's values ("": none).
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// validNamespaces reports whether a comma-separated list names namespaces
+// ("": none).
+func validNamespaces(s string) bool {
+	for _, ns := range splitList(s) {
+		if !domain.ValidNamespace(ns) {
+			return false
+		}
+	}
+	return true
 }
 
 // validCategories reports whether every name of an allow-list can be a

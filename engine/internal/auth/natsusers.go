@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -57,7 +59,7 @@ func NATSPermissions(role string) *server.Permissions {
 		}
 	case NATSRoleWorker:
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: workerPublish()},
+			Publish: &server.SubjectPermission{Allow: workerPublish("")},
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				NATSInboxPrefix(NATSRoleWorker) + ".>", // JetStream API replies, KV watches, pulled messages
 				streams.CancelSubject,                  // cancels of the jobs it runs
@@ -90,7 +92,11 @@ func NATSPermissions(role string) *server.Permissions {
 // them (TestNATSWorkerRole), which meets a violation without any one of
 // them, except the flow control of the watches and the end of the types
 // and namespaces watches: read from the code, not reached by the test.
-func workerPublish() []string {
+//
+// ns (not ""): a worker of that namespace's jobs only, whose events and
+// type registrations go to that namespace's subjects only (the other
+// writes' subjects do not name a namespace).
+func workerPublish(ns string) []string {
 	watched := []string{streams.QueuesBucket, streams.TypesBucket, streams.NamespacesBucket}
 	out := []string{
 		"$JS.API.STREAM.INFO.*",
@@ -129,26 +135,46 @@ func workerPublish() []string {
 		// Its jobs' writes: events and piece events, records, work items,
 		// schedules and batches (retries, fan-outs), type registrations,
 		// unique keys' claims, heartbeats.
-		streams.EventsPrefix+".>",
+		inNamespace(streams.EventsPrefix, streams.Token(ns)),
 		streams.PiecesPrefix+".>",
 		kvSubjects(streams.JobsBucket),
 		"jetflow.q.*.run.*",
 		"jetflow.q.*.sched.*",
 		"jetflow.q.*.batch.*.*",
-		streams.RegistryPrefix+".type.>",
+		inNamespace(streams.RegistryPrefix+".type", streams.Token(ns)),
 		streams.UniqueFilter, // the claims of the unique jobs its handlers submit
-		kvSubjects(streams.TypesBucket),
+		inNamespace("$KV."+streams.TypesBucket, streams.KVToken(ns)),
 		kvSubjects(streams.WorkersBucket),
 	)
 }
 
+// inNamespace is everything under prefix, or under its namespace token
+// tok ("": every namespace).
+func inNamespace(prefix, tok string) string {
+	if tok == "" {
+		return prefix + ".>"
+	}
+	return prefix + "." + tok + ".>"
+}
+
+// NATSWorkerPermissions are the permissions of a worker user bound to
+// namespace ns (docs/security.md): the worker role's, but its jobs' events
+// and its type registrations in ns only.
+func NATSWorkerPermissions(ns string) *server.Permissions {
+	p := NATSPermissions(NATSRoleWorker)
+	p.Publish.Allow = workerPublish(ns)
+	return p
+}
+
 func kvStream(bucket string) string { return "KV_" + bucket }
 
-// NATSUser is a user of the embedded server and the role it has.
+// NATSUser is a user of the embedded server and the role it has; a worker
+// user may be bound to one namespace.
 type NATSUser struct {
-	Role     string `json:"role"`
-	User     string `json:"user"`
-	Password string `json:"password"`
+	Role      string `json:"role"`
+	User      string `json:"user"`
+	Password  string `json:"password"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // NATSUsers are the users of an embedded server that requires credentials:
@@ -172,6 +198,12 @@ func (u NATSUsers) Server() ([]*server.User, error) {
 		p := NATSPermissions(x.Role)
 		if p == nil {
 			return nil, fmt.Errorf("NATS user %q: unknown role %q", x.User, x.Role)
+		}
+		if x.Namespace != "" {
+			if x.Role != NATSRoleWorker || !domain.ValidNamespace(x.Namespace) {
+				return nil, fmt.Errorf("NATS user %q: a namespace (%q) is for a worker user, and must be a namespace name", x.User, x.Namespace)
+			}
+			p = NATSWorkerPermissions(x.Namespace)
 		}
 		if x.User == "" || x.Password == "" {
 			return nil, fmt.Errorf("NATS user of role %q: no user name or no password", x.Role)
@@ -236,6 +268,54 @@ func LoadOrCreateNATSUsers(path string) (users NATSUsers, created bool, err erro
 		return nil, false, fmt.Errorf("NATS users: %w", err)
 	}
 	return users, true, nil
+}
+
+// AddNATSWorkers adds to the users of path (read by LoadOrCreateNATSUsers)
+// a worker user bound to each of namespaces that has none, named
+// worker-<namespace> with a random password, and writes the file again
+// (mode 0600) if it added one; added names them.
+func AddNATSWorkers(path string, users NATSUsers, namespaces []string) (out NATSUsers, added []string, err error) {
+	out = append(NATSUsers(nil), users...)
+	for _, ns := range namespaces {
+		if !domain.ValidNamespace(ns) {
+			return nil, nil, fmt.Errorf("%q is not a namespace name", ns)
+		}
+		if slices.ContainsFunc(out, func(u NATSUser) bool { return u.Role == NATSRoleWorker && u.Namespace == ns }) {
+			continue
+		}
+		name := "worker-" + ns
+		if slices.ContainsFunc(out, func(u NATSUser) bool { return u.User == name }) {
+			return nil, nil, fmt.Errorf("a user named %s is not the worker of namespace %s", name, ns)
+		}
+		out = append(out, NATSUser{Role: NATSRoleWorker, User: name, Password: rand.Text(), Namespace: ns})
+		added = append(added, name)
+	}
+	if len(added) == 0 {
+		return out, nil, nil
+	}
+	if _, err := out.Server(); err != nil {
+		return nil, nil, err
+	}
+	data, _ := json.MarshalIndent(natsUsersFile{Users: out}, "", "  ")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-users-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("NATS users: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("NATS users: %w", err)
+	}
+	return out, added, nil
 }
 
 type natsUsersFile struct {
