@@ -63,6 +63,7 @@ type GroupCommit struct {
 	batches atomic.Int64 // atomic batches committed
 	batched atomic.Int64 // appends in them
 	resent  atomic.Int64 // appends of refused batches sent again alone
+	alone   atomic.Int64 // appends sent alone: fewer than a group waited
 }
 
 type groupMsg struct {
@@ -81,14 +82,15 @@ func NewGroupCommit(js jetstream.JetStream) *GroupCommit {
 }
 
 // GroupStats are what a GroupCommit did: atomic batches committed, the
-// appends in them, and the appends of refused batches sent again alone.
+// appends in them, the appends of refused batches sent again alone, and
+// the appends sent alone because too few waited for a group.
 type GroupStats struct {
-	Batches, Batched, Resent int64
+	Batches, Batched, Resent, Alone int64
 }
 
 // Stats reports what the group commit did so far.
 func (g *GroupCommit) Stats() GroupStats {
-	return GroupStats{Batches: g.batches.Load(), Batched: g.batched.Load(), Resent: g.resent.Load()}
+	return GroupStats{Batches: g.batches.Load(), Batched: g.batched.Load(), Resent: g.resent.Load(), Alone: g.alone.Load()}
 }
 
 // append queues m (its expected-sequence headers set) for the next group.
@@ -126,6 +128,7 @@ func (g *GroupCommit) run() {
 		g.queue = append([]*groupMsg(nil), g.queue[n:]...)
 		g.mu.Unlock()
 		if len(group) < minGroupMsgs {
+			g.alone.Add(int64(len(group)))
 			g.plain(group)
 			continue
 		}

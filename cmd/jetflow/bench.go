@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/clientstore"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // maxBenchRate bounds bench --rate: a ticker of a second divided by it.
@@ -45,7 +47,14 @@ type benchResult struct {
 	// bucket, the queue; acks not counted).
 	CPUMicrosPerJob float64 `json:"cpu_us_per_job"`
 	WritesPerJob    float64 `json:"writes_per_job"`
-	ProjectorRepair int64   `json:"projector_repairs"`
+	// Under --sync always, the group commit of the log (enqueue+drain, the
+	// submitter's, the workers' and the engine's appends): atomic batches,
+	// the appends in them, and the appends of refused batches sent again.
+	GroupBatches    int64 `json:"group_commit_batches,omitempty"`
+	GroupBatched    int64 `json:"group_commit_appends,omitempty"`
+	GroupResent     int64 `json:"group_commit_resent,omitempty"`
+	GroupAlone      int64 `json:"group_commit_alone,omitempty"`
+	ProjectorRepair int64 `json:"projector_repairs"`
 	// Limits given to the bench queue (--max-running): every job was
 	// admitted from pending, and processing is the admission rate.
 	Limits jetflow.QueueLimits `json:"limits"`
@@ -288,6 +297,7 @@ func cmdBench(c *cli, args []string) int {
 	fmt.Fprintf(c.errw, "enqueueing %d jobs...\n", jobs)
 	cpu0, wall0 := cpuTime(), time.Now()
 	writes0 := streamWrites(ctx, subCl.Conn())
+	group0 := groupStats(subCl, workCl, engCl)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	var enqErr atomic.Value
@@ -363,6 +373,9 @@ func cmdBench(c *cli, args []string) int {
 	if writes0 >= 0 {
 		res.WritesPerJob = float64(streamWrites(ctx, subCl.Conn())-writes0) / float64(jobs)
 	}
+	g := groupStats(subCl, workCl, engCl)
+	res.GroupBatches, res.GroupBatched = g.Batches-group0.Batches, g.Batched-group0.Batched
+	res.GroupResent, res.GroupAlone = g.Resent-group0.Resent, g.Alone-group0.Alone
 
 	// Phase 3: latency at a steady rate, workers idle-waiting.
 	if rate > 0 && latDur > 0 {
@@ -426,6 +439,10 @@ func cmdBench(c *cli, args []string) int {
 	}
 	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain), %.0f µs per job\n", res.CPUCores, res.CPUMicrosPerJob)
 	fmt.Fprintf(c.out, "  writes           %8.1f per job (messages stored in every stream, enqueue+drain)\n", res.WritesPerJob)
+	if res.GroupBatches+res.GroupAlone > 0 {
+		fmt.Fprintf(c.out, "  group commit     %8d atomic batches of %.1f appends on average (%d appends; one fsync each), %d appends alone, %d sent again alone\n",
+			res.GroupBatches, float64(res.GroupBatched)/float64(max(res.GroupBatches, 1)), res.GroupBatched, res.GroupAlone, res.GroupResent)
+	}
 	if *traced {
 		fmt.Fprintf(c.out, "  tracing          %8d spans recorded (exported to nowhere)\n", res.Spans)
 	}
@@ -442,6 +459,19 @@ func pct(d []time.Duration) (p50, p99 float64) {
 	sort.Slice(d, func(i, k int) bool { return d[i] < d[k] })
 	ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
 	return ms(d[len(d)*50/100]), ms(d[min(len(d)-1, len(d)*99/100)])
+}
+
+// groupStats sums what the group commits of the clients' stores did
+// (zero without one: sync is not always).
+func groupStats(clients ...*jetflow.Client) streams.GroupStats {
+	var sum streams.GroupStats
+	for _, cl := range clients {
+		if st := clientstore.Of(cl); st != nil && st.GroupCommit() != nil {
+			g := st.GroupCommit().Stats()
+			sum.Batches, sum.Batched, sum.Resent, sum.Alone = sum.Batches+g.Batches, sum.Batched+g.Batched, sum.Resent+g.Resent, sum.Alone+g.Alone
+		}
+	}
+	return sum
 }
 
 // streamWrites is the sum of every stream's last sequence: the messages
