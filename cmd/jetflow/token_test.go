@@ -143,6 +143,16 @@ func TestCLIWithToken(t *testing.T) {
 	if out, errs, code := e.jetflow("queues", "--json"); code != exitOK || !strings.Contains(out, "default") {
 		t.Fatalf("queues with a token: exit %d %s %s", code, out, errs)
 	}
+	// audit verify with a token: the engine verifies the token's namespace
+	// (a producer may read); another namespace is refused (exit 1, denied).
+	var rep engine.AuditReport
+	if out, errs, code := e.jetflow("audit", "verify", "--json"); code != exitOK || json.Unmarshal([]byte(out), &rep) != nil ||
+		rep.Events < 3 || len(rep.Findings) != 0 {
+		t.Fatalf("audit verify with a token: exit %d %s %s", code, out, errs)
+	}
+	if _, errs, code := e.jetflow("audit", "verify", "--namespace", "other"); code != exitFailed || !strings.Contains(errs, `forbidden: this token may not read in namespace "other"`) {
+		t.Fatalf("audit verify --namespace other with acme's token: exit %d %s", code, errs)
+	}
 	if _, errs, code := e.jetflow("token", "ls", "--token", tok.Token); code != exitUsage || !strings.Contains(errs, "--token") {
 		t.Fatalf("token ls --token: exit %d %s", code, errs)
 	}
