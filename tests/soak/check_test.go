@@ -301,7 +301,13 @@ func (r *report) checkPlanned(p *job, j *jobLog, kids []*jobLog, pieces []ev) {
 		want = domain.StateCancelled // the scenario's cancel was never answered
 	}
 	if last.to != want || (code != "" && (last.err == nil || last.err.Code != code)) {
-		r.bad(invOutcome, j, "%s ended %s (error %+v), want %s %s", p.kind, last.to, last.err, want, code)
+		var failedKids strings.Builder // what a parent's failure comes from
+		for _, k := range kids {
+			if kl := k.last(); kl != nil && kl.to != domain.StateSucceeded {
+				fmt.Fprintf(&failedKids, "\n  child %s ended %s:\n%s", k.id, kl.to, k.history())
+			}
+		}
+		r.bad(invOutcome, j, "%s ended %s (error %+v), want %s %s%s", p.kind, last.to, last.err, want, code, failedKids.String())
 		return
 	}
 

@@ -35,6 +35,25 @@ func TestSoak(t *testing.T) {
 	runSoak(t, s)
 }
 
+// TestSoakSyncAlways is TestSoak with the embedded server syncing every
+// write before it acknowledges it (serve --sync always): the event log's
+// appends go through the group commit (atomic batches), in serve and in
+// every worker, under the same faults, with the same invariants.
+func TestSoakSyncAlways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	sz := short
+	sz.name = "short, sync always"
+	if longSoak() {
+		sz = long
+		sz.name = "long, sync always"
+	}
+	s := startSingle(t, sized(t, sz), "--sync", "always")
+	s.startWorkers(sz.workers)
+	runSoak(t, s)
+}
+
 // runSoak puts the load on s and the faults on its processes until every
 // job of the load was submitted, lets the jobs finish, reads the log and
 // checks it.

@@ -88,12 +88,12 @@ func (f faultCount) String() string {
 
 // startSingle starts serve with its embedded NATS server on a free port and
 // a data dir of the test's, and connects the test's client.
-func startSingle(t *testing.T, sz size) *system {
+func startSingle(t *testing.T, sz size, serveArgs ...string) *system {
 	t.Helper()
 	s := &system{t: t, sz: sz, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), all: map[string]*worker{}}
 	s.addr, s.data = testkit.FreeAddr(t), t.TempDir()
 	s.url = "nats://" + s.addr
-	s.serveArgs = []string{"serve", "--data", s.data, "--nats-listen", s.addr, "--http", "off"}
+	s.serveArgs = append([]string{"serve", "--data", s.data, "--nats-listen", s.addr, "--http", "off"}, serveArgs...)
 	s.serves = []*testkit.Proc{s.startServe("serve")}
 	s.client = testkit.Connect(t, s.url)
 	return s

@@ -39,12 +39,18 @@ func classifyOutcome(result []byte, herr, cause error, timeout time.Duration) (c
 		herr = &PermanentError{Err: fmt.Errorf("handler result: %w", err)}
 	case errors.Is(cause, ErrShutdown):
 		return commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down"}, nil
+	case errors.Is(cause, errLeaseLost):
+		// The runtime stopped the handler: it found its attempt no longer
+		// holding the job. If it still does after all (the record it read
+		// was behind the log), the job goes back to its queue, no retry
+		// spent: its handler did not fail. If not, the write is refused.
+		return commands.Outcome{Kind: commands.GivenBack, Reason: "the worker stopped the handler: it found its lease lost"}, nil
 	case errors.As(herr, &rl):
 		return commands.Outcome{Kind: commands.RetryingLater, Delay: rl.Delay, Reason: rl.Reason}, nil
 	case errors.Is(herr, store.ErrParentGone):
 		return commands.Outcome{Kind: commands.ParentEnded, Reason: store.ErrParentGone.Error()}, nil
 	case errors.As(herr, &fo):
-		if !errors.Is(cause, ErrJobCancelled) && !errors.Is(cause, errLeaseLost) {
+		if !errors.Is(cause, ErrJobCancelled) {
 			return commands.Outcome{Kind: commands.Waiting}, fo
 		}
 		herr = cause // the attempt no longer holds its job: it makes no pieces

@@ -477,7 +477,8 @@ func (r *Runtime) onCancel(m *nats.Msg) {
 func (r *Runtime) checkRun(rn *run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	snap, err := r.store.Record(ctx, rn.id)
+	// As the log says (a record behind it would look like a lost lease).
+	snap, err := r.store.Current(ctx, rn.id)
 	if err != nil {
 		return
 	}
