@@ -243,24 +243,9 @@ func LoadOrCreateNATSUsers(path string) (users NATSUsers, created bool, err erro
 	for _, role := range NATSRoles {
 		users = append(users, NATSUser{Role: role, User: role, Password: rand.Text()})
 	}
-	data, _ = json.MarshalIndent(natsUsersFile{Users: users}, "", "  ")
-	// Written aside, then linked into place: of two processes starting on
-	// one directory, one writes the file and the other reads it whole.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-users-*")
-	if err != nil {
-		return nil, false, fmt.Errorf("NATS users: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(data, '\n'))
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(tmp.Name(), path)
-	}
+	// Linked into place: of two processes starting on one directory, one
+	// writes the file and the other reads it whole.
+	err = writeUsers(path, users, os.Link)
 	if errors.Is(err, fs.ErrExist) {
 		return LoadOrCreateNATSUsers(path)
 	}
@@ -296,10 +281,19 @@ func AddNATSWorkers(path string, users NATSUsers, namespaces []string) (out NATS
 	if _, err := out.Server(); err != nil {
 		return nil, nil, err
 	}
-	data, _ := json.MarshalIndent(natsUsersFile{Users: out}, "", "  ")
+	if err := writeUsers(path, out, os.Rename); err != nil {
+		return nil, nil, fmt.Errorf("NATS users: %w", err)
+	}
+	return out, added, nil
+}
+
+// writeUsers writes users to a file beside path (owner only), then puts it
+// in place with place (os.Link: only if path is not there; os.Rename).
+func writeUsers(path string, users NATSUsers, place func(oldpath, newpath string) error) error {
+	data, _ := json.MarshalIndent(natsUsersFile{Users: users}, "", "  ")
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-users-*")
 	if err != nil {
-		return nil, nil, fmt.Errorf("NATS users: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(append(data, '\n'))
@@ -310,12 +304,9 @@ func AddNATSWorkers(path string, users NATSUsers, namespaces []string) (out NATS
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = place(tmp.Name(), path)
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("NATS users: %w", err)
-	}
-	return out, added, nil
+	return err
 }
 
 type natsUsersFile struct {
