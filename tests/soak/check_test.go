@@ -442,7 +442,7 @@ func (r *report) checkChildren(p *job, j *jobLog, last *ev, kids []*jobLog, piec
 			got.Cancelled++
 		}
 		if last.to == domain.StateCancelled && kl.to != domain.StateCancelled && p.kind == kWaiting {
-			r.bad(invChildren, k, "child of cancelled %s ended %s", j.id, kl.to)
+			r.bad(invChildren, k, "child of cancelled %s ended %s; the parent:\n%s", j.id, kl.to, j.history())
 		}
 	}
 	if last.to == domain.StateCancelled {
