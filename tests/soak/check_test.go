@@ -441,7 +441,10 @@ func (r *report) checkChildren(p *job, j *jobLog, last *ev, kids []*jobLog, piec
 		case domain.StateCancelled:
 			got.Cancelled++
 		}
-		if last.to == domain.StateCancelled && kl.to != domain.StateCancelled && p.kind == kWaiting {
+		// A child that ended before the parent's cancel (a failure of its
+		// own while the parent still waited for the others) keeps its end;
+		// those that had not ended are cancelled by the cascade.
+		if last.to == domain.StateCancelled && kl.to != domain.StateCancelled && p.kind == kWaiting && kl.seq > last.seq {
 			r.bad(invChildren, k, "child of cancelled %s ended %s; the parent:\n%s", j.id, kl.to, j.history())
 		}
 	}
