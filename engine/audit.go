@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -68,10 +67,4 @@ func VerifyAuditExport(r io.Reader, pub string) (*AuditReport, error) {
 // (pub: the trusted checkpoint key; "": the key the checkpoints name).
 func VerifyLog(ctx context.Context, js jetstream.JetStream, scope AuditScope, pub string) (*AuditReport, error) {
 	return audit.VerifyLog(ctx, js, scope, pub)
-}
-
-// VerifyLogRange is VerifyLog on the events stored from since to until
-// (zero: no bound).
-func VerifyLogRange(ctx context.Context, js jetstream.JetStream, scope AuditScope, since, until time.Time, pub string) (*AuditReport, error) {
-	return audit.VerifyRange(ctx, js, scope, since, until, pub)
 }

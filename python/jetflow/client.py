@@ -453,16 +453,7 @@ class Client:
         conn, res = self._t.open("GET", "/audit/export", query=q, timeout=max(self.timeout, 600),
                                  headers={"Accept": "application/x-ndjson"})
         try:
-            if dest is None:
-                return res.read()
-            if hasattr(dest, "write"):
-                _copy(res, dest)
-                return dest
-            tmp = os.fspath(dest) + ".part"
-            with open(tmp, "wb") as f:
-                _copy(res, f)
-            os.replace(tmp, dest)
-            return dest
+            return _save(res, dest)
         except (OSError, http.client.HTTPException) as e:
             raise errors.ConnectionFailed("audit export: %s" % e) from None
         finally:
@@ -487,16 +478,7 @@ class Client:
             if res.status == 202:
                 job = JobInfo(_loads(res.read()))
                 raise errors.NotEnded("job %s has not ended (%s)" % (id, job.get("state")), job=job, status=202)
-            if dest is None:
-                return res.read()
-            if hasattr(dest, "write"):
-                _copy(res, dest)
-                return dest
-            tmp = os.fspath(dest) + ".part"
-            with open(tmp, "wb") as f:
-                _copy(res, f)
-            os.replace(tmp, dest)
-            return dest
+            return _save(res, dest)
         finally:
             conn.close()
 
@@ -621,6 +603,22 @@ def _loads(data):
         return json.loads(data) if data else {}
     except ValueError:
         raise errors.ProtocolError("not JSON: %r" % data[:200]) from None
+
+
+def _save(res, dest):
+    """A response's body: its bytes (dest None), copied to a binary file
+    object (returns it), or written to the path dest through dest.part,
+    moved into place once whole (returns dest)."""
+    if dest is None:
+        return res.read()
+    if hasattr(dest, "write"):
+        _copy(res, dest)
+        return dest
+    tmp = os.fspath(dest) + ".part"
+    with open(tmp, "wb") as f:
+        _copy(res, f)
+    os.replace(tmp, dest)
+    return dest
 
 
 def _copy(src, dst):
