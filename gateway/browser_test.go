@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,6 +231,22 @@ func TestDashboardTypesAndNamespacesInBrowser(t *testing.T) {
 type browser struct {
 	t   *testing.T
 	ctx context.Context
+
+	mu      sync.Mutex
+	dialogs []string // the messages of the dialogs accepted, in order
+}
+
+// stepTimeout bounds each step of a browser test. The browser's own
+// context lives as long as the test (a whole test of many steps under
+// -race on a loaded machine can take minutes; a deadline for the whole
+// session failed steps that were not slow themselves).
+const stepTimeout = 45 * time.Second
+
+// dialogsSeen returns the messages of the dialogs accepted so far.
+func (b *browser) dialogsSeen() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.dialogs...)
 }
 
 // openBrowser starts a Chromium for the test (stopped at its end) that
@@ -247,10 +264,14 @@ func openBrowser(t *testing.T, e *env, exe string) *browser {
 	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(cancelBrowser)
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(bctx, 8*time.Minute)
 	t.Cleanup(cancel)
+	b := &browser{t: t, ctx: ctx}
 	if err := chromedp.Listen(ctx, func(ev any) {
-		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			b.mu.Lock()
+			b.dialogs = append(b.dialogs, d.Message)
+			b.mu.Unlock()
 			go func() {
 				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 			}()
@@ -258,12 +279,14 @@ func openBrowser(t *testing.T, e *env, exe string) *browser {
 	}); err != nil {
 		t.Fatalf("start Chromium (%s): %v", exe, err)
 	}
-	return &browser{t: t, ctx: ctx}
+	return b
 }
 
 func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		shot(b.t, b.ctx, "failed")
 		b.t.Fatalf("%s: %v", what, err)
 	}
@@ -271,7 +294,9 @@ func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(sel))
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
 	if err != nil {
 		shot(b.t, b.ctx, "failed")
 		b.t.Fatalf("read %s: %v", sel, err)
@@ -301,7 +326,17 @@ func (b *browser) until(what, expr string) {
 
 // shot saves a full-page screenshot as a test artifact and prints its path.
 func shot(t *testing.T, ctx context.Context, name string) {
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	savePNG(t, ctx, name, chromedp.FullScreenshot(100))
+}
+
+// shotView saves what the window shows: a full-page screenshot resizes the
+// page, which moves it under the pointer.
+func shotView(t *testing.T, ctx context.Context, name string) {
+	savePNG(t, ctx, name, chromedp.CaptureScreenshot())
+}
+
+func savePNG(t *testing.T, ctx context.Context, name string, capture chromedp.Action[[]byte]) {
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		t.Logf("screenshot: %v", err)
 		return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetflow/jetflow"
@@ -87,6 +88,9 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	b.until("see it done", `document.getElementById("bulk-progress").dataset.state === "done" &&
 		document.querySelector("#bulk-progress .bulk-text").textContent === "4 retried, 0 skipped, 0 failed of 4 (done)"`)
 	shot(t, b.ctx, "bulk-retried")
+	if d := b.dialogsSeen(); len(d) != 1 || d[0] != "Retry 4 jobs that this filter selects?" {
+		t.Fatalf("the confirmation said %q", d)
+	}
 	// Each failed job was retried once: a new job with retry_of.
 	var l jobList
 	e.do("GET", "/api/v1/jobs?type=op.fail&limit=100", nil).want(t, 200).json(t, &l)
@@ -217,4 +221,97 @@ func TestWorkflowGraphInBrowser(t *testing.T) {
 		t.Fatalf("a in the resumed run is %q", st)
 	}
 	b.run("a step's job", chromedp.Click(`#wf-graph .wf-step[data-step="d"]`), chromedp.WaitVisible(`#job[data-state="failed"] #f-attempts`))
+}
+
+// TestLiveRowsStillAndOlderInBrowser: while the pointer is on the list of
+// jobs its rows do not move or change (a new job and a cancel are held,
+// counted in the page), they are applied the moment the pointer leaves; a
+// list longer than a page links to the older jobs, whose page holds the
+// rest exactly once.
+func TestLiveRowsStillAndOlderInBrowser(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := newEnv(t)
+	var all []string
+	for i := 0; i < defaultPageSize+10; i++ {
+		all = append(all, e.submit(`{"type":"op.idle","queue":"still"}`).ID)
+	}
+	b := openBrowser(t, e, exe)
+	b.run("open the jobs", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`), chromedp.WaitVisible(`#older`))
+	first := b.rowIDs()
+	if len(first) != defaultPageSize || first[0] != all[len(all)-1] {
+		t.Fatalf("first page: %d rows, first %v (newest %s)", len(first), first[:1], all[len(all)-1])
+	}
+
+	// The pointer on a row: nothing moves.
+	box, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]float64](`(function(){var r=document.querySelector("#jobs tbody tr:nth-child(3)").getBoundingClientRect();return [r.x+r.width/2,r.y+r.height/2]})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("point at a row", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box[0], box[1]), chromedp.WaitVisible(`#live.held`))
+	fresh := e.submit(`{"type":"op.idle","queue":"still"}`)
+	victim := first[2]
+	e.do("POST", "/api/v1/jobs/"+victim+"/cancel", map[string]any{"reason": "r"}).want(t, 200)
+	b.until("both held", `jetflowHeld().indexOf("job:`+victim+`:cancelled") >= 0 &&
+		jetflowHeld().some(function (h) { return h.indexOf("job:`+fresh.ID+`:") === 0; })`)
+	if ids := b.rowIDs(); strings.Join(ids, ",") != strings.Join(first, ",") {
+		t.Fatalf("rows moved under the pointer: %v", ids[:3])
+	}
+	if st := b.attr(`#jobs tr[data-id="`+victim+`"]`, "data-state"); st != "queued" {
+		t.Fatalf("the row under the pointer changed to %q", st)
+	}
+	shotView(t, b.ctx, "held-under-pointer")
+	b.until("still held after the screenshot", `jetflowHeld().indexOf("job:`+victim+`:cancelled") >= 0`)
+
+	// The pointer leaves: both are applied at once.
+	b.run("leave the list", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 5, 5), chromedp.WaitVisible(`#live.on`),
+		chromedp.WaitVisible(`#jobs tr[data-id="`+fresh.ID+`"]`), chromedp.WaitVisible(`#jobs tr[data-id="`+victim+`"][data-state="cancelled"]`))
+	if ids := b.rowIDs(); ids[0] != fresh.ID {
+		t.Fatalf("the new job is not first: %v", ids[:2])
+	}
+	if h := b.attr(`body`, "data-held"); h != "0" {
+		t.Fatalf("held after leaving: %q", h)
+	}
+
+	// Older: the rest, once each.
+	all = append(all, fresh.ID)
+	b.run("the newest page again", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#older`))
+	first = b.rowIDs()
+	b.run("older", chromedp.Click(`#older`), chromedp.WaitVisible(`nav.pager a[href="/"]`))
+	older := b.rowIDs()
+	if len(first) != defaultPageSize || len(older) != len(all)-defaultPageSize {
+		t.Fatalf("pages of %d and %d rows for %d jobs", len(first), len(older), len(all))
+	}
+	seen := map[string]int{}
+	for _, id := range append(first, older...) {
+		seen[id]++
+	}
+	for _, id := range all {
+		if seen[id] != 1 {
+			t.Fatalf("job %s is on %d pages", id, seen[id])
+		}
+	}
+	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#older").length`)); err != nil || n != 0 {
+		t.Fatalf("an Older link on the last page (%d, %v)", n, err)
+	}
+}
+
+// rowIDs returns the ids of the jobs list's rows, top to bottom.
+func (b *browser) rowIDs() []string {
+	b.t.Helper()
+	ids, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(function(r){return r.dataset.id})`))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return ids
+}
+
+// attr returns an attribute of the first element sel matches.
+func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.AttributeValue(sel, name))
+	if err != nil {
+		b.t.Fatalf("read %s of %s: %v", name, sel, err)
+	}
+	return v.Value
 }

@@ -122,17 +122,20 @@
   var pausedByButton = false, hovering = false, held = [], heldOverflow = false, maxHeld = 5000;
   function isPaused() { return pausedByButton || hovering; }
   window.jetflowPaused = isPaused;
+  // jetflowHeld names what is held: "event:id:state" for a job's update.
+  window.jetflowHeld = function () { return held.map(function (h) { return h.what; }); };
   var pauseBtn = null;
   function showPause() {
     if (!pauseBtn) return;
     pauseBtn.textContent = pausedByButton ? "Resume" + (held.length ? " (" + held.length + ")" : "") : "Pause";
     pauseBtn.setAttribute("aria-pressed", pausedByButton ? "true" : "false");
     document.body.classList.toggle("paused", isPaused());
+    document.body.dataset.held = held.length;
     if (live && isPaused()) { live.textContent = pausedByButton ? "paused" : "held"; live.className = "live held"; }
   }
-  function hold(fn) {
+  function hold(fn, what) {
     if (held.length >= maxHeld) { heldOverflow = true; return; }
-    held.push(fn);
+    held.push({ fn: fn, what: what || "" });
     showPause();
   }
   function release() {
@@ -140,7 +143,7 @@
     if (heldOverflow) { location.reload(); return; }
     var todo = held;
     held = [];
-    todo.forEach(function (fn) { fn(); });
+    todo.forEach(function (h) { h.fn(); });
     if (live) { live.textContent = "live"; live.className = "live on"; }
     showPause();
   }
@@ -157,7 +160,7 @@
     t.addEventListener("mouseenter", function () { hovering = true; showPause(); });
     t.addEventListener("mouseleave", function () { hovering = false; release(); });
   });
-  function whenLive(fn) { if (isPaused()) hold(fn); else fn(); }
+  function whenLive(fn, what) { if (isPaused()) hold(fn, what); else fn(); }
 
   var sources = [];
   function connect(url, handlers) {
@@ -166,7 +169,10 @@
     es.onopen = function () { if (!isPaused()) { live.textContent = "live"; live.className = "live on"; } };
     es.onerror = function () { live.textContent = "reconnecting…"; live.className = "live off"; };
     Object.keys(handlers).forEach(function (ev) {
-      es.addEventListener(ev, function (m) { whenLive(function () { handlers[ev](JSON.parse(m.data), m, es); }); });
+      es.addEventListener(ev, function (m) {
+        var d = JSON.parse(m.data);
+        whenLive(function () { handlers[ev](d, m, es); }, ev + (d && d.id ? ":" + d.id + ":" + (d.state || "") : ""));
+      });
     });
     return es;
   }
