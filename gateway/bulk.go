@@ -54,24 +54,29 @@ type bulkRequest struct {
 	Query  string `json:"query"`
 	DryRun bool   `json:"dry_run,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// FailedPieces (retry only): run again only the failed pieces of
+	// each fan-out selected; a job without any is skipped.
+	FailedPieces bool `json:"failed_pieces,omitempty"`
 }
 
 // bulkOp is a bulk operation and how far it got.
 type bulkOp struct {
-	ID        string     `json:"id,omitempty"`
-	Action    string     `json:"action"`
-	Query     string     `json:"query"`
-	DryRun    bool       `json:"dry_run,omitempty"`
-	Matched   int        `json:"matched"` // jobs the filter selected
-	Done      int        `json:"done"`    // of them, handled
-	Changed   int        `json:"changed"` // cancelled, retried or purged
-	Skipped   int        `json:"skipped"` // not applicable (a cancel of a finished job, a retry of one running or retried already)
-	Failed    int        `json:"failed"`  // refused for another reason (Errors)
-	Errors    []string   `json:"errors,omitempty"`
-	State     string     `json:"state,omitempty"` // running, done, stopped
-	By        string     `json:"by,omitempty"`    // who asked
-	StartedAt *time.Time `json:"started_at,omitempty"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Action string `json:"action"`
+	Query  string `json:"query"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	// FailedPieces: a retry of the fan-outs' failed pieces only.
+	FailedPieces bool       `json:"failed_pieces,omitempty"`
+	Matched      int        `json:"matched"` // jobs the filter selected
+	Done         int        `json:"done"`    // of them, handled
+	Changed      int        `json:"changed"` // cancelled, retried or purged
+	Skipped      int        `json:"skipped"` // not applicable (a cancel of a finished job, a retry of one running or retried already)
+	Failed       int        `json:"failed"`  // refused for another reason (Errors)
+	Errors       []string   `json:"errors,omitempty"`
+	State        string     `json:"state,omitempty"` // running, done, stopped
+	By           string     `json:"by,omitempty"`    // who asked
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
 
 	namespace string // "": every one (who may read its progress)
 }
@@ -216,6 +221,10 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, &commands.InputError{Field: "action", Value: req.Action, Reason: "want retry, cancel or purge"}, "")
 		return
 	}
+	if req.FailedPieces && req.Action != "retry" {
+		fail(w, r, &commands.InputError{Field: "failed_pieces", Reason: "only a retry runs a fan-out's failed pieces"}, "")
+		return
+	}
 	if err := commands.CheckReason("reason", req.Reason); err != nil {
 		fail(w, r, err, "")
 		return
@@ -254,7 +263,7 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	op := &bulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, Matched: len(ids), namespace: f.Namespace}
+	op := &bulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, FailedPieces: req.FailedPieces, Matched: len(ids), namespace: f.Namespace}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, op)
 		return
@@ -383,7 +392,7 @@ func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason 
 		go func() {
 			defer wg.Done()
 			for id := range work {
-				changed, skipped, err := g.bulkOne(ctx, op.Action, id, reason, retried)
+				changed, skipped, err := g.bulkOne(ctx, op, id, reason, retried)
 				g.bulkOps.mu.Lock()
 				op.Done++
 				switch {
@@ -425,8 +434,8 @@ func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason 
 
 // bulkOne changes one job: changed, or skipped (the action does not apply
 // to it as it is), or an error.
-func (g *Gateway) bulkOne(ctx context.Context, action, id, reason string, retried map[string]bool) (changed, skipped bool, err error) {
-	switch action {
+func (g *Gateway) bulkOne(ctx context.Context, op *bulkOp, id, reason string, retried map[string]bool) (changed, skipped bool, err error) {
+	switch op.Action {
 	case "cancel":
 		snap, err := g.store.Cancel(ctx, id, reason)
 		if errors.Is(err, commands.ErrTerminal) {
@@ -441,9 +450,11 @@ func (g *Gateway) bulkOne(ctx context.Context, action, id, reason string, retrie
 		if retried[id] {
 			return false, true, nil
 		}
-		res, err := g.store.Retry(ctx, id, "", false)
-		if errors.Is(err, commands.ErrInvalidTransition) || errors.Is(err, commands.ErrNotFound) {
-			return false, true, nil // not finished (yet), or gone
+		res, err := g.store.Retry(ctx, id, "", op.FailedPieces)
+		var in *commands.InputError
+		if errors.Is(err, commands.ErrInvalidTransition) || errors.Is(err, commands.ErrNotFound) ||
+			(errors.As(err, &in) && in.Field == "failed_pieces") {
+			return false, true, nil // not finished (yet), gone, or no failed pieces
 		}
 		if err != nil {
 			return false, false, err
@@ -458,5 +469,5 @@ func (g *Gateway) bulkOne(ctx context.Context, action, id, reason string, retrie
 		}
 		return err == nil, false, err
 	}
-	return false, false, fmt.Errorf("no bulk action %q", action)
+	return false, false, fmt.Errorf("no bulk action %q", op.Action)
 }

@@ -48,6 +48,58 @@ func (e *env) failingWorker() {
 	e.t.Cleanup(func() { w.Stop(context.Background()) })
 }
 
+// TestBulkRetryFailedPieces: a bulk retry with failed_pieces retries each
+// fan-out selected as a retry of its failed pieces (only batches 2 and 5
+// run again, the others are carried over) and skips a failed job that did
+// not fan out.
+func TestBulkRetryFailedPieces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.failingWorker()
+	fan := e.submit(`{"type":"op.fanout"}`)
+	plain := e.submit(`{"type":"op.fail"}`)
+	e.waitState(fan.ID, domain.StateFailed)
+	e.waitState(plain.ID, domain.StateFailed)
+	var op bulkOp
+	e.do("POST", "/api/v1/jobs/bulk", `{"action":"retry","query":"state=failed","failed_pieces":true}`).want(t, http.StatusAccepted).json(t, &op)
+	if op = e.waitBulk(op); op.State != "done" || !op.FailedPieces || op.Matched != 2 || op.Changed != 1 || op.Skipped != 1 || op.Failed != 0 {
+		t.Fatalf("bulk %+v", op)
+	}
+	var l jobList
+	e.do("GET", "/api/v1/jobs?type=op.fanout&limit=100", nil).want(t, 200).json(t, &l)
+	var again string
+	for _, j := range l.Jobs {
+		if j.RetryOf == fan.ID {
+			again = j.ID
+		}
+	}
+	if again == "" {
+		t.Fatalf("no retry of %s among %d fan-outs", fan.ID, len(l.Jobs))
+	}
+	v := e.waitState(again, domain.StateFailed)
+	if !v.FailedPieces || v.Fanout == nil || v.Fanout.Succeeded != 4 || v.Fanout.Failed != 2 {
+		t.Fatalf("the retry: failed_pieces %v, %+v", v.FailedPieces, v.Fanout)
+	}
+	var ps struct {
+		Pieces []struct {
+			Piece       int    `json:"piece"`
+			CarriedFrom string `json:"carried_from"`
+		}
+	}
+	e.do("GET", "/api/v1/jobs/"+again+"/pieces?limit=100", nil).want(t, 200).json(t, &ps)
+	carried := 0
+	for _, p := range ps.Pieces {
+		if p.CarriedFrom == fan.ID {
+			carried++
+		} else if p.Piece != 2 && p.Piece != 5 {
+			t.Fatalf("piece %d ran again", p.Piece)
+		}
+	}
+	if carried != 4 {
+		t.Fatalf("%d pieces carried over, want 4: %+v", carried, ps.Pieces)
+	}
+}
+
 // waitBulk follows a bulk operation until it ends.
 func (e *env) waitBulk(op bulkOp) bulkOp {
 	e.t.Helper()
@@ -158,6 +210,7 @@ func TestBulkActions(t *testing.T) {
 		{`{"action":"retry","query":"limit=5"}`, "query"},
 		{`{"action":"retry","query":"payload=nothing"}`, "payload"},
 		{`{"action":"cancel","query":"","reason":"` + strings.Repeat("x", commands.MaxReasonBytes+1) + `"}`, "reason"},
+		{`{"action":"cancel","query":"","failed_pieces":true}`, "failed_pieces"},
 	} {
 		if p := e.do("POST", "/api/v1/jobs/bulk", c.body).problem(t, 400, "invalid-input"); p.Field != c.field {
 			t.Fatalf("%s: %+v", c.body, p)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -42,6 +41,7 @@ func cmdBulk(c *cli, args []string) int {
 	dry := fs.Bool("dry-run", false, "say how many jobs the filter selects; change nothing")
 	yes := fs.Bool("yes", false, "do not ask for confirmation (needed without a terminal)")
 	reason := fs.String("reason", "", "why (recorded in each cancel's or purge's event)")
+	pieces := fs.Bool("failed-pieces", false, "retry: run again only the failed pieces of each fan-out selected (the others are carried over); a job that did not fan out, or whose pieces all succeeded, is skipped")
 	pos, ok := c.parse(args, 1, 1)
 	if !ok || !filter() {
 		return exitUsage
@@ -53,7 +53,8 @@ func cmdBulk(c *cli, args []string) int {
 	}
 	if !c.checkFlags(when("reason", len(*reason) > jetflow.MaxReasonBytes,
 		fmt.Sprintf("%d bytes: at most %d", len(*reason), jetflow.MaxReasonBytes)),
-		when("reason", *reason != "" && action == "retry", "only a cancel or a purge has a reason")) {
+		when("reason", *reason != "" && action == "retry", "only a cancel or a purge has a reason"),
+		when("failed-pieces", *pieces && action != "retry", "only a retry runs a fan-out's failed pieces")) {
 		return exitUsage
 	}
 	if code, ok := c.checkListFilter(f); !ok {
@@ -79,12 +80,12 @@ func cmdBulk(c *cli, args []string) int {
 			return c.printBulk(res)
 		}
 		if !*yes {
-			if !isTerminal(os.Stdin) || !isTerminal(c.errw) {
+			if !isTerminal(c.in) || !isTerminal(c.errw) {
 				c.reportAs(problemUsage("yes"), "%s %d jobs: --yes is needed without a terminal to confirm on", action, len(jobs))
 				return exitUsage
 			}
 			fmt.Fprintf(c.errw, "%s %d jobs? [y/N] ", action, len(jobs))
-			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+			answer, _ := bufio.NewReader(c.in).ReadString('\n')
 			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 				fmt.Fprintln(c.errw, "nothing changed")
 				return exitFailed
@@ -104,6 +105,9 @@ func cmdBulk(c *cli, args []string) int {
 					retried[j.RetryOf] = true
 				}
 			}
+		}
+		if *pieces {
+			res.Action = "retry-failed-pieces"
 		}
 		c.runBulk(ctx, cl, res, jobs, retried, *reason)
 		if code := c.printBulk(res); code != exitOK || res.Failed > 0 {
@@ -211,13 +215,19 @@ func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.
 			return false, false, err
 		}
 		return got.State == jetflow.Cancelled, got.State != jetflow.Cancelled, nil // ended first: skipped
-	default: // retry
+	default: // retry, retry-failed-pieces
 		if retried[j.ID] || !j.State.Terminal() {
 			return false, true, nil
 		}
-		_, err := cl.Retry(ctx, j.ID, "")
-		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) {
-			return false, true, nil
+		retry := cl.Retry
+		if action == "retry-failed-pieces" {
+			retry = cl.RetryFailedPieces
+		}
+		_, err := retry(ctx, j.ID, "")
+		var in *jetflow.InputError
+		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) ||
+			(errors.As(err, &in) && in.Field == "failed_pieces") {
+			return false, true, nil // not finished, gone, or no failed pieces
 		}
 		return err == nil, false, err
 	}

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
@@ -122,4 +128,138 @@ func TestCLIBulk(t *testing.T) {
 	if json.Unmarshal([]byte(out), &l) != nil || len(l.Jobs) != 1 {
 		t.Fatalf("left in held: %q", out)
 	}
+}
+
+// TestCLIBulkFailedPieces: bulk retry --failed-pieces runs again only the
+// failed batches of each fan-out selected and skips a job that did not fan
+// out; with another action the flag is refused, naming it.
+func TestCLIBulkFailedPieces(t *testing.T) {
+	e := newCLIEnv(t)
+	var fans []string
+	for range 2 {
+		out, errs, code := e.jetflow("submit", "demo.fanout", `{"batches":10,"fail_every":5,"batch_ms":1}`, "--wait", "--json")
+		var job struct{ ID, State string }
+		if code != exitFailed || json.Unmarshal([]byte(out), &job) != nil || job.State != "failed" {
+			t.Fatalf("submit fan-out: %d %q %s", code, out, errs)
+		}
+		fans = append(fans, job.ID)
+	}
+	if _, errs, code := e.jetflow("submit", "demo.fail", `{"times":5}`, "--max-retries", "0", "--wait"); code != exitFailed {
+		t.Fatalf("submit demo.fail: %d %s", code, errs)
+	}
+	if _, errs, code := e.jetflow("bulk", "cancel", "--state", "failed", "--failed-pieces", "--yes"); code != exitUsage ||
+		!strings.Contains(errs, "--failed-pieces") {
+		t.Fatalf("cancel --failed-pieces: %d %s", code, errs)
+	}
+	out, errs, code := e.jetflow("bulk", "retry", "--state", "failed", "--failed-pieces", "--yes", "--json")
+	var res bulkResult
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.Action != "retry-failed-pieces" ||
+		res.Matched != 3 || res.Changed != 2 || res.Skipped != 1 || res.Failed != 0 {
+		t.Fatalf("bulk retry --failed-pieces: %d %q %s", code, out, errs)
+	}
+	// Each fan-out has one retry of its failed pieces only: the two broken
+	// batches run again (and fail again), the eight others are carried.
+	for _, id := range fans {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			jobs, err := e.cl.List(context.Background(), jetflow.ListFilter{Type: "demo.fanout"})
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, j := range jobs {
+				if j.RetryOf != id {
+					continue
+				}
+				n++
+				if !j.FailedPieces || j.State != jetflow.Failed {
+					return fmt.Errorf("retry %s of %s: failed_pieces %v, %s", j.ID, id, j.FailedPieces, j.State)
+				}
+				full, err := e.cl.Get(context.Background(), j.ID)
+				if err != nil {
+					return err
+				}
+				if f := full.Fanout; f == nil || f.Total != 10 || f.Succeeded != 8 || f.Failed != 2 {
+					return fmt.Errorf("retry %s of %s: %+v", j.ID, id, f)
+				}
+			}
+			if n != 1 {
+				return fmt.Errorf("%s has %d retries", id, n)
+			}
+			return nil
+		})
+	}
+}
+
+// TestCLIBulkConfirmsOnATerminal: on a terminal (a real pseudo-terminal)
+// bulk asks "[y/N]" with the count; anything but y changes nothing and
+// exits 1; y cancels them.
+func TestCLIBulkConfirmsOnATerminal(t *testing.T) {
+	e := newCLIEnv(t)
+	for range 2 {
+		if _, errs, code := e.jetflow("submit", "demo.echo", `{}`, "--queue", "asked"); code != exitOK {
+			t.Fatalf("submit: %d %s", code, errs)
+		}
+	}
+	for _, c := range []struct {
+		answer, says string
+		code         int
+		cancelled    int
+	}{
+		{"n\n", "nothing changed", exitFailed, 0},
+		{"\n", "nothing changed", exitFailed, 0},
+		{"y\n", "cancel: 2 selected, 2 changed, 0 skipped, 0 failed", exitOK, 2},
+	} {
+		master, tty := openPTY(t)
+		seen := make(chan string, 1)
+		go func() { // what the terminal shows; answer once asked
+			var b bytes.Buffer
+			buf := make([]byte, 512)
+			answered := false
+			for {
+				n, err := master.Read(buf)
+				b.Write(buf[:n])
+				if !answered && strings.Contains(b.String(), "[y/N] ") {
+					answered = true
+					master.Write([]byte(c.answer))
+				}
+				if err != nil {
+					seen <- b.String()
+					return
+				}
+			}
+		}()
+		var out bytes.Buffer
+		code := runIn([]string{"bulk", "--nats", e.url, "cancel", "--queue", "asked"}, tty, &out, tty)
+		tty.Close()
+		shown := <-seen
+		master.Close()
+		if code != c.code || !strings.Contains(shown, "cancel 2 jobs? [y/N] ") || !strings.Contains(shown+out.String(), c.says) {
+			t.Fatalf("answer %q: exit %d, terminal %q, out %q", c.answer, code, shown, out.String())
+		}
+		jobs, err := e.cl.List(context.Background(), jetflow.ListFilter{Queue: "asked", State: jetflow.Cancelled})
+		if err != nil || len(jobs) != c.cancelled {
+			t.Fatalf("answer %q: %d cancelled (%v)", c.answer, len(jobs), err)
+		}
+	}
+}
+
+// openPTY opens a pseudo-terminal: its master side, and its terminal.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
 }

@@ -134,13 +134,15 @@ fan out the same pieces in the same order; if its plan differs, every piece runs
 		examples: []string{"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --wait", "retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --key retry-1",
 			"retry 01JD3K2Q4V8ZB7R1X9C0M5T6NA --failed-pieces --wait"}},
 	{name: "bulk", group: "Jobs", summary: "retry, cancel or purge every job a filter selects",
-		usage: "bulk retry|cancel|purge [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--dry-run] [--yes] [--reason R] [flags]",
+		usage: "bulk retry|cancel|purge [--state S] [--queue Q] [--type T] [--error-code C] [--since D] [... ls's filters] [--failed-pieces] [--dry-run] [--yes] [--reason R] [flags]",
 		details: `Selects the jobs as ls does (every page, at most 100000: narrow the filter for more),
 says how many and asks for confirmation on a terminal (--yes without one), then changes
 them 8 at once with a progress line: each a job's ordinary cancel, retry (a new job with
 retry_of) or purge (with its children; an admin token), an event naming the caller.
 Skipped: a cancel of a finished job, a retry of a job not finished or retried already, a
-purge of a job not finished. Exit 1 if a change failed. --json prints
+purge of a job not finished. retry --failed-pieces runs again only each selected fan-out's
+failed pieces (a job that did not fan out, or whose pieces all succeeded, is skipped).
+Exit 1 if a change failed. --json prints
 {"action", "matched", "changed", "skipped", "failed", "errors"}. Purge by age: jetflow purge.`,
 		examples: []string{"bulk retry --state failed --error-code TIMEOUT --since 1h --dry-run", "bulk retry --state failed --queue emails --yes",
 			`bulk cancel --state queued --type report.build --reason "bad deploy" --yes`,

@@ -55,6 +55,11 @@ var commandFuncs = map[string]func(*cli, []string) int{
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return runIn(args, os.Stdin, stdout, stderr)
+}
+
+// runIn runs the command args name with stdin as its standard input.
+func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "-h", "-help", "--help":
@@ -64,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	name, rest, err := hoistGlobals(args)
-	c := &cli{name: "", out: stdout, errw: stderr}
+	c := &cli{name: "", in: stdin, out: stdout, errw: stderr}
 	if err != nil {
 		c.json = jsonFlag(args)
 		c.reportAs(problemUsage(""), "%v", err)
@@ -96,6 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // cli is one command's context: its flags, output and connection.
 type cli struct {
 	name  string
+	in    io.Reader // standard input (a confirmation, a workflow file)
 	out   io.Writer
 	errw  io.Writer
 	fs    *flag.FlagSet

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -134,8 +133,9 @@ func jobLine(j *jetflow.JobInfo) string {
 	return strings.Join(parts, "  ")
 }
 
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w (a reader or a writer) is a terminal (a
+// character device).
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
