@@ -169,3 +169,32 @@ func readSubjectBatch(ctx context.Context, nc *nats.Conn, stream, subject string
 	})
 	return n, pending > 0, err
 }
+
+// NextMsg reads the first message on subject in stream (which must allow
+// direct gets) at or after sequence from: one request on the connection's
+// shared reply subscription, so that the frequent answer "none" costs one
+// small message. found is false when there is none.
+func NextMsg(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64) (seq uint64, data []byte, found bool, err error) {
+	body, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{from, subject})
+	if err != nil {
+		return 0, nil, false, err
+	}
+	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, body)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("direct get on %s: %w", stream, err)
+	}
+	if status := m.Header.Get("Status"); status != "" {
+		if status == "404" {
+			return 0, nil, false, nil
+		}
+		return 0, nil, false, fmt.Errorf("direct get on %s: %s %s", stream, status, m.Header.Get("Description"))
+	}
+	seq, err = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("direct get on %s: message without a sequence", stream)
+	}
+	return seq, m.Data, true, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -415,24 +416,20 @@ func (s *Store) parentState(ctx context.Context, id string) (state domain.State,
 		}
 		h = parentHead{subject: streams.JobSubject(head), state: head.State, seq: head.Seq}
 	}
-	m, err := s.lastMsg(ctx, h.subject)
+	// The events past the one seen: is there one? (An answer "none"
+	// carries no message; the last event of a workflow that is making its
+	// steps holds every step's spec.) Then the rest, in batches.
+	seq, data, found, err := streams.NextMsg(ctx, s.nc, streams.EventsStream, h.subject, h.seq+1)
 	switch {
 	case err != nil:
 		return "", false
-	case m == nil || m.Sequence <= h.seq:
+	case !found:
 		s.parents.put(id, h)
 		return h.state, true
 	}
 	var ev domain.Event
-	if streams.DecodeEventHead(m.Data, &ev) == nil && ev.To != "" {
-		// The last event is a transition: it says the state, whatever
-		// came between (no read of the events past the state seen).
-		h.state, h.seq = ev.To, m.Sequence
-		s.parents.put(id, h)
-		return h.state, true
-	}
-	last := h.seq
-	err = streams.ReadRange(ctx, s.nc, streams.EventsStream, h.subject, h.seq+1, m.Sequence, 1000, func(seq uint64, data []byte) error {
+	n := 0
+	fold := func(seq uint64, data []byte) error {
 		if err := streams.DecodeEventHead(data, &ev); err != nil {
 			return err
 		}
@@ -442,18 +439,25 @@ func (s *Store) parentState(ctx context.Context, id string) (state domain.State,
 		if ev.To != "" {
 			h.state = ev.To
 		}
-		last = seq
+		h.seq, n = seq, n+1
 		return nil
-	})
-	if err != nil || last != m.Sequence {
+	}
+	if fold(seq, data) != nil {
 		return "", false
 	}
-	h.seq = last
+	err = streams.ReadRange(ctx, s.nc, streams.EventsStream, h.subject, h.seq+1, math.MaxUint64, maxParentEvents, fold)
+	if err != nil || n > maxParentEvents {
+		return "", false
+	}
 	s.parents.put(id, h)
 	return h.state, true
 }
 
 var errPurged = errors.New("purged")
+
+// maxParentEvents is how many events past the one seen parentState reads:
+// more, and the parent is read whole.
+const maxParentEvents = 1000
 
 // parentHead is a parent job as parentState last saw it.
 type parentHead struct {
