@@ -12,63 +12,8 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
 )
-
-// modelGraph is a random workflow and what a model of its rules says of
-// it: each step's dependencies (earlier steps only: a DAG), its policy
-// (skip or always: a failure under "fail" ends the workflow at once, and
-// what its running siblings then do is a matter of timing), and whether
-// its handler fails.
-type modelGraph struct {
-	deps   [][]int
-	always []bool
-	fails  []bool
-}
-
-func randomGraph(r *rand.Rand) modelGraph {
-	n := 1 + r.IntN(12)
-	g := modelGraph{deps: make([][]int, n), always: make([]bool, n), fails: make([]bool, n)}
-	for i := range n {
-		for d := range i {
-			if r.IntN(4) == 0 {
-				g.deps[i] = append(g.deps[i], d)
-			}
-		}
-		g.always[i] = r.IntN(5) == 0
-		g.fails[i] = r.IntN(6) == 0
-	}
-	return g
-}
-
-// model says, for each step, whether it runs and how it ends (succeeded,
-// failed, skipped), and whether the workflow succeeds: a step under skip
-// runs once every dependency succeeded and is skipped as soon as one did
-// not; a step under always runs once they all ended, however; the
-// workflow succeeds if every step did.
-func (g modelGraph) model() (status []string, ok bool) {
-	status = make([]string, len(g.deps))
-	ok = true
-	for i, deps := range g.deps {
-		runs := true
-		if !g.always[i] {
-			for _, d := range deps {
-				if status[d] != "succeeded" {
-					runs = false
-				}
-			}
-		}
-		switch {
-		case !runs:
-			status[i] = "skipped"
-		case g.fails[i]:
-			status[i] = "failed"
-		default:
-			status[i] = "succeeded"
-		}
-		ok = ok && status[i] == "succeeded"
-	}
-	return status, ok
-}
 
 // Random graphs, run by the engine, against the model: every step ran iff
 // the model says it runs, exactly once; each ends as the model says, and
@@ -99,20 +44,20 @@ func TestWorkflowRandomGraphsAgainstTheModel(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
 	type run struct {
-		g   modelGraph
+		g   testkit.WorkflowModel
 		res engine.WorkflowSubmitted
 	}
 	var all []run
 	for range graphs {
-		g := randomGraph(r)
+		g := testkit.RandomWorkflow(r)
 		req := commands.WorkflowRequest{OnFailure: domain.OnFailureSkip}
-		for i, deps := range g.deps {
+		for i, deps := range g.Deps {
 			s := commands.WorkflowStepRequest{Name: fmt.Sprintf("s%d", i),
-				Job: commands.SubmitRequest{Type: "model.step", Payload: commands.RawJSON(fmt.Sprintf(`{"fail":%v}`, g.fails[i])), MaxRetries: ptr(0)}}
+				Job: commands.SubmitRequest{Type: "model.step", Payload: commands.RawJSON(fmt.Sprintf(`{"fail":%v}`, g.Fails[i])), MaxRetries: ptr(0)}}
 			for _, d := range deps {
 				s.DependsOn = append(s.DependsOn, fmt.Sprintf("s%d", d))
 			}
-			if g.always[i] {
+			if g.Always[i] {
 				s.OnFailure = domain.OnFailureAlways
 			}
 			req.Steps = append(req.Steps, s)
@@ -120,7 +65,7 @@ func TestWorkflowRandomGraphsAgainstTheModel(t *testing.T) {
 		all = append(all, run{g, h.submitWorkflow(req)})
 	}
 	for k, x := range all {
-		want, ok := x.g.model()
+		want, ok := x.g.Outcome()
 		wantState := domain.StateSucceeded
 		if !ok {
 			wantState = domain.StateFailed

@@ -2,9 +2,11 @@ package process
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,5 +134,129 @@ func TestWorkflowWorkerKilledInAStep(t *testing.T) {
 	wantLeaseTakeover(t, s.wantEvents(slow, evSubmitted, evStarted, evRequeue, evStarted, evSucceeded), "A", "B")
 	s.wantEvents(after, evSubmitted, domain.EvAdmitted, evStarted, evSucceeded)
 	s.waitDrained("default")
+	s.verify()
+}
+
+// A thousand random graphs (testkit.RandomWorkflow: 1-12 steps, policies
+// skip and always, steps that fail) run by worker processes of which one
+// is SIGKILLed every 400 ms (and another started) while they run: each
+// graph ends as the model of the rules says, every step as the model says,
+// a step that runs completes exactly once (an attempt cut by a kill is
+// requeued when its lease runs out: attempts = 1 + lease requeues), a
+// skipped step never started, and the log verifies.
+func TestWorkflowRandomGraphsUnderWorkerKills(t *testing.T) {
+	t.Parallel()
+	graphs, kills := 1000, 25
+	s := startSystem(t)
+	workers := map[string]*testkit.Proc{}
+	n := 0
+	start := func() {
+		n++
+		name := fmt.Sprintf("w%d", n)
+		workers[name] = s.worker(name, nil, "--concurrency", "8")
+	}
+	for range 3 {
+		start()
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 2))
+	models := make([]testkit.WorkflowModel, graphs)
+	subs := make([]*jetflow.SubmittedWorkflow, graphs)
+	ctx := testkit.Ctx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, graphs)
+	for k := range graphs {
+		models[k] = testkit.RandomWorkflow(r)
+	}
+	for part := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := part; k < graphs; k += 8 {
+				g := models[k]
+				wf := jetflow.NewWorkflow(fmt.Sprintf("model-%d", k))
+				wf.OnFailure = jetflow.SkipDependents
+				steps := make([]*jetflow.Step, len(g.Deps))
+				for i, deps := range g.Deps {
+					if g.Fails[i] {
+						steps[i] = wf.Step(fmt.Sprintf("s%d", i), "demo.fail", map[string]int{"times": 1000}, jetflow.MaxRetries(0))
+					} else {
+						steps[i] = wf.Step(fmt.Sprintf("s%d", i), "demo.sleep", map[string]float64{"seconds": 0.05}, jetflow.MaxRetries(0))
+					}
+					for _, d := range deps {
+						steps[i].After(steps[d])
+					}
+					if g.Always[i] {
+						steps[i].OnFailure(jetflow.RunAlways)
+					}
+				}
+				res, err := s.client.SubmitWorkflow(ctx, wf)
+				if err != nil {
+					errs <- fmt.Errorf("graph %d: %w", k, err)
+					return
+				}
+				subs[k] = res
+			}
+		}()
+	}
+	// Kill a worker every 400 ms while the graphs run.
+	for range kills {
+		time.Sleep(400 * time.Millisecond) // the kills' pace, not a wait for a condition
+		var names []string
+		for name := range workers {
+			names = append(names, name)
+		}
+		victim := names[r.IntN(len(names))]
+		workers[victim].Kill(t)
+		delete(workers, victim)
+		start()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	killedInAStep := 0
+	for k, g := range models {
+		want, ok := g.Outcome()
+		state := jetflow.Succeeded
+		if !ok {
+			state = jetflow.Failed
+		}
+		if done := testkit.WaitTerminal(t, s.client, subs[k].ID, 3*time.Minute); done.State != state {
+			t.Fatalf("graph %d (seed %d) %+v: workflow %s %s, the model says %s", k, seed, g, done.ID, done.State, state)
+		}
+		info, err := s.client.GetWorkflow(ctx, subs[k].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range info.Steps {
+			if st.Status != want[i] {
+				t.Fatalf("graph %d (seed %d) %+v: step %s is %s, the model says %s", k, seed, g, st.Name, st.Status, want[i])
+			}
+			if want[i] == "skipped" {
+				if st.Attempts != 0 {
+					t.Fatalf("graph %d: skipped step %s started %d times", k, st.Name, st.Attempts)
+				}
+				continue
+			}
+			if st.Attempts == 1 {
+				continue
+			}
+			j, err := s.client.Get(ctx, st.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Attempts != 1+j.LeaseRequeues || j.Retries != 0 {
+				t.Fatalf("graph %d: step %s %s after %d attempts, %d lease requeues, %d retries", k, st.Name, j.State, j.Attempts, j.LeaseRequeues, j.Retries)
+			}
+			killedInAStep++
+		}
+	}
+	t.Logf("%d graphs, %d kills, %d steps cut by a kill and run again", graphs, kills, killedInAStep)
+	if killedInAStep == 0 {
+		t.Fatal("no kill cut a step: the test tested no crash")
+	}
 	s.verify()
 }
