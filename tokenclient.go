@@ -91,16 +91,22 @@ func (c command) call(ctx context.Context, verb string, req, out any, timeout ti
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
+	return decodeReply(verb, res.Data, out)
+}
+
+// decodeReply decodes a command's JSON reply into out, or returns the
+// problem it holds.
+func decodeReply(verb string, data []byte, out any) error {
 	var failed struct {
 		Error *engine.Problem `json:"error"`
 	}
-	if err := json.Unmarshal(res.Data, &failed); err != nil {
+	if err := json.Unmarshal(data, &failed); err != nil {
 		return fmt.Errorf("%s: the reply does not decode: %w", verb, err)
 	}
 	if failed.Error != nil {
 		return failed.Error
 	}
-	if err := json.Unmarshal(res.Data, out); err != nil {
+	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s: the reply does not decode: %w", verb, err)
 	}
 	return nil

@@ -42,6 +42,7 @@ var verbActionsMore = map[string]Action{
 	"file.download": ActRead,         // GET /jobs/{id}/download
 	"tail":          ActRead,         // jetflow tail: the events of a namespace as they are appended
 	"audit_verify":  ActRead,         // GET /audit/verify; more in AuditNamespace
+	"audit_export":  ActRead,         // GET /audit/export; more in AuditNamespace
 	"audit_pubkey":  ActRead,         // GET /audit/pubkey
 }
 

@@ -25,7 +25,17 @@ type (
 	AuditRequest = cmdservice.AuditRequest
 	// AuditKey is the checkpoint key a client is told.
 	AuditKey = cmdservice.AuditKey
+	// AuditExportFields are an export as a client asks for it (the
+	// audit_export verb's body, GET /api/v1/audit/export's query); their
+	// Scope reads and checks them. AuditExportReply is what audit_export
+	// answers after its chunks.
+	AuditExportFields = cmdservice.AuditExportFields
+	AuditExportReply  = cmdservice.AuditExportReply
 )
+
+// ExportChunkHeader numbers the chunks audit_export streams to the
+// request's reply subject (cmdservice.ExportChunkHeader).
+const ExportChunkHeader = cmdservice.ExportChunkHeader
 
 // Sources of an AuditKey.
 const (

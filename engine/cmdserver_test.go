@@ -25,7 +25,7 @@ import (
 var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "history",
 	"submit_workflow", "get_workflow", "retry_workflow",
 	"schedule.create", "schedule.list", "schedule.get", "schedule.update", "schedule.pause", "schedule.resume", "schedule.delete",
-	"audit_pubkey", "audit_verify", "children", "file.download", "file.input", "file.put", "file.result", "file.submit", "list_at", "namespace.set", "purge", "purge_job",
+	"audit_export", "audit_pubkey", "audit_verify", "children", "file.download", "file.input", "file.put", "file.result", "file.submit", "list_at", "namespace.set", "purge", "purge_job",
 	"queue.limits", "queue.pause", "queue.resume", "queues", "replay", "reprioritize", "retry", "tail", "token.create", "token.revoke",
 	"tokens", "type.get", "type.register", "types", "verify", "workers"}
 

@@ -112,22 +112,7 @@ func (g *Gateway) auditVerify(w http.ResponseWriter, r *http.Request) {
 
 // exportScope reads the export a query of GET /audit/export asks for.
 func exportScope(q map[string]string) (engine.AuditExportScope, error) {
-	var sc engine.AuditExportScope
-	var err error
-	if sc.Since, err = engine.ParseInstant("since", q["since"]); err != nil {
-		return sc, err
-	}
-	if sc.Until, err = engine.ParseInstant("until", q["until"]); err != nil {
-		return sc, err
-	}
-	if !sc.Since.IsZero() && !sc.Until.IsZero() && sc.Until.Before(sc.Since) {
-		return sc, &commands.InputError{Field: "until", Value: q["until"], Reason: "before since"}
-	}
-	if ns := q["namespace"]; ns != "" && !domain.ValidNamespace(ns) {
-		return sc, &commands.InputError{Field: "namespace", Value: fmt.Sprintf("%q", ns), Reason: "not a namespace name"}
-	}
-	sc.Namespace = q["namespace"]
-	return sc, nil
+	return engine.AuditExportFields{Since: q["since"], Until: q["until"], Namespace: q["namespace"]}.Scope()
 }
 
 // abortedWriter counts what a streamed answer wrote, so that an error

@@ -197,6 +197,9 @@ func TestEveryVerbEveryRole(t *testing.T) {
 		{"audit_verify", fixed(map[string]any{"job": B}), plain("GET", "/api/v1/audit/verify?job="+B, nil), [7]int{401, 401, 200, 404, 403, 404, 200}},
 		{"audit_verify", fixed(map[string]any{"since": "monday"}), plain("GET", "/api/v1/audit/verify?since=monday", nil), [7]int{401, 401, 400, 400, 403, 400, 400}},
 		{"audit_pubkey", fixed(map[string]any{}), plain("GET", "/api/v1/audit/pubkey", nil), [7]int{401, 401, 404, 404, 403, 404, 404}},
+		// An export that goes through streams chunks (TestClientAuditExport).
+		{"audit_export", fixed(map[string]any{"since": "monday"}), plain("GET", "/api/v1/audit/export?since=monday", nil), [7]int{401, 401, 400, 400, 403, 400, 400}},
+		{"audit_export", fixed(map[string]any{"namespace": "a b"}), plain("GET", "/api/v1/audit/export?namespace=a+b", nil), [7]int{401, 401, 400, 403, 403, 403, 403}},
 		{"purge", fixed(map[string]any{"older_than": "1000h"}), nil, [7]int{401, 401, 200, 403, 403, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "acme:cat:mine"}), plain("PUT", "/api/v1/types/acme/cat/mine", map[string]any{}), [7]int{401, 401, 200, 403, 200, 403, 403}},
 		{"type.register", fixed(map[string]any{"type": "@global:cat:new"}), plain("PUT", "/api/v1/types/@global/cat/new", map[string]any{}), [7]int{401, 401, 200, 403, 403, 403, 403}},

@@ -7,10 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow/jetflow"
-	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
 )
 
@@ -50,33 +47,34 @@ func cmdExport(c *cli, args []string) int {
 		return exitUsage
 	}
 	return c.withClient(func(ctx context.Context, cl *jetflow.Client) int {
-		js, err := jetstream.New(cl.Conn())
-		if err != nil {
-			return c.fail(err)
-		}
 		var w io.Writer = c.out
 		var f *os.File
 		if out != "" {
+			var err error
 			if f, err = os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 				c.errorf("-o %s: %v", out, err)
 				return exitUsage
 			}
 			w = f
 		}
-		var progress func(int)
+		var progress *progressWriter
 		if f != nil && isTerminal(c.errw) {
-			progress = func(n int) { fmt.Fprintf(c.errw, "\rexported %d events", n) }
+			progress = &progressWriter{w: w, errw: c.errw}
+			w = progress
 		}
-		st, err := engine.AuditExport(ctx, js, engine.AuditExportScope{Since: from, Until: to, Namespace: ns}, w, progress)
+		st, err := cl.AuditExport(ctx, jetflow.AuditExportScope{Since: from, Until: to, Namespace: ns}, w)
 		if f != nil {
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 		}
 		if progress != nil {
-			fmt.Fprintln(c.errw)
+			progress.done()
 		}
 		if err != nil {
+			if f != nil {
+				os.Remove(out) // ours (created here): no export cut short is left behind
+			}
 			return c.fail(err)
 		}
 		if f != nil {
@@ -89,4 +87,29 @@ func cmdExport(c *cli, args []string) int {
 		}
 		return exitOK
 	})
+}
+
+// progressWriter tells on a terminal how much of an export was written,
+// at every MiB.
+type progressWriter struct {
+	w    io.Writer
+	errw io.Writer
+	n    int64
+	told int64
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if p.n-p.told >= 1<<20 {
+		p.told = p.n
+		fmt.Fprintf(p.errw, "\rexported %.1f MiB", float64(p.n)/(1<<20))
+	}
+	return n, err
+}
+
+func (p *progressWriter) done() {
+	if p.told > 0 {
+		fmt.Fprintf(p.errw, "\rexported %.1f MiB\n", float64(p.n)/(1<<20))
+	}
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +155,22 @@ func TestCLIWithToken(t *testing.T) {
 	}
 	if _, errs, code := e.jetflow("audit", "verify", "--namespace", "other"); code != exitFailed || !strings.Contains(errs, `forbidden: this token may not read in namespace "other"`) {
 		t.Fatalf("audit verify --namespace other with acme's token: exit %d %s", code, errs)
+	}
+	// export with a token: the token's namespace's part, streamed by the
+	// engine (audit_export); another namespace is refused, nothing written.
+	file := filepath.Join(t.TempDir(), "acme.jsonl")
+	if out, errs, code := e.jetflow("export", "-o", file, "--json"); code != exitOK || !strings.Contains(out, `"Events":`) {
+		t.Fatalf("export with a token: exit %d %s %s", code, out, errs)
+	}
+	if b, err := os.ReadFile(file); err != nil || !bytes.Contains(b, []byte(`"kind":"header"`)) || !bytes.Contains(b, []byte(`"namespace":"acme"`)) {
+		t.Fatalf("the export with a token: %v %.200s", err, b)
+	}
+	other := filepath.Join(t.TempDir(), "other.jsonl")
+	if _, errs, code := e.jetflow("export", "-o", other, "--namespace", "other"); code != exitFailed || !strings.Contains(errs, `forbidden`) {
+		t.Fatalf("export --namespace other with acme's token: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused export left its file: %v", err)
 	}
 	if _, errs, code := e.jetflow("token", "ls", "--token", tok.Token); code != exitUsage || !strings.Contains(errs, "--token") {
 		t.Fatalf("token ls --token: exit %d %s", code, errs)

@@ -58,7 +58,7 @@ func (c *CommandServer) rebuild() (release func(), r *cmdReply) {
 		return func() { <-c.rebuilds }, nil
 	default:
 		return nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
-			"this engine runs its maximum of %d commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify); retry once one has ended", MaxRebuilds)), "")
+			"this engine runs its maximum of %d commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify, audit_export); retry once one has ended", MaxRebuilds)), "")
 	}
 }
 
@@ -69,6 +69,7 @@ type call struct {
 	asJSON bool
 	body   []byte
 	p      *commands.Principal
+	reply  string // the request's reply subject (audit_export streams to it)
 }
 
 // decode decodes the body into v, or says why it does not (as answer's).
@@ -113,6 +114,7 @@ var moreVerbs = map[string]verbHandler{
 	"tail":          (*CommandServer).tail,
 	"audit_verify":  (*CommandServer).auditVerify,
 	"audit_pubkey":  (*CommandServer).auditPubkey,
+	"audit_export":  (*CommandServer).auditExport,
 }
 
 func init() {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/audit"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -181,4 +184,145 @@ func (c *CommandServer) auditPubkey(k *call) *cmdReply {
 		return fail(err, "")
 	}
 	return &cmdReply{Body: key}
+}
+
+// AuditExportFields are an export as a client asks for it: the body of
+// audit_export, the query of GET /api/v1/audit/export. Since and Until are
+// RFC 3339.
+type AuditExportFields struct {
+	Since     string `json:"since,omitempty" msgpack:"since,omitempty"`
+	Until     string `json:"until,omitempty" msgpack:"until,omitempty"`
+	Namespace string `json:"namespace,omitempty" msgpack:"namespace,omitempty"`
+}
+
+// Scope reads and checks the fields: an InputError names the first one
+// refused.
+func (f AuditExportFields) Scope() (audit.ExportScope, error) {
+	var sc audit.ExportScope
+	var err error
+	if sc.Since, err = ParseInstant("since", f.Since); err != nil {
+		return sc, err
+	}
+	if sc.Until, err = ParseInstant("until", f.Until); err != nil {
+		return sc, err
+	}
+	if !sc.Since.IsZero() && !sc.Until.IsZero() && sc.Until.Before(sc.Since) {
+		return sc, &commands.InputError{Field: "until", Value: f.Until, Reason: "before since"}
+	}
+	if f.Namespace != "" && !domain.ValidNamespace(f.Namespace) {
+		return sc, &commands.InputError{Field: "namespace", Value: fmt.Sprintf("%q", f.Namespace), Reason: "not a namespace name"}
+	}
+	sc.Namespace = f.Namespace
+	return sc, nil
+}
+
+// An audit_export streams the export to the request's reply subject in
+// chunks of at most ExportChunkBytes, each a message with the header
+// ExportChunkHeader (its number, from 1) sent as a request: the caller
+// acknowledges it (any reply) before the next is sent, within
+// ExportAckWait, or the export stops. The last message on the reply
+// subject is the command's ordinary reply (without the header): the
+// export's figures, or a problem.
+const (
+	ExportChunkHeader = "Jetflow-Export-Chunk"
+	ExportChunkBytes  = 256 << 10
+	ExportAckWait     = 30 * time.Second
+)
+
+// AuditExportReply is what audit_export answers once the chunks are sent.
+type AuditExportReply struct {
+	Events      int   `json:"events"`
+	Checkpoints int   `json:"checkpoints"`
+	Proofs      int   `json:"proofs"`
+	Uncovered   int   `json:"uncovered"` // events after the last checkpoint
+	Chunks      int   `json:"chunks"`
+	Bytes       int64 `json:"bytes"`
+}
+
+// auditExport: audit_export (jetflow export, GET /audit/export), with the
+// access rules of audit_verify: a namespaced token exports its
+// namespace's part of the log; the whole log needs an admin token of
+// every namespace.
+func (c *CommandServer) auditExport(k *call) *cmdReply {
+	var f AuditExportFields
+	if r := k.decode(&f); r != nil {
+		return r
+	}
+	// Whose part first, as the HTTP API's namespace check: a namespaced
+	// token naming another namespace is forbidden, whatever the name.
+	ns, err := k.p.AuditNamespace(f.Namespace)
+	if err != nil {
+		return fail(err, "")
+	}
+	f.Namespace = ns
+	sc, err := f.Scope()
+	if err != nil {
+		return fail(err, "")
+	}
+	if k.reply == "" {
+		return fail(&commands.InputError{Field: "reply", Reason: "audit_export sends the export to the request's reply subject: send it as a request"}, "")
+	}
+	release, r := c.rebuild()
+	if r != nil {
+		return r
+	}
+	defer release()
+	ctx, cancel := long(k.ctx, MaxRebuild)
+	defer cancel()
+	cw := &chunkWriter{ctx: ctx, nc: c.nc, subject: k.reply, buf: make([]byte, 0, ExportChunkBytes)}
+	st, err := audit.Export(ctx, c.store.JS(), sc, cw, nil)
+	if err == nil {
+		err = cw.send()
+	}
+	if err != nil {
+		return fail(err, "")
+	}
+	return &cmdReply{Body: AuditExportReply{Events: st.Events, Checkpoints: st.Checkpoints, Proofs: st.Proofs, Uncovered: st.Uncovered,
+		Chunks: cw.n, Bytes: cw.total}}
+}
+
+// chunkWriter sends what is written to it as numbered chunks, each
+// acknowledged before the next (see ExportChunkHeader).
+type chunkWriter struct {
+	ctx     context.Context
+	nc      *nats.Conn
+	subject string
+	buf     []byte
+	n       int
+	total   int64
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		k := min(len(p), ExportChunkBytes-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p, written = p[k:], written+k
+		if len(w.buf) == ExportChunkBytes {
+			if err := w.send(); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// send sends the buffered bytes as the next chunk and waits for its
+// acknowledgement.
+func (w *chunkWriter) send() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	w.n++
+	m := nats.NewMsg(w.subject)
+	m.Header.Set(ExportChunkHeader, strconv.Itoa(w.n))
+	m.Data = w.buf
+	ctx, cancel := context.WithTimeout(w.ctx, ExportAckWait)
+	defer cancel()
+	if _, err := w.nc.RequestMsgWithContext(ctx, m); err != nil {
+		return fmt.Errorf("export chunk %d: not acknowledged by the caller: %w", w.n, err)
+	}
+	w.total += int64(len(w.buf))
+	w.buf = w.buf[:0]
+	return nil
 }

@@ -302,7 +302,7 @@ func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, toke
 		}
 		r := c.authenticate(&ctx, token)
 		if r == nil {
-			r = c.answer(ctx, verb, asJSON, body)
+			r = c.answer(ctx, verb, reply, asJSON, body)
 		}
 		b, err := encodeReply(r, asJSON)
 		if err != nil {
@@ -545,7 +545,7 @@ func (c *idCommand) check(verb string) error {
 }
 
 // answer runs one command and returns its reply.
-func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, body []byte) *cmdReply {
+func (c *CommandServer) answer(ctx context.Context, verb, reply string, asJSON bool, body []byte) *cmdReply {
 	failed := func(err error, jobID string) *cmdReply { return &cmdReply{Error: problem(err, jobID)} }
 	if len(body) > MaxCommandBytes {
 		return &cmdReply{Error: problems.New(problems.PayloadTooLarge, 413,
@@ -702,7 +702,7 @@ func (c *CommandServer) answer(ctx context.Context, verb string, asJSON bool, bo
 		return c.workflow(ctx, verb, p, body, asJSON, decode, idOf, failed)
 	}
 	if h := moreVerbs[verb]; h != nil {
-		return h(c, &call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p})
+		return h(c, &call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p, reply: reply})
 	}
 	return &cmdReply{Error: problems.New(problems.UnknownCommand, 404,
 		fmt.Sprintf("no command %q; commands are %s", verb, strings.Join(commandVerbs, ", ")))}
