@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine"
@@ -240,6 +243,95 @@ func TestClientAuditExport(t *testing.T) {
 		_, err = c.AuditExport(ctx, jetflow.AuditExportScope{Namespace: "a b"}, io.Discard)
 		if p := jetflow.ProblemOf(err); p == nil || p.Type != "invalid-input" || p.Field != "namespace" {
 			t.Errorf("%s exports namespace %q: %v", name, "a b", err)
+		}
+	}
+}
+
+// A verification with more findings than fit a command's reply (1 MiB):
+// the token client's report holds the first ones and counts the rest, so
+// that the two together are the direct client's findings, and it is not
+// OK.
+func TestClientAuditFindingsCut(t *testing.T) {
+	ctx := testkit.Ctx(t)
+	pub, d, k, _ := auditEnv(t)
+	j, err := d.Submit(ctx, "audit.t", nil, jetflow.Namespace("acme"), jetflow.Queue("nobody"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Events written by hand, without the chain: each one a finding.
+	js := testkit.StoreOf(t, d).JS
+	subject := streams.EventSubject("acme", "nobody", "audit.t", j.ID)
+	var acks []jetstream.PubAckFuture
+	for i := range 8000 {
+		data, err := streams.EncodeEvent(&domain.Event{Type: domain.EvProgress, JobID: j.ID, Time: time.Now(), Actor: "engine", Message: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := js.PublishAsync(subject, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		}
+	}
+	whole, err := d.AuditVerify(ctx, jetflow.ReplayScope{Job: j.ID}, pub)
+	if err != nil || whole.OK() || len(whole.Findings) < 8000 || whole.FindingsNotShown != 0 {
+		t.Fatalf("the direct client: %v, %d findings, %d not shown", err, len(whole.Findings), whole.FindingsNotShown)
+	}
+	cut, err := k.AuditVerify(ctx, jetflow.ReplayScope{Job: j.ID}, pub)
+	if err != nil || cut.OK() || cut.FindingsNotShown == 0 || len(cut.Findings)+cut.FindingsNotShown != len(whole.Findings) ||
+		cmp.Diff(whole.Findings[:len(cut.Findings)], cut.Findings) != "" {
+		t.Fatalf("the token client: %v, %d findings shown, %d not shown, the direct client %d", err, len(cut.Findings), cut.FindingsNotShown, len(whole.Findings))
+	}
+}
+
+// A Client without a name or a token, connected as a NATS user, signs its
+// events "nats:<user>@<host>-<pid>" (the actor the audit names).
+func TestClientDefaultActor(t *testing.T) {
+	ctx := testkit.Ctx(t)
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "auditor", Password: "s3cret"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("nats:auditor@%s-%d", host, os.Getpid())
+	{
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("auditor", "s3cret"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := cl.Submit(ctx, "audit.t", nil, jetflow.Queue("nobody"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Cancel(ctx, j.ID, "actor"); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := cl.Events(ctx, j.ID)
+		if err != nil || len(evs) != 2 {
+			t.Fatalf("events: %v %d", err, len(evs))
+		}
+		for _, ev := range evs {
+			if ev.Actor != want {
+				t.Errorf("%s by %q, want %q", ev.Type, ev.Actor, want)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine/internal/audit"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
@@ -140,5 +141,81 @@ func TestAuditScopedVerifyRecomputesCheckpoints(t *testing.T) {
 		if wantUncovered := map[bool]int{true: 2, false: 0}[sc.Job != ids[1]]; r.Uncovered != wantUncovered {
 			t.Fatalf("scope %+v: %d uncovered, want %d", sc, r.Uncovered, wantUncovered)
 		}
+	}
+}
+
+// Two checkpointers at once (a leader and the one it lost its lease to,
+// for a moment), both signing with the key, while jobs are submitted: each
+// checkpoint starts where the one before it ended (an append that lost the
+// race for the checkpoint subject writes nothing), and the log verifies
+// with every event covered.
+func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
+	env, js, _ := logOf(t, 2)
+	ctx := context.Background()
+	kp, _, err := audit.LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := audit.PublicKey(kp)
+	st := testkit.StoreOf(t, env.Client)
+	cps := []*maintenance.Checkpointer{
+		maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp}),
+		maintenance.NewCheckpointer(testkit.StoreOf(t, testkit.Client(t, env.Client.Conn(), "second")).Store, maintenance.CheckpointerConfig{Key: kp}),
+	}
+	done := make(chan error, len(cps))
+	stop := make(chan struct{})
+	for _, cp := range cps {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if _, err := cp.Checkpoint(ctx); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		if _, err := env.Client.Submit(ctx, "audit.idle", i, jetflow.Queue("nobody")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	for range cps {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The last events covered too, by whichever of them.
+	if _, err := cps[0].Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cps[0].Written() == 0 || cps[1].Written() == 0 {
+		t.Logf("written: %d and %d (one of them won every race)", cps[0].Written(), cps[1].Written())
+	}
+	r := verify(t, js, audit.Scope{}, pub)
+	if !r.OK() || r.Uncovered != 0 || r.Checkpoints != cps[0].Written()+cps[1].Written() {
+		t.Fatalf("report %+v, written %d + %d; findings %v", r, cps[0].Written(), cps[1].Written(), findings(r))
+	}
+	// Each checkpoint starts where the one before it ended.
+	var upTo uint64
+	_, err = audit.Read(ctx, js, []string{streams.CheckpointSubject}, func(seq uint64, _ string, _, data []byte) error {
+		ev, err := streams.DecodeEvent(data)
+		if err != nil {
+			return err
+		}
+		if ev.Checkpoint.From != upTo {
+			return fmt.Errorf("checkpoint %d covers %d..%d, the one before ended at %d", seq, ev.Checkpoint.From, ev.Checkpoint.UpTo, upTo)
+		}
+		upTo = ev.Checkpoint.UpTo
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/store"
 )
 
 // Every verb of admin.go and files.go has an action a role allows or not
@@ -98,12 +99,13 @@ func FuzzMoreCommandBodies(f *testing.F) {
 // msgpackOf reads the JSON s into v, for a msgpack seed.
 func msgpackOf(s string, v *any) error { return json.Unmarshal([]byte(s), v) }
 
-// TestRebuildsBounded: with MaxRebuilds verify, replay or purge commands
-// running, another is overloaded (503) and takes no slot; a body it
+// TestRebuildsBounded: with MaxRebuilds verify, replay, purge, audit_verify
+// or audit_export commands running, another is overloaded (503) and takes
+// no slot; a body it
 // refuses is still refused first (400), and a slot given back is taken
 // again.
 func TestRebuildsBounded(t *testing.T) {
-	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds)}
+	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds), store: &store.Store{}}
 	var releases []func()
 	for range MaxRebuilds {
 		release, r := c.rebuild()
@@ -126,8 +128,13 @@ func TestRebuildsBounded(t *testing.T) {
 		{"audit_verify", `{"since":"monday"}`, problems.InvalidInput, 400},
 		{"audit_verify", `{"pubkey":"nope"}`, problems.InvalidInput, 400},
 		{"audit_verify", `{"settle":"1s"}`, problems.MalformedRequest, 400},
+		{"audit_verify", `{}`, problems.Overloaded, 503},
+		{"audit_verify", `{"namespace":"acme","since":"2026-01-01T00:00:00Z"}`, problems.Overloaded, 503},
+		{"audit_export", `{}`, problems.Overloaded, 503},
+		{"audit_export", `{"until":"monday"}`, problems.InvalidInput, 400},
+		{"audit_export", `{"to":"x"}`, problems.MalformedRequest, 400},
 	} {
-		r := moreVerbs[tc.verb](c, &call{ctx: t.Context(), verb: tc.verb, asJSON: true, body: []byte(tc.body)})
+		r := moreVerbs[tc.verb](c, &call{ctx: t.Context(), verb: tc.verb, asJSON: true, body: []byte(tc.body), reply: "_INBOX.test"})
 		if r.Error == nil || r.Error.Type != tc.slug || r.Error.Status != tc.status {
 			t.Errorf("%s %s: %+v, want %s %d", tc.verb, tc.body, r.Error, tc.slug, tc.status)
 		}
