@@ -307,31 +307,29 @@ func TestClientDefaultActor(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	want := fmt.Sprintf("nats:auditor@%s-%d", host, os.Getpid())
-	{
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("auditor", "s3cret"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := cl.Submit(ctx, "audit.t", nil, jetflow.Queue("nobody"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.Cancel(ctx, j.ID, "actor"); err != nil {
-			t.Fatal(err)
-		}
-		evs, err := cl.Events(ctx, j.ID)
-		if err != nil || len(evs) != 2 {
-			t.Fatalf("events: %v %d", err, len(evs))
-		}
-		for _, ev := range evs {
-			if ev.Actor != want {
-				t.Errorf("%s by %q, want %q", ev.Type, ev.Actor, want)
-			}
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("auditor", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := cl.Submit(ctx, "audit.t", nil, jetflow.Queue("nobody"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Cancel(ctx, j.ID, "actor"); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := cl.Events(ctx, j.ID)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("events: %v %d", err, len(evs))
+	}
+	for _, ev := range evs {
+		if ev.Actor != want {
+			t.Errorf("%s by %q, want %q", ev.Type, ev.Actor, want)
 		}
 	}
 }
