@@ -61,6 +61,9 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	if pts := b.text(`#chart-throughput .total`); pts != "9 started · 4 succeeded · 5 failed" {
 		t.Fatalf("totals %q", pts)
 	}
+	// The y axis starts at 0 and holds the 9 started.
+	b.until("the y range", `/^0\.\.[0-9.]+$/.test(document.getElementById("chart-throughput").dataset.y) &&
+		+document.getElementById("chart-throughput").dataset.y.split("..")[1] >= 9`)
 	shot(t, b.ctx, "overview")
 	b.run("a week", chromedp.Click(`#ranges a[data-range="week"]`), chromedp.WaitVisible(`#charts[data-range="week"] #chart-throughput canvas`))
 	b.until("a week of hours", `document.getElementById("chart-throughput").dataset.points === "168"`)
@@ -232,11 +235,17 @@ func TestLiveRowsStillAndOlderInBrowser(t *testing.T) {
 	t.Parallel()
 	exe := chromium(t)
 	e := newEnv(t)
+	b := openBrowser(t, e, exe)
+	// Before any job: every chart from 0 to 1 (not a crowd of labels over
+	// a range of zero height).
+	b.run("the empty overview", chromedp.Navigate(e.ts.URL+"/overview"), chromedp.WaitVisible(`#chart-wait canvas`))
+	b.until("empty charts from 0 to 1", `["throughput", "depth", "wait", "latency"].every(function (n) {
+		return document.getElementById("chart-" + n).dataset.y === "0..1"; })`)
+	shot(t, b.ctx, "empty-overview")
 	var all []string
 	for i := 0; i < defaultPageSize+10; i++ {
 		all = append(all, e.submit(`{"type":"op.idle","queue":"still"}`).ID)
 	}
-	b := openBrowser(t, e, exe)
 	b.run("open the jobs", chromedp.Navigate(e.ts.URL+"/"), chromedp.WaitVisible(`#live.on`), chromedp.WaitVisible(`#older`))
 	first := b.rowIDs()
 	if len(first) != defaultPageSize || first[0] != all[len(all)-1] {

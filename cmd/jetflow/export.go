@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // exportTime parses --since and --until: RFC 3339, or a date (UTC).
@@ -59,7 +64,14 @@ func cmdExport(c *cli, args []string) int {
 		}
 		var progress *progressWriter
 		if f != nil && isTerminal(c.errw) {
-			progress = &progressWriter{w: w, errw: c.errw}
+			progress = &progressWriter{w: w, errw: c.errw, atStart: true}
+			// The log's range, for the bar (best effort: a user without
+			// the stream's info gets the bytes).
+			if js, err := jetstream.New(cl.Conn()); err == nil {
+				if st, err := js.Stream(ctx, streams.EventsStream); err == nil {
+					progress.first, progress.last = st.CachedInfo().State.FirstSeq, st.CachedInfo().State.LastSeq
+				}
+			}
 			w = progress
 		}
 		st, err := cl.AuditExport(ctx, jetflow.AuditExportScope{Since: from, Until: to, Namespace: ns}, w)
@@ -89,27 +101,69 @@ func cmdExport(c *cli, args []string) int {
 	})
 }
 
-// progressWriter tells on a terminal how much of an export was written,
-// at every MiB.
+// progressWriter draws on a terminal how far through the log an export
+// is: the stream sequence of the last event line written (its "seq"),
+// between the log's first and last when the export began (a bar), or, if
+// those are not known, the bytes written.
 type progressWriter struct {
-	w    io.Writer
-	errw io.Writer
-	n    int64
-	told int64
+	w           io.Writer
+	errw        io.Writer
+	first, last uint64 // the log's range when the export began (0, 0: unknown)
+	n           int64
+	seq         uint64
+	head        []byte // the start of the line being written (its kind and seq)
+	atStart     bool
+	shown       time.Time
 }
+
+// lineHead is how much of a line's start progressWriter reads: enough for
+// {"kind":"event","seq":N.
+const lineHead = 64
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	n, err := p.w.Write(b)
 	p.n += int64(n)
-	if p.n-p.told >= 1<<20 {
-		p.told = p.n
-		fmt.Fprintf(p.errw, "\rexported %.1f MiB", float64(p.n)/(1<<20))
+	for _, c := range b[:n] {
+		switch {
+		case c == '\n':
+			p.line()
+			p.head, p.atStart = p.head[:0], true
+		case p.atStart && len(p.head) < lineHead:
+			p.head = append(p.head, c)
+		}
+	}
+	if time.Since(p.shown) >= 100*time.Millisecond {
+		p.shown = time.Now()
+		p.draw("")
 	}
 	return n, err
 }
 
-func (p *progressWriter) done() {
-	if p.told > 0 {
-		fmt.Fprintf(p.errw, "\rexported %.1f MiB\n", float64(p.n)/(1<<20))
+// line reads the seq of an event line's head.
+func (p *progressWriter) line() {
+	const key = `"kind":"event","seq":`
+	i := bytes.Index(p.head, []byte(key))
+	if i < 0 {
+		return
+	}
+	rest := p.head[i+len(key):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	if seq, err := strconv.ParseUint(string(rest[:j]), 10, 64); err == nil {
+		p.seq = seq
 	}
 }
+
+func (p *progressWriter) draw(end string) {
+	mib := float64(p.n) / (1 << 20)
+	if p.last > p.first && p.seq >= p.first {
+		pct := 100 * float64(p.seq-p.first+1) / float64(p.last-p.first+1)
+		fmt.Fprintf(p.errw, "\r%s %5.1f%% of the log (event %d of %d..%d), %.1f MiB%s", progressBar(pct), pct, p.seq, p.first, p.last, mib, end)
+		return
+	}
+	fmt.Fprintf(p.errw, "\rexported %.1f MiB%s", mib, end)
+}
+
+func (p *progressWriter) done() { p.draw("\n") }

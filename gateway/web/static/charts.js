@@ -56,7 +56,9 @@
     if (plots[name]) { plots[name].setData(data); return; }
     var opts = {
       width: Math.max(320, el.clientWidth), height: 200, series: [{ value: function (u, v) { return v == null ? "" : new Date(v * 1000).toLocaleString(); } }].concat(c.series),
-      axes: axes(c.fmt), scales: { x: { time: true }, y: { range: yRange } }, cursor: { drag: { x: false, y: false } }, legend: { live: true }
+      axes: axes(c.fmt), scales: { x: { time: true }, y: { range: yRange } }, cursor: { drag: { x: false, y: false } }, legend: { live: true },
+      // The y range drawn, on the figure (data-y="min..max").
+      hooks: { setScale: [function (u, key) { if (key === "y") fig.dataset.y = u.scales.y.min + ".." + u.scales.y.max; }] }
     };
     plots[name] = new uPlot(opts, data, el);
   }
