@@ -82,6 +82,79 @@ class RunTest(ServerTest):
                                {"name": "b", "type": t + ".fetch", "depends_on": ["a"]}])
         self.assertEqual(cm.exception.status, 400)
 
+    def test_retry_workflow_runs_only_what_failed(self):
+        c = self.client
+        t = unique("wfretry")
+        w = self.worker()
+        runs = {"a": 0, "b": 0}
+
+        @w.task(t + ".a")
+        def a(job):
+            runs["a"] += 1
+            return {"a": 1}
+
+        @w.task(t + ".b")
+        def b(job):
+            runs["b"] += 1
+            if runs["b"] == 1:
+                raise jetflow.Permanent("b breaks the first time", code="FIRST")
+            return {"b": job.output("a")["a"] + 1}
+        w.start()
+        wf = c.submit_workflow([
+            {"name": "a", "type": t + ".a"},
+            {"name": "b", "type": t + ".b", "depends_on": ["a"], "max_retries": 0},
+        ], name="py-retry")
+        wait_until(lambda: c.get_workflow(wf.id).state == "failed", what="the workflow failed")
+        again = c.retry_workflow(wf.id)
+        self.assertNotEqual(again.id, wf.id)
+        self.assertEqual(again.steps["a"], wf.steps["a"])  # carried over: the same job
+        self.assertNotEqual(again.steps["b"], wf.steps["b"])
+        wait_until(lambda: c.get_workflow(again.id).state == "succeeded", what="the retry succeeded")
+        got = c.get_workflow(again.id)
+        self.assertEqual(got.retry_of, wf.id)
+        steps = {s["name"]: s for s in got.steps}
+        self.assertEqual((steps["a"]["status"], steps["a"].get("carried")), ("succeeded", True))
+        self.assertEqual((steps["b"]["status"], steps["b"].get("carried", False)), ("succeeded", False))
+        self.assertEqual(runs, {"a": 1, "b": 2})
+        self.assertEqual(self.wait_done(again.steps["b"]).result, {"b": 2})
+        # The same retry again is the same run; a workflow that succeeded
+        # is not retried.
+        self.assertEqual(c.retry_workflow(wf.id).id, again.id)
+        with self.assertRaises(jetflow.InvalidTransition):
+            c.retry_workflow(again.id)
+
+    def test_large_inputs_read_by_reference(self):
+        # Two dependencies of 600 KB each: the claimed job carries the
+        # first inline and names the second by path (inputs past 1 MiB
+        # together), which job.output reads from the server.
+        c = self.client
+        t = unique("wfbig")
+        w = self.worker()
+        seen = {}
+
+        @w.task(t + ".big")
+        def big(job):
+            return {"s": job.payload["c"] * 600000}
+
+        @w.task(t + ".join")
+        def join(job):
+            seen["inline"] = sorted(job.info.get("inputs") or {})
+            seen["refs"] = sorted(job.info.get("input_refs") or {})
+            out = job.outputs()
+            seen["outputs"] = {k: (len(v["s"]), v["s"][0]) for k, v in out.items()}
+            return {"n": len(out)}
+        w.start()
+        wf = c.submit_workflow([
+            {"name": "x", "type": t + ".big", "payload": {"c": "x"}},
+            {"name": "y", "type": t + ".big", "payload": {"c": "y"}},
+            {"name": "join", "type": t + ".join", "depends_on": ["x", "y"]},
+        ])
+        self.assertEqual(self.wait_done(wf.steps["join"]).result, {"n": 2})
+        self.assertEqual(len(seen["inline"]), 1)
+        self.assertEqual(len(seen["refs"]), 1)
+        self.assertEqual(sorted(seen["inline"] + seen["refs"]), ["x", "y"])
+        self.assertEqual(seen["outputs"], {"x": (600000, "x"), "y": (600000, "y")})
+
     def test_async_handler(self):
         t = unique("asyncfn")
         w = self.worker()
