@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine/internal/audit"
@@ -98,11 +99,7 @@ func TestAuditCheckpoints(t *testing.T) {
 func TestAuditScopedVerifyRecomputesCheckpoints(t *testing.T) {
 	env, js, ids := logOf(t, 3)
 	ctx := context.Background()
-	kp, _, err := audit.LoadKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := audit.PublicKey(kp)
+	kp, pub := testKey(t)
 	st := testkit.StoreOf(t, env.Client)
 	cp := maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp})
 	env.Engine.Stop(ctx)
@@ -152,11 +149,7 @@ func TestAuditScopedVerifyRecomputesCheckpoints(t *testing.T) {
 func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 	env, js, _ := logOf(t, 2)
 	ctx := context.Background()
-	kp, _, err := audit.LoadKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := audit.PublicKey(kp)
+	kp, pub := testKey(t)
 	st := testkit.StoreOf(t, env.Client)
 	cps := []*maintenance.Checkpointer{
 		maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp}),
@@ -204,7 +197,7 @@ func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 	}
 	// Each checkpoint starts where the one before it ended.
 	var upTo uint64
-	_, err = audit.Read(ctx, js, []string{streams.CheckpointSubject}, func(seq uint64, _ string, _, data []byte) error {
+	_, err := audit.Read(ctx, js, []string{streams.CheckpointSubject}, func(seq uint64, _ string, _, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
 		if err != nil {
 			return err
@@ -218,4 +211,15 @@ func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testKey makes a checkpoint signing key for a test: the pair and its
+// public half.
+func testKey(t *testing.T) (nkeys.KeyPair, string) {
+	t.Helper()
+	kp, _, err := audit.LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp, audit.PublicKey(kp)
 }

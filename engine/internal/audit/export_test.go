@@ -32,11 +32,7 @@ func TestAuditExport(t *testing.T) {
 			t.Fatalf("job %s: %v %+v", id, err, done)
 		}
 	}
-	kp, _, err := audit.LoadKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := audit.PublicKey(kp)
+	kp, pub := testKey(t)
 	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
 	env.Engine.Stop(ctx)
 	if ck, err := cp.Checkpoint(ctx); err != nil || ck == nil {

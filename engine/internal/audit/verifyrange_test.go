@@ -32,11 +32,7 @@ func verifyRange(t *testing.T, js jetstream.JetStream, scope audit.Scope, since,
 func TestAuditVerifyRange(t *testing.T) {
 	env, js, _ := logOf(t, 3)
 	ctx := context.Background()
-	kp, _, err := audit.LoadKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := audit.PublicKey(kp)
+	kp, pub := testKey(t)
 	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
 	// X is submitted before the first checkpoint and cancelled after it.
 	x, err := env.Client.Submit(ctx, "audit.none", 0)

@@ -50,14 +50,16 @@ const (
 	MaxRebuilds = 2
 )
 
-// rebuild takes one of the engine's MaxRebuilds slots for a verify, replay
-// or purge, or answers overloaded; release gives it back.
-func (c *CommandServer) rebuild() (release func(), r *cmdReply) {
+// rebuild takes one of the engine's MaxRebuilds slots for a command that
+// reads the whole log or bucket, with the context it runs in (MaxRebuild
+// long), or answers overloaded; done gives both back.
+func (c *CommandServer) rebuild(k *call) (ctx context.Context, done func(), r *cmdReply) {
 	select {
 	case c.rebuilds <- struct{}{}:
-		return func() { <-c.rebuilds }, nil
+		ctx, cancel := long(k.ctx, MaxRebuild)
+		return ctx, func() { cancel(); <-c.rebuilds }, nil
 	default:
-		return nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
+		return nil, nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
 			"this engine runs its maximum of %d commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify, audit_export); retry once one has ended", MaxRebuilds)), "")
 	}
 }
@@ -444,13 +446,11 @@ func (c *CommandServer) verify(k *call) *cmdReply {
 	if err != nil {
 		return fail(err, "")
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	rep, err := replay.VerifyScope(ctx, c.store.JS(), sc, settle)
 	if err != nil {
 		return fail(err, "")
@@ -488,13 +488,11 @@ func (c *CommandServer) replay(k *call) *cmdReply {
 	if err != nil {
 		return fail(err, "")
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	states, last, err := replay.Counts(ctx, c.store.JS(), sc)
 	if err != nil {
 		return fail(err, "")
@@ -550,13 +548,11 @@ func (c *CommandServer) purge(k *call) *cmdReply {
 			return fail(err, "")
 		}
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	older := time.Duration(*req.OlderThan)
 	page, err := c.store.PurgePage(ctx, older, req.Namespace, end, id, limit, req.DryRun)
 	if err != nil {

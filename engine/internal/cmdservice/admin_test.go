@@ -108,7 +108,7 @@ func TestRebuildsBounded(t *testing.T) {
 	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds), store: &store.Store{}}
 	var releases []func()
 	for range MaxRebuilds {
-		release, r := c.rebuild()
+		_, release, r := c.rebuild(&call{ctx: t.Context()})
 		if r != nil {
 			t.Fatalf("slot refused: %+v", r.Error)
 		}
@@ -143,7 +143,7 @@ func TestRebuildsBounded(t *testing.T) {
 		}
 	}
 	releases[0]()
-	if _, r := c.rebuild(); r != nil || len(c.rebuilds) != MaxRebuilds {
+	if _, _, r := c.rebuild(&call{ctx: t.Context()}); r != nil || len(c.rebuilds) != MaxRebuilds {
 		t.Fatalf("a slot given back was not taken again: %+v, %d held", r, len(c.rebuilds))
 	}
 }

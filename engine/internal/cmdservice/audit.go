@@ -119,13 +119,11 @@ func (c *CommandServer) auditVerify(k *call) *cmdReply {
 	if err := req.Authorize(k.ctx, c.store.JS(), k.p); err != nil {
 		return fail(err, req.Scope.Job)
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	rep, err := req.Verify(ctx, c.store.JS())
 	if err != nil {
 		return fail(err, "")
@@ -262,13 +260,11 @@ func (c *CommandServer) auditExport(k *call) *cmdReply {
 	if k.reply == "" {
 		return fail(&commands.InputError{Field: "reply", Reason: "audit_export sends the export to the request's reply subject: send it as a request"}, "")
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	cw := &chunkWriter{ctx: ctx, nc: c.nc, subject: k.reply, buf: make([]byte, 0, ExportChunkBytes)}
 	st, err := audit.Export(ctx, c.store.JS(), sc, cw, nil)
 	if err == nil {

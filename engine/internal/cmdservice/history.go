@@ -77,13 +77,11 @@ func (c *CommandServer) listAt(k *call) *cmdReply {
 	if f.Namespace, err = k.p.Scope(commands.ActRead, f.Namespace); err != nil {
 		return fail(err, "")
 	}
-	release, r := c.rebuild()
+	ctx, done, r := c.rebuild(k)
 	if r != nil {
 		return r
 	}
-	defer release()
-	ctx, cancel := long(k.ctx, MaxRebuild)
-	defer cancel()
+	defer done()
 	jobs, more, err := replay.JobsAt(ctx, c.store.JS(), at, f)
 	if err != nil {
 		return fail(err, "")
