@@ -52,13 +52,17 @@
       var b = ev.target.closest("button.bulk-btn");
       if (!b || busy) return;
       busy = true;
-      var action = b.dataset.action, query = bulk.dataset.query;
+      var action = b.dataset.action, query = bulk.dataset.query, pieces = !!b.dataset.pieces;
       api("POST", "/api/v1/jobs/bulk", { action: action, query: query, dry_run: true }).then(function (dry) {
         if (dry.matched === 0) { prog.hidden = false; text.textContent = "No jobs match: nothing to " + action + "."; busy = false; return; }
         var what = dry.matched === 1 ? "1 job" : dry.matched + " jobs";
-        if (!confirm(verbs[action][0] + " " + what + " that this filter selects?" +
-          (action === "purge" ? " Their records are deleted (their events stay in the log)." : ""))) { busy = false; return; }
-        return api("POST", "/api/v1/jobs/bulk", { action: action, query: query, reason: action + " from the dashboard" }).then(function (op) {
+        var ask = pieces ? "Retry the failed pieces of the fan-outs among " + what + " that this filter selects? The other jobs are skipped." :
+          verbs[action][0] + " " + what + " that this filter selects?" +
+          (action === "purge" ? " Their records are deleted (their events stay in the log)." : "");
+        if (!confirm(ask)) { busy = false; return; }
+        var body = { action: action, query: query, reason: action + " from the dashboard" };
+        if (pieces) body.failed_pieces = true;
+        return api("POST", "/api/v1/jobs/bulk", body).then(function (op) {
           show(op);
           follow(op.id);
         });
