@@ -257,20 +257,27 @@ func (c command) auditExport(ctx context.Context, f engine.AuditExportFields, w 
 		if chunk == "" {
 			return out, decodeReply("audit_export", msg.Data, &out)
 		}
-		n, err := strconv.Atoi(chunk)
-		switch {
-		case err != nil || n > next:
+		if n, err := strconv.Atoi(chunk); err != nil || n != next {
+			stopExport(msg, "chunk out of order")
 			return out, fmt.Errorf("audit_export: chunk %q where %d was due", chunk, next)
-		case n == next: // n < next: sent again, its acknowledgement lost
-			if _, err := w.Write(msg.Data); err != nil {
-				return out, fmt.Errorf("audit_export: %w", err)
-			}
-			next++
+		}
+		if _, err := w.Write(msg.Data); err != nil {
+			stopExport(msg, err.Error())
+			return out, fmt.Errorf("audit_export: %w", err)
 		}
 		if err := msg.Respond(nil); err != nil {
-			return out, fmt.Errorf("audit_export: acknowledge chunk %d: %w", n, err)
+			return out, fmt.Errorf("audit_export: acknowledge chunk %d: %w", next, err)
 		}
+		next++
 	}
+}
+
+// stopExport answers a chunk with the header that stops the export (the
+// engine gives back its slot at once, not after its wait for an answer).
+func stopExport(msg *nats.Msg, why string) {
+	m := nats.NewMsg(msg.Reply)
+	m.Header.Set(engine.ExportStopHeader, why)
+	_ = msg.RespondMsg(m)
 }
 
 func (c command) auditKey(ctx context.Context) (*engine.AuditKey, error) {

@@ -1,6 +1,7 @@
 package jetflow_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -257,8 +258,35 @@ func TestNATSClientRole(t *testing.T) {
 	if len(hist.Events) != 1 || hist.Events[0].Type != "job.cancelled" || hist.More {
 		t.Fatalf("history page 2 %+v", hist)
 	}
+	// An export, in chunks it acknowledges: the one answer the role may
+	// give to each request it receives.
+	var exp bytes.Buffer
+	if st, err := tc.AuditExport(testkit.Ctx(t), jetflow.AuditExportScope{}, &exp); err != nil || st.Events == 0 || int64(exp.Len()) != st.Bytes {
+		t.Fatalf("an export over the client role: %v %+v", err, st)
+	}
 	if len(v.all()) != 0 {
 		t.Fatalf("violations while doing its job: %q", v.all())
+	}
+
+	// A command whose reply subject is the event log (the engine, which may
+	// publish anywhere, would append its answer there): not run, not
+	// answered. The next submit on the same endpoint is answered, so the
+	// first was handled before it.
+	target := domain.NewID()
+	bad := nats.NewMsg(streams.CommandPrefix + ".submit")
+	bad.Header.Set("Content-Type", "application/json")
+	bad.Reply = streams.EventSubject("other", "default", "auth.echo", target)
+	bad.Data = []byte(`{"type":"auth.echo","idempotency_key":"reply-guard"}`)
+	if err := nc.PublishMsg(bad); err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		Job     struct{ ID string } `json:"job"`
+		Created *bool               `json:"created"`
+	}
+	command(t, nc, "submit", map[string]any{"type": "auth.echo", "idempotency_key": "reply-guard"}, &first)
+	if first.Created == nil || !*first.Created {
+		t.Fatalf("the command with the log as its reply subject was run: %+v", first)
 	}
 
 	// Forgeries: each refused by the server, and nothing stored.
@@ -291,6 +319,9 @@ func TestNATSClientRole(t *testing.T) {
 	if _, err := events.GetLastMsgForSubject(ctx, streams.EventFilter(forged)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("forged event: %v", err)
 	}
+	if _, err := events.GetLastMsgForSubject(ctx, streams.EventFilter(target)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("an answer in the event log: %v", err)
+	}
 	if _, err := sys.client.Get(ctx, forged); !errors.Is(err, jetflow.ErrNotFound) {
 		t.Fatalf("forged record: %v", err)
 	}
@@ -301,8 +332,8 @@ func TestNATSClientRole(t *testing.T) {
 	if _, err := q.GetLastMsgForSubject(ctx, streams.RunSubject("default", "auth.forged")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("forged work item: %v", err)
 	}
-	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 3 {
-		t.Fatalf("event log: %v, %+v (want the two submits and the cancel)", err, info.State)
+	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 4 {
+		t.Fatalf("event log: %v, %+v (want the three submits and the cancel)", err, info.State)
 	}
 }
 

@@ -37,6 +37,9 @@ type (
 // request's reply subject (cmdservice.ExportChunkHeader).
 const ExportChunkHeader = cmdservice.ExportChunkHeader
 
+// ExportStopHeader on the answer to a chunk stops the export.
+const ExportStopHeader = cmdservice.ExportStopHeader
+
 // Sources of an AuditKey.
 const (
 	AuditKeyOfEngine     = cmdservice.KeyOfEngine

@@ -224,9 +224,7 @@ func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.
 			retry = cl.RetryFailedPieces
 		}
 		_, err := retry(ctx, j.ID, "")
-		var in *jetflow.InputError
-		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) ||
-			(errors.As(err, &in) && in.Field == "failed_pieces") {
+		if errors.Is(err, jetflow.ErrInvalidTransition) || errors.Is(err, jetflow.ErrNotFound) || refusedField(err) == "failed_pieces" {
 			return false, true, nil // not finished, gone, or no failed pieces
 		}
 		return err == nil, false, err
@@ -247,4 +245,17 @@ func (c *cli) printBulk(res *bulkResult) int {
 		fmt.Fprintf(c.errw, "  %s\n", e)
 	}
 	return exitOK
+}
+
+// refusedField is the field an invalid-input refusal names, from either
+// client (an *InputError from a direct one, a Problem from a token one).
+func refusedField(err error) string {
+	var in *jetflow.InputError
+	if errors.As(err, &in) {
+		return in.Field
+	}
+	if p := jetflow.ProblemOf(err); p != nil && p.Type == "invalid-input" {
+		return p.Field
+	}
+	return ""
 }

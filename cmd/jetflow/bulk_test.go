@@ -188,6 +188,14 @@ func TestCLIBulkFailedPieces(t *testing.T) {
 			return nil
 		})
 	}
+	// The same through the command protocol (a token client): the job that
+	// did not fan out is skipped there too (the engine's refusal comes back
+	// as a problem, not an InputError), the retries' failed pieces run again.
+	out, errs, code = e.jetflow("bulk", "retry", "--state", "failed", "--failed-pieces", "--yes", "--json", "--token", "jft_unchecked")
+	res = bulkResult{}
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.Matched != 5 || res.Changed != 2 || res.Skipped != 3 || res.Failed != 0 {
+		t.Fatalf("bulk retry --failed-pieces with a token: %d %q %s", code, out, errs)
+	}
 }
 
 // TestCLIBulkConfirmsOnATerminal: on a terminal (a real pseudo-terminal)

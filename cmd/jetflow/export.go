@@ -65,12 +65,14 @@ func cmdExport(c *cli, args []string) int {
 		var progress *progressWriter
 		if f != nil && isTerminal(c.errw) {
 			progress = &progressWriter{w: w, errw: c.errw, atStart: true}
-			// The log's range, for the bar (best effort: a user without
-			// the stream's info gets the bytes).
+			// The log's range, for the bar (best effort, a second at most:
+			// a NATS user without the stream's info gets the bytes).
 			if js, err := jetstream.New(cl.Conn()); err == nil {
-				if st, err := js.Stream(ctx, streams.EventsStream); err == nil {
+				ictx, cancel := context.WithTimeout(ctx, time.Second)
+				if st, err := js.Stream(ictx, streams.EventsStream); err == nil {
 					progress.first, progress.last = st.CachedInfo().State.FirstSeq, st.CachedInfo().State.LastSeq
 				}
+				cancel()
 			}
 			w = progress
 		}

@@ -101,7 +101,7 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // cli is one command's context: its flags, output and connection.
 type cli struct {
 	name  string
-	in    io.Reader // standard input (a confirmation, a workflow file)
+	in    io.Reader // standard input (bulk's confirmation)
 	out   io.Writer
 	errw  io.Writer
 	fs    *flag.FlagSet

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,6 +158,16 @@ func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 	}
 	done := make(chan error, len(cps))
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() {
+		stopOnce.Do(func() { close(stop) })
+		for range cps {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { stopOnce.Do(func() { close(stop) }) }) // a test that fails early
 	for _, cp := range cps {
 		go func() {
 			for {
@@ -173,23 +184,29 @@ func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 			}
 		}()
 	}
-	for i := range 200 {
-		if _, err := env.Client.Submit(ctx, "audit.idle", i, jetflow.Queue("nobody")); err != nil {
-			t.Fatal(err)
+	// Jobs submitted until each of the two has written a checkpoint (each
+	// round gives both something to commit to).
+	i := 0
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		for range 20 {
+			if _, err := env.Client.Submit(ctx, "audit.idle", i, jetflow.Queue("nobody")); err != nil {
+				return err
+			}
+			i++
 		}
-	}
-	close(stop)
-	for range cps {
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		if cps[0].Written() == 0 || cps[1].Written() == 0 {
+			return fmt.Errorf("written: %d and %d", cps[0].Written(), cps[1].Written())
 		}
+		return nil
+	})
+	halt()
+	if t.Failed() {
+		t.FailNow()
 	}
-	// The last events covered too, by whichever of them.
+	// Nothing else writes from here; the last events covered too.
+	env.Engine.Stop(ctx)
 	if _, err := cps[0].Checkpoint(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if cps[0].Written() == 0 || cps[1].Written() == 0 {
-		t.Logf("written: %d and %d (one of them won every race)", cps[0].Written(), cps[1].Written())
 	}
 	r := verify(t, js, audit.Scope{}, pub)
 	if !r.OK() || r.Uncovered != 0 || r.Checkpoints != cps[0].Written()+cps[1].Written() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -29,6 +30,10 @@ const (
 	// NATSRoleClient uses the command protocol and reads the event log.
 	NATSRoleClient = "client"
 )
+
+// clientResponseWindow is how long a client user may answer a request it
+// received (an audit_export chunk's acknowledgement).
+const clientResponseWindow = time.Minute
 
 // NATSRoles are the roles, in the order nats-users.json lists them.
 var NATSRoles = []string{NATSRoleEngine, NATSRoleWorker, NATSRoleClient}
@@ -80,6 +85,9 @@ func NATSPermissions(role string) *server.Permissions {
 				streams.PiecesPrefix + ".>",
 				streams.RegistryPrefix + ".>",
 			}},
+			// One answer to each request it receives: the acknowledgement
+			// of each chunk of an audit_export.
+			Response: &server.ResponsePermission{MaxMsgs: 1, Expires: clientResponseWindow},
 		}
 	}
 	return nil

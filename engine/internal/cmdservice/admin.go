@@ -48,19 +48,29 @@ const (
 	// runs at once (each reads the whole log or jobs bucket, replay and
 	// verify into memory); more are overloaded (503).
 	MaxRebuilds = 2
+	// MaxExports bounds the audit_export commands one engine runs at once:
+	// their own slots, so that slow readers of exports (each chunk waits
+	// for its caller) never hold the slots of verify, replay or purge.
+	MaxExports = 2
 )
 
 // rebuild takes one of the engine's MaxRebuilds slots for a command that
 // reads the whole log or bucket, with the context it runs in (MaxRebuild
 // long), or answers overloaded; done gives both back.
 func (c *CommandServer) rebuild(k *call) (ctx context.Context, done func(), r *cmdReply) {
+	return takeSlot(k, c.rebuilds, "commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify)")
+}
+
+// takeSlot takes a slot of pool, with the context the command runs in
+// (MaxRebuild long), or answers overloaded naming what the pool holds.
+func takeSlot(k *call, pool chan struct{}, what string) (ctx context.Context, done func(), r *cmdReply) {
 	select {
-	case c.rebuilds <- struct{}{}:
+	case pool <- struct{}{}:
 		ctx, cancel := long(k.ctx, MaxRebuild)
-		return ctx, func() { cancel(); <-c.rebuilds }, nil
+		return ctx, func() { cancel(); <-pool }, nil
 	default:
 		return nil, nil, fail(problems.New(problems.Overloaded, http.StatusServiceUnavailable, fmt.Sprintf(
-			"this engine runs its maximum of %d commands that read the whole log or bucket (verify, replay, purge, list_at, audit_verify, audit_export); retry once one has ended", MaxRebuilds)), "")
+			"this engine runs its maximum of %d %s; retry once one has ended", cap(pool), what)), "")
 	}
 }
 

@@ -105,7 +105,7 @@ func msgpackOf(s string, v *any) error { return json.Unmarshal([]byte(s), v) }
 // refuses is still refused first (400), and a slot given back is taken
 // again.
 func TestRebuildsBounded(t *testing.T) {
-	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds), store: &store.Store{}}
+	c := &CommandServer{rebuilds: make(chan struct{}, MaxRebuilds), exports: make(chan struct{}, MaxExports), store: &store.Store{}}
 	var releases []func()
 	for range MaxRebuilds {
 		_, release, r := c.rebuild(&call{ctx: t.Context()})
@@ -113,6 +113,12 @@ func TestRebuildsBounded(t *testing.T) {
 			t.Fatalf("slot refused: %+v", r.Error)
 		}
 		releases = append(releases, release)
+	}
+	// An export takes a slot of its own pool, not one of the rebuilds'.
+	for range MaxExports {
+		if _, _, r := takeSlot(&call{ctx: t.Context()}, c.exports, "exports"); r != nil {
+			t.Fatalf("export slot refused: %+v", r.Error)
+		}
 	}
 	for _, tc := range []struct {
 		verb, body string

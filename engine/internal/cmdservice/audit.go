@@ -217,12 +217,14 @@ func (f AuditExportFields) Scope() (audit.ExportScope, error) {
 // An audit_export streams the export to the request's reply subject in
 // chunks of at most ExportChunkBytes, each a message with the header
 // ExportChunkHeader (its number, from 1) sent as a request: the caller
-// acknowledges it (any reply) before the next is sent, within
-// ExportAckWait, or the export stops. The last message on the reply
-// subject is the command's ordinary reply (without the header): the
-// export's figures, or a problem.
+// acknowledges it (a reply) before the next is sent, within ExportAckWait,
+// or the export stops; an acknowledgement with the header ExportStopHeader
+// stops it at once (the caller could not write what it got). The last
+// message on the reply subject is the command's ordinary reply (without
+// the header): the export's figures, or a problem.
 const (
 	ExportChunkHeader = "Jetflow-Export-Chunk"
+	ExportStopHeader  = "Jetflow-Export-Stop"
 	ExportChunkBytes  = 256 << 10
 	ExportAckWait     = 30 * time.Second
 )
@@ -260,7 +262,7 @@ func (c *CommandServer) auditExport(k *call) *cmdReply {
 	if k.reply == "" {
 		return fail(&commands.InputError{Field: "reply", Reason: "audit_export sends the export to the request's reply subject: send it as a request"}, "")
 	}
-	ctx, done, r := c.rebuild(k)
+	ctx, done, r := takeSlot(k, c.exports, "exports (audit_export)")
 	if r != nil {
 		return r
 	}
@@ -315,8 +317,12 @@ func (w *chunkWriter) send() error {
 	m.Data = w.buf
 	ctx, cancel := context.WithTimeout(w.ctx, ExportAckWait)
 	defer cancel()
-	if _, err := w.nc.RequestMsgWithContext(ctx, m); err != nil {
+	ack, err := w.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
 		return fmt.Errorf("export chunk %d: not acknowledged by the caller: %w", w.n, err)
+	}
+	if why := ack.Header.Get(ExportStopHeader); why != "" {
+		return fmt.Errorf("export chunk %d: the caller stopped the export: %s", w.n, headerText(why))
 	}
 	w.total += int64(len(w.buf))
 	w.buf = w.buf[:0]

@@ -77,6 +77,7 @@ type CommandServer struct {
 
 	waits    chan struct{} // a slot per wait command held (MaxCommandWaits)
 	rebuilds chan struct{} // a slot per verify, replay or purge running (MaxRebuilds)
+	exports  chan struct{} // a slot per audit_export running (MaxExports)
 }
 
 // Config configures a CommandServer.
@@ -130,7 +131,8 @@ func New(s *store.Store, cfg Config) *CommandServer {
 		log = slog.Default()
 	}
 	return &CommandServer{cfg: cfg, store: s, nc: s.NC(), log: log.With("component", "commands"),
-		waits: make(chan struct{}, MaxCommandWaits), rebuilds: make(chan struct{}, MaxRebuilds)}
+		waits: make(chan struct{}, MaxCommandWaits), rebuilds: make(chan struct{}, MaxRebuilds),
+		exports: make(chan struct{}, MaxExports)}
 }
 
 // Start adds the service and its endpoints and returns once the NATS
@@ -267,6 +269,13 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 // is called from a subscription's callback, which must not wait: a
 // subscription delivers one message at a time.
 func (c *CommandServer) accept(run *cmdRun, verb, reply string, h nats.Header, body []byte) {
+	if !replyAllowed(reply) {
+		// The engine's connection may publish anywhere: an answer there
+		// would be its write (an event in another namespace's log, a
+		// record). The command is not run.
+		c.log.Warn("command refused: its reply subject is one of jetflow's or the system's", "verb", verb, "reply", headerText(reply))
+		return
+	}
 	run.mu.RLock()
 	if run.closed {
 		run.mu.RUnlock()
@@ -326,6 +335,13 @@ func (c *CommandServer) serve(run *cmdRun, verb, reply string, asJSON bool, toke
 	if err := c.nc.PublishMsg(m); err != nil {
 		c.log.Warn("command reply", "err", err)
 	}
+}
+
+// replyAllowed reports whether the engine may answer on reply: an inbox,
+// never a subject of jetflow's (jetflow.…: the event log, the work
+// queues) or of the system ($JS, $KV, $O, $SYS, ...). "" is no answer.
+func replyAllowed(reply string) bool {
+	return !strings.HasPrefix(reply, "jetflow.") && !strings.HasPrefix(reply, "$")
 }
 
 // headerText is s on one line of at most 512 bytes, for a header or a

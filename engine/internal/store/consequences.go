@@ -515,5 +515,8 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 	if err != nil {
 		return errors.Is(err, commands.ErrNotFound) // a child without a parent runs nowhere
 	}
+	// The next child's check starts from here, not from where this one
+	// gave up.
+	s.parents.put(p.Job.ID, parentHead{subject: streams.JobSubject(p.Job), state: p.Job.State, seq: p.Job.Seq})
 	return commands.ChildBlocked(p.Job)
 }
