@@ -60,6 +60,13 @@ const (
 // inboxes only.
 func NATSInboxPrefix(role string) string { return engine.NATSInboxPrefix(role) }
 
+// NATSWorkerInboxPrefix is the inbox prefix a worker user bound to
+// namespace ns (NATSUser.Namespace) connects with: "_INBOX_worker.ns.<ns>".
+// Such a user may subscribe to its namespace's inboxes only, so the
+// replies to another namespace's workers are not its to read. A worker
+// user of every namespace may use it too.
+func NATSWorkerInboxPrefix(ns string) string { return engine.NATSWorkerInboxPrefix(ns) }
+
 // NATSUsersFile is the file in the data directory of `jetflow serve
 // --nats-auth` that holds its NATS users and their passwords.
 const NATSUsersFile = engine.NATSUsersFile

@@ -79,7 +79,11 @@ func (s *authSystem) connect(t *testing.T, role string, v *violations) *jetflow.
 func (s *authSystem) connectAs(t *testing.T, u jetflow.NATSUser, v *violations) *jetflow.Client {
 	t.Helper()
 	role := u.Role
-	opts := []nats.Option{nats.UserInfo(u.User, u.Password), nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(role))}
+	prefix := jetflow.NATSInboxPrefix(role)
+	if u.Namespace != "" {
+		prefix = jetflow.NATSWorkerInboxPrefix(u.Namespace)
+	}
+	opts := []nats.Option{nats.UserInfo(u.User, u.Password), nats.CustomInboxPrefix(prefix)}
 	if v != nil {
 		opts = append(opts, nats.ErrorHandler(v.record))
 	}
@@ -405,8 +409,17 @@ func TestNATSWorkerRoleNamespace(t *testing.T) {
 		t.Fatalf("violations while doing its namespace's jobs: %q", v.all())
 	}
 
-	// Another namespace's subjects: refused, nothing stored.
+	// Nor may it read the replies to another namespace's workers, or to
+	// the workers of every namespace: its inboxes are its namespace's.
 	nc := wc.Conn()
+	for _, subj := range []string{jetflow.NATSInboxPrefix(jetflow.NATSRoleWorker) + ".>", jetflow.NATSWorkerInboxPrefix("other") + ".>"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		v.wait(t, fmt.Sprintf("Subscription to %q", subj))
+	}
+
+	// Another namespace's subjects: refused, nothing stored.
 	wjs, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

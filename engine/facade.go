@@ -328,6 +328,10 @@ type NATSUsers = auth.NATSUsers
 // NATSInboxPrefix is the inbox prefix a user of role must connect with.
 func NATSInboxPrefix(role string) string { return auth.NATSInboxPrefix(role) }
 
+// NATSWorkerInboxPrefix is the inbox prefix of a worker bound to a
+// namespace.
+func NATSWorkerInboxPrefix(ns string) string { return auth.NATSWorkerInboxPrefix(ns) }
+
 // NATSPermissions are the subject permissions of a role; nil for an
 // unknown role.
 func NATSPermissions(role string) *server.Permissions { return auth.NATSPermissions(role) }

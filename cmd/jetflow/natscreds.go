@@ -74,8 +74,13 @@ func (c *cli) natsOptions() (opts []nats.Option, ok bool) {
 	}))
 	switch {
 	case c.name == "worker":
-		// The worker role's inboxes (an engine user may use any).
-		opts = append(opts, nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(jetflow.NATSRoleWorker)))
+		// The worker role's inboxes (an engine user may use any): its
+		// namespace's, which a worker user bound to it needs.
+		ns := ""
+		if f := c.fs.Lookup("namespace"); f != nil {
+			ns = f.Value.String()
+		}
+		opts = append(opts, nats.CustomInboxPrefix(jetflow.NATSWorkerInboxPrefix(ns)))
 	case c.token != "":
 		// A token client needs no more than the client role.
 		opts = append(opts, nats.CustomInboxPrefix(jetflow.NATSInboxPrefix(jetflow.NATSRoleClient)))

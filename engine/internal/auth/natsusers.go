@@ -171,7 +171,20 @@ func inNamespace(prefix, tok string) string {
 func NATSWorkerPermissions(ns string) *server.Permissions {
 	p := NATSPermissions(NATSRoleWorker)
 	p.Publish.Allow = workerPublish(ns)
+	// Its own namespace's inboxes only: the replies to another namespace's
+	// workers (JetStream reads, pulled work items) are not its to read.
+	p.Subscribe = &server.SubjectPermission{Allow: []string{NATSWorkerInboxPrefix(ns) + ".>", streams.CancelSubject}}
 	return p
+}
+
+// NATSWorkerInboxPrefix is the inbox prefix of a worker bound to namespace
+// ns ("_INBOX_worker.ns.<ns>"; "": a worker of every namespace,
+// "_INBOX_worker"). A worker user of every namespace may use either.
+func NATSWorkerInboxPrefix(ns string) string {
+	if ns == "" {
+		return NATSInboxPrefix(NATSRoleWorker)
+	}
+	return NATSInboxPrefix(NATSRoleWorker) + ".ns." + ns
 }
 
 func kvStream(bucket string) string { return "KV_" + bucket }
