@@ -272,6 +272,13 @@ func TestClientAuditFindingsCut(t *testing.T) {
 			t.Fatal(err)
 		}
 		acks = append(acks, f)
+		if i%500 == 499 { // at most 500 in flight: a loaded machine stalls more
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
 	}
 	for _, f := range acks {
 		select {
