@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetflow/jetflow/streams"
 
 	"github.com/jetflow/jetflow/engine"
 )
@@ -202,21 +201,8 @@ func (d direct) auditExport(ctx context.Context, f engine.AuditExportFields, w i
 	if err != nil {
 		return engine.AuditExportReply{}, err
 	}
-	cw := &countWriter{w: w}
-	st, err := engine.AuditExport(ctx, d.store.JS, sc, cw, nil)
-	return engine.AuditExportReply{Events: st.Events, Checkpoints: st.Checkpoints, Proofs: st.Proofs, Uncovered: st.Uncovered, Bytes: cw.n}, err
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	st, err := engine.AuditExport(ctx, d.store.JS, sc, w)
+	return engine.AuditExportReply{Events: st.Events, Checkpoints: st.Checkpoints, Proofs: st.Proofs, Uncovered: st.Uncovered, Bytes: st.Bytes}, err
 }
 
 // auditExport receives the chunks audit_export streams to its own inbox,
@@ -233,10 +219,8 @@ func (c command) auditExport(ctx context.Context, f engine.AuditExportFields, w 
 		return out, err
 	}
 	defer sub.Unsubscribe()
-	m := nats.NewMsg(streams.CommandPrefix + ".audit_export")
-	m.Reply, m.Data = inbox, b
-	m.Header.Set("Content-Type", "application/json")
-	m.Header.Set(engine.AuthHeader, "Bearer "+c.token)
+	m := c.msg(ctx, "audit_export", b)
+	m.Reply = inbox
 	if err := c.nc.PublishMsg(m); err != nil {
 		return out, fmt.Errorf("audit_export: %w", err)
 	}

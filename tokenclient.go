@@ -74,11 +74,7 @@ func (c command) call(ctx context.Context, verb string, req, out any, timeout ti
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(streams.CommandPrefix + "." + verb)
-	m.Data = b
-	m.Header.Set("Content-Type", "application/json")
-	m.Header.Set(engine.AuthHeader, "Bearer "+c.token)
-	tracing.Inject(ctx, m.Header.Set) // a submit continues the caller's trace (docs/tracing.md)
+	m := c.msg(ctx, verb, b)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -92,6 +88,18 @@ func (c command) call(ctx context.Context, verb string, req, out any, timeout ti
 		return fmt.Errorf("%s: %w", verb, err)
 	}
 	return decodeReply(verb, res.Data, out)
+}
+
+// msg is a command of verb with the JSON body b, the token and the
+// caller's trace context (a submit continues the caller's trace,
+// docs/tracing.md).
+func (c command) msg(ctx context.Context, verb string, b []byte) *nats.Msg {
+	m := nats.NewMsg(streams.CommandPrefix + "." + verb)
+	m.Data = b
+	m.Header.Set("Content-Type", "application/json")
+	m.Header.Set(engine.AuthHeader, "Bearer "+c.token)
+	tracing.Inject(ctx, m.Header.Set)
+	return m
 }
 
 // decodeReply decodes a command's JSON reply into out, or returns the

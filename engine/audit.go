@@ -67,8 +67,8 @@ func AuditPublicKey(kp nkeys.KeyPair) string { return audit.PublicKey(kp) }
 type AuditExportScope = audit.ExportScope
 
 // AuditExport writes the export of scope to w (docs/audit.md).
-func AuditExport(ctx context.Context, js jetstream.JetStream, scope AuditExportScope, w io.Writer, progress func(events int)) (audit.ExportStats, error) {
-	return audit.Export(ctx, js, scope, w, progress)
+func AuditExport(ctx context.Context, js jetstream.JetStream, scope AuditExportScope, w io.Writer) (audit.ExportStats, error) {
+	return audit.Export(ctx, js, scope, w)
 }
 
 // VerifyAuditExport checks an export offline against the trusted key pub.

@@ -115,19 +115,6 @@ func exportScope(q map[string]string) (engine.AuditExportScope, error) {
 	return engine.AuditExportFields{Since: q["since"], Until: q["until"], Namespace: q["namespace"]}.Scope()
 }
 
-// abortedWriter counts what a streamed answer wrote, so that an error
-// before the first byte is still a problem.
-type abortedWriter struct {
-	w http.ResponseWriter
-	n int64
-}
-
-func (a *abortedWriter) Write(p []byte) (int, error) {
-	n, err := a.w.Write(p)
-	a.n += int64(n)
-	return n, err
-}
-
 // GET /audit/export: the export of jetflow export, streamed as JSON Lines.
 // An error once lines are sent cuts the answer short (the connection is
 // closed without the chunked body's end), which a client sees as an
@@ -155,13 +142,12 @@ func (g *Gateway) auditExport(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
-	aw := &abortedWriter{w: w}
-	if _, err := engine.AuditExport(r.Context(), g.store.JS, sc, aw, nil); err != nil {
-		if aw.n == 0 {
+	if st, err := engine.AuditExport(r.Context(), g.store.JS, sc, w); err != nil {
+		if st.Bytes == 0 { // nothing sent yet: still a problem
 			fail(w, r, err, "")
 			return
 		}
-		g.log.Warn("audit export cut short", "err", err, "bytes", aw.n)
+		g.log.Warn("audit export cut short", "err", err, "bytes", st.Bytes)
 		panic(http.ErrAbortHandler)
 	}
 }

@@ -332,13 +332,9 @@ func TestBulkRetryFailedPiecesInBrowser(t *testing.T) {
 	t.Parallel()
 	exe := chromium(t)
 	e := newEnv(t)
-	e.failingWorker()
-	fan := e.submit(`{"type":"op.fanout"}`)
-	plain := e.submit(`{"type":"op.fail"}`)
-	e.waitState(fan.ID, domain.StateFailed)
-	e.waitState(plain.ID, domain.StateFailed)
+	fan := e.failedFanOutAndJob()
 	b := openBrowser(t, e, exe)
-	b.run("the failures", chromedp.Navigate(e.ts.URL+"/failures"), chromedp.WaitVisible(`#jobs tr[data-id="`+fan.ID+`"]`))
+	b.run("the failures", chromedp.Navigate(e.ts.URL+"/failures"), chromedp.WaitVisible(`#jobs tr[data-id="`+fan+`"]`))
 	b.run("retry the failed pieces", chromedp.Click(`#bulk-retry-pieces`))
 	b.until("see it done", `document.getElementById("bulk-progress").dataset.state === "done" &&
 		document.querySelector("#bulk-progress .bulk-text").textContent === "1 retried, 1 skipped, 0 failed of 2 (done)"`)
@@ -346,18 +342,5 @@ func TestBulkRetryFailedPiecesInBrowser(t *testing.T) {
 	if d := b.dialogsSeen(); len(d) != 1 || d[0] != "Retry the failed pieces of the fan-outs among 2 jobs that this filter selects? The other jobs are skipped." {
 		t.Fatalf("the confirmation said %q", d)
 	}
-	var l jobList
-	e.do("GET", "/api/v1/jobs?type=op.fanout&limit=100", nil).want(t, 200).json(t, &l)
-	n := 0
-	for _, j := range l.Jobs {
-		if j.RetryOf == fan.ID {
-			n++
-			if v := e.waitState(j.ID, domain.StateFailed); !v.FailedPieces || v.Fanout == nil || v.Fanout.Succeeded != 4 || v.Fanout.Failed != 2 {
-				t.Fatalf("the retry %s: failed_pieces %v, %+v", j.ID, v.FailedPieces, v.Fanout)
-			}
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d retries of the fan-out", n)
-	}
+	e.failedPiecesRetryOf(fan)
 }

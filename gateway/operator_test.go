@@ -55,31 +55,13 @@ func (e *env) failingWorker() {
 func TestBulkRetryFailedPieces(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.failingWorker()
-	fan := e.submit(`{"type":"op.fanout"}`)
-	plain := e.submit(`{"type":"op.fail"}`)
-	e.waitState(fan.ID, domain.StateFailed)
-	e.waitState(plain.ID, domain.StateFailed)
+	fan := e.failedFanOutAndJob()
 	var op bulkOp
 	e.do("POST", "/api/v1/jobs/bulk", `{"action":"retry","query":"state=failed","failed_pieces":true}`).want(t, http.StatusAccepted).json(t, &op)
 	if op = e.waitBulk(op); op.State != "done" || !op.FailedPieces || op.Matched != 2 || op.Changed != 1 || op.Skipped != 1 || op.Failed != 0 {
 		t.Fatalf("bulk %+v", op)
 	}
-	var l jobList
-	e.do("GET", "/api/v1/jobs?type=op.fanout&limit=100", nil).want(t, 200).json(t, &l)
-	var again string
-	for _, j := range l.Jobs {
-		if j.RetryOf == fan.ID {
-			again = j.ID
-		}
-	}
-	if again == "" {
-		t.Fatalf("no retry of %s among %d fan-outs", fan.ID, len(l.Jobs))
-	}
-	v := e.waitState(again, domain.StateFailed)
-	if !v.FailedPieces || v.Fanout == nil || v.Fanout.Succeeded != 4 || v.Fanout.Failed != 2 {
-		t.Fatalf("the retry: failed_pieces %v, %+v", v.FailedPieces, v.Fanout)
-	}
+	again := e.failedPiecesRetryOf(fan)
 	var ps struct {
 		Pieces []struct {
 			Piece       int    `json:"piece"`
@@ -89,7 +71,7 @@ func TestBulkRetryFailedPieces(t *testing.T) {
 	e.do("GET", "/api/v1/jobs/"+again+"/pieces?limit=100", nil).want(t, 200).json(t, &ps)
 	carried := 0
 	for _, p := range ps.Pieces {
-		if p.CarriedFrom == fan.ID {
+		if p.CarriedFrom == fan {
 			carried++
 		} else if p.Piece != 2 && p.Piece != 5 {
 			t.Fatalf("piece %d ran again", p.Piece)
@@ -98,6 +80,43 @@ func TestBulkRetryFailedPieces(t *testing.T) {
 	if carried != 4 {
 		t.Fatalf("%d pieces carried over, want 4: %+v", carried, ps.Pieces)
 	}
+}
+
+// failedFanOutAndJob runs the failing worker, submits an op.fanout (its
+// batches 2 and 5 fail) and an op.fail, waits until both failed, and
+// returns the fan-out's id.
+func (e *env) failedFanOutAndJob() string {
+	e.t.Helper()
+	e.failingWorker()
+	fan := e.submit(`{"type":"op.fanout"}`)
+	plain := e.submit(`{"type":"op.fail"}`)
+	e.waitState(fan.ID, domain.StateFailed)
+	e.waitState(plain.ID, domain.StateFailed)
+	return fan.ID
+}
+
+// failedPiecesRetryOf returns the one retry of fan-out fan (failing the
+// test unless there is exactly one), once it failed: a retry of its
+// failed pieces only, 4 batches carried over as succeeded, the 2 broken
+// ones failed again.
+func (e *env) failedPiecesRetryOf(fan string) string {
+	e.t.Helper()
+	var l jobList
+	e.do("GET", "/api/v1/jobs?type=op.fanout&limit=100", nil).want(e.t, 200).json(e.t, &l)
+	var retries []string
+	for _, j := range l.Jobs {
+		if j.RetryOf == fan {
+			retries = append(retries, j.ID)
+		}
+	}
+	if len(retries) != 1 {
+		e.t.Fatalf("%d retries of %s among %d fan-outs", len(retries), fan, len(l.Jobs))
+	}
+	v := e.waitState(retries[0], domain.StateFailed)
+	if !v.FailedPieces || v.Fanout == nil || v.Fanout.Succeeded != 4 || v.Fanout.Failed != 2 {
+		e.t.Fatalf("the retry %s: failed_pieces %v, %+v", retries[0], v.FailedPieces, v.Fanout)
+	}
+	return retries[0]
 }
 
 // waitBulk follows a bulk operation until it ends.

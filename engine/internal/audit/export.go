@@ -58,7 +58,8 @@ type ExportScope struct {
 // ExportStats is what an export wrote.
 type ExportStats struct {
 	Events, Checkpoints, Proofs int
-	Uncovered                   int // events after the last checkpoint
+	Uncovered                   int   // events after the last checkpoint
+	Bytes                       int64 // written to w (an export cut short: how far it got; 0: nothing reached w)
 }
 
 type ckInfo struct {
@@ -68,11 +69,11 @@ type ckInfo struct {
 	need       map[string]Head // subject -> its last exported event in the range
 }
 
-// Export writes the export of scope to w, streamed; progress, if not
-// nil, is called with the events written so far.
-func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io.Writer, progress func(events int)) (ExportStats, error) {
-	var st ExportStats
-	bw := bufio.NewWriterSize(w, 1<<16)
+// Export writes the export of scope to w, streamed.
+func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io.Writer) (st ExportStats, err error) {
+	cw := &countWriter{w: w}
+	defer func() { st.Bytes = cw.n }()
+	bw := bufio.NewWriterSize(cw, 1<<16)
 	enc := json.NewEncoder(bw)
 	// The checkpoints, by the range they cover.
 	var cks []*ckInfo
@@ -118,7 +119,7 @@ func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io
 		return st, err
 	}
 	errStop := errors.New("stop")
-	_, _, err := ReadRange(ctx, js, filters, from, 0, func(seq uint64, subject string, stored, data []byte) error {
+	_, _, err = ReadRange(ctx, js, filters, from, 0, func(seq uint64, subject string, stored, data []byte) error {
 		ev, err := streams.DecodeEvent(data)
 		if err != nil {
 			return fmt.Errorf("event %d: %w", seq, err)
@@ -136,9 +137,6 @@ func Export(ctx context.Context, js jetstream.JetStream, scope ExportScope, w io
 			return err
 		}
 		st.Events++
-		if progress != nil && st.Events%1000 == 0 {
-			progress(st.Events)
-		}
 		if ck := covering(seq); ck != nil {
 			if ck.need == nil {
 				ck.need = map[string]Head{}
@@ -339,4 +337,16 @@ func VerifyExport(r io.Reader, pub string) (*Report, error) {
 	rep.Uncovered = len(events) - covered
 	sort.Slice(rep.Findings, func(i, j int) bool { return rep.Findings[i].Seq < rep.Findings[j].Seq })
 	return rep, nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -41,7 +41,7 @@ func TestAuditExport(t *testing.T) {
 
 	// The whole log, since a minute ago.
 	var whole bytes.Buffer
-	st, err := audit.Export(ctx, js, audit.ExportScope{Since: time.Now().Add(-time.Minute)}, &whole, nil)
+	st, err := audit.Export(ctx, js, audit.ExportScope{Since: time.Now().Add(-time.Minute)}, &whole)
 	if err != nil || st.Events != 18 || st.Checkpoints != 1 || st.Proofs != 6 || st.Uncovered != 0 {
 		t.Fatalf("export %+v %v", st, err)
 	}
@@ -52,7 +52,7 @@ func TestAuditExport(t *testing.T) {
 
 	// One namespace: its events, proved, and not a trace of tenant-b.
 	var ns bytes.Buffer
-	st, err = audit.Export(ctx, js, audit.ExportScope{Namespace: "default"}, &ns, nil)
+	st, err = audit.Export(ctx, js, audit.ExportScope{Namespace: "default"}, &ns)
 	if err != nil || st.Events != 9 || st.Proofs != 3 {
 		t.Fatalf("namespace export %+v %v", st, err)
 	}
@@ -141,7 +141,7 @@ func TestAuditExportNamespaceAfterACheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint %+v %v", ck, err)
 	}
 	var b bytes.Buffer
-	st, err := audit.Export(ctx, js, audit.ExportScope{Namespace: "tenant-b"}, &b, nil)
+	st, err := audit.Export(ctx, js, audit.ExportScope{Namespace: "tenant-b"}, &b)
 	if err != nil || st.Events != 3 || st.Checkpoints != 2 || st.Proofs != 1 || st.Uncovered != 0 {
 		t.Fatalf("export %+v %v", st, err)
 	}

@@ -268,7 +268,7 @@ func (c *CommandServer) auditExport(k *call) *cmdReply {
 	}
 	defer done()
 	cw := &chunkWriter{ctx: ctx, nc: c.nc, subject: k.reply, buf: make([]byte, 0, ExportChunkBytes)}
-	st, err := audit.Export(ctx, c.store.JS(), sc, cw, nil)
+	st, err := audit.Export(ctx, c.store.JS(), sc, cw)
 	if err == nil {
 		err = cw.send()
 	}
@@ -276,7 +276,7 @@ func (c *CommandServer) auditExport(k *call) *cmdReply {
 		return fail(err, "")
 	}
 	return &cmdReply{Body: AuditExportReply{Events: st.Events, Checkpoints: st.Checkpoints, Proofs: st.Proofs, Uncovered: st.Uncovered,
-		Chunks: cw.n, Bytes: cw.total}}
+		Chunks: cw.n, Bytes: st.Bytes}}
 }
 
 // chunkWriter sends what is written to it as numbered chunks, each
@@ -286,8 +286,7 @@ type chunkWriter struct {
 	nc      *nats.Conn
 	subject string
 	buf     []byte
-	n       int
-	total   int64
+	n       int // chunks sent
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -324,7 +323,6 @@ func (w *chunkWriter) send() error {
 	if why := ack.Header.Get(ExportStopHeader); why != "" {
 		return fmt.Errorf("export chunk %d: the caller stopped the export: %s", w.n, headerText(why))
 	}
-	w.total += int64(len(w.buf))
 	w.buf = w.buf[:0]
 	return nil
 }
