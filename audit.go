@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-
 	"github.com/jetflow/jetflow/engine"
 )
 
