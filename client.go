@@ -290,10 +290,28 @@ func marshalPayload(p any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// Get returns a job.
+// Get returns a job, with its result whole (one too large for the job's
+// record is read from the files bucket: JobInfo.ResultRef).
 func (c *Client) Get(ctx context.Context, id string) (*JobInfo, error) {
 	v, err := c.b.get(ctx, id)
+	if err == nil {
+		err = c.fullResult(ctx, v)
+	}
 	return jobInfo(v), publicErr(err)
+}
+
+// fullResult reads into v the result it names when it is too large for the
+// job's record (ResultRef), so that Get and Wait give every result whole.
+func (c *Client) fullResult(ctx context.Context, v *projections.JobView) error {
+	if v == nil || v.ResultRef == nil {
+		return nil
+	}
+	b, err := c.b.result(ctx, v.ID, *v.ResultRef)
+	if err != nil {
+		return err
+	}
+	v.Result = b
+	return nil
 }
 
 // all converts what a backend listed, or its error.
@@ -358,9 +376,13 @@ func (c *Client) RetryFailedPieces(ctx context.Context, id, idempotencyKey strin
 }
 
 // Wait blocks until the job is terminal (or ctx is done) and returns it,
-// told by the engine when the job ends: no polling.
+// told by the engine when the job ends: no polling. Its result is whole,
+// as Get's.
 func (c *Client) Wait(ctx context.Context, id string) (*JobInfo, error) {
 	v, err := c.b.wait(ctx, id)
+	if err == nil {
+		err = c.fullResult(ctx, v)
+	}
 	return jobInfo(v), publicErr(err)
 }
 

@@ -53,6 +53,8 @@ type backend interface {
 	openInput(ctx context.Context, jobID string, f domain.FileRef) (io.ReadCloser, error)
 	putResult(ctx context.Context, jobID string, r io.Reader) (domain.FileRef, error)
 	download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error)
+	// result reads a job's result kept as a file (JobView.ResultRef ref).
+	result(ctx context.Context, id string, ref domain.FileRef) ([]byte, error)
 	workflows
 	historyBackend
 	auditBackend
@@ -372,6 +374,14 @@ func (d direct) putResult(ctx context.Context, jobID string, r io.Reader) (domai
 		return domain.FileRef{}, err
 	}
 	return fs.PutResult(ctx, jobID, r)
+}
+
+func (d direct) result(ctx context.Context, id string, ref domain.FileRef) ([]byte, error) {
+	fs, err := d.store.Files(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fs.ResultJSON(ctx, id, ref)
 }
 
 func (d direct) download(ctx context.Context, id string, w io.Writer) (domain.FileRef, error) {

@@ -223,6 +223,30 @@ func (c command) download(ctx context.Context, id string, w io.Writer) (domain.F
 	return *p.file, nil
 }
 
+// result reads a job's result kept as a file, piece by piece
+// (file.download with result), its size and digest checked at its end.
+func (c command) result(ctx context.Context, id string, ref domain.FileRef) ([]byte, error) {
+	if ref.Size < 0 || ref.Size > commands.MaxResultBytes {
+		return nil, fmt.Errorf("result of job %s: %d bytes, more than a result may have", id, ref.Size)
+	}
+	p := &pieces{c: c, ctx: ctx, verb: "file.download", req: map[string]any{"id": id, "result": true}, want: ref}
+	first, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	if first.Job != nil {
+		return nil, fmt.Errorf("result of job %s (%s): %w", id, first.Job.State, ErrNotEnded)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, ref.Size))
+	if _, err := io.Copy(buf, io.LimitReader(p, commands.MaxResultBytes+1)); err != nil {
+		return nil, fmt.Errorf("result of job %s: %w", id, err)
+	}
+	if int64(buf.Len()) != ref.Size {
+		return nil, fmt.Errorf("result of job %s: %d bytes, want %d", id, buf.Len(), ref.Size)
+	}
+	return buf.Bytes(), nil
+}
+
 // putResult stores a job's result archive in chunks (file.result), for the
 // HTTP worker of the token's that holds the job (any, with an admin's): the
 // last chunk says so, with the archive's digest, and the engine stores it.

@@ -115,48 +115,52 @@ type FileInfo struct {
 // JobInfo is a job as clients see it (the JSON object of the CLI and the
 // HTTP API). Optional times are nil until they happen.
 type JobInfo struct {
-	ID               string          `json:"id"`
-	Namespace        string          `json:"namespace"`
-	Type             string          `json:"type"`
-	Queue            string          `json:"queue"`
-	State            State           `json:"state"`
-	Payload          json.RawMessage `json:"payload"`
-	Result           json.RawMessage `json:"result"`
-	Error            *JobError       `json:"error"`
-	Attempts         int             `json:"attempts"`
-	MaxRetries       int             `json:"max_retries"`
-	Retries          int             `json:"retries"`
-	LeaseRequeues    int             `json:"lease_requeues"`
-	MaxLeaseRequeues int             `json:"max_lease_requeues"`
-	TimeoutSeconds   float64         `json:"timeout_seconds"`
-	BackoffSeconds   float64         `json:"backoff_seconds"`
-	Tags             []string        `json:"tags"`
-	Files            []FileInfo      `json:"files,omitempty"`
-	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
-	ParentID         string          `json:"parent_id,omitempty"`
-	RetryOf          string          `json:"retry_of,omitempty"`
-	FailedPieces     bool            `json:"failed_pieces,omitempty"` // a retry of RetryOf's failed pieces only
-	Priority         int             `json:"priority"`
-	Worker           string          `json:"worker,omitempty"`
-	Progress         *Progress       `json:"progress,omitempty"`
-	Fanout           *FanoutInfo     `json:"fanout,omitempty"`
-	QueuePosition    *int            `json:"queue_position,omitempty"`
-	User             string          `json:"user,omitempty"`
-	ConcurrencyKey   string          `json:"concurrency_key,omitempty"`
-	Hold             *HoldInfo       `json:"hold,omitempty"`
-	PendingPosition  *int            `json:"pending_position,omitempty"`
-	Unique           *UniqueInfo     `json:"unique,omitempty"`
-	Duplicates       int             `json:"duplicates,omitempty"` // submits of its unique key it answered
-	CreatedAt        time.Time       `json:"created_at"`
-	RunAt            *time.Time      `json:"run_at"`
-	QueuedAt         *time.Time      `json:"queued_at"`
-	StartedAt        *time.Time      `json:"started_at"`
-	Deadline         *time.Time      `json:"deadline,omitempty"` // a claimed or running job: when its attempt's execution timeout ends
-	FinishedAt       *time.Time      `json:"finished_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
-	DurationSeconds  *float64        `json:"duration_seconds"`
-	Seq              uint64          `json:"seq"`
-	Events           int             `json:"events"`
+	ID        string          `json:"id"`
+	Namespace string          `json:"namespace"`
+	Type      string          `json:"type"`
+	Queue     string          `json:"queue"`
+	State     State           `json:"state"`
+	Payload   json.RawMessage `json:"payload"`
+	Result    json.RawMessage `json:"result"`
+	// ResultRef names a result too large for the job's record (over 256
+	// KiB), kept in the files bucket. Get and Wait read it into Result;
+	// List leaves Result null.
+	ResultRef        *FileInfo   `json:"result_ref,omitempty"`
+	Error            *JobError   `json:"error"`
+	Attempts         int         `json:"attempts"`
+	MaxRetries       int         `json:"max_retries"`
+	Retries          int         `json:"retries"`
+	LeaseRequeues    int         `json:"lease_requeues"`
+	MaxLeaseRequeues int         `json:"max_lease_requeues"`
+	TimeoutSeconds   float64     `json:"timeout_seconds"`
+	BackoffSeconds   float64     `json:"backoff_seconds"`
+	Tags             []string    `json:"tags"`
+	Files            []FileInfo  `json:"files,omitempty"`
+	IdempotencyKey   string      `json:"idempotency_key,omitempty"`
+	ParentID         string      `json:"parent_id,omitempty"`
+	RetryOf          string      `json:"retry_of,omitempty"`
+	FailedPieces     bool        `json:"failed_pieces,omitempty"` // a retry of RetryOf's failed pieces only
+	Priority         int         `json:"priority"`
+	Worker           string      `json:"worker,omitempty"`
+	Progress         *Progress   `json:"progress,omitempty"`
+	Fanout           *FanoutInfo `json:"fanout,omitempty"`
+	QueuePosition    *int        `json:"queue_position,omitempty"`
+	User             string      `json:"user,omitempty"`
+	ConcurrencyKey   string      `json:"concurrency_key,omitempty"`
+	Hold             *HoldInfo   `json:"hold,omitempty"`
+	PendingPosition  *int        `json:"pending_position,omitempty"`
+	Unique           *UniqueInfo `json:"unique,omitempty"`
+	Duplicates       int         `json:"duplicates,omitempty"` // submits of its unique key it answered
+	CreatedAt        time.Time   `json:"created_at"`
+	RunAt            *time.Time  `json:"run_at"`
+	QueuedAt         *time.Time  `json:"queued_at"`
+	StartedAt        *time.Time  `json:"started_at"`
+	Deadline         *time.Time  `json:"deadline,omitempty"` // a claimed or running job: when its attempt's execution timeout ends
+	FinishedAt       *time.Time  `json:"finished_at"`
+	UpdatedAt        time.Time   `json:"updated_at"`
+	DurationSeconds  *float64    `json:"duration_seconds"`
+	Seq              uint64      `json:"seq"`
+	Events           int         `json:"events"`
 	// TraceParent and TraceState are the job's W3C trace context (that of
 	// its submit), or, while an attempt holds it, that attempt's span's
 	// (docs/tracing.md). Empty: none.
@@ -166,24 +170,27 @@ type JobInfo struct {
 
 // EventInfo is one event of a job's history.
 type EventInfo struct {
-	Seq      uint64          `json:"seq"`
-	Type     string          `json:"type"`
-	Name     string          `json:"name,omitempty"`
-	JobID    string          `json:"job_id"`
-	Time     time.Time       `json:"time"`
-	Attempt  int             `json:"attempt"`
-	Actor    string          `json:"actor,omitempty"`
-	Token    string          `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
-	Level    string          `json:"level,omitempty"`
-	Message  string          `json:"message,omitempty"`
-	Fields   map[string]any  `json:"fields,omitempty"`
-	From     State           `json:"from,omitempty"`
-	To       State           `json:"to,omitempty"` // empty: no state change
-	Error    *JobError       `json:"error,omitempty"`
-	Result   json.RawMessage `json:"result,omitempty"`
-	RunAt    *time.Time      `json:"run_at,omitempty"`
-	Progress *ProgressReport `json:"progress,omitempty"`
-	Counts   *PieceCounts    `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	Seq     uint64          `json:"seq"`
+	Type    string          `json:"type"`
+	Name    string          `json:"name,omitempty"`
+	JobID   string          `json:"job_id"`
+	Time    time.Time       `json:"time"`
+	Attempt int             `json:"attempt"`
+	Actor   string          `json:"actor,omitempty"`
+	Token   string          `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
+	Level   string          `json:"level,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Fields  map[string]any  `json:"fields,omitempty"`
+	From    State           `json:"from,omitempty"`
+	To      State           `json:"to,omitempty"` // empty: no state change
+	Error   *JobError       `json:"error,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	// ResultRef: a job.succeeded whose result is kept in the files bucket
+	// (JobInfo.ResultRef).
+	ResultRef *FileInfo       `json:"result_ref,omitempty"`
+	RunAt     *time.Time      `json:"run_at,omitempty"`
+	Progress  *ProgressReport `json:"progress,omitempty"`
+	Counts    *PieceCounts    `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
 	// The job's namespace, queue and type: set in a Tail of many jobs'
 	// events.
 	Namespace string `json:"namespace,omitempty"`
@@ -578,6 +585,7 @@ func jobInfo(v *projections.JobView) *JobInfo {
 		PendingPosition: v.PendingPosition, CreatedAt: v.CreatedAt, RunAt: v.RunAt, QueuedAt: v.QueuedAt,
 		StartedAt: v.StartedAt, Deadline: v.Deadline, FinishedAt: v.FinishedAt, UpdatedAt: v.UpdatedAt,
 		DurationSeconds: v.DurationSeconds, Seq: v.Seq, Events: v.Events, TraceParent: v.TraceParent, TraceState: v.TraceState}
+	j.ResultRef = fileInfo(v.ResultRef)
 	if v.Files != nil {
 		j.Files = make([]FileInfo, len(v.Files))
 		for i, f := range v.Files {
@@ -602,6 +610,13 @@ func jobInfo(v *projections.JobView) *JobInfo {
 	return j
 }
 
+func fileInfo(f *domain.FileRef) *FileInfo {
+	if f == nil {
+		return nil
+	}
+	return &FileInfo{Name: f.Name, Size: f.Size, Digest: f.Digest}
+}
+
 // viewOf renders a job record as clients see it.
 func viewOf(j *domain.Job) *JobInfo { return jobInfo(projections.View(j)) }
 
@@ -610,6 +625,7 @@ func eventInfo(v *projections.EventView) *EventInfo {
 	e := &EventInfo{Seq: v.Seq, Type: v.Type, Name: v.Name, JobID: v.JobID, Time: v.Time, Attempt: v.Attempt,
 		Actor: v.Actor, Token: v.Token, Level: v.Level, Message: v.Message, Fields: v.Fields, From: State(v.From), To: State(v.To),
 		Error: jobError(v.Error), Result: v.Result, RunAt: v.RunAt, Namespace: v.Namespace, Queue: v.Queue, JobType: v.JobType}
+	e.ResultRef = fileInfo(v.ResultRef)
 	if p := v.Progress; p != nil {
 		e.Progress = &ProgressReport{Current: p.Current, Total: p.Total, Message: p.Message}
 	}

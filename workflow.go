@@ -243,14 +243,17 @@ type StepInfo struct {
 	// Status is the job's state, or "skipped" for a step that never ran
 	// because its dependencies did not allow it ("missing" while its job
 	// is not made yet).
-	Status     string          `json:"status"`
-	State      State           `json:"state,omitempty"`
-	Carried    bool            `json:"carried,omitempty"` // succeeded in the run this one resumes
-	Attempts   int             `json:"attempts"`
-	Error      *JobError       `json:"error"`
-	Result     json.RawMessage `json:"result"`
-	StartedAt  *time.Time      `json:"started_at"`
-	FinishedAt *time.Time      `json:"finished_at"`
+	Status   string          `json:"status"`
+	State    State           `json:"state,omitempty"`
+	Carried  bool            `json:"carried,omitempty"` // succeeded in the run this one resumes
+	Attempts int             `json:"attempts"`
+	Error    *JobError       `json:"error"`
+	Result   json.RawMessage `json:"result"`
+	// ResultRef names a result too large for the step's record (Result
+	// null): Client.Get of the step's job (ID) reads it whole.
+	ResultRef  *FileInfo  `json:"result_ref,omitempty"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 // Step returns the step named name, nil if there is none.
@@ -275,7 +278,8 @@ func workflowInfo(v *projections.WorkflowView) *WorkflowInfo {
 	for i, s := range v.Steps {
 		out.Steps[i] = &StepInfo{Name: s.Name, ID: s.ID, Type: s.Type, Queue: s.Queue, DependsOn: s.DependsOn,
 			OnFailure: FailurePolicy(s.OnFailure), Status: s.Status, State: State(s.State), Carried: s.Carried,
-			Attempts: s.Attempts, Error: jobError(s.Error), Result: s.Result, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+			Attempts: s.Attempts, Error: jobError(s.Error), Result: s.Result, ResultRef: fileInfo(s.ResultRef),
+			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
 	}
 	return out
 }

@@ -37,8 +37,11 @@ const (
 // its report. Decide turns it into the event that records it, on the job as
 // it is when written.
 type Outcome struct {
-	Kind      OutcomeKind
-	Result    []byte          // Succeeded: JSON, compacted
+	Kind   OutcomeKind
+	Result []byte // Succeeded: JSON, compacted
+	// ResultRef: Succeeded with a result kept in the files bucket (over
+	// MaxInlineResult), Result empty (Store.RecordOutcome moves it there).
+	ResultRef *domain.FileRef
 	Error     domain.JobError // Failed
 	Permanent bool            // Failed: no retry, whatever is left
 	Delay     time.Duration   // RetryingLater: how long to wait
@@ -52,7 +55,11 @@ type Outcome struct {
 func (o Outcome) Decide(j *domain.Job, actor string, now time.Time, jitter float64) (*domain.Event, error) {
 	switch o.Kind {
 	case Succeeded:
-		return Succeed(j, o.Result, actor, now)
+		ev, err := Succeed(j, o.Result, actor, now)
+		if err == nil && o.ResultRef != nil {
+			ev.Result, ev.ResultRef = nil, o.ResultRef
+		}
+		return ev, err
 	case Failed:
 		return Fail(j, o.Error, !o.Permanent, actor, now, jitter)
 	case RetryingLater:
@@ -132,9 +139,9 @@ type Report struct {
 func (r Report) Outcome() (o Outcome, ok bool, err error) {
 	switch r.State {
 	case domain.StateSucceeded:
-		res, err := CompactJSON(r.Result)
+		res, err := CompactResult(r.Result)
 		if err != nil {
-			return Outcome{}, false, inputErr("result", "%s", err.Error())
+			return Outcome{}, false, err
 		}
 		return Outcome{Kind: Succeeded, Result: res}, true, nil
 	case domain.StateFailed:

@@ -25,6 +25,12 @@ const (
 	defaultMaxLeaseRequeues = 3
 	// MaxPayloadBytes bounds a job's JSON payload.
 	MaxPayloadBytes = 1 << 20
+	// MaxResultBytes bounds a job's JSON result (CompactResult).
+	MaxResultBytes = 16 << 20
+	// MaxInlineResult is the largest result kept in the job's event and
+	// record; a larger one is an object of the files bucket that the event
+	// names (domain.Job.ResultRef), so records stay small.
+	MaxInlineResult = 256 << 10
 	// MaxRetriesLimit bounds max_retries and max_lease_requeues.
 	MaxRetriesLimit = 1000
 	// MinPriority and MaxPriority bound a job's priority.
@@ -423,20 +429,30 @@ func CheckReason(field, reason string) error {
 // CompactJSON checks that b is one JSON value within MaxPayloadBytes and
 // returns it compacted; empty input is JSON null.
 func CompactJSON(b []byte) ([]byte, error) {
+	return compactJSON("payload", b, MaxPayloadBytes)
+}
+
+// CompactResult is CompactJSON for a handler's result: at most
+// MaxResultBytes, refused as field "result".
+func CompactResult(b []byte) ([]byte, error) {
+	return compactJSON("result", b, MaxResultBytes)
+}
+
+func compactJSON(field string, b []byte, limit int) ([]byte, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return []byte("null"), nil
 	}
-	if len(b) > MaxPayloadBytes {
-		return nil, inputErr("payload", "%d bytes, more than the limit of %d", len(b), MaxPayloadBytes)
+	if len(b) > limit {
+		return nil, inputErr(field, "%d bytes, more than the limit of %d", len(b), limit)
 	}
 	if !json.Valid(b) {
 		var v any
 		err := json.Unmarshal(b, &v)
-		return nil, inputErr("payload", "not valid JSON: %v", err)
+		return nil, inputErr(field, "not valid JSON: %v", err)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {
-		return nil, inputErr("payload", "not valid JSON: %v", err)
+		return nil, inputErr(field, "not valid JSON: %v", err)
 	}
 	return buf.Bytes(), nil
 }

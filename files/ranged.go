@@ -76,6 +76,27 @@ func (s *Store) ReadResult(ctx context.Context, jobID string, offset int64, max 
 	return ref(ResultName, info), p, err
 }
 
+// ReadResultJSON reads at most max bytes (at most MaxChunkBytes) of the
+// result of a job kept as a file (domain.Job.ResultRef f) from offset,
+// refused unless the object still has the recorded size and digest.
+func (s *Store) ReadResultJSON(ctx context.Context, jobID string, f domain.FileRef, offset int64, max int, cursor string) (Piece, error) {
+	if !validResultJSONName(f.Name) {
+		return Piece{}, fmt.Errorf("result of job %s: %q is not a result's name", jobID, f.Name)
+	}
+	info, err := s.obs.GetInfo(ctx, jobID+"/"+f.Name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return Piece{}, fmt.Errorf("result of job %s (%s): %w", jobID, f.Name, ErrNoFile)
+	}
+	if err != nil {
+		return Piece{}, fmt.Errorf("result of job %s: %w", jobID, err)
+	}
+	if info.Digest != f.Digest || int64(info.Size) != f.Size {
+		return Piece{}, fmt.Errorf("result of job %s: %s (%d bytes) is not the %s (%d bytes) its event recorded",
+			jobID, info.Digest, info.Size, f.Digest, f.Size)
+	}
+	return s.readPiece(ctx, info, offset, max, cursor)
+}
+
 // at is where a chunk of an object is: the object's version (NUID), the
 // chunk's stream sequence and its first byte's offset in the object.
 type at struct {

@@ -42,6 +42,12 @@ func Open(ctx context.Context, js jetstream.JetStream, topo streams.Topology) (*
 	return &Store{obs: obs, js: js}, nil
 }
 
+// ResultJSONName is the name, among a job's files, of the result of its
+// attempt n when it is too large for the record (commands.MaxInlineResult):
+// one object per attempt, so that an attempt that lost its lease cannot
+// replace the result of the one that holds the job.
+func ResultJSONName(attempt int) string { return fmt.Sprintf("out/result-%d.json", attempt) }
+
 // InputKey is the object of a job's input file.
 func InputKey(jobID, name string) string { return jobID + "/in/" + name }
 
@@ -111,6 +117,75 @@ func (s *Store) PutResult(ctx context.Context, jobID string, r io.Reader) (domai
 		return domain.FileRef{}, fmt.Errorf("store the result of job %s: %w", jobID, err)
 	}
 	return ref(ResultName, info), nil
+}
+
+// PutResultJSON stores the JSON result of a job's attempt (ResultJSONName),
+// for the event that records the attempt's success to name.
+func (s *Store) PutResultJSON(ctx context.Context, jobID string, attempt int, result []byte) (domain.FileRef, error) {
+	name := ResultJSONName(attempt)
+	info, err := s.obs.PutBytes(ctx, jobID+"/"+name, result)
+	if err != nil {
+		return domain.FileRef{}, fmt.Errorf("store the result of job %s: %w", jobID, err)
+	}
+	return ref(name, info), nil
+}
+
+// DeleteResultJSON deletes a result stored by PutResultJSON whose event
+// was not written (the attempt lost its job).
+func (s *Store) DeleteResultJSON(ctx context.Context, jobID string, f domain.FileRef) error {
+	err := s.obs.Delete(ctx, jobID+"/"+f.Name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	return err
+}
+
+// OpenResultJSON opens the result a job's event names (domain.Job.ResultRef),
+// refused unless it still has the size and digest the event recorded.
+func (s *Store) OpenResultJSON(ctx context.Context, jobID string, f domain.FileRef) (jetstream.ObjectResult, error) {
+	if !validResultJSONName(f.Name) {
+		return nil, fmt.Errorf("result of job %s: %q is not a result's name", jobID, f.Name)
+	}
+	res, err := s.obs.Get(ctx, jobID+"/"+f.Name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("result of job %s (%s): %w", jobID, f.Name, ErrNoFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("result of job %s: %w", jobID, err)
+	}
+	info, err := res.Info()
+	if err == nil && (info.Digest != f.Digest || int64(info.Size) != f.Size) {
+		err = fmt.Errorf("%s (%d bytes) is not the %s (%d bytes) its event recorded", info.Digest, info.Size, f.Digest, f.Size)
+	}
+	if err != nil {
+		_ = res.Close()
+		return nil, fmt.Errorf("result of job %s: %w", jobID, err)
+	}
+	return res, nil
+}
+
+// ResultJSON reads the result a job's event names whole (OpenResultJSON);
+// it is at most commands.MaxResultBytes.
+func (s *Store) ResultJSON(ctx context.Context, jobID string, f domain.FileRef) ([]byte, error) {
+	if f.Size > commands.MaxResultBytes {
+		return nil, fmt.Errorf("result of job %s: %d bytes, more than a result may have", jobID, f.Size)
+	}
+	res, err := s.OpenResultJSON(ctx, jobID, f)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	b := make([]byte, f.Size)
+	if _, err := io.ReadFull(res, b); err != nil {
+		return nil, fmt.Errorf("result of job %s: %w", jobID, err)
+	}
+	return b, nil
+}
+
+func validResultJSONName(name string) bool {
+	var n int
+	_, err := fmt.Sscanf(name, "out/result-%d.json", &n)
+	return err == nil && n >= 0 && name == ResultJSONName(n)
 }
 
 // ResultInfo describes a job's result archive; ErrNoFile if it has none.
@@ -191,12 +266,18 @@ func (s *Store) Sweep(ctx context.Context, grace time.Duration, exists func(ctx 
 	return deleted, ctx.Err()
 }
 
-// DeleteJob deletes a job's files: the inputs its spec names and its result
-// archive (retention's purge). A file that is not there is no error. It
-// returns how many objects it deleted.
-func (s *Store) DeleteJob(ctx context.Context, jobID string, inputs []string) (int, error) {
+// DeleteJob deletes a job's files: the inputs its spec names, its result
+// archive and its result kept as a file, if any (retention's purge). A file
+// that is not there is no error; what an attempt stored and never recorded
+// is the Sweep's, once the job is gone. It returns how many objects it
+// deleted.
+func (s *Store) DeleteJob(ctx context.Context, jobID string, inputs []string, result *domain.FileRef) (int, error) {
 	n := 0
-	for _, key := range append(inputKeys(jobID, inputs), ResultKey(jobID)) {
+	keys := append(inputKeys(jobID, inputs), ResultKey(jobID))
+	if result != nil {
+		keys = append(keys, jobID+"/"+result.Name)
+	}
+	for _, key := range keys {
 		err := s.obs.Delete(ctx, key)
 		if err == nil {
 			n++

@@ -351,7 +351,7 @@ func (g *Gateway) routes() http.Handler {
 	route(mux, v1+"/jobs/{id}/files", methods{"GET": g.jobAct(read, g.listFiles)})
 	route(mux, v1+"/jobs/{id}/download", methods{"GET": g.jobAct(read, g.download)})
 	route(mux, v1+"/jobs/{id}/inputs/{name...}", methods{"GET": g.jobAct(work, g.workerInput)})
-	route(mux, v1+"/jobs/{id}/result", methods{"PUT": g.jobAct(work, g.workerResult)})
+	route(mux, v1+"/jobs/{id}/result", methods{"GET": g.jobAct(read, g.getResult), "PUT": g.jobAct(work, g.workerResult)})
 	route(mux, v1+"/jobs/{id}/step-inputs/{step}", methods{"GET": g.jobAct(work, g.stepInput)})
 	route(mux, v1+"/workflows", methods{"POST": g.act(commands.ActSubmit, g.submitWorkflow)})
 	route(mux, v1+"/workflows/{id}", methods{"GET": g.jobAct(read, g.getWorkflow)})

@@ -551,7 +551,8 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	// A report carries a result of up to commands.MaxResultBytes.
+	body, err := readBody(w, r, max(g.cfg.MaxBodyBytes, commands.MaxResultBytes+64<<10))
 	if err != nil {
 		fail(w, r, err, id)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -138,9 +139,65 @@ func (g *Gateway) stepInput(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, id)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	g.writeResult(w, r, snap.Job)
+}
+
+// GET /jobs/{id}/result: a job's JSON result, whatever its size (200);
+// null when it ended without one; the job itself while it has not ended
+// (202, Retry-After).
+func (g *Gateway) getResult(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		fail(w, r, err, "")
+		return
+	}
+	snap, err := g.store.Read(r.Context(), id)
+	if err != nil {
+		fail(w, r, err, id)
+		return
+	}
+	if !snap.Job.State.Terminal() {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusAccepted, g.view(r.Context(), snap.Job))
+		return
+	}
+	g.writeResult(w, r, snap.Job)
+}
+
+// writeResult answers j's result: its record's, or the object of the files
+// bucket it names, streamed (with its Digest).
+func (g *Gateway) writeResult(w http.ResponseWriter, r *http.Request, j *domain.Job) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if j.ResultRef == nil {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(rawResult(j.Result))
+		}
+		return
+	}
+	fs, err := g.files(r.Context())
+	if err != nil {
+		fail(w, r, err, j.ID)
+		return
+	}
+	res, err := fs.OpenResultJSON(r.Context(), j.ID, *j.ResultRef)
+	if err != nil {
+		fail(w, r, err, j.ID)
+		return
+	}
+	defer res.Close()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", fmt.Sprint(j.ResultRef.Size))
+	h.Set("Digest", j.ResultRef.Digest)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(rawResult(snap.Job.Result))
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, res); err != nil {
+		g.log.Debug("result", "job", j.ID, "err", err)
+	}
 }
 
 func rawResult(b []byte) []byte {
@@ -159,7 +216,7 @@ func (g *Gateway) withInputs(ctx context.Context, j *domain.Job, v *projections.
 	if st == nil || len(st.Inputs) == 0 {
 		return
 	}
-	in, err := g.store.StepInputs(ctx, j)
+	in, err := g.store.StepInputs(ctx, j, maxInlineInputs)
 	if err != nil {
 		g.log.Warn("inputs of a claimed step; given by path", "job", j.ID, "err", err)
 	}

@@ -187,3 +187,79 @@ func TestWorkflowOverNATS(t *testing.T) {
 		t.Fatalf("get_workflow %+v", v)
 	}
 }
+
+// Results over 256 KiB over HTTP: a worker reports one larger than the
+// gateway's 1 MiB body limit; the job's view names it (result_ref, result
+// null) and GET /jobs/{id}/result gives it whole, with its digest; a
+// dependent step's claim carries a result kept as a file inline while it
+// fits the claim's 1 MiB, and names the rest in input_refs, read by
+// step-inputs. A report over the result limit is 413.
+func TestLargeResultsOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := `{"name":"big","steps":[
+		{"name":"big","type":"wf.big"},
+		{"name":"mid","type":"wf.big"},
+		{"name":"use","type":"wf.big","depends_on":["big","mid"]}]}`
+	var c projections.WorkflowCreated
+	e.do("POST", "/api/v1/workflows", body).want(t, http.StatusCreated).json(t, &c)
+	results := map[string]string{
+		"big": `{"data":"` + strings.Repeat("b", 3<<19) + `"}`, // 1.5 MiB
+		"mid": `{"data":"` + strings.Repeat("m", 300<<10) + `"}`,
+	}
+	wk := e.register(`{"name":"big","types":["wf.big"]}`)
+	for range 2 {
+		got := e.claim(wk, 10)
+		name := ""
+		for n, id := range c.Steps {
+			if got.Job != nil && id == got.Job.ID {
+				name = n
+			}
+		}
+		if results[name] == "" {
+			t.Fatalf("claimed %+v, want big or mid", got.Job)
+		}
+		e.do("GET", "/api/v1/jobs/"+got.Job.ID+"/result", nil).want(t, http.StatusAccepted)
+		e.patch(got.Job.ID, map[string]any{"worker_id": wk, "state": "running"}).want(t, http.StatusOK)
+		e.patch(got.Job.ID, map[string]any{"worker_id": wk, "state": "succeeded", "result": json.RawMessage(results[name])}).want(t, http.StatusOK)
+	}
+	for _, name := range []string{"big", "mid"} {
+		v := e.get(c.Steps[name])
+		if v.State != domain.StateSucceeded || string(v.Result) != "null" || v.ResultRef == nil ||
+			v.ResultRef.Name != "out/result-1.json" || v.ResultRef.Size != int64(len(results[name])) {
+			t.Fatalf("%s: %s, result_ref %+v", name, v.State, v.ResultRef)
+		}
+		r := e.do("GET", "/api/v1/jobs/"+c.Steps[name]+"/result", nil).want(t, http.StatusOK)
+		if string(r.body) != results[name] || r.header.Get("Digest") != v.ResultRef.Digest || r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("GET %s's result: %d bytes, digest %q", name, len(r.body), r.header.Get("Digest"))
+		}
+	}
+	page := string(e.do("GET", "/jobs/"+c.Steps["big"], nil).want(t, http.StatusOK).body)
+	if !strings.Contains(page, `<a id="result-ref" href="/api/v1/jobs/`+c.Steps["big"]+`/result">out/result-1.json</a>`) {
+		t.Fatalf("the job's page names no result file")
+	}
+	got := e.claim(wk, 10)
+	if got.Job == nil || got.Job.ID != c.Steps["use"] {
+		t.Fatalf("claimed %+v, want use", got.Job)
+	}
+	if len(got.Job.Inputs) != 1 || string(got.Job.Inputs["mid"]) != results["mid"] ||
+		got.Job.InputRefs["big"] != "/api/v1/jobs/"+got.Job.ID+"/step-inputs/big" || len(got.Job.InputRefs) != 1 {
+		t.Fatalf("use's inputs %d, input_refs %v", len(got.Job.Inputs), got.Job.InputRefs)
+	}
+	in := e.do("GET", got.Job.InputRefs["big"]+"?worker_id="+wk, nil).want(t, http.StatusOK)
+	if string(in.body) != results["big"] {
+		t.Fatalf("step-inputs/big: %d bytes", len(in.body))
+	}
+	e.patch(got.Job.ID, map[string]any{"worker_id": wk, "state": "running"}).want(t, http.StatusOK)
+	over := `{"worker_id":"` + wk + `","state":"succeeded","result":"` + strings.Repeat("o", 17<<20) + `"}`
+	e.do("PATCH", "/api/v1/jobs/"+got.Job.ID, over).problem(t, http.StatusRequestEntityTooLarge, "payload-too-large")
+	over = `{"worker_id":"` + wk + `","state":"succeeded","result":"` + strings.Repeat("o", 16<<20) + `"}` // within the body's limit
+	e.do("PATCH", "/api/v1/jobs/"+got.Job.ID, over).problem(t, http.StatusBadRequest, engine.ProblemInvalidInput)
+	e.patch(got.Job.ID, map[string]any{"worker_id": wk, "state": "succeeded", "result": 1}).want(t, http.StatusOK)
+	if v := e.waitState(c.ID, domain.StateSucceeded); v.ResultRef != nil {
+		t.Fatalf("the workflow's result_ref %+v", v.ResultRef)
+	}
+	if r := e.do("GET", "/api/v1/jobs/"+c.Steps["use"]+"/result", nil).want(t, http.StatusOK); string(r.body) != "1" {
+		t.Fatalf("use's result %s", r.body)
+	}
+}

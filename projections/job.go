@@ -68,7 +68,7 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		n.Progress = nil
 		attemptTrace(&n, ev.Trace)
 	case domain.EvSucceeded:
-		n.Result = ev.Result
+		n.Result, n.ResultRef = ev.Result, ev.ResultRef
 		n.Error = nil
 		n.FinishedAt = t
 		n.LeaseItem, n.LeaseAck = 0, ""

@@ -12,13 +12,17 @@ import (
 // JobView is a job as the outside world sees it: the object `jetflow get
 // --json`, the SDK and the HTTP API all return, from this one encoder.
 type JobView struct {
-	ID               string           `json:"id"`
-	Namespace        string           `json:"namespace"`
-	Type             string           `json:"type"`
-	Queue            string           `json:"queue"`
-	State            domain.State     `json:"state"`
-	Payload          json.RawMessage  `json:"payload"`
-	Result           json.RawMessage  `json:"result"`
+	ID        string          `json:"id"`
+	Namespace string          `json:"namespace"`
+	Type      string          `json:"type"`
+	Queue     string          `json:"queue"`
+	State     domain.State    `json:"state"`
+	Payload   json.RawMessage `json:"payload"`
+	Result    json.RawMessage `json:"result"`
+	// ResultRef names a result too large for the record
+	// (commands.MaxInlineResult), kept in the files bucket: result is then
+	// null and GET /api/v1/jobs/{id}/result gives it.
+	ResultRef        *domain.FileRef  `json:"result_ref,omitempty"`
 	Error            *domain.JobError `json:"error"`
 	Attempts         int              `json:"attempts"`
 	MaxRetries       int              `json:"max_retries"`
@@ -136,7 +140,7 @@ type ProgressView struct {
 func View(j *domain.Job) *JobView {
 	v := &JobView{
 		ID: j.ID, Namespace: j.Spec.Namespace, Type: j.Spec.Type, Queue: j.Spec.Queue, State: j.State,
-		Payload: rawJSON(j.Spec.Payload), Result: rawJSON(j.Result), Error: j.Error,
+		Payload: rawJSON(j.Spec.Payload), Result: rawJSON(j.Result), ResultRef: j.ResultRef, Error: j.Error,
 		Attempts: j.Attempt, MaxRetries: j.Spec.MaxRetries, Retries: j.Retries,
 		LeaseRequeues: j.LeaseRequeues, MaxLeaseRequeues: j.Spec.MaxLeaseRequeues,
 		TimeoutSeconds: j.Spec.Timeout.Seconds(), BackoffSeconds: j.Spec.Backoff.Seconds(),
@@ -213,24 +217,26 @@ func timePtr(t time.Time) *time.Time {
 
 // EventView is one event of a job's history, as JSON.
 type EventView struct {
-	Seq      uint64           `json:"seq"`
-	Type     string           `json:"type"`
-	Name     string           `json:"name,omitempty"`
-	JobID    string           `json:"job_id"`
-	Time     time.Time        `json:"time"`
-	Attempt  int              `json:"attempt"`
-	Actor    string           `json:"actor,omitempty"`
-	Token    string           `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
-	Level    string           `json:"level,omitempty"`
-	Message  string           `json:"message,omitempty"`
-	Fields   map[string]any   `json:"fields,omitempty"`
-	From     domain.State     `json:"from,omitempty"`
-	To       domain.State     `json:"to,omitempty"`
-	Error    *domain.JobError `json:"error,omitempty"`
-	Result   json.RawMessage  `json:"result,omitempty"`
-	RunAt    *time.Time       `json:"run_at,omitempty"`
-	Progress *domain.Progress `json:"progress,omitempty"`
-	Counts   *CountsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	Seq     uint64           `json:"seq"`
+	Type    string           `json:"type"`
+	Name    string           `json:"name,omitempty"`
+	JobID   string           `json:"job_id"`
+	Time    time.Time        `json:"time"`
+	Attempt int              `json:"attempt"`
+	Actor   string           `json:"actor,omitempty"`
+	Token   string           `json:"token,omitempty"` // the token the actor wrote it for (token:<name>/<id>), when the actor is not the token
+	Level   string           `json:"level,omitempty"`
+	Message string           `json:"message,omitempty"`
+	Fields  map[string]any   `json:"fields,omitempty"`
+	From    domain.State     `json:"from,omitempty"`
+	To      domain.State     `json:"to,omitempty"`
+	Error   *domain.JobError `json:"error,omitempty"`
+	Result  json.RawMessage  `json:"result,omitempty"`
+	// ResultRef: a job.succeeded whose result is kept in the files bucket.
+	ResultRef *domain.FileRef  `json:"result_ref,omitempty"`
+	RunAt     *time.Time       `json:"run_at,omitempty"`
+	Progress  *domain.Progress `json:"progress,omitempty"`
+	Counts    *CountsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
 	// The job's namespace, queue and type: in a tail of many jobs' events.
 	Namespace string `json:"namespace,omitempty"`
 	Queue     string `json:"queue,omitempty"`
@@ -257,7 +263,7 @@ func ViewTailEvent(e *domain.Event, ns, queue, jobType string) *EventView {
 func ViewEvent(e *domain.Event) *EventView {
 	v := &EventView{Seq: e.Seq, Type: e.Type, Name: e.Name, JobID: e.JobID, Time: e.Time.UTC(), Attempt: e.Attempt,
 		Actor: e.Actor, Token: e.By, Level: e.Level, Message: e.Message, Fields: e.Fields, From: e.From, To: e.To,
-		Error: e.Error, RunAt: timePtr(e.RunAt), Progress: e.Progress}
+		Error: e.Error, ResultRef: e.ResultRef, RunAt: timePtr(e.RunAt), Progress: e.Progress}
 	if len(e.Result) > 0 {
 		v.Result = json.RawMessage(e.Result)
 	}

@@ -145,6 +145,7 @@ type WorkflowStepView struct {
 	Attempts   int              `json:"attempts"`
 	Error      *domain.JobError `json:"error"`
 	Result     json.RawMessage  `json:"result"`
+	ResultRef  *domain.FileRef  `json:"result_ref,omitempty"` // a result kept in the files bucket: GET /jobs/{step id}/result
 	StartedAt  *time.Time       `json:"started_at"`
 	FinishedAt *time.Time       `json:"finished_at"`
 }
@@ -164,7 +165,7 @@ func ViewWorkflow(wf *domain.Job, ids []string, steps []*domain.Job) *WorkflowVi
 		}
 		if j := steps[i]; j != nil {
 			sv.Type, sv.Queue, sv.State, sv.Attempts, sv.Error = j.Spec.Type, j.Spec.Queue, j.State, j.Attempt, j.Error
-			sv.Result = rawJSON(j.Result)
+			sv.Result, sv.ResultRef = rawJSON(j.Result), j.ResultRef
 			sv.StartedAt, sv.FinishedAt = timePtr(j.StartedAt), timePtr(j.FinishedAt)
 			sv.Status = stepStatus(j)
 		}

@@ -202,6 +202,9 @@ func (c *cli) printJob(j *jetflow.JobInfo) {
 	if string(j.Result) != "null" {
 		row("result", string(j.Result))
 	}
+	if f := j.ResultRef; f != nil {
+		row("result_ref", fmt.Sprintf("%s (%d bytes, %s)", f.Name, f.Size, f.Digest))
+	}
 	if j.Error != nil {
 		msg := j.Error.Message
 		if j.Error.Code != "" {

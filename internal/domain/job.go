@@ -216,27 +216,31 @@ type Progress struct {
 // event folded into it; a record is only ever replaced by one with a higher
 // Seq.
 type Job struct {
-	ID            string    `msgpack:"id"`
-	Spec          Spec      `msgpack:"spec"`
-	State         State     `msgpack:"state"`
-	Attempt       int       `msgpack:"attempt"`        // attempts started
-	Retries       int       `msgpack:"retries"`        // retries used (retry_later does not use one)
-	LeaseRequeues int       `msgpack:"lease_requeues"` // times a lost lease put it back
-	Worker        string    `msgpack:"worker,omitempty"`
-	LeaseItem     uint64    `msgpack:"lease_item,omitempty"` // work item (queue stream seq) that holds the lease
-	LeaseAck      string    `msgpack:"lease_ack,omitempty"`  // the item's ack subject, for workers outside the process that fetched it
-	Result        []byte    `msgpack:"result,omitempty"`     // JSON
-	Error         *JobError `msgpack:"error,omitempty"`      // last attempt's error
-	Progress      *Progress `msgpack:"progress,omitempty"`
-	Fanout        *Fanout   `msgpack:"fanout,omitempty"` // a coordinator's plan and counts
-	CreatedAt     time.Time `msgpack:"created_at"`
-	RunAt         time.Time `msgpack:"run_at,omitempty"` // when a scheduled job is due
-	QueuedAt      time.Time `msgpack:"queued_at,omitempty"`
-	StartedAt     time.Time `msgpack:"started_at,omitempty"`
-	FinishedAt    time.Time `msgpack:"finished_at,omitempty"`
-	UpdatedAt     time.Time `msgpack:"updated_at"`
-	Seq           uint64    `msgpack:"seq"`    // last folded event
-	Events        int       `msgpack:"events"` // events folded
+	ID            string `msgpack:"id"`
+	Spec          Spec   `msgpack:"spec"`
+	State         State  `msgpack:"state"`
+	Attempt       int    `msgpack:"attempt"`        // attempts started
+	Retries       int    `msgpack:"retries"`        // retries used (retry_later does not use one)
+	LeaseRequeues int    `msgpack:"lease_requeues"` // times a lost lease put it back
+	Worker        string `msgpack:"worker,omitempty"`
+	LeaseItem     uint64 `msgpack:"lease_item,omitempty"` // work item (queue stream seq) that holds the lease
+	LeaseAck      string `msgpack:"lease_ack,omitempty"`  // the item's ack subject, for workers outside the process that fetched it
+	Result        []byte `msgpack:"result,omitempty"`     // JSON
+	// ResultRef names a result too large for the record
+	// (commands.MaxInlineResult): its JSON is an object of the files
+	// bucket, written before the event that names it. Result is then empty.
+	ResultRef  *FileRef  `msgpack:"result_ref,omitempty"`
+	Error      *JobError `msgpack:"error,omitempty"` // last attempt's error
+	Progress   *Progress `msgpack:"progress,omitempty"`
+	Fanout     *Fanout   `msgpack:"fanout,omitempty"` // a coordinator's plan and counts
+	CreatedAt  time.Time `msgpack:"created_at"`
+	RunAt      time.Time `msgpack:"run_at,omitempty"` // when a scheduled job is due
+	QueuedAt   time.Time `msgpack:"queued_at,omitempty"`
+	StartedAt  time.Time `msgpack:"started_at,omitempty"`
+	FinishedAt time.Time `msgpack:"finished_at,omitempty"`
+	UpdatedAt  time.Time `msgpack:"updated_at"`
+	Seq        uint64    `msgpack:"seq"`    // last folded event
+	Events     int       `msgpack:"events"` // events folded
 	// LastHash is the chain hash of the last folded event (Event.Hash):
 	// the next event's Prev, known to its writer without a read.
 	LastHash []byte `msgpack:"last_hash,omitempty"`
@@ -280,17 +284,20 @@ type Event struct {
 	From    State          `msgpack:"from,omitempty"`
 	To      State          `msgpack:"to,omitempty"` // empty: no state change
 
-	Spec     *Spec         `msgpack:"spec,omitempty"`      // job.submitted
-	Result   []byte        `msgpack:"result,omitempty"`    // job.succeeded (JSON)
-	Error    *JobError     `msgpack:"error,omitempty"`     // failures and retries
-	RunAt    time.Time     `msgpack:"run_at,omitempty"`    // -> scheduled
-	Lease    uint64        `msgpack:"lease,omitempty"`     // job.started, job.claimed: the work item
-	LeaseAck string        `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
-	Progress *Progress     `msgpack:"progress,omitempty"`  // job.progress
-	Plan     *FanoutPlan   `msgpack:"plan,omitempty"`      // job.waiting
-	Counts   *FanoutCounts `msgpack:"counts,omitempty"`    // job.fanin, and a parent's outcome
-	Piece    int           `msgpack:"piece,omitempty"`     // piece events: the piece number
-	Trace    string        `msgpack:"trace,omitempty"`     // job.started, job.claimed: the W3C traceparent of the attempt's span
+	Spec   *Spec  `msgpack:"spec,omitempty"`   // job.submitted
+	Result []byte `msgpack:"result,omitempty"` // job.succeeded (JSON)
+	// ResultRef: job.succeeded of a result kept in the files bucket
+	// (Job.ResultRef), Result empty.
+	ResultRef *FileRef      `msgpack:"result_ref,omitempty"`
+	Error     *JobError     `msgpack:"error,omitempty"`     // failures and retries
+	RunAt     time.Time     `msgpack:"run_at,omitempty"`    // -> scheduled
+	Lease     uint64        `msgpack:"lease,omitempty"`     // job.started, job.claimed: the work item
+	LeaseAck  string        `msgpack:"lease_ack,omitempty"` // job.started, job.claimed by remote workers: its ack subject
+	Progress  *Progress     `msgpack:"progress,omitempty"`  // job.progress
+	Plan      *FanoutPlan   `msgpack:"plan,omitempty"`      // job.waiting
+	Counts    *FanoutCounts `msgpack:"counts,omitempty"`    // job.fanin, and a parent's outcome
+	Piece     int           `msgpack:"piece,omitempty"`     // piece events: the piece number
+	Trace     string        `msgpack:"trace,omitempty"`     // job.started, job.claimed: the W3C traceparent of the attempt's span
 
 	TypeDef   *TypeDefinition  `msgpack:"typedef,omitempty"` // type.registered, type.deleted
 	Namespace *NamespaceChange `msgpack:"ns,omitempty"`      // namespace.set

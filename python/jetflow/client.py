@@ -225,9 +225,27 @@ class Client:
                 raise TypeError("get: wait and at: a job as it was at an instant does not change")
             return self._job("GET", "/jobs/" + _seg(id), query={"at": _instant(at, "at")})
         if wait is None or wait <= 0:
-            return self._job("GET", "/jobs/" + _seg(id))
+            return self._whole(self._job("GET", "/jobs/" + _seg(id)))
         n = int(math.ceil(min(wait, MAX_WAIT)))
-        return self._job("GET", "/jobs/" + _seg(id), headers={"Prefer": "wait=%d" % n}, timeout=n + self.timeout)
+        return self._whole(self._job("GET", "/jobs/" + _seg(id), headers={"Prefer": "wait=%d" % n},
+                                     timeout=n + self.timeout))
+
+    def _whole(self, job):
+        """The job with its result read whole when it was too large for the
+        job's record (``result_ref``: docs/workflows.md)."""
+        if job.get("result_ref") and job.get("result") is None:
+            job["result"] = self.result(job["id"])
+        return job
+
+    def result(self, id):
+        """The result of a job that ended, decoded, whatever its size (GET
+        /jobs/{id}/result); None when it ended without one. A job that has
+        not ended raises NotEnded."""
+        res = self._t.request("GET", "/jobs/" + _seg(id) + "/result")
+        if res.status == 202:
+            job = JobInfo(res.json())
+            raise errors.NotEnded("job %s has not ended (%s)" % (id, job.get("state")), job=job, status=202)
+        return res.json()
 
     def wait(self, id, timeout=None):
         """Waits until the job is terminal and returns it, with the server's

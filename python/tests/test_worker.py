@@ -155,6 +155,36 @@ class RunTest(ServerTest):
         self.assertEqual(sorted(seen["inline"] + seen["refs"]), ["x", "y"])
         self.assertEqual(seen["outputs"], {"x": (600000, "x"), "y": (600000, "y")})
 
+    def test_results_over_a_record(self):
+        # A 3 MB result (over the 256 KiB a record keeps, and over the 1 MiB
+        # body of other requests) is reported, kept as a file and named by
+        # result_ref; the dependent reads it with job.output, and the
+        # client's get, wait and result give it whole.
+        c = self.client
+        t = unique("wfhuge")
+        w = self.worker()
+
+        @w.task(t + ".make")
+        def make(job):
+            return {"s": "z" * 3000000}
+
+        @w.task(t + ".use")
+        def use(job):
+            return {"n": len(job.output("make")["s"])}
+        w.start()
+        wf = c.submit_workflow([
+            {"name": "make", "type": t + ".make"},
+            {"name": "use", "type": t + ".use", "depends_on": ["make"]},
+        ])
+        self.assertEqual(self.wait_done(wf.steps["use"]).result, {"n": 3000000})
+        job = c.get(wf.steps["make"])
+        self.assertEqual(job.result_ref["name"], "out/result-1.json")
+        self.assertEqual(job.result_ref["size"], len('{"s":""}') + 3000000)
+        self.assertEqual(len(job.result["s"]), 3000000)
+        self.assertEqual(c.wait(wf.steps["make"]).result, job.result)
+        self.assertEqual(c.result(wf.steps["make"]), job.result)
+        self.assertEqual(c.result(wf.steps["use"]), {"n": 3000000})
+
     def test_async_handler(self):
         t = unique("asyncfn")
         w = self.worker()

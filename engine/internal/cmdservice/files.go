@@ -522,12 +522,16 @@ func (c *CommandServer) fileInput(k *call) *cmdReply {
 }
 
 type fileDownloadCommand struct {
-	ID    string `json:"id" msgpack:"id"`
-	piece `msgpack:",inline"`
+	ID string `json:"id" msgpack:"id"`
+	// Result asks for the job's JSON result kept as a file (its
+	// result_ref) instead of its result archive.
+	Result bool `json:"result,omitempty" msgpack:"result,omitempty"`
+	piece  `msgpack:",inline"`
 }
 
 // fileDownload: a piece of the result archive of a job that ended (GET
-// /jobs/{id}/download); the job itself while it has not ({"job": Job}).
+// /jobs/{id}/download), or with result of its JSON result kept as a file
+// (GET /jobs/{id}/result); the job itself while it has not ({"job": Job}).
 func (c *CommandServer) fileDownload(k *call) *cmdReply {
 	var req fileDownloadCommand
 	if r := k.decode(&req); r != nil {
@@ -553,6 +557,18 @@ func (c *CommandServer) fileDownload(k *call) *cmdReply {
 	fs, err := c.filesStore(k.ctx)
 	if err != nil {
 		return fail(err, req.ID)
+	}
+	if req.Result {
+		ref := snap.Job.ResultRef
+		if ref == nil {
+			return fail(problems.New(problems.NotFound, http.StatusNotFound, fmt.Sprintf(
+				"job %s ended (%s) without a result kept as a file: its result (if any) is in the job", req.ID, snap.Job.State)), req.ID)
+		}
+		p, err := fs.ReadResultJSON(k.ctx, req.ID, *ref, req.Offset, limit, req.Cursor)
+		if err != nil {
+			return fail(readErr(err), req.ID)
+		}
+		return &cmdReply{Body: &pieceReply{File: *ref, Offset: req.Offset, Data: p.Data, Next: p.Next, EOF: p.EOF, Cursor: p.Cursor}}
 	}
 	ref, p, err := fs.ReadResult(k.ctx, req.ID, req.Offset, limit, req.Cursor)
 	if errors.Is(err, files.ErrNoFile) {

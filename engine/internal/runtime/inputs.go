@@ -26,7 +26,7 @@ func (t *Task) Inputs(ctx context.Context) (map[string][]byte, error) {
 	t.inputs.mu.Lock()
 	defer t.inputs.mu.Unlock()
 	if !t.inputs.read {
-		m, err := t.run.rt.store.StepInputs(ctx, t.Job)
+		m, err := t.run.rt.store.StepInputs(ctx, t.Job, -1)
 		if err != nil {
 			return nil, err
 		}

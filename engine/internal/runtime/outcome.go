@@ -32,7 +32,7 @@ func classifyOutcome(result []byte, herr, cause error, timeout time.Duration) (c
 	var fo *FanOut
 	switch {
 	case herr == nil:
-		res, err := commands.CompactJSON(result)
+		res, err := commands.CompactResult(result)
 		if err == nil {
 			return commands.Outcome{Kind: commands.Succeeded, Result: res}, nil
 		}

@@ -35,14 +35,28 @@ func (a Attempt) Holds(j *domain.Job) error {
 // (ErrNotClaimant: the lease went to another, or the job was cancelled;
 // ErrInvalidTransition) writes nothing and settles nothing: the caller
 // releases the item.
+//
+// A result over commands.MaxInlineResult is stored in the files bucket
+// first, as the attempt's own object (files.ResultJSONName), and the event
+// names it (Outcome.ResultRef). A crash between the two leaves an object no
+// event names: purge's Sweep deletes it with the job's other files.
 func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a Attempt, o commands.Outcome, opts ...Option) (Snapshot, *domain.Event, error) {
 	u := commands.Jitter()
 	var decided *domain.Job
+	stored := map[int]*domain.FileRef{} // by attempt: Apply may decide again
 	next, ev, err := s.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
 		if err := a.Holds(j); err != nil {
 			return nil, err
 		}
 		decided = j
+		o := o
+		if o.Kind == commands.Succeeded && len(o.Result) > commands.MaxInlineResult {
+			ref, err := s.storeResult(ctx, j, o.Result, stored)
+			if err != nil {
+				return nil, err
+			}
+			o.Result, o.ResultRef = nil, ref
+		}
 		return o.Decide(j, a.Worker, time.Now().UTC(), u)
 	}, opts...)
 	if err != nil {
@@ -52,6 +66,24 @@ func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a At
 		a.Settle(decided)
 	}
 	return next, ev, nil
+}
+
+// storeResult stores the large result of j's current attempt in the files
+// bucket, once per attempt.
+func (s *Store) storeResult(ctx context.Context, j *domain.Job, result []byte, stored map[int]*domain.FileRef) (*domain.FileRef, error) {
+	if ref := stored[j.Attempt]; ref != nil {
+		return ref, nil
+	}
+	fs, err := s.Files(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := fs.PutResultJSON(ctx, j.ID, j.Attempt, result)
+	if err != nil {
+		return nil, err
+	}
+	stored[j.Attempt] = &ref
+	return &ref, nil
 }
 
 // Annotate writes an event of an attempt that does not end it (its

@@ -68,7 +68,7 @@ func (s *Store) leftovers(ctx context.Context, fs *files.Store, j *domain.Job) e
 	for i, f := range j.Spec.Files {
 		names[i] = f.Name
 	}
-	if _, err := fs.DeleteJob(ctx, j.ID, names); err != nil {
+	if _, err := fs.DeleteJob(ctx, j.ID, names, j.ResultRef); err != nil {
 		errs = append(errs, err)
 	}
 	if !j.RunAt.IsZero() { // it was scheduled once: a schedule may be left
@@ -81,7 +81,7 @@ func (s *Store) leftovers(ctx context.Context, fs *files.Store, j *domain.Job) e
 }
 
 // purgeChildren purges the children of parent j that exist, those of its
-// fan-out and those linked to it by parent, and returns the states of
+// fan-out, its steps (a workflow's) and those linked to it by parent, and returns the states of
 // those it could not purge (not terminal).
 func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Job, reason string) (int, []domain.State, error) {
 	fam, err := s.readFamily(ctx, j.ID)
@@ -92,6 +92,14 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Jo
 	if j.Fanout != nil && j.Fanout.Plan.Kind == domain.FanoutChildren {
 		for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
 			ids = append(ids, ChildID(j.Spec.Namespace, j.ID, piece))
+		}
+	}
+	if g := j.Spec.Workflow; g != nil {
+		// Its steps; a step carried from the run it resumes is that run's.
+		for i, st := range g.Steps {
+			if st.Carried == "" {
+				ids = append(ids, StepID(j.Spec.Namespace, j.ID, i))
+			}
 		}
 	}
 	n := 0

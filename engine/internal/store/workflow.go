@@ -336,8 +336,11 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (WorkflowSubmitted
 }
 
 // StepInputs are the results of a step's dependencies, by step name: its
-// inputs. A step whose dependency has no record (purged) is an error.
-func (s *Store) StepInputs(ctx context.Context, j *domain.Job) (map[string][]byte, error) {
+// inputs. A step whose dependency has no record (purged) is an error. With
+// a budget (>= 0), a result kept in the files bucket is read only while the
+// results so far and it fit budget bytes; those left out are not in the
+// map. A budget < 0 reads them all.
+func (s *Store) StepInputs(ctx context.Context, j *domain.Job, budget int) (map[string][]byte, error) {
 	st := j.Spec.Step
 	if st == nil {
 		return nil, nil
@@ -351,6 +354,7 @@ func (s *Store) StepInputs(ctx context.Context, j *domain.Job) (map[string][]byt
 		return nil, err
 	}
 	out := make(map[string][]byte, len(ids))
+	size := 0
 	for _, in := range st.Inputs {
 		r, ok := recs[in.Job]
 		if !ok {
@@ -359,9 +363,36 @@ func (s *Store) StepInputs(ctx context.Context, j *domain.Job) (map[string][]byt
 				return nil, fmt.Errorf("input %s (job %s): %w", in.Name, in.Job, err)
 			}
 		}
-		out[in.Name] = r.Job.Result
+		ref := r.Job.ResultRef
+		if ref == nil {
+			out[in.Name] = r.Job.Result
+			size += len(r.Job.Result)
+			continue
+		}
+		if budget >= 0 && size+int(ref.Size) > budget {
+			continue
+		}
+		res, err := s.Result(ctx, r.Job)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		out[in.Name] = res
+		size += len(res)
 	}
 	return out, nil
+}
+
+// Result is j's result, JSON: its record's, or the object of the files
+// bucket its record names (Job.ResultRef). Nil when it has none.
+func (s *Store) Result(ctx context.Context, j *domain.Job) ([]byte, error) {
+	if j.ResultRef == nil {
+		return j.Result, nil
+	}
+	fs, err := s.Files(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fs.ResultJSON(ctx, j.ID, *j.ResultRef)
 }
 
 // ReadSteps folds a workflow's piece events from the log into st, from the
