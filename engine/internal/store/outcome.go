@@ -43,7 +43,7 @@ func (a Attempt) Holds(j *domain.Job) error {
 func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a Attempt, o commands.Outcome, opts ...Option) (Snapshot, *domain.Event, error) {
 	u := commands.Jitter()
 	var decided *domain.Job
-	stored := map[int]*domain.FileRef{} // by attempt: Apply may decide again
+	var stored *storedResult // Apply may decide again: stored once per attempt
 	next, ev, err := s.Apply(ctx, op, cur, func(j *domain.Job) (*domain.Event, error) {
 		if err := a.Holds(j); err != nil {
 			return nil, err
@@ -51,7 +51,7 @@ func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a At
 		decided = j
 		o := o
 		if o.Kind == commands.Succeeded && len(o.Result) > commands.MaxInlineResult {
-			ref, err := s.storeResult(ctx, j, o.Result, stored)
+			ref, err := s.storeResult(ctx, j, o.Result, &stored)
 			if err != nil {
 				return nil, err
 			}
@@ -68,11 +68,17 @@ func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a At
 	return next, ev, nil
 }
 
+// storedResult is a large result stored for an attempt.
+type storedResult struct {
+	attempt int
+	ref     domain.FileRef
+}
+
 // storeResult stores the large result of j's current attempt in the files
-// bucket, once per attempt.
-func (s *Store) storeResult(ctx context.Context, j *domain.Job, result []byte, stored map[int]*domain.FileRef) (*domain.FileRef, error) {
-	if ref := stored[j.Attempt]; ref != nil {
-		return ref, nil
+// bucket, once per attempt (*stored).
+func (s *Store) storeResult(ctx context.Context, j *domain.Job, result []byte, stored **storedResult) (*domain.FileRef, error) {
+	if *stored != nil && (*stored).attempt == j.Attempt {
+		return &(*stored).ref, nil
 	}
 	fs, err := s.Files(ctx)
 	if err != nil {
@@ -82,7 +88,7 @@ func (s *Store) storeResult(ctx context.Context, j *domain.Job, result []byte, s
 	if err != nil {
 		return nil, err
 	}
-	stored[j.Attempt] = &ref
+	*stored = &storedResult{attempt: j.Attempt, ref: ref}
 	return &ref, nil
 }
 
