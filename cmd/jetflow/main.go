@@ -222,14 +222,22 @@ func (c *cli) refuseFlag(name, value, reason string) {
 // false for an error of another field or kind.
 func (c *cli) flagInput(err error, fields map[string]string) bool {
 	var in *jetflow.InputError
-	if !errors.As(err, &in) {
+	var p *jetflow.Problem
+	field, value, reason := "", "", ""
+	switch {
+	case errors.As(err, &in):
+		field, value, reason = in.Field, in.Value, in.Reason
+	case errors.As(err, &p) && errors.Is(p, jetflow.ErrInvalidInput) && p.Field != "":
+		// The engine refused it (a token client's command).
+		field, reason = p.Field, p.Detail
+	default:
 		return false
 	}
-	name, ok := fields[in.Field]
+	name, ok := fields[field]
 	if !ok || !c.given(name) {
 		return false
 	}
-	c.refuseFlag(name, in.Value, in.Reason)
+	c.refuseFlag(name, value, reason)
 	return true
 }
 

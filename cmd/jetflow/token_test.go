@@ -146,6 +146,11 @@ func TestCLIWithToken(t *testing.T) {
 	if out, errs, code := e.jetflow("queues", "--json"); code != exitOK || !strings.Contains(out, "default") {
 		t.Fatalf("queues with a token: exit %d %s %s", code, out, errs)
 	}
+	// A value the engine refuses names its flag (exit 2), as with a direct
+	// client.
+	if _, errs, code := e.jetflow("ls", "--at", time.Now().UTC().Format(time.RFC3339), "--state", "bogus"); code != exitUsage || !strings.Contains(errs, "--state") {
+		t.Fatalf("ls --at --state bogus with a token: exit %d %s", code, errs)
+	}
 	// audit verify with a token: the engine verifies the token's namespace
 	// (a producer may read); another namespace is refused (exit 1, denied).
 	var rep engine.AuditReport

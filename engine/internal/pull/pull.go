@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,10 +28,18 @@ const pullWait = 5 * time.Second
 // run in eight under load (and once in CI). A fetch loop always has its
 // next request out as soon as its last batch is handed over.
 type Puller struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	signalled atomic.Bool  // no fetch after the current one
+	since     atomic.Int64 // when it was first signalled (UnixNano)
 }
+
+// stopWait is how long Stop lets the current fetch end by itself after
+// Signal before it cancels it. A message given back while the puller
+// stops comes to the fetch again until its batch is full: this lets that
+// end, so that no pull request is left on the server when it is cancelled.
+const stopWait = 250 * time.Millisecond
 
 // Start starts a puller. size says how many messages to ask for next
 // (at least 1 is asked for); cb may block, which holds back the next fetch.
@@ -44,7 +53,7 @@ func Start(cons jetstream.Consumer, size func() int, cb func(jetstream.Msg), log
 func (p *Puller) run(cons jetstream.Consumer, size func() int, cb func(jetstream.Msg), log *slog.Logger) {
 	defer close(p.done)
 	pause := time.Duration(0)
-	for p.ctx.Err() == nil {
+	for p.ctx.Err() == nil && !p.signalled.Load() {
 		if pause > 0 {
 			select {
 			case <-p.ctx.Done():
@@ -71,13 +80,30 @@ func (p *Puller) run(cons jetstream.Consumer, size func() int, cb func(jetstream
 	}
 }
 
-// Signal tells the puller to stop. What its current fetch received is
-// still handed to the callback; a message the server sent at that very
-// moment is dropped and comes again after the consumer's AckWait.
-func (p *Puller) Signal() { p.cancel() }
+// Signal tells the puller to fetch no more. Its current fetch goes on
+// until it ends (its batch filled, or its wait over): everything the
+// server sends for it is handed to the callback, which gives back what it
+// will not run (a Nak: at once to another worker). Cancelling the fetch
+// instead would drop what is in flight at that moment, to come again only
+// after the consumer's AckWait.
+func (p *Puller) Signal() {
+	p.since.CompareAndSwap(0, time.Now().UnixNano())
+	p.signalled.Store(true)
+}
 
 // Stop stops the puller and waits until its callback is no longer called.
+// The current fetch has until stopWait after Signal to end by itself; then
+// it is cancelled, and a message in flight to it at that instant is
+// dropped (it comes again after the consumer's AckWait).
 func (p *Puller) Stop() {
 	p.Signal()
+	t := time.NewTimer(time.Until(time.Unix(0, p.since.Load()).Add(stopWait)))
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return
+	case <-t.C:
+	}
+	p.cancel()
 	<-p.done
 }
