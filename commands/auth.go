@@ -38,8 +38,8 @@ const (
 	RoleReader Role = "reader"
 )
 
-// Roles lists the roles.
-var Roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleReader}
+// roles lists the roles.
+var roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleReader}
 
 // AllNamespaces is the namespace of a token good in every namespace.
 const AllNamespaces = "*"
@@ -85,8 +85,8 @@ var (
 	// revoked or expired (HTTP 401). The reason is not told apart to the
 	// caller beyond "missing" and "not valid".
 	ErrUnauthenticated = &registryError{slug: "unauthenticated", base: ErrDenied}
-	// ErrForbidden: a valid token whose role may not do this (HTTP 403).
-	ErrForbidden = &registryError{slug: "forbidden", base: ErrDenied}
+	// errForbidden: a valid token whose role may not do this (HTTP 403).
+	errForbidden = &registryError{slug: "forbidden", base: ErrDenied}
 	// ErrUnknownToken: no token has the id (revoke).
 	ErrUnknownToken = &registryError{slug: "unknown-token", base: ErrNotFound}
 )
@@ -107,8 +107,8 @@ func (e *forbiddenError) Error() string {
 	return fmt.Sprintf("a %s token may not %s", e.Role, e.Action)
 }
 
-// Unwrap makes errors.Is(err, ErrForbidden) hold.
-func (e *forbiddenError) Unwrap() error { return ErrForbidden }
+// Unwrap makes errors.Is(err, errForbidden) hold.
+func (e *forbiddenError) Unwrap() error { return errForbidden }
 
 // Token format: "jft_" + id + "_" + secret, where id is the token's
 // record key (a 26-character job-style id) and secret 32 random bytes in
@@ -193,7 +193,7 @@ type TokenSpec struct {
 
 // parseRole refuses a role that is not one of Roles.
 func parseRole(s string) (Role, error) {
-	for _, r := range Roles {
+	for _, r := range roles {
 		if string(r) == s {
 			return r, nil
 		}

@@ -17,7 +17,7 @@ func TestRoles(t *testing.T) {
 		RoleReader:   {ActRead},
 	}
 	all := []Action{ActRead, ActSubmit, ActCancel, ActRetry, ActWork, ActRegisterType, ActAdmin}
-	for _, r := range Roles {
+	for _, r := range roles {
 		for _, a := range all {
 			allowed := false
 			for _, w := range want[r] {
@@ -175,7 +175,7 @@ func TestAuditNamespace(t *testing.T) {
 		{&Principal{Namespace: "acme", Role: RoleReader}, "nowhere", "", true},
 	} {
 		got, err := c.p.AuditNamespace(c.asked)
-		if got != c.want || (err != nil) != c.denied || err != nil && !errors.Is(err, ErrForbidden) {
+		if got != c.want || (err != nil) != c.denied || err != nil && !errors.Is(err, errForbidden) {
 			t.Errorf("%+v asking %q: %q %v, want %q (denied %v)", c.p, c.asked, got, err, c.want, c.denied)
 		}
 	}

@@ -58,7 +58,7 @@ func Succeed(j *domain.Job, result []byte, actor string, now time.Time) (*domain
 // that spreads the delay; pass rand.Float64().
 func Fail(j *domain.Job, jerr domain.JobError, retryable bool, actor string, now time.Time, jitter float64) (*domain.Event, error) {
 	if j.State == domain.StateRunning && retryable && j.Retries < j.Spec.MaxRetries && shouldRetry(&j.Spec, jerr.Code) {
-		delay := RetryDelay(&j.Spec, j.Retries+1, jitter)
+		delay := retryDelay(&j.Spec, j.Retries+1, jitter)
 		ev, err := delayed(j, domain.EvRetryScheduled, delay, actor, now)
 		if err != nil {
 			return nil, err
@@ -78,8 +78,8 @@ func Fail(j *domain.Job, jerr domain.JobError, retryable bool, actor string, now
 	return ev, nil
 }
 
-// RetryLater puts a running job back for delay without using up a retry.
-func RetryLater(j *domain.Job, delay time.Duration, reason, actor string, now time.Time) (*domain.Event, error) {
+// retryLater puts a running job back for delay without using up a retry.
+func retryLater(j *domain.Job, delay time.Duration, reason, actor string, now time.Time) (*domain.Event, error) {
 	ev, err := delayed(j, domain.EvRetryLater, delay, actor, now)
 	if err != nil {
 		return nil, err
@@ -126,12 +126,12 @@ func Cancel(j *domain.Job, reason, actor string, now time.Time) (*domain.Event, 
 var ErrSamePriority = errors.New("jetflow: the job has this priority already")
 
 // Reprioritize gives j, which has not started, another priority
-// (MinPriority to MaxPriority). A job that started, or ended, is refused
+// (minPriority to maxPriority). A job that started, or ended, is refused
 // with a *TransitionError; one of that priority already with
 // ErrSamePriority.
 func Reprioritize(j *domain.Job, priority int, actor string, now time.Time) (*domain.Event, error) {
-	if priority < MinPriority || priority > MaxPriority {
-		return nil, valueErr("priority", priority, "must be %d to %d", MinPriority, MaxPriority)
+	if priority < minPriority || priority > maxPriority {
+		return nil, valueErr("priority", priority, "must be %d to %d", minPriority, maxPriority)
 	}
 	ev, err := event(j, domain.EvReprioritized, "", actor, now)
 	if err != nil {
@@ -207,9 +207,9 @@ func Progress(j *domain.Job, p domain.Progress, actor string, now time.Time) (*d
 		Level: domain.LevelInfo, Message: p.Message, Progress: &p}, nil
 }
 
-// RetryDelay is the backoff before retry n (1-based):
+// retryDelay is the backoff before retry n (1-based):
 // min(base*2^(n-1), cap), spread by +-jitter*delay. u is in [0,1).
-func RetryDelay(s *domain.Spec, n int, u float64) time.Duration {
+func retryDelay(s *domain.Spec, n int, u float64) time.Duration {
 	if s.Backoff <= 0 || n < 1 {
 		return 0
 	}
@@ -226,7 +226,7 @@ func RetryDelay(s *domain.Spec, n int, u float64) time.Duration {
 	return time.Duration(d)
 }
 
-// Jitter returns a random number for RetryDelay.
+// Jitter returns a random number for retryDelay.
 func Jitter() float64 { return rand.Float64() }
 
 func shouldRetry(s *domain.Spec, code string) bool {

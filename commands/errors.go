@@ -64,7 +64,7 @@ type InputError struct {
 	// the field, followed by the reason.
 	Value string
 	// Err, if set, is a more specific error the refusal also matches
-	// (errors.Is), such as ErrInvalidNamespace.
+	// (errors.Is), such as errInvalidNamespace.
 	Err error
 }
 

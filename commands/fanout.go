@@ -149,8 +149,8 @@ func FinishFanout(j *domain.Job, c domain.FanoutCounts, actor string, now time.T
 	return ev, nil
 }
 
-// Stall fails a waiting parent none of whose pieces finished for d.
-func Stall(j *domain.Job, d time.Duration, actor string, now time.Time) (*domain.Event, error) {
+// stall fails a waiting parent none of whose pieces finished for d.
+func stall(j *domain.Job, d time.Duration, actor string, now time.Time) (*domain.Event, error) {
 	ev, err := event(j, domain.EvStalled, domain.StateFailed, actor, now)
 	if err != nil {
 		return nil, err

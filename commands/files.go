@@ -21,18 +21,18 @@ const (
 )
 
 // ErrInvalidFileName is the sentinel of a refused file name (problem
-// invalid-file-name, 400); a *FileNameError says which and why.
+// invalid-file-name, 400); a *fileNameError says which and why.
 var ErrInvalidFileName = &registryError{slug: "invalid-file-name", base: ErrInvalidInput}
 
-// FileNameError is a refused input file name. It matches
+// fileNameError is a refused input file name. It matches
 // ErrInvalidFileName and ErrInvalidInput.
-type FileNameError struct {
+type fileNameError struct {
 	Name   string
 	Reason string
 }
 
-func (e *FileNameError) Error() string { return fmt.Sprintf("file name %q: %s", e.Name, e.Reason) }
-func (e *FileNameError) Unwrap() error { return ErrInvalidFileName }
+func (e *fileNameError) Error() string { return fmt.Sprintf("file name %q: %s", e.Name, e.Reason) }
+func (e *fileNameError) Unwrap() error { return ErrInvalidFileName }
 
 // reservedNames are the names a shell job's directory already holds
 // (shell.PayloadFile, InputsFile, OutputDir, TmpDir, StdoutFile,
@@ -45,7 +45,7 @@ var reservedNames = map[string]bool{"payload.json": true, "inputs.json": true, "
 // another control character, be invalid UTF-8 or longer than
 // MaxFileNameBytes, or start with a name the job's directory reserves.
 func CheckFileName(name string) error {
-	bad := func(reason string) error { return &FileNameError{Name: name, Reason: reason} }
+	bad := func(reason string) error { return &fileNameError{Name: name, Reason: reason} }
 	switch {
 	case name == "":
 		return bad("is empty")
@@ -87,28 +87,28 @@ func CheckFileNames(names []string, limit int) error {
 	return nil
 }
 
-// FileSet checks a job's file names as they come (a streamed upload).
-type FileSet struct {
+// fileSet checks a job's file names as they come (a streamed upload).
+type fileSet struct {
 	limit       int
 	files, dirs map[string]bool
 }
 
 // NewFileSet returns an empty set that takes at most limit names (0 or
 // more than MaxFiles: MaxFiles).
-func NewFileSet(limit int) *FileSet {
+func NewFileSet(limit int) *fileSet {
 	if limit <= 0 || limit > MaxFiles {
 		limit = MaxFiles
 	}
-	return &FileSet{limit: limit, files: map[string]bool{}, dirs: map[string]bool{}}
+	return &fileSet{limit: limit, files: map[string]bool{}, dirs: map[string]bool{}}
 }
 
 // Len is how many names the set holds.
-func (s *FileSet) Len() int { return len(s.files) }
+func (s *fileSet) Len() int { return len(s.files) }
 
 // Add checks one more name: by CheckFileName, not past the limit, not
 // repeated, not a file where another's directory is or the other way
 // round.
-func (s *FileSet) Add(n string) error {
+func (s *fileSet) Add(n string) error {
 	if len(s.files) >= s.limit {
 		return inputErr("files", "more than %d files", s.limit)
 	}
@@ -116,14 +116,14 @@ func (s *FileSet) Add(n string) error {
 		return err
 	}
 	if s.files[n] {
-		return &FileNameError{Name: n, Reason: "is given twice"}
+		return &fileNameError{Name: n, Reason: "is given twice"}
 	}
 	if s.dirs[n] {
-		return &FileNameError{Name: n, Reason: "is also the directory of another file"}
+		return &fileNameError{Name: n, Reason: "is also the directory of another file"}
 	}
 	for i := 0; i < len(n); i++ {
 		if n[i] == '/' && s.files[n[:i]] {
-			return &FileNameError{Name: n, Reason: fmt.Sprintf("is under %q, which is a file", n[:i])}
+			return &fileNameError{Name: n, Reason: fmt.Sprintf("is under %q, which is a file", n[:i])}
 		}
 	}
 	for i := 0; i < len(n); i++ {

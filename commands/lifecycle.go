@@ -65,9 +65,9 @@ var Lifecycle = []Transition{
 	{domain.StateWaiting, domain.StateCancelled, domain.EvCancelled, "cancel"},
 }
 
-// Annotations are events that record something about a job without moving
+// annotations are events that record something about a job without moving
 // it; they are allowed in the states listed.
-var Annotations = map[string][]domain.State{
+var annotations = map[string][]domain.State{
 	domain.EvProgress: {domain.StateClaimed, domain.StateRunning, domain.StateWaiting},
 	domain.EvCustom:   {domain.StateClaimed, domain.StateRunning, domain.StateWaiting},
 	domain.EvFanIn:    {domain.StateWaiting},
@@ -97,9 +97,9 @@ func Allowed(from, to domain.State) bool { return allowed[move{from, to, ""}] }
 
 // Check returns nil if event may move a job from -> to, else a
 // *TransitionError. For annotations (to == from, or to empty) it checks
-// Annotations instead.
+// annotations instead.
 func Check(jobID string, from, to domain.State, event string) error {
-	if states, ok := Annotations[event]; ok && (to == "" || to == from) {
+	if states, ok := annotations[event]; ok && (to == "" || to == from) {
 		for _, s := range states {
 			if s == from && (to == "" || to == from) {
 				return nil

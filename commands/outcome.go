@@ -63,7 +63,7 @@ func (o Outcome) Decide(j *domain.Job, actor string, now time.Time, jitter float
 	case Failed:
 		return Fail(j, o.Error, !o.Permanent, actor, now, jitter)
 	case RetryingLater:
-		return RetryLater(j, o.Delay, o.Reason, actor, now)
+		return retryLater(j, o.Delay, o.Reason, actor, now)
 	case GivenBack:
 		return Requeue(j, o.Reason, actor, now)
 	case ParentEnded:
@@ -96,7 +96,7 @@ const batchBackoffCap = time.Minute
 
 // DecideBatch decides what becomes of attempt n (1-based) of batch b that
 // ended with o: a failure is retried with the batch's backoff
-// (RetryDelay, capped at batchBackoffCap) while attempts are left.
+// (retryDelay, capped at batchBackoffCap) while attempts are left.
 // cancelled says the parent's cancel stopped it.
 func DecideBatch(b *domain.BatchItem, n int, o Outcome, cancelled bool) BatchStep {
 	switch {
@@ -109,7 +109,7 @@ func DecideBatch(b *domain.BatchItem, n int, o Outcome, cancelled bool) BatchSte
 	case o.Kind == RetryingLater:
 		return BatchStep{Retry: true, Delay: o.Delay}
 	case o.Kind == Failed && !o.Permanent && n <= b.MaxRetries:
-		return BatchStep{Retry: true, Delay: RetryDelay(&domain.Spec{Backoff: b.Backoff, BackoffCap: batchBackoffCap}, n, 0)}
+		return BatchStep{Retry: true, Delay: retryDelay(&domain.Spec{Backoff: b.Backoff, BackoffCap: batchBackoffCap}, n, 0)}
 	}
 	e := o.Error
 	if o.Kind != Failed {

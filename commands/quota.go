@@ -97,9 +97,9 @@ func checkRateKey(k string) error {
 	return nil
 }
 
-// CheckConcurrencyKey checks a job's concurrency key: at most maxKeyBytes
+// checkConcurrencyKey checks a job's concurrency key: at most maxKeyBytes
 // of valid UTF-8 with no control characters. Empty is none.
-func CheckConcurrencyKey(k string) error { return checkText("concurrency_key", maxKeyBytes, k) }
+func checkConcurrencyKey(k string) error { return checkText("concurrency_key", maxKeyBytes, k) }
 
 // checkText checks a short text a request names (a key, a user): at most
 // max bytes of valid UTF-8 with no control characters, refused naming
@@ -175,9 +175,9 @@ func payloadField(payload []byte, path []string) string {
 	return v
 }
 
-// CheckUser checks a job's user: at most maxUserBytes of valid UTF-8 with
+// checkUser checks a job's user: at most maxUserBytes of valid UTF-8 with
 // no control characters. Empty is no one in particular.
-func CheckUser(user string) error { return checkText("user", maxUserBytes, user) }
+func checkUser(user string) error { return checkText("user", maxUserBytes, user) }
 
 // SetQueueLimits decides a queue.set event that gives queue the limits l,
 // or nil if its record (cur; nil: the queue has no record yet) has them

@@ -10,7 +10,7 @@ import (
 // Error codes of the deadlines the reaper enforces.
 const (
 	CodeTimeout      = "TIMEOUT"       // the execution timeout passed
-	CodeQueueTimeout = "QUEUE_TIMEOUT" // not started within its queue timeout
+	codeQueueTimeout = "QUEUE_TIMEOUT" // not started within its queue timeout
 )
 
 // ReapPolicy is what the reaper allows a job beyond its own deadlines.
@@ -26,26 +26,26 @@ type ReapPolicy struct {
 
 // Why the reaper ends a job: the deadline it passed.
 const (
-	ReapTimeout      = "reap-timeout"       // held past its execution timeout and the grace
-	ReapQueueTimeout = "reap-queue-timeout" // queued past its queue timeout
-	ReapStalled      = "reap-stalled"       // waiting for pieces none of which finished for the stall timeout
+	reapTimeout      = "reap-timeout"       // held past its execution timeout and the grace
+	reapQueueTimeout = "reap-queue-timeout" // queued past its queue timeout
+	reapStalled      = "reap-stalled"       // waiting for pieces none of which finished for the stall timeout
 )
 
-// Overdue reports which deadline j passed at now (ReapTimeout,
-// ReapQueueTimeout, ReapStalled), or "" if none.
+// Overdue reports which deadline j passed at now (reapTimeout,
+// reapQueueTimeout, reapStalled), or "" if none.
 func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
 	switch {
 	case Held(j):
 		if TimedOut(j, p.Grace, now) {
-			return ReapTimeout
+			return reapTimeout
 		}
 	case j.State == domain.StateQueued:
 		if j.Spec.QueueTimeout > 0 && now.Sub(j.QueuedAt) > j.Spec.QueueTimeout {
-			return ReapQueueTimeout
+			return reapQueueTimeout
 		}
 	case j.State == domain.StateWaiting:
 		if st := stallTimeout(j, p); st > 0 && now.Sub(j.UpdatedAt) > st {
-			return ReapStalled
+			return reapStalled
 		}
 	}
 	return ""
@@ -69,15 +69,15 @@ func Reap(j *domain.Job, p ReapPolicy, actor string, now time.Time) (*domain.Eve
 	var ev *domain.Event
 	var err error
 	switch why {
-	case ReapTimeout:
+	case reapTimeout:
 		ev, err = Fail(j, domain.JobError{Code: CodeTimeout, Message: fmt.Sprintf(
 			"execution timeout of %s (and %s grace) passed and no worker reported", j.Spec.Timeout, p.Grace)},
 			false, actor, now, 0)
-	case ReapQueueTimeout:
-		ev, err = Fail(j, domain.JobError{Code: CodeQueueTimeout, Message: fmt.Sprintf(
+	case reapQueueTimeout:
+		ev, err = Fail(j, domain.JobError{Code: codeQueueTimeout, Message: fmt.Sprintf(
 			"not started within its queue timeout of %s", j.Spec.QueueTimeout)}, false, actor, now, 0)
-	case ReapStalled:
-		ev, err = Stall(j, stallTimeout(j, p), actor, now)
+	case reapStalled:
+		ev, err = stall(j, stallTimeout(j, p), actor, now)
 	default:
 		return nil, "", &TransitionError{JobID: j.ID, Event: "reap", From: j.State, To: j.State}
 	}

@@ -15,9 +15,9 @@ import (
 // (ErrInvalidInput, ErrNotFound, ErrConflict) for callers that only know
 // those.
 var (
-	ErrInvalidNamespace = &registryError{slug: "invalid-namespace", base: ErrInvalidInput}
-	ErrInvalidCategory  = &registryError{slug: "invalid-category", base: ErrInvalidInput}
-	ErrInvalidTypeName  = &registryError{slug: "invalid-type-name", base: ErrInvalidInput}
+	errInvalidNamespace = &registryError{slug: "invalid-namespace", base: ErrInvalidInput}
+	errInvalidCategory  = &registryError{slug: "invalid-category", base: ErrInvalidInput}
+	errInvalidTypeName  = &registryError{slug: "invalid-type-name", base: ErrInvalidInput}
 	ErrInvalidSchema    = &registryError{slug: "invalid-schema", base: ErrInvalidInput}
 	ErrSchemaViolation  = &registryError{slug: "schema-violation", base: ErrInvalidInput}
 	ErrSchemaConflict   = &registryError{slug: "schema-conflict", base: ErrConflict}
@@ -63,11 +63,11 @@ func (n TypeName) String() string { return n.Scope + ":" + n.Category + ":" + n.
 func (n TypeName) Internal() bool { return n.Scope == ScopeInternal }
 
 // CheckNamespace refuses a namespace id that is empty, contains '@' or ':',
-// or is not 1-64 of [A-Za-z0-9_-] (ErrInvalidNamespace).
+// or is not 1-64 of [A-Za-z0-9_-] (errInvalidNamespace).
 func CheckNamespace(ns string) error {
 	if ns == "" || strings.ContainsAny(ns, "@:") || !domain.ValidQueue(ns) {
 		return &InputError{Field: "namespace", Value: fmt.Sprintf("%q", ns),
-			Reason: "want 1-64 of [A-Za-z0-9_-], no '@' or ':'", Err: ErrInvalidNamespace}
+			Reason: "want 1-64 of [A-Za-z0-9_-], no '@' or ':'", Err: errInvalidNamespace}
 	}
 	return nil
 }
@@ -94,7 +94,7 @@ func checkPart(what, s string, err error) error {
 func ParseTypeName(full string) (TypeName, error) {
 	parts := strings.Split(full, ":")
 	if len(parts) != 3 {
-		return TypeName{}, &InputError{Field: "type", Value: fmt.Sprintf("%q", full), Reason: "want scope:category:name", Err: ErrInvalidTypeName}
+		return TypeName{}, &InputError{Field: "type", Value: fmt.Sprintf("%q", full), Reason: "want scope:category:name", Err: errInvalidTypeName}
 	}
 	n := TypeName{Scope: parts[0], Category: parts[1], Name: parts[2]}
 	return n, n.Check(nil)
@@ -106,14 +106,14 @@ func (n TypeName) Check(categories []string) error {
 	if err := checkScope(n.Scope); err != nil {
 		return err
 	}
-	if err := checkPart("category", n.Category, ErrInvalidCategory); err != nil {
+	if err := checkPart("category", n.Category, errInvalidCategory); err != nil {
 		return err
 	}
 	if len(categories) > 0 && !slices.Contains(categories, n.Category) {
 		return &InputError{Field: "category", Value: fmt.Sprintf("%q", n.Category),
-			Reason: "not one of " + strings.Join(categories, ", "), Err: ErrInvalidCategory}
+			Reason: "not one of " + strings.Join(categories, ", "), Err: errInvalidCategory}
 	}
-	return checkPart("name", n.Name, ErrInvalidTypeName)
+	return checkPart("name", n.Name, errInvalidTypeName)
 }
 
 // Registered reports whether a job type names a registered type (it has a
@@ -144,7 +144,7 @@ func Candidates(ns, jobType string) ([]TypeName, error) {
 		}
 		return []TypeName{local, {Scope: ScopeGlobal, Category: parts[0], Name: parts[1]}}, nil
 	}
-	return nil, &InputError{Field: "type", Value: fmt.Sprintf("%q", jobType), Reason: "want category:name or scope:category:name", Err: ErrInvalidTypeName}
+	return nil, &InputError{Field: "type", Value: fmt.Sprintf("%q", jobType), Reason: "want category:name or scope:category:name", Err: errInvalidTypeName}
 }
 
 // TypeDef is a registration: a type's name, its payload schema (JSON

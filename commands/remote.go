@@ -13,7 +13,7 @@ import (
 // deadline, its own events, what a parent's end means for its children.
 
 // StateRetryLater is the report of a remote worker whose handler asks to
-// run again later without using up a retry (Go's RetryLater): not a state a
+// run again later without using up a retry (Go's retryLater): not a state a
 // job is ever in, but a report that moves it running -> scheduled (or
 // queued when the delay is 0), job.retry_later.
 const StateRetryLater domain.State = "retry_later"

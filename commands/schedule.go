@@ -133,7 +133,7 @@ func (r *ScheduleRequest) Spec(now time.Time) (string, domain.ScheduleSpec, erro
 	if err := checkTiming(&spec, r.Every != nil, now); err != nil {
 		return ns, spec, err
 	}
-	job, err := ScheduleJob(r.Job, ns, now)
+	job, err := scheduleJob(r.Job, ns, now)
 	if err != nil {
 		return ns, spec, err
 	}
@@ -194,10 +194,10 @@ func checkTiming(spec *domain.ScheduleSpec, everyGiven bool, now time.Time) erro
 	return nil
 }
 
-// ScheduleJob checks the job of a schedule of namespace ns as a submit
+// scheduleJob checks the job of a schedule of namespace ns as a submit
 // would (but for its type's registration and schema) and returns its body
 // as stored: compact JSON, without the namespace.
-func ScheduleJob(job *SubmitRequest, ns string, now time.Time) ([]byte, error) {
+func scheduleJob(job *SubmitRequest, ns string, now time.Time) ([]byte, error) {
 	if job == nil {
 		return nil, inputErr("job", `is required: the job each tick submits, as the body of POST /api/v1/jobs ({"type": ..., "payload": ...})`)
 	}
@@ -311,8 +311,8 @@ func (p *SchedulePatch) Apply(ns, name string, cur domain.ScheduleSpec, now time
 	return spec, err
 }
 
-// A Timetable says when a schedule's ticks are.
-type Timetable interface {
+// A timetable says when a schedule's ticks are.
+type timetable interface {
 	// Next is the first tick after t (zero: none within five years).
 	Next(t time.Time) time.Time
 }
@@ -362,9 +362,9 @@ var (
 	zones   = map[string]*time.Location{} // LoadLocation reads a file each time
 )
 
-// Zone returns the location of an IANA zone name ("" is UTC); an unknown
+// zone returns the location of an IANA zone name ("" is UTC); an unknown
 // one, or "Local" (the engine machine's), is refused naming the field.
-func Zone(name string) (*time.Location, error) {
+func zone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {
 		return time.UTC, nil
 	}
@@ -390,7 +390,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 // ParseTimetable returns a spec's timetable: its cron expression in its
 // zone, or its interval. "@every D" is an interval, as every D is.
-func ParseTimetable(spec domain.ScheduleSpec) (Timetable, error) {
+func ParseTimetable(spec domain.ScheduleSpec) (timetable, error) {
 	if spec.Cron == "" {
 		if spec.Timezone != "" {
 			return nil, inputErr("timezone", "only with cron: an interval counts from the Unix epoch, in no zone")
@@ -414,7 +414,7 @@ func ParseTimetable(spec domain.ScheduleSpec) (Timetable, error) {
 		}
 		return everyTable(every), nil
 	}
-	loc, err := Zone(spec.Timezone)
+	loc, err := zone(spec.Timezone)
 	if err != nil {
 		return nil, err
 	}
@@ -428,10 +428,10 @@ func ParseTimetable(spec domain.ScheduleSpec) (Timetable, error) {
 	return cronTable{s: s, loc: loc}, nil
 }
 
-// TickJitter is how long after tick it fires: a point of [0, jitter)
+// tickJitter is how long after tick it fires: a point of [0, jitter)
 // chosen by a hash of the schedule and the tick, so that every engine
 // picks the same.
-func TickJitter(ns, name string, tick time.Time, jitter time.Duration) time.Duration {
+func tickJitter(ns, name string, tick time.Time, jitter time.Duration) time.Duration {
 	if jitter <= 0 {
 		return 0
 	}
@@ -465,21 +465,21 @@ func TickDue(rec *domain.ScheduleRecord) time.Time {
 	if rec == nil || rec.Deleted || rec.Paused || rec.Next.IsZero() {
 		return time.Time{}
 	}
-	return rec.Next.Add(TickJitter(rec.Namespace, rec.Name, rec.Next, rec.Spec.Jitter))
+	return rec.Next.Add(tickJitter(rec.Namespace, rec.Name, rec.Next, rec.Spec.Jitter))
 }
 
-// StepKind is what a schedule's next step is.
-type StepKind int
+// stepKind is what a schedule's next step is.
+type stepKind int
 
 const (
-	StepNone StepKind = iota // nothing is due: wait for Due (or nothing, if it is zero)
+	StepNone stepKind = iota // nothing is due: wait for Due (or nothing, if it is zero)
 	StepFire                 // fire Tick
 	StepMiss                 // record the ticks First..Tick as missed
 )
 
 // TickStep is the next thing the scheduler does for a schedule.
 type TickStep struct {
-	Kind  StepKind
+	Kind  stepKind
 	Due   time.Time // StepNone: when the next tick fires (zero: never, paused)
 	Tick  time.Time // StepFire: the tick; StepMiss: the newest missed
 	First time.Time // StepMiss: the oldest missed (the record's Next)
@@ -543,7 +543,7 @@ func FireNext(rec *domain.ScheduleRecord) (TickStep, error) {
 // backlog finds the ticks from first up to now: how many, and the newest
 // MaxMissedFires+1 of them, oldest first. complete is false when it
 // stopped counting (maxBacklogScan) before it reached now: there are more.
-func backlog(tt Timetable, first, now time.Time) (newest []time.Time, count int64, complete bool) {
+func backlog(tt timetable, first, now time.Time) (newest []time.Time, count int64, complete bool) {
 	const ring = MaxMissedFires + 1
 	if e, ok := tt.(everyTable); ok {
 		d := time.Duration(e)

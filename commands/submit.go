@@ -23,8 +23,8 @@ const (
 	defaultJitter           = 0.1
 	DefaultTimeout          = time.Hour
 	defaultMaxLeaseRequeues = 3
-	// MaxPayloadBytes bounds a job's JSON payload.
-	MaxPayloadBytes = 1 << 20
+	// maxPayloadBytes bounds a job's JSON payload.
+	maxPayloadBytes = 1 << 20
 	// MaxResultBytes bounds a job's JSON result (CompactResult).
 	MaxResultBytes = 16 << 20
 	// MaxInlineResult is the largest result kept in the job's event and
@@ -33,13 +33,13 @@ const (
 	MaxInlineResult = 256 << 10
 	// MaxRetriesLimit bounds max_retries and max_lease_requeues.
 	MaxRetriesLimit = 1000
-	// MinPriority and MaxPriority bound a job's priority.
-	MinPriority = -1000
-	MaxPriority = 1000
+	// minPriority and maxPriority bound a job's priority.
+	minPriority = -1000
+	maxPriority = 1000
 	// MaxReasonBytes bounds the reason of a cancel or a requeue.
 	MaxReasonBytes = 1024
-	// MaxProgressMessage bounds the message of a progress report.
-	MaxProgressMessage = 4096
+	// maxProgressMessage bounds the message of a progress report.
+	maxProgressMessage = 4096
 	// maxDurationSeconds bounds a duration given as a number of seconds
 	// (about 31 years).
 	maxDurationSeconds = 1e9
@@ -344,15 +344,15 @@ func (r *SubmitRequest) Spec(now time.Time) (domain.Spec, error) {
 		}
 		s.QueueTimeout = time.Duration(*r.QueueTimeout)
 	}
-	if r.Priority < MinPriority || r.Priority > MaxPriority {
-		return s, valueErr("priority", r.Priority, "must be %d to %d", MinPriority, MaxPriority)
+	if r.Priority < minPriority || r.Priority > maxPriority {
+		return s, valueErr("priority", r.Priority, "must be %d to %d", minPriority, maxPriority)
 	}
 	s.Piece = r.Piece
-	if err := CheckUser(r.User); err != nil {
+	if err := checkUser(r.User); err != nil {
 		return s, err
 	}
 	s.User = r.User
-	if err := CheckConcurrencyKey(r.ConcurrencyKey); err != nil {
+	if err := checkConcurrencyKey(r.ConcurrencyKey); err != nil {
 		return s, err
 	}
 	s.ConcurrencyKey = r.ConcurrencyKey
@@ -404,15 +404,15 @@ func checkLabels(field string, labels []string) error {
 
 // CheckProgress checks a progress report: current and total not negative,
 // current not past a known total (total 0: unknown), the message at most
-// MaxProgressMessage bytes.
+// maxProgressMessage bytes.
 func CheckProgress(current, total int64, message string) error {
 	switch {
 	case current < 0 || total < 0:
 		return inputErr("progress", "current and total must not be negative")
 	case total > 0 && current > total:
 		return inputErr("progress", "current %d is past the total %d", current, total)
-	case len(message) > MaxProgressMessage:
-		return inputErr("progress", "message of %d bytes: at most %d", len(message), MaxProgressMessage)
+	case len(message) > maxProgressMessage:
+		return inputErr("progress", "message of %d bytes: at most %d", len(message), maxProgressMessage)
 	}
 	return nil
 }
@@ -426,10 +426,10 @@ func CheckReason(field, reason string) error {
 	return nil
 }
 
-// CompactJSON checks that b is one JSON value within MaxPayloadBytes and
+// CompactJSON checks that b is one JSON value within maxPayloadBytes and
 // returns it compacted; empty input is JSON null.
 func CompactJSON(b []byte) ([]byte, error) {
-	return compactJSON("payload", b, MaxPayloadBytes)
+	return compactJSON("payload", b, maxPayloadBytes)
 }
 
 // CompactResult is CompactJSON for a handler's result: at most

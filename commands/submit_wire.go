@@ -57,7 +57,7 @@ func (t *wireTime) DecodeMsgpack(dec *msgpack.Decoder) error {
 // CheckGivenNamespace refuses a submit body that gives its namespace as an
 // empty string: a namespace left out (or null) is the default one, one
 // that is given is taken as it is, and "" is no namespace
-// (ErrInvalidNamespace). The request it decodes into cannot tell the two
+// (errInvalidNamespace). The request it decodes into cannot tell the two
 // apart, so the body is asked.
 func CheckGivenNamespace(body []byte, asJSON bool) error {
 	var given struct {

@@ -24,8 +24,8 @@ const (
 	maxUniqueFieldBytes = 128
 	// maxUniqueDepth bounds the names of one field's path (a.b.c).
 	maxUniqueDepth = 8
-	// MaxUniqueFor is the longest window.
-	MaxUniqueFor = 366 * 24 * time.Hour
+	// maxUniqueFor is the longest window.
+	maxUniqueFor = 366 * 24 * time.Hour
 )
 
 // uniqueFieldsPrefix starts a key derived from payload fields.
@@ -66,8 +66,8 @@ func (r *SubmitRequest) unique(spec *domain.Spec) (*domain.Unique, error) {
 	}
 	if r.UniqueFor != nil {
 		d := time.Duration(*r.UniqueFor)
-		if d < 0 || d > MaxUniqueFor {
-			return nil, valueErr("unique_for", d, "must be from 0 (as long as unique_while holds) to %s (366 days)", MaxUniqueFor)
+		if d < 0 || d > maxUniqueFor {
+			return nil, valueErr("unique_for", d, "must be from 0 (as long as unique_while holds) to %s (366 days)", maxUniqueFor)
 		}
 		u.For = d
 	}
@@ -81,7 +81,7 @@ func (r *SubmitRequest) unique(spec *domain.Spec) (*domain.Unique, error) {
 		u.Key = r.UniqueKey
 		return u, nil
 	}
-	fields, err := CheckUniqueFields(r.UniqueFields)
+	fields, err := checkUniqueFields(r.UniqueFields)
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +106,13 @@ func uniqueField(r *SubmitRequest) string {
 // valid UTF-8 without control characters.
 func checkUniqueKey(k string) error { return checkText("unique_key", maxUniqueKeyBytes, k) }
 
-// CheckUniqueFields checks the payload fields a unique key is derived
+// checkUniqueFields checks the payload fields a unique key is derived
 // from, and returns them sorted (their order does not change the key):
 // 1 to maxUniqueFields paths, each of 1 to maxUniqueDepth names of
 // [A-Za-z0-9_-] joined by dots (a.b: field b of object a), at most
 // maxUniqueFieldBytes, no path twice. The names need not be in the
 // payload: a field that is not there is part of the key as absent.
-func CheckUniqueFields(fields []string) ([]string, error) {
+func checkUniqueFields(fields []string) ([]string, error) {
 	if len(fields) > maxUniqueFields {
 		return nil, inputErr("unique_fields", "%d fields: at most %d", len(fields), maxUniqueFields)
 	}

@@ -160,7 +160,7 @@ func PrepareWorkflow(r *WorkflowRequest, now time.Time) (*PreparedWorkflow, erro
 		}
 		g.Steps[i] = domain.WorkflowStep{Name: st.Name, After: after, OnFailure: st.OnFailure}
 	}
-	if cycle := FindCycle(&g); cycle != nil {
+	if cycle := findCycle(&g); cycle != nil {
 		names := make([]string, len(cycle))
 		for k, i := range cycle {
 			names[k] = g.Steps[i].Name
@@ -242,9 +242,9 @@ func checkWorkflowName(name string) error {
 	return nil
 }
 
-// FindCycle returns the steps of a cycle of the graph, in order (each
+// findCycle returns the steps of a cycle of the graph, in order (each
 // depends on the next, the last on the first), or nil if it has none.
-func FindCycle(g *domain.Workflow) []int {
+func findCycle(g *domain.Workflow) []int {
 	n := len(g.Steps)
 	// Kahn's algorithm removes every step not on a cycle or behind one.
 	indeg := make([]int, n) // dependencies not yet removed
@@ -536,12 +536,12 @@ func Failing(g *domain.Workflow, out []StepOutcome) int {
 	return -1
 }
 
-// StepMove is what an open step's dependencies call for.
-type StepMove uint8
+// stepMove is what an open step's dependencies call for.
+type stepMove uint8
 
 // Moves of an open step.
 const (
-	stepWait  StepMove = iota // its dependencies have not decided yet
+	stepWait  stepMove = iota // its dependencies have not decided yet
 	StepAdmit                 // they allow it: admit it (a held step)
 	StepStop                  // they never will: skip it (or cancel it, if it runs)
 )
@@ -552,7 +552,7 @@ const (
 // workflow fails or a dependency ended without succeeding, and admitted
 // once every one succeeded. A step that was created runnable (not held)
 // is never admitted here, only stopped.
-func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) StepMove {
+func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) stepMove {
 	if out[i].Ended() {
 		return stepWait
 	}

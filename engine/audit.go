@@ -21,8 +21,7 @@ type (
 	// audit_verify verb's body, GET /api/v1/audit/verify's query); their
 	// Request reads and checks them, its Authorize holds it to a
 	// principal, its Verify runs it.
-	AuditFields  = cmdservice.AuditFields
-	AuditRequest = cmdservice.AuditRequest
+	AuditFields = cmdservice.AuditFields
 	// AuditKey is the checkpoint key a client is told.
 	AuditKey = cmdservice.AuditKey
 	// AuditExportFields are an export as a client asks for it (the

@@ -237,7 +237,6 @@ const (
 	DefaultProjectorLag      = maintenance.DefaultProjectorLag
 	DefaultPurgeMax          = maintenance.DefaultPurgeMax
 	DefaultTypeSweepInterval = maintenance.DefaultTypeSweepInterval
-	DefaultLeaderTTL         = maintenance.DefaultLeaderTTL
 )
 
 // LeaderBucket is the KV bucket of every election (maintenance.LeaderBucket).

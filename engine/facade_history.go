@@ -46,6 +46,6 @@ func JobsAt(ctx context.Context, js jetstream.JetStream, at time.Time, f AtFilte
 	return replay.JobsAt(ctx, js, at, f)
 }
 
-// ParseInstant parses an instant of history (RFC 3339, "": none); a bad
+// parseInstant parses an instant of history (RFC 3339, "": none); a bad
 // one is an InputError naming field.
-func ParseInstant(field, s string) (time.Time, error) { return cmdservice.ParseInstant(field, s) }
+func parseInstant(field, s string) (time.Time, error) { return cmdservice.ParseInstant(field, s) }

@@ -20,5 +20,5 @@ const (
 // ContainsFold reports whether sub is in s, whatever the case.
 func ContainsFold(s, sub string) bool { return store.ContainsFold(s, sub) }
 
-// StatsKeeper folds the event log into the statistics of the charts.
-type StatsKeeper = maintenance.StatsKeeper
+// statsKeeper folds the event log into the statistics of the charts.
+type statsKeeper = maintenance.StatsKeeper

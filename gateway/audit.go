@@ -23,9 +23,9 @@ import (
 // the jobs at an instant (GET /jobs?at=T) is here too: like verify and
 // export, it reads the log, not the records.
 
-// MaxLogReads bounds the reads of the event log one gateway runs at once
+// maxLogReads bounds the reads of the event log one gateway runs at once
 // (a verify, an export, a list at an instant): more are 503 overloaded.
-const MaxLogReads = 2
+const maxLogReads = 2
 
 // readLog takes one of the gateway's MaxLogReads slots, or refuses the
 // request with an overloaded problem; release gives it back.
@@ -36,7 +36,7 @@ func (g *Gateway) readLog(w http.ResponseWriter) (release func(), err error) {
 	default:
 		w.Header().Set("Retry-After", "1")
 		return nil, newProblem(problemOverloaded, http.StatusServiceUnavailable, fmt.Sprintf(
-			"the gateway runs its maximum of %d reads of the event log (verify, export, list at an instant); retry once one has ended", MaxLogReads))
+			"the gateway runs its maximum of %d reads of the event log (verify, export, list at an instant); retry once one has ended", maxLogReads))
 	}
 }
 

@@ -177,7 +177,7 @@ func scopeNamespace(r *http.Request, act commands.Action, asked string) (string,
 // registered (404, as a worker that does not exist): a worker token
 // reports, beats and claims for its own workers only. An admin's may act
 // for any.
-func ownsWorker(r *http.Request, rec *WorkerRecord) error {
+func ownsWorker(r *http.Request, rec *workerRecord) error {
 	if principal(r).OwnsWorker(rec) {
 		return nil
 	}
@@ -185,7 +185,7 @@ func ownsWorker(r *http.Request, rec *WorkerRecord) error {
 }
 
 // seesWorker refuses a worker of another namespace (404).
-func seesWorker(r *http.Request, rec *WorkerRecord) error {
+func seesWorker(r *http.Request, rec *workerRecord) error {
 	if principal(r).SeesWorker(rec) {
 		return nil
 	}

@@ -273,7 +273,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 			t.Errorf("readA sees namespace %s", n.Name)
 		}
 	}
-	var st Stats
+	var st stats
 	e.as("readA", "GET", "/api/v1/stats", nil).want(t, 200).json(t, &st)
 	for _, typ := range st.Types {
 		if typ == "t.b" {
@@ -442,7 +442,7 @@ func TestNamespacedViewsLeakNothing(t *testing.T) {
 	if page.status != 400 || strings.Contains(string(page.body), theirs.ID) {
 		t.Errorf("jobs page with a bad filter: %d, shows other's job: %v", page.status, strings.Contains(string(page.body), theirs.ID))
 	}
-	var tv TypeView
+	var tv typeView
 	e.as("readA", "GET", "/api/v1/types/@global/cat/shared", nil).want(t, 200).json(t, &tv)
 	if tv.Queued != 1 || len(tv.LiveWorkers) != 0 {
 		t.Errorf("readA sees @global:cat:shared with %d queued and workers %v, want its own 1 and none", tv.Queued, tv.LiveWorkers)

@@ -18,8 +18,8 @@ import (
 // claim may hand one out (ClaimResponse.Batch), and PATCH /batches/{id}
 // reports it (engine.Remote.ReportBatch).
 
-// BatchView is a batch as a claim hands it to an HTTP worker.
-type BatchView struct {
+// batchView is a batch as a claim hands it to an HTTP worker.
+type batchView struct {
 	ID             string          `json:"id"`
 	ParentID       string          `json:"parent_id"`
 	Piece          int             `json:"piece"`
@@ -34,12 +34,12 @@ type BatchView struct {
 	TraceParent string `json:"traceparent,omitempty"`
 }
 
-func viewBatch(b *engine.RemoteBatch) *BatchView {
+func viewBatch(b *engine.RemoteBatch) *batchView {
 	payload := json.RawMessage(b.Item.Payload)
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
-	return &BatchView{ID: b.ID, ParentID: b.Item.Parent, Piece: b.Item.Piece, Type: b.Item.Type, Queue: b.Item.Queue,
+	return &batchView{ID: b.ID, ParentID: b.Item.Parent, Piece: b.Item.Piece, Type: b.Item.Type, Queue: b.Item.Queue,
 		Attempt: b.Attempt, Payload: payload, Deadline: b.Deadline, TimeoutSeconds: b.Item.Timeout.Seconds(),
 		TraceParent: b.Item.Trace}
 }
@@ -110,7 +110,7 @@ func (g *Gateway) patchBatch(w http.ResponseWriter, r *http.Request) {
 	out, err := g.remote.ReportBatch(ctx, id, rec.ID, p.report())
 	if err == nil || errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
 		// Reported, or no longer the worker's: either way not a claim of it.
-		_, _ = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
+		_, _ = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *workerRecord) {
 			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
 		})
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // claimBatch claims and checks that a batch came.
-func (e *env) claimBatch(worker string) *BatchView {
+func (e *env) claimBatch(worker string) *batchView {
 	e.t.Helper()
 	c := e.claim(worker, 10)
 	if c.Job != nil || c.Batch == nil {
@@ -158,7 +158,7 @@ func TestHTTPBatchLostAndTimedOut(t *testing.T) {
 	}
 	e.patchBatch(b.ID, map[string]any{"worker_id": wk, "state": "succeeded"}).problem(t, 409, engine.ProblemNotClaimant)
 	// Retried: the same piece again, its next attempt (after the backoff).
-	var again *BatchView
+	var again *batchView
 	for again == nil || again.Piece != b.Piece {
 		again = e.claimBatch(wk)
 		if again.Piece != b.Piece {

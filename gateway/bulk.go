@@ -352,7 +352,7 @@ func (g *Gateway) selectJobs(ctx context.Context, f engine.Filter) ([]string, er
 
 // retried is the set of jobs some job is a retry of (a bulk retry skips
 // them: retrying everything failed twice does not run each twice).
-func (x *Index) retried() map[string]bool {
+func (x *index) retried() map[string]bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := map[string]bool{}

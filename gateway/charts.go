@@ -58,7 +58,7 @@ type chartsPage struct {
 	Namespace, Queue, Range string
 	Ranges                  []string
 	Queues                  []string // to pick one from (the overview)
-	Stats                   *Stats
+	Stats                   *stats
 	Info                    *QueueInfo // a queue's page: its settings and depth
 	Error                   string
 }

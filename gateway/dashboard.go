@@ -96,7 +96,7 @@ func parseTemplates() map[string]*template.Template {
 		"join": strings.Join,
 		// concurrency is a worker's handlers at once (workerview.go).
 		"concurrency": concurrencyText,
-		"pieceStates": func() []string { return PieceStates },
+		"pieceStates": func() []string { return pieceStates },
 		// A schedule's timing and its job's type (schedules page).
 		"timing":  scheduleTiming,
 		"jobType": scheduleJobType,
@@ -337,9 +337,9 @@ type jobsPage struct {
 	Query              string // the filter as GET /jobs's query, for bulk actions
 	Namespace          string
 	Cursor, Next       string
-	Stats              *Stats
+	Stats              *stats
 	States             []domain.State
-	Jobs               []*Summary
+	Jobs               []*summary
 	PageSize           int
 	Error              string
 }
@@ -395,10 +395,10 @@ func (g *Gateway) pageJobs(w http.ResponseWriter, r *http.Request) {
 type jobPage struct {
 	Job      *projections.JobView
 	Events   []*timelineEntry
-	Children []*Summary
+	Children []*summary
 	MoreKids bool
 	LastSeq  uint64
-	Files    *FileList // nil if the files bucket could not be read
+	Files    *fileList // nil if the files bucket could not be read
 	// Unserved says that no live worker serves the job's type in its
 	// queue (served.go).
 	Unserved string
@@ -490,7 +490,7 @@ func (g *Gateway) pageQueues(w http.ResponseWriter, r *http.Request) {
 type typesPage struct {
 	Namespace string
 	Deleted   bool
-	Types     []*TypeView
+	Types     []*typeView
 	Error     string
 }
 
@@ -499,7 +499,7 @@ type typesPage struct {
 // namespace, a type's queued and running jobs are that namespace's.
 func (g *Gateway) pageTypes(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := &typesPage{Types: []*TypeView{}}
+	d := &typesPage{Types: []*typeView{}}
 	status := http.StatusOK
 	q, err := strictQuery(r)
 	if err == nil {

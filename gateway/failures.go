@@ -79,7 +79,7 @@ func (g *Gateway) pageFailures(w http.ResponseWriter, r *http.Request) {
 }
 
 // Count is how many jobs match f (decided on the summaries).
-func (x *Index) Count(f engine.Filter) int {
+func (x *index) Count(f engine.Filter) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := 0
@@ -93,7 +93,7 @@ func (x *Index) Count(f engine.Filter) int {
 
 // failureCodes are the error codes of the failed jobs of namespace ns
 // ("": every one), the most common first, at most maxCodes.
-func (x *Index) failureCodes(ns string) []string {
+func (x *index) failureCodes(ns string) []string {
 	x.mu.RLock()
 	counts := map[string]int{}
 	for _, s := range x.order {

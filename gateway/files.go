@@ -272,9 +272,9 @@ func (g *Gateway) submitWithFiles(w http.ResponseWriter, r *http.Request) {
 // the request).
 var errExisting = errors.New("the idempotency key names an existing job")
 
-// FileList is a job's files: its inputs as its spec recorded them, and
+// fileList is a job's files: its inputs as its spec recorded them, and
 // its outputs (the result archive, once an attempt stored one).
-type FileList struct {
+type fileList struct {
 	JobID   string           `json:"job_id"`
 	Inputs  []domain.FileRef `json:"inputs"`
 	Outputs []domain.FileRef `json:"outputs"`
@@ -297,12 +297,12 @@ func (g *Gateway) listFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (g *Gateway) fileList(ctx context.Context, id string) (*FileList, error) {
+func (g *Gateway) fileList(ctx context.Context, id string) (*fileList, error) {
 	snap, err := g.store.Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	list := &FileList{JobID: id, Inputs: snap.Job.Spec.Files, Outputs: []domain.FileRef{}}
+	list := &fileList{JobID: id, Inputs: snap.Job.Spec.Files, Outputs: []domain.FileRef{}}
 	if list.Inputs == nil {
 		list.Inputs = []domain.FileRef{}
 	}

@@ -104,7 +104,7 @@ func TestSubmitWithFiles(t *testing.T) {
 	}
 	want := []domain.FileRef{{Name: "run.sh", Size: 8, Digest: digest("echo hi\n")},
 		{Name: "data/in.txt", Size: 5, Digest: digest("hello")}, {Name: "empty", Size: 0, Digest: digest("")}}
-	var list FileList
+	var list fileList
 	e.do("GET", "/api/v1/jobs/"+v.ID+"/files", nil).want(t, http.StatusOK).json(t, &list)
 	if fmt.Sprint(list.Inputs) != fmt.Sprint(want) || len(list.Outputs) != 0 || list.Download != "" {
 		t.Fatalf("files %+v, want inputs %+v and no outputs", list, want)
@@ -287,7 +287,7 @@ func TestSubmitFilesIdempotent(t *testing.T) {
 	if again.ID != first.ID {
 		t.Fatalf("ids %s and %s", first.ID, again.ID)
 	}
-	var list FileList
+	var list fileList
 	e.do("GET", "/api/v1/jobs/"+first.ID+"/files", nil).want(t, http.StatusOK).json(t, &list)
 	if len(list.Inputs) != 1 || list.Inputs[0].Digest != digest("first") {
 		t.Errorf("inputs %+v", list.Inputs)
@@ -335,7 +335,7 @@ func TestDownload(t *testing.T) {
 	if !bytes.Equal(r.body, zb.Bytes()) {
 		t.Errorf("downloaded %d bytes, want the %d stored", len(r.body), zb.Len())
 	}
-	var list FileList
+	var list fileList
 	e.do("GET", "/api/v1/jobs/"+v.ID+"/files", nil).want(t, http.StatusOK).json(t, &list)
 	if len(list.Outputs) != 1 || list.Outputs[0].Name != files.ResultName || list.Outputs[0].Size != int64(zb.Len()) ||
 		list.Download != "/api/v1/jobs/"+v.ID+"/download" {

@@ -140,9 +140,9 @@ type Gateway struct {
 	cfg      Config
 	store    *engine.Store
 	remote   *engine.Remote
-	index    *Index
-	workers  *Registry
-	metrics  *Metrics
+	index    *index
+	workers  *registry
+	metrics  *metrics
 	progress *engine.ProgressCoalescer // a remote worker's progress reports, coalesced as the runtime's
 	cancels  *cancelHub                // the cancel broadcast, for heartbeats that wait
 	handler  http.Handler
@@ -151,7 +151,7 @@ type Gateway struct {
 
 	bulkOps    bulkOps // bulk operations in progress (bulk.go)
 	qcache     sharedRead[[]*QueueInfo]
-	wcache     sharedRead[[]*WorkerRecord]
+	wcache     sharedRead[[]*workerRecord]
 	open       chan struct{} // a slot per open stream or long poll (Config.MaxStreams)
 	logReads   chan struct{} // a slot per read of the event log (MaxLogReads)
 	ctxMu      sync.Mutex
@@ -180,9 +180,9 @@ func New(cfg Config) (*Gateway, error) {
 		remote:   engine.NewRemote(st, cfg.Lease, cfg.Log),
 		index:    newIndex(st.KV, cfg.Log),
 		open:     make(chan struct{}, cfg.MaxStreams),
-		logReads: make(chan struct{}, MaxLogReads),
+		logReads: make(chan struct{}, maxLogReads),
 		qcache:   sharedRead[[]*QueueInfo]{ttl: sharedTTL},
-		wcache:   sharedRead[[]*WorkerRecord]{ttl: sharedTTL},
+		wcache:   sharedRead[[]*workerRecord]{ttl: sharedTTL},
 	}
 	g.workers = newRegistry(st, cfg.Lease)
 	g.metrics = newMetrics(g, cfg.Registry)
@@ -200,7 +200,7 @@ func New(cfg Config) (*Gateway, error) {
 }
 
 // Index is the gateway's index of jobs.
-func (g *Gateway) Index() *Index { return g.index }
+func (g *Gateway) Index() *index { return g.index }
 
 // Start provisions the worker registry, loads the index, starts the
 // metrics consumer and, with an Addr, listens. Idempotent.

@@ -162,7 +162,7 @@ func (g *Gateway) watchLosses(worker string, claims []string) (*lossWatch, error
 			}
 			return
 		}
-		var rec WorkerRecord
+		var rec workerRecord
 		if streams.Unmarshal(m.Data, &rec) != nil {
 			return
 		}

@@ -18,9 +18,9 @@ import (
 	"github.com/jetflow/jetflow/streams"
 )
 
-// Summary is what the index keeps of a job: enough to filter, sort, count
+// summary is what the index keeps of a job: enough to filter, sort, count
 // and draw a row of the dashboard, and what the live stream sends.
-type Summary struct {
+type summary struct {
 	ID              string                    `json:"id"`
 	Namespace       string                    `json:"namespace"`
 	Type            string                    `json:"type"`
@@ -42,9 +42,9 @@ type Summary struct {
 	Deleted         bool                      `json:"deleted,omitempty"` // in the live stream: the record was purged
 }
 
-func summarize(j *domain.Job, rev uint64) *Summary {
+func summarize(j *domain.Job, rev uint64) *summary {
 	v := projections.View(j)
-	s := &Summary{ID: v.ID, Namespace: v.Namespace, Type: v.Type, Queue: v.Queue, State: v.State,
+	s := &summary{ID: v.ID, Namespace: v.Namespace, Type: v.Type, Queue: v.Queue, State: v.State,
 		ParentID: v.ParentID, RetryOf: v.RetryOf, Attempts: v.Attempts, Worker: v.Worker, Progress: v.Progress,
 		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, FinishedAt: v.FinishedAt, DurationSeconds: v.DurationSeconds,
 		Seq: v.Seq, Rev: rev, Tags: j.Spec.Tags}
@@ -70,17 +70,17 @@ func before(aT time.Time, aID string, bT time.Time, bID string) bool {
 
 type pairKey struct{ ns, queue, jobType string }
 
-// Index keeps a summary of every job in memory, fed by one watch of the jobs
+// index keeps a summary of every job in memory, fed by one watch of the jobs
 // bucket (every record at start, then every change), so that lists, counts
 // and the dashboard's live stream never read the bucket per request. Each
 // gateway keeps its own; it is derived state, rebuilt at every start.
-type Index struct {
+type index struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
 
 	mu     sync.RWMutex
-	byID   map[string]*Summary
-	order  []*Summary // oldest first
+	byID   map[string]*summary
+	order  []*summary // oldest first
 	counts map[pairKey]map[domain.State]int
 	subs   map[*subscriber]struct{}
 	loaded bool
@@ -91,25 +91,25 @@ type Index struct {
 }
 
 // newIndex returns an index of the jobs bucket kv.
-func newIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
+func newIndex(kv jetstream.KeyValue, log *slog.Logger) *index {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Index{kv: kv, log: log.With("component", "index"), byID: map[string]*Summary{},
+	return &index{kv: kv, log: log.With("component", "index"), byID: map[string]*summary{},
 		counts: map[pairKey]map[domain.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{})}
 }
 
 // Start starts watching the bucket. Idempotent.
-func (x *Index) Start(context.Context) error {
+func (x *index) Start(context.Context) error {
 	return x.life.Start(func() (func(context.Context), error) { return x.run, nil })
 }
 
 // Stop stops watching. Idempotent.
-func (x *Index) Stop(ctx context.Context) { x.life.Stop(ctx) }
+func (x *index) Stop(ctx context.Context) { x.life.Stop(ctx) }
 
 // Synced is closed once the index holds every record the bucket had when
 // it started.
-func (x *Index) Synced() <-chan struct{} { return x.synced }
+func (x *index) Synced() <-chan struct{} { return x.synced }
 
 // indexLoadWait is how long a request waits for the index's first load
 // before it is told to come back (503).
@@ -117,7 +117,7 @@ const indexLoadWait = 10 * time.Second
 
 // waitSynced waits a while for the first load, or returns an unavailable
 // problem.
-func (x *Index) waitSynced(ctx context.Context) error {
+func (x *index) waitSynced(ctx context.Context) error {
 	t := time.NewTimer(indexLoadWait)
 	defer t.Stop()
 	select {
@@ -129,7 +129,7 @@ func (x *Index) waitSynced(ctx context.Context) error {
 	return newProblem(problemUnavailable, http.StatusServiceUnavailable, "the job index is still loading; try again")
 }
 
-func (x *Index) run(ctx context.Context) {
+func (x *index) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := x.watch(ctx); err != nil && ctx.Err() == nil {
 			x.log.Warn("jobs watch ended; watching again", "err", err)
@@ -142,13 +142,13 @@ func (x *Index) run(ctx context.Context) {
 }
 
 // watch loads every record, then follows changes until the watch ends.
-func (x *Index) watch(ctx context.Context) error {
+func (x *index) watch(ctx context.Context) error {
 	w, err := x.kv.WatchAll(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = w.Stop() }()
-	fresh := map[string]*Summary{}
+	fresh := map[string]*summary{}
 	initial := true
 	for {
 		var e jetstream.KeyValueEntry
@@ -189,7 +189,7 @@ func (x *Index) watch(ctx context.Context) error {
 	}
 }
 
-func (x *Index) decode(e jetstream.KeyValueEntry) *Summary {
+func (x *index) decode(e jetstream.KeyValueEntry) *summary {
 	j, err := streams.DecodeJob(e.Value())
 	if err != nil {
 		x.log.Warn("undecodable job record", "key", e.Key(), "err", err)
@@ -199,8 +199,8 @@ func (x *Index) decode(e jetstream.KeyValueEntry) *Summary {
 }
 
 // replace swaps in a full load (the first, or after a watch was lost).
-func (x *Index) replace(fresh map[string]*Summary) {
-	order := make([]*Summary, 0, len(fresh))
+func (x *index) replace(fresh map[string]*summary) {
+	order := make([]*summary, 0, len(fresh))
 	counts := map[pairKey]map[domain.State]int{}
 	for _, s := range fresh {
 		order = append(order, s)
@@ -220,7 +220,7 @@ func (x *Index) replace(fresh map[string]*Summary) {
 	x.mu.Unlock()
 }
 
-func addCount(counts map[pairKey]map[domain.State]int, s *Summary, n int) {
+func addCount(counts map[pairKey]map[domain.State]int, s *summary, n int) {
 	k := pairKey{s.Namespace, s.Queue, s.Type}
 	m := counts[k]
 	if m == nil {
@@ -236,14 +236,14 @@ func addCount(counts map[pairKey]map[domain.State]int, s *Summary, n int) {
 // Put records a job's record at KV revision rev, unless the index already
 // has a newer one. The gateway calls it with what it wrote itself, so that
 // a client reads its own writes in lists at once.
-func (x *Index) Put(j *domain.Job, rev uint64) {
+func (x *index) Put(j *domain.Job, rev uint64) {
 	if j == nil {
 		return
 	}
 	x.put(summarize(j, rev))
 }
 
-func (x *Index) put(s *Summary) {
+func (x *index) put(s *summary) {
 	x.mu.Lock()
 	old := x.byID[s.ID]
 	if old != nil && old.Rev >= s.Rev {
@@ -265,7 +265,7 @@ func (x *Index) put(s *Summary) {
 	x.mu.Unlock()
 }
 
-func (x *Index) remove(id string, rev uint64) {
+func (x *index) remove(id string, rev uint64) {
 	x.mu.Lock()
 	old := x.byID[id]
 	if old == nil || old.Rev >= rev {
@@ -287,28 +287,28 @@ func (x *Index) remove(id string, rev uint64) {
 // them (a Put and the watch racing on one job could otherwise deliver the
 // older record last), and a change the index holds has reached them.
 // send never blocks.
-func (x *Index) notifyLocked(s *Summary) {
+func (x *index) notifyLocked(s *summary) {
 	for sub := range x.subs {
 		sub.send(s)
 	}
 }
 
 // position is the index in order of the first entry not before (t, id).
-func (x *Index) position(t time.Time, id string) int {
+func (x *index) position(t time.Time, id string) int {
 	return sort.Search(len(x.order), func(i int) bool {
 		return !before(x.order[i].CreatedAt, x.order[i].ID, t, id)
 	})
 }
 
 // Get returns a job's summary, or nil.
-func (x *Index) Get(id string) *Summary {
+func (x *index) Get(id string) *summary {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.byID[id]
 }
 
 // Len is the number of jobs in the index.
-func (x *Index) Len() int {
+func (x *index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return len(x.byID)
@@ -316,13 +316,13 @@ func (x *Index) Len() int {
 
 // Counts returns the number of jobs in each state among those of queue
 // and jobType (empty: any).
-func (x *Index) Counts(queue, jobType string) map[domain.State]int {
+func (x *index) Counts(queue, jobType string) map[domain.State]int {
 	return x.CountsIn("", queue, jobType)
 }
 
 // CountsIn counts the jobs of a namespace ("": every one) by state, for a
 // queue and a type ("": every one).
-func (x *Index) CountsIn(ns, queue, jobType string) map[domain.State]int {
+func (x *index) CountsIn(ns, queue, jobType string) map[domain.State]int {
 	out := make(map[domain.State]int, len(domain.States))
 	for _, s := range domain.States {
 		out[s] = 0
@@ -340,7 +340,7 @@ func (x *Index) CountsIn(ns, queue, jobType string) map[domain.State]int {
 }
 
 // Namespaces are the namespaces the index has jobs in.
-func (x *Index) Namespaces() []string {
+func (x *index) Namespaces() []string {
 	seen := map[string]bool{}
 	x.mu.RLock()
 	for k, m := range x.counts {
@@ -359,7 +359,7 @@ func (x *Index) Namespaces() []string {
 
 // Names returns the queues and job types the index has seen in a
 // namespace ("": every one), sorted.
-func (x *Index) Names(ns string) (queues, types []string) {
+func (x *index) Names(ns string) (queues, types []string) {
 	qs, ts := map[string]bool{}, map[string]bool{}
 	x.mu.RLock()
 	for k, m := range x.counts {
@@ -403,14 +403,14 @@ func decodeCursor(s string) (Cursor, error) {
 // List returns up to limit summaries of jobs that match f, newest first,
 // after the cursor (nil: from the newest), and the cursor of the next page
 // (nil: no more).
-func (x *Index) List(f engine.Filter, after *Cursor, limit int) ([]*Summary, *Cursor) {
+func (x *index) List(f engine.Filter, after *Cursor, limit int) ([]*summary, *Cursor) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	i := len(x.order)
 	if after != nil {
 		i = x.position(after.CreatedAt, after.ID)
 	}
-	var out []*Summary
+	var out []*summary
 	for i--; i >= 0; i-- {
 		s := x.order[i]
 		if !matches(&f, s) {
@@ -425,7 +425,7 @@ func (x *Index) List(f engine.Filter, after *Cursor, limit int) ([]*Summary, *Cu
 	return out, nil
 }
 
-func matches(f *engine.Filter, s *Summary) bool {
+func matches(f *engine.Filter, s *summary) bool {
 	return (f.State == "" || s.State == f.State) && (f.Queue == "" || s.Queue == f.Queue) &&
 		(f.Type == "" || s.Type == f.Type) && (f.Namespace == "" || s.Namespace == f.Namespace) &&
 		(f.Parent == "" || s.ParentID == f.Parent) && searchSummary(f, s)
@@ -434,13 +434,13 @@ func matches(f *engine.Filter, s *Summary) bool {
 // subscriber receives every change of the index (the live stream). It
 // never blocks the index: when its buffer is full it is told to start over.
 type subscriber struct {
-	ch       chan *Summary
+	ch       chan *summary
 	mu       sync.Mutex
 	overflew bool
 	wake     chan struct{}
 }
 
-func (s *subscriber) send(sum *Summary) {
+func (s *subscriber) send(sum *summary) {
 	select {
 	case s.ch <- sum:
 	default:
@@ -467,15 +467,15 @@ func (s *subscriber) takeOverflow() bool {
 	return o
 }
 
-func (x *Index) subscribe() *subscriber {
-	s := &subscriber{ch: make(chan *Summary, 4096), wake: make(chan struct{}, 1)}
+func (x *index) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan *summary, 4096), wake: make(chan struct{}, 1)}
 	x.mu.Lock()
 	x.subs[s] = struct{}{}
 	x.mu.Unlock()
 	return s
 }
 
-func (x *Index) unsubscribe(s *subscriber) {
+func (x *index) unsubscribe(s *subscriber) {
 	x.mu.Lock()
 	delete(x.subs, s)
 	x.mu.Unlock()

@@ -19,7 +19,7 @@ func TestIndexOrderCountsAndCursors(t *testing.T) {
 		return &domain.Job{ID: id, State: state, CreatedAt: t0.Add(at), Spec: domain.Spec{Namespace: "default", Type: "t", Queue: queue}}
 	}
 	ids := []string{"01ARZ3NDEKTSV4RRFFQ69G5FA1", "01ARZ3NDEKTSV4RRFFQ69G5FA2", "01ARZ3NDEKTSV4RRFFQ69G5FA3", "01ARZ3NDEKTSV4RRFFQ69G5FA4"}
-	x.replace(map[string]*Summary{ids[0]: summarize(job(ids[0], 0, domain.StateQueued, "a"), 1)})
+	x.replace(map[string]*summary{ids[0]: summarize(job(ids[0], 0, domain.StateQueued, "a"), 1)})
 	// Out of order and with equal times: the order is (created_at, id).
 	x.Put(job(ids[3], time.Second, domain.StateQueued, "a"), 5)
 	x.Put(job(ids[2], time.Second, domain.StateQueued, "b"), 4)

@@ -451,7 +451,7 @@ func (g *Gateway) list(ctx context.Context, f engine.Filter, cur *Cursor, limit 
 }
 
 // records reads the current records of the summarized jobs, in order.
-func (g *Gateway) records(ctx context.Context, sums []*Summary) ([]*domain.Job, error) {
+func (g *Gateway) records(ctx context.Context, sums []*summary) ([]*domain.Job, error) {
 	if len(sums) == 0 {
 		return nil, nil
 	}

@@ -190,7 +190,7 @@ func TestListNewestFirstWithFiltersAndCursor(t *testing.T) {
 	// Cancel one: the state filter follows.
 	e.do("DELETE", "/api/v1/jobs/"+ids[2], nil).want(t, 200)
 	check("state=cancelled", ids[2])
-	var st Stats
+	var st stats
 	e.do("GET", "/api/v1/stats?queue=qa", nil).want(t, 200).json(t, &st)
 	if st.Total != 7 || st.States[domain.StateCancelled] != 1 || st.States[domain.StateQueued] != 6 ||
 		strings.Join(st.Queues, ",") != "qa,qb" || strings.Join(st.Types, ",") != "t1,t2" {
@@ -410,7 +410,7 @@ func TestLiveStream(t *testing.T) {
 		}
 	}
 	ch, _ := e.openSSE("/api/v1/stream?queue=live&with=queues")
-	var c Stats
+	var c stats
 	_ = json.Unmarshal([]byte(next(t, ch, "counts").data), &c)
 	if c.Total != 0 {
 		t.Fatalf("initial counts %+v", c)
@@ -428,7 +428,7 @@ func TestLiveStream(t *testing.T) {
 		return nil
 	})
 	flush()
-	var s Summary
+	var s summary
 	_ = json.Unmarshal([]byte(next(t, ch, "job").data), &s)
 	if s.ID != res.Job.ID || s.State != domain.StateQueued || s.Queue != "live" {
 		t.Fatalf("job event %+v", s)

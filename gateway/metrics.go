@@ -28,13 +28,13 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 // maxTracked bounds the jobs whose times the metrics consumer remembers.
 const maxTracked = 1 << 20
 
-// Metrics is the gateway's Prometheus side. Counters and latency
+// metrics is the gateway's Prometheus side. Counters and latency
 // histograms are built by a consumer of the event log (every event of
 // every writer, not only this gateway's requests): each gateway counts
 // every event appended since it started, so aggregate gateways with max,
 // not sum. Gauges (jobs by state, queue depth, workers, consumer lag) are
 // read when scraped.
-type Metrics struct {
+type metrics struct {
 	g       *Gateway
 	reg     *prometheus.Registry
 	handler http.Handler
@@ -57,12 +57,12 @@ type jobTimes struct {
 	created, queued, started time.Time
 }
 
-func newMetrics(g *Gateway, reg *prometheus.Registry) *Metrics {
+func newMetrics(g *Gateway, reg *prometheus.Registry) *metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	m := &Metrics{g: g, reg: reg, log: g.cfg.Log.With("component", "metrics"), track: map[string]*jobTimes{},
+	m := &metrics{g: g, reg: reg, log: g.cfg.Log.With("component", "metrics"), track: map[string]*jobTimes{},
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetflow_jobs_submitted_total",
 			Help: "Jobs submitted, by queue (job.submitted events)."}, []string{"queue"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jetflow_jobs_finished_total",
@@ -85,10 +85,10 @@ func newMetrics(g *Gateway, reg *prometheus.Registry) *Metrics {
 }
 
 // ServeHTTP serves /metrics.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
 
 // Start starts consuming the event log from its end. Idempotent.
-func (m *Metrics) Start(ctx context.Context) error {
+func (m *metrics) Start(ctx context.Context) error {
 	return m.life.Start(func() (func(context.Context), error) {
 		cons, err := m.consumer(ctx)
 		if err != nil {
@@ -99,9 +99,9 @@ func (m *Metrics) Start(ctx context.Context) error {
 }
 
 // Stop stops consuming. Idempotent.
-func (m *Metrics) Stop(ctx context.Context) { m.life.Stop(ctx) }
+func (m *metrics) Stop(ctx context.Context) { m.life.Stop(ctx) }
 
-func (m *Metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
+func (m *metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{streams.EventsPrefix + ".>"},
 		DeliverPolicy: jetstream.DeliverNewPolicy}
 	if seq := m.lastSeq.Load(); seq > 0 {
@@ -114,7 +114,7 @@ func (m *Metrics) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
-func (m *Metrics) loop(ctx context.Context, cons jetstream.Consumer) {
+func (m *metrics) loop(ctx context.Context, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
@@ -159,7 +159,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // observe counts one event. The subject jetflow.ev.<ns>.<queue>.<type>.<id>
 // names its queue.
-func (m *Metrics) observe(msg jetstream.Msg) {
+func (m *metrics) observe(msg jetstream.Msg) {
 	if meta, err := msg.Metadata(); err == nil {
 		m.lastSeq.Store(meta.Sequence.Stream)
 	}
@@ -212,7 +212,7 @@ func (m *Metrics) observe(msg jetstream.Msg) {
 }
 
 // scrapeCollector reads the gauges when /metrics is scraped.
-type scrapeCollector struct{ m *Metrics }
+type scrapeCollector struct{ m *metrics }
 
 var (
 	descJobs = prometheus.NewDesc("jetflow_jobs", "Jobs by state (from the gateway's index of the jobs bucket).",

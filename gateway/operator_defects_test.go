@@ -123,7 +123,7 @@ func TestUnservedTypeIsSaid(t *testing.T) {
 	})
 	var typo submitAnswer
 	e.do("POST", "/api/v1/jobs", `{"type":"demo.ecko"}`).want(t, http.StatusCreated).json(t, &typo)
-	want := []Warning{{Type: "no-worker", Detail: "no live worker serves demo.ecko in queue default: the job waits until one does (is the type spelt right? is a worker started?)"}}
+	want := []warning{{Type: "no-worker", Detail: "no live worker serves demo.ecko in queue default: the job waits until one does (is the type spelt right? is a worker started?)"}}
 	if typo.JobView == nil || typo.State != domain.StateQueued || !reflect.DeepEqual(typo.Warnings, want) {
 		t.Fatalf("answer %+v %+v", typo.JobView, typo.Warnings)
 	}

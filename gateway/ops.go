@@ -60,17 +60,17 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"status": word, "checks": checks})
 }
 
-// Stats is what GET /stats answers: job counts by state (for a namespace,
+// stats is what GET /stats answers: job counts by state (for a namespace,
 // a queue and a type, or all), and the queues and types seen.
-type Stats struct {
+type stats struct {
 	States map[domain.State]int `json:"states"`
 	Total  int                  `json:"total"`
 	Queues []string             `json:"queues"`
 	Types  []string             `json:"types"`
 }
 
-func (g *Gateway) statsFor(ns, queue, jobType string) *Stats {
-	s := &Stats{States: g.index.CountsIn(ns, queue, jobType)}
+func (g *Gateway) statsFor(ns, queue, jobType string) *stats {
+	s := &stats{States: g.index.CountsIn(ns, queue, jobType)}
 	for _, n := range s.States {
 		s.Total += n
 	}

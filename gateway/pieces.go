@@ -42,8 +42,8 @@ type pieceList struct {
 // maxPieceEvents bounds the piece events one request reads.
 const maxPieceEvents = 2 * commands.MaxFanout
 
-// PieceStates are the states a piece list can be filtered by.
-var PieceStates = []string{"succeeded", "failed", "cancelled", "unfinished"}
+// pieceStates are the states a piece list can be filtered by.
+var pieceStates = []string{"succeeded", "failed", "cancelled", "unfinished"}
 
 // GET /jobs/{id}/pieces?state=&after=N&limit=N
 func (g *Gateway) listPieces(w http.ResponseWriter, r *http.Request) {

@@ -92,7 +92,7 @@ func parseSince(v string) (time.Duration, error) {
 
 // searchSummary is the search's verdict on a summary. A summary keeps
 // 500 bytes of an error's message: a longer one is left to the record.
-func searchSummary(f *engine.Filter, s *Summary) bool {
+func searchSummary(f *engine.Filter, s *summary) bool {
 	if f.Search.Empty() {
 		return true
 	}
@@ -195,12 +195,12 @@ func isIDPrefix(tok string) bool {
 }
 
 // searchSummaries is searchPage for the dashboard's rows (summaries).
-func (g *Gateway) searchSummaries(ctx context.Context, f engine.Filter, cur *Cursor, limit int) ([]*Summary, string, error) {
+func (g *Gateway) searchSummaries(ctx context.Context, f engine.Filter, cur *Cursor, limit int) ([]*summary, string, error) {
 	list, err := g.searchPage(ctx, f, cur, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]*Summary, 0, len(list.Jobs))
+	out := make([]*summary, 0, len(list.Jobs))
 	for _, v := range list.Jobs {
 		if s := g.index.Get(v.ID); s != nil {
 			out = append(out, s)

@@ -13,10 +13,10 @@ import (
 	"github.com/jetflow/jetflow/projections"
 )
 
-// Warning is something a client should know about what it just did,
+// warning is something a client should know about what it just did,
 // though it was done: a submitted job that no live worker serves (a typo
 // of the type, a worker not started) waits with nothing else saying why.
-type Warning struct {
+type warning struct {
 	Type   string `json:"type"` // a stable slug: no-worker
 	Detail string `json:"detail"`
 }
@@ -28,14 +28,14 @@ const warningNoWorker = "no-worker"
 // it.
 type submitAnswer struct {
 	*projections.JobView
-	Warnings []Warning `json:"warnings,omitempty"`
+	Warnings []warning `json:"warnings,omitempty"`
 }
 
 // serves reports whether worker w (live) runs jobs of type typ in queue
 // and namespace ns: the type is one of its own, it serves the queue (no
 // queues: every one), and a worker registered with a namespaced token is
 // handed its namespace's jobs only.
-func serves(w *WorkerRecord, typ, queue, ns string) bool {
+func serves(w *workerRecord, typ, queue, ns string) bool {
 	return slices.Contains(w.Types, typ) && (len(w.Queues) == 0 || slices.Contains(w.Queues, queue)) &&
 		(!w.OnlyNamespace || w.Namespace == ns)
 }
@@ -66,7 +66,7 @@ func (g *Gateway) unserved(ctx context.Context, j *projections.JobView) string {
 func (g *Gateway) answer(ctx context.Context, v *projections.JobView) *submitAnswer {
 	a := &submitAnswer{JobView: v}
 	if msg := g.unserved(ctx, v); msg != "" {
-		a.Warnings = append(a.Warnings, Warning{Type: warningNoWorker, Detail: msg})
+		a.Warnings = append(a.Warnings, warning{Type: warningNoWorker, Detail: msg})
 	}
 	return a
 }
@@ -75,7 +75,7 @@ func (g *Gateway) answer(ctx context.Context, v *projections.JobView) *submitAns
 // from namespace ns ("": every one): those live workers serve, that r may
 // see, and those of the namespace's jobs, with their live workers and
 // queued and running jobs.
-func (g *Gateway) freeFormTypes(r *http.Request, ns string, workers []*WorkerRecord) []*TypeView {
+func (g *Gateway) freeFormTypes(r *http.Request, ns string, workers []*workerRecord) []*typeView {
 	live := map[string][]string{}
 	for _, w := range workers {
 		if !g.workers.View(w).Live || seesWorker(r, w) != nil || (ns != "" && w.OnlyNamespace && w.Namespace != ns) {
@@ -98,9 +98,9 @@ func (g *Gateway) freeFormTypes(r *http.Request, ns string, workers []*WorkerRec
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	out := make([]*TypeView, 0, len(names))
+	out := make([]*typeView, 0, len(names))
 	for _, t := range names {
-		v := &TypeView{TypeView: &projections.TypeView{FullName: t, Name: t, Schema: []byte("null")}, FreeForm: true,
+		v := &typeView{TypeView: &projections.TypeView{FullName: t, Name: t, Schema: []byte("null")}, FreeForm: true,
 			LiveWorkers: live[t]}
 		if v.LiveWorkers == nil {
 			v.LiveWorkers = []string{}

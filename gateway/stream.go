@@ -105,8 +105,8 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 	defer side.Stop()
 	ping := time.NewTicker(sseKeepAlive)
 	defer ping.Stop()
-	pending := map[string]*Summary{}
-	keep := func(s *Summary) {
+	pending := map[string]*summary{}
+	keep := func(s *summary) {
 		if matches(&f, s) {
 			pending[s.ID] = s
 		}
@@ -134,7 +134,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 			if len(pending) == 0 {
 				continue
 			}
-			batch := make([]*Summary, 0, len(pending))
+			batch := make([]*summary, 0, len(pending))
 			for _, s := range pending {
 				batch = append(batch, s)
 			}
@@ -237,6 +237,6 @@ func (g *Gateway) cachedQueues(ctx context.Context) ([]*QueueInfo, error) {
 
 // cachedWorkers is the worker registry, read at most once per sharedTTL.
 // The records are shared: read them, do not change them.
-func (g *Gateway) cachedWorkers(ctx context.Context) ([]*WorkerRecord, error) {
+func (g *Gateway) cachedWorkers(ctx context.Context) ([]*workerRecord, error) {
 	return g.wcache.get(ctx, g.base(), g.workers.List)
 }

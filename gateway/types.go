@@ -11,9 +11,9 @@ import (
 	"github.com/jetflow/jetflow/projections"
 )
 
-// TypeView is a registered type as the API shows it: the type, who serves
+// typeView is a registered type as the API shows it: the type, who serves
 // it and how many of its jobs wait and run.
-type TypeView struct {
+type typeView struct {
 	*projections.TypeView
 	// LiveWorkers are the live workers that serve the type.
 	LiveWorkers []string `json:"live_workers"`
@@ -26,8 +26,8 @@ type TypeView struct {
 
 // typeView renders a type with its live workers and job counts, those a
 // namespaced token may see: its namespace's.
-func (g *Gateway) typeView(r *http.Request, t *domain.TypeRecord, workers []*WorkerRecord) *TypeView {
-	v := &TypeView{TypeView: projections.ViewType(t), LiveWorkers: []string{}}
+func (g *Gateway) typeView(r *http.Request, t *domain.TypeRecord, workers []*workerRecord) *typeView {
+	v := &typeView{TypeView: projections.ViewType(t), LiveWorkers: []string{}}
 	for _, w := range workers {
 		if g.workers.View(w).Live && slices.Contains(w.Types, v.FullName) && seesWorker(r, w) == nil {
 			v.LiveWorkers = append(v.LiveWorkers, w.ID)
@@ -131,7 +131,7 @@ func (g *Gateway) listTypes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	workers, _ := g.cachedWorkers(r.Context())
-	out := make([]*TypeView, len(ts))
+	out := make([]*typeView, len(ts))
 	for i, t := range ts {
 		out[i] = g.typeView(r, t, workers)
 	}

@@ -20,7 +20,7 @@ func TestTypesOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	schema := `{"type":"object","required":["w"],"properties":{"w":{"type":"integer"}}}`
-	var tv TypeView
+	var tv typeView
 	e.do("PUT", "/api/v1/types/acme/img/thumb", `{"schema":`+schema+`,"description":"thumbnails"}`).want(t, 201).json(t, &tv)
 	if tv.FullName != "acme:img:thumb" || tv.Deleted || tv.Description != "thumbnails" || string(tv.Schema) != `{"properties":{"w":{"type":"integer"}},"required":["w"],"type":"object"}` {
 		t.Fatalf("registered %+v", tv.TypeView)
@@ -65,7 +65,7 @@ func TestTypesOverHTTP(t *testing.T) {
 		t.Fatalf("schema stored as %s", tv.Schema)
 	}
 
-	var list struct{ Types []TypeView }
+	var list struct{ Types []typeView }
 	e.do("GET", "/api/v1/types?namespace=acme", nil).want(t, 200).json(t, &list)
 	var names []string
 	for _, v := range list.Types {
@@ -139,7 +139,7 @@ func TestWorkerRegistersTypes(t *testing.T) {
 	if strings.Join(reg.Types, ",") != "demo.echo,acme:img:thumb,@global:img:resize" {
 		t.Fatalf("registered types %v", reg.Types)
 	}
-	var tv TypeView
+	var tv typeView
 	e.do("GET", "/api/v1/types/acme/img/thumb", nil).want(t, 200).json(t, &tv)
 	if string(tv.Schema) != `{"required":["src"],"type":"object"}` || len(tv.LiveWorkers) != 1 || tv.LiveWorkers[0] != reg.ID {
 		t.Fatalf("type %+v", tv)
@@ -206,7 +206,7 @@ func TestInternalAndGeneratedSchema(t *testing.T) {
 	var schema struct {
 		Required []string `json:"required"`
 	}
-	var tv TypeView
+	var tv typeView
 	e.do("GET", "/api/v1/types/acme/img/thumb", nil).want(t, 200).json(t, &tv)
 	if err := json.Unmarshal(tv.Schema, &schema); err != nil || strings.Join(schema.Required, ",") != "src" {
 		t.Fatalf("generated schema %s", tv.Schema)

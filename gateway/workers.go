@@ -16,28 +16,28 @@ import (
 	"github.com/jetflow/jetflow/projections"
 )
 
-// WorkerRecord is a registered worker (the worker registry's value,
+// workerRecord is a registered worker (the worker registry's value,
 // msgpack; JSON in the API).
-type WorkerRecord = domain.WorkerRecord
+type workerRecord = domain.WorkerRecord
 
 // WorkerView is a registered worker as the API shows it.
 type WorkerView = engine.WorkerView
 
-// Registry is the gateway's view of the worker registry (engine.Workers):
+// registry is the gateway's view of the worker registry (engine.Workers):
 // HTTP workers register, beat and claim through it; SDK workers write
 // their own records, and both kinds are listed.
-type Registry struct {
+type registry struct {
 	w     *engine.Workers
 	lease time.Duration
 	lists atomic.Int64 // reads of the whole registry (List), for tests
 }
 
-func newRegistry(store *engine.Store, lease time.Duration) *Registry {
-	return &Registry{w: store.Workers, lease: lease}
+func newRegistry(store *engine.Store, lease time.Duration) *registry {
+	return &registry{w: store.Workers, lease: lease}
 }
 
 // OpenRegistry opens the worker registry for reading (the CLI).
-func OpenRegistry(_ context.Context, store *engine.Store) (*Registry, error) {
+func OpenRegistry(_ context.Context, store *engine.Store) (*registry, error) {
 	return newRegistry(store, engine.DefaultLease), nil
 }
 
@@ -49,9 +49,9 @@ func errNoWorker(id string) error {
 }
 
 // Register adds an HTTP worker.
-func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerRecord, error) {
+func (r *registry) Register(ctx context.Context, req *RegisterRequest) (*workerRecord, error) {
 	now := time.Now().UTC()
-	rec := &WorkerRecord{ID: "wk-" + domain.NewID(), Name: req.Name, Kind: domain.WorkerHTTP, Types: req.Types,
+	rec := &workerRecord{ID: "wk-" + domain.NewID(), Name: req.Name, Kind: domain.WorkerHTTP, Types: req.Types,
 		Queues: req.Queues, Concurrency: req.Concurrency, RegisteredAt: now, LastHeartbeat: now, Claims: []string{},
 		Namespace: req.Namespace, BatchTypes: req.BatchTypes}
 	if p := engine.PrincipalOf(ctx); p != nil {
@@ -68,7 +68,7 @@ func (r *Registry) Register(ctx context.Context, req *RegisterRequest) (*WorkerR
 }
 
 // Get reads an HTTP worker's record and its revision.
-func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, error) {
+func (r *registry) Get(ctx context.Context, id string) (*workerRecord, uint64, error) {
 	if !commands.IsHTTPWorkerID(id) {
 		return nil, 0, errNoWorker(id)
 	}
@@ -84,7 +84,7 @@ func (r *Registry) Get(ctx context.Context, id string) (*WorkerRecord, uint64, e
 
 // Update changes an HTTP worker's record with fn, revision-checked: fn is
 // run again on the newer record if another gateway wrote it meanwhile.
-func (r *Registry) Update(ctx context.Context, id string, fn func(*WorkerRecord)) (*WorkerRecord, error) {
+func (r *registry) Update(ctx context.Context, id string, fn func(*workerRecord)) (*workerRecord, error) {
 	if !commands.IsHTTPWorkerID(id) {
 		return nil, errNoWorker(id)
 	}
@@ -96,18 +96,18 @@ func (r *Registry) Update(ctx context.Context, id string, fn func(*WorkerRecord)
 }
 
 // Delete removes a worker.
-func (r *Registry) Delete(ctx context.Context, id string) error { return r.w.Delete(ctx, id) }
+func (r *registry) Delete(ctx context.Context, id string) error { return r.w.Delete(ctx, id) }
 
 // List returns every registered worker, HTTP and SDK, by registration
 // time: a read of the whole registry (readers that poll share one:
 // Gateway.cachedWorkers).
-func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
+func (r *registry) List(ctx context.Context) ([]*workerRecord, error) {
 	r.lists.Add(1)
 	ws, err := r.w.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*WorkerRecord, len(ws))
+	out := make([]*workerRecord, len(ws))
 	for i, w := range ws {
 		out[i] = w.WorkerRecord
 	}
@@ -115,7 +115,7 @@ func (r *Registry) List(ctx context.Context) ([]*WorkerRecord, error) {
 }
 
 // View renders a record for the API.
-func (r *Registry) View(rec *WorkerRecord) *WorkerView { return engine.ViewWorker(rec, r.lease) }
+func (r *registry) View(rec *workerRecord) *WorkerView { return engine.ViewWorker(rec, r.lease) }
 
 // POST /workers
 func (g *Gateway) registerWorker(w http.ResponseWriter, r *http.Request) {
@@ -310,8 +310,8 @@ func (g *Gateway) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 // beat records a worker's heartbeat, and drops the claims it lost.
-func (g *Gateway) beat(ctx context.Context, id string, lost []string) (*WorkerRecord, error) {
-	return g.workers.Update(ctx, id, func(rec *WorkerRecord) {
+func (g *Gateway) beat(ctx context.Context, id string, lost []string) (*workerRecord, error) {
+	return g.workers.Update(ctx, id, func(rec *workerRecord) {
 		rec.LastHeartbeat = time.Now().UTC()
 		rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return slices.Contains(lost, c) })
 	})
@@ -364,7 +364,7 @@ func (g *Gateway) unregisterWorker(w http.ResponseWriter, r *http.Request) {
 // ClaimResponse answers a claim: the job claimed, or null; or a batch.
 type ClaimResponse struct {
 	Job   *projections.JobView `json:"job"`
-	Batch *BatchView           `json:"batch,omitempty"`
+	Batch *batchView           `json:"batch,omitempty"`
 }
 
 // POST /tasks/claim
@@ -438,7 +438,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	over := false
-	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *WorkerRecord) {
+	_, err = g.workers.Update(context.WithoutCancel(ctx), rec.ID, func(rec *workerRecord) {
 		// Counted again on the record being written: a claim of the same
 		// worker that won a race meanwhile counts, claims known to be
 		// over do not.
@@ -483,7 +483,7 @@ func (g *Gateway) claim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ClaimResponse{Job: v})
 }
 
-func errConcurrency(rec *WorkerRecord) error {
+func errConcurrency(rec *workerRecord) error {
 	p := newProblem(problemConcurrencyLimit, http.StatusConflict, fmt.Sprintf(
 		"worker %s holds %d claims, its concurrency: report the end of one before claiming another", rec.ID, rec.Concurrency))
 	p.WorkerID = rec.ID
@@ -496,9 +496,9 @@ func errConcurrency(rec *WorkerRecord) error {
 // index answers first; the records are read only when the index says the
 // worker is at its limit, as the index can be a moment behind another
 // gateway's writes.
-func (g *Gateway) checkConcurrency(ctx context.Context, rec *WorkerRecord) (map[string]bool, error) {
+func (g *Gateway) checkConcurrency(ctx context.Context, rec *workerRecord) (map[string]bool, error) {
 	gone := map[string]bool{}
-	held := func(s *Summary) bool {
+	held := func(s *summary) bool {
 		return s.Worker == rec.ID && commands.HeldState(s.State)
 	}
 	live := 0
@@ -616,7 +616,7 @@ func (g *Gateway) patchJob(w http.ResponseWriter, r *http.Request) {
 	}
 	g.index.Put(snap.Job, snap.Rev)
 	if !commands.HeldState(snap.Job.State) {
-		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *WorkerRecord) {
+		_, _ = g.workers.Update(context.WithoutCancel(ctx), p.WorkerID, func(rec *workerRecord) {
 			rec.Claims = slices.DeleteFunc(rec.Claims, func(c string) bool { return c == id })
 		})
 	}

@@ -103,16 +103,16 @@ type ScheduleView struct {
 	// jitter later. Upcoming are the ticks after it.
 	NextRunAt *time.Time    `json:"next_run_at"`
 	Upcoming  []time.Time   `json:"upcoming,omitempty"`
-	LastRuns  []ScheduleRun `json:"last_runs"`
-	Counts    TickCounts    `json:"counts"`
+	LastRuns  []scheduleRun `json:"last_runs"`
+	Counts    tickCounts    `json:"counts"`
 	CreatedAt time.Time     `json:"created_at"`
 	CreatedBy string        `json:"created_by,omitempty"`
 	UpdatedAt time.Time     `json:"updated_at"`
 	UpdatedBy string        `json:"updated_by,omitempty"`
 }
 
-// ScheduleRun is one tick of a schedule as clients see it.
-type ScheduleRun struct {
+// scheduleRun is one tick of a schedule as clients see it.
+type scheduleRun struct {
 	At         time.Time  `json:"at"` // the tick (of a run of missed ones, the newest)
 	Outcome    string     `json:"outcome"`
 	JobID      string     `json:"job_id,omitempty"`
@@ -123,8 +123,8 @@ type ScheduleRun struct {
 	RecordedAt time.Time  `json:"recorded_at"`
 }
 
-// TickCounts are a schedule's ticks by outcome.
-type TickCounts struct {
+// tickCounts are a schedule's ticks by outcome.
+type tickCounts struct {
 	Fired     int64 `json:"fired"`
 	Skipped   int64 `json:"skipped_overlap"`
 	Cancelled int64 `json:"cancelled_previous"`
@@ -140,8 +140,8 @@ func ViewSchedule(r *domain.ScheduleRecord) *ScheduleView {
 	s := r.Spec
 	v := &ScheduleView{Name: r.Name, Namespace: r.Namespace, Cron: s.Cron, Timezone: s.Timezone,
 		Job: json.RawMessage(s.Job), Overlap: s.Overlap, Misfire: s.Misfire, Paused: r.Paused, Deleted: r.Deleted,
-		LastRuns:  make([]ScheduleRun, len(r.LastRuns)),
-		Counts:    TickCounts{Fired: r.Fired, Skipped: r.Skipped, Cancelled: r.Cancelled, Missed: r.Missed, Refused: r.Refused},
+		LastRuns:  make([]scheduleRun, len(r.LastRuns)),
+		Counts:    tickCounts{Fired: r.Fired, Skipped: r.Skipped, Cancelled: r.Cancelled, Missed: r.Missed, Refused: r.Refused},
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
 	if len(v.Job) == 0 {
 		v.Job = json.RawMessage("null")
@@ -164,7 +164,7 @@ func ViewSchedule(r *domain.ScheduleRecord) *ScheduleView {
 		}
 	}
 	for i, t := range r.LastRuns {
-		run := ScheduleRun{At: t.At, Outcome: t.Outcome, JobID: t.Job, PreviousID: t.Previous, Count: t.Count,
+		run := scheduleRun{At: t.At, Outcome: t.Outcome, JobID: t.Job, PreviousID: t.Previous, Count: t.Count,
 			Error: t.Error, RecordedAt: t.Recorded}
 		if !t.First.IsZero() {
 			first := t.First

@@ -48,8 +48,8 @@ type StatsSlot struct {
 	UpTo uint64 `msgpack:"u,omitempty"`
 }
 
-// StatsEffect is what one event does to the slots it falls in.
-type StatsEffect struct {
+// statsEffect is what one event does to the slots it falls in.
+type statsEffect struct {
 	Time                                                    time.Time
 	Submitted, Started, Succeeded, Failed, Cancelled, Retry bool
 	Latency                                                 float64 // seconds; with HasLatency
@@ -57,7 +57,7 @@ type StatsEffect struct {
 }
 
 // Add counts an effect in a slot.
-func (s *StatsSlot) Add(e StatsEffect) {
+func (s *StatsSlot) Add(e statsEffect) {
 	s.Submitted += b2i(e.Submitted)
 	s.Started += b2i(e.Started)
 	s.Succeeded += b2i(e.Succeeded)
@@ -249,8 +249,8 @@ func (s *StatsFoldSeries) Gauges() (depth int, oldestSince int64) {
 // subject), in log order, and returns what it does to the slots it falls
 // in, and the series it counts in (those the fold keeps; nil for the
 // others).
-func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (StatsEffect, *[4]*StatsFoldSeries) {
-	e := StatsEffect{Time: ev.Time}
+func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (statsEffect, *[4]*StatsFoldSeries) {
+	e := statsEffect{Time: ev.Time}
 	t := ev.Time.UnixNano()
 	ss := f.seriesOf(ns, q)
 	if ev.From == domain.StateQueued && ev.To != domain.StateNew && ev.To != domain.StateQueued {

@@ -40,11 +40,11 @@ type JobView struct {
 	Priority         int              `json:"priority"`
 	Worker           string           `json:"worker,omitempty"`
 	Progress         *ProgressView    `json:"progress,omitempty"`
-	Fanout           *FanoutView      `json:"fanout,omitempty"`
+	Fanout           *fanoutView      `json:"fanout,omitempty"`
 	QueuePosition    *int             `json:"queue_position,omitempty"`   // set by readers that ask the queue (engine.Store.QueuePosition)
 	User             string           `json:"user,omitempty"`             // who the job runs for (quotas)
 	ConcurrencyKey   string           `json:"concurrency_key,omitempty"`  // its slots count with its key's (max_running_per_key)
-	Unique           *UniqueView      `json:"unique,omitempty"`           // a unique job: its key and how long it holds it
+	Unique           *uniqueView      `json:"unique,omitempty"`           // a unique job: its key and how long it holds it
 	Duplicates       int              `json:"duplicates,omitempty"`       // submits of its unique key it answered
 	Hold             *HoldView        `json:"hold,omitempty"`             // a pending job: the limit that holds it; a scheduled one: its run_at
 	PendingPosition  *int             `json:"pending_position,omitempty"` // pending jobs of its queue admitted before it: set by readers that ask the admitter (engine.Store.View)
@@ -59,8 +59,8 @@ type JobView struct {
 	Seq              uint64           `json:"seq"`
 	Events           int              `json:"events"`
 
-	Workflow *WorkflowRef `json:"workflow,omitempty"` // a workflow's job: its name and steps
-	Step     *StepRef     `json:"step,omitempty"`     // a step of a workflow: its name and dependencies
+	Workflow *workflowRef `json:"workflow,omitempty"` // a workflow's job: its name and steps
+	Step     *stepRef     `json:"step,omitempty"`     // a step of a workflow: its name and dependencies
 	// Inputs are a step's dependencies' results by step name, in the job a
 	// worker claims over HTTP; InputRefs the paths of those left out of it
 	// for their size (GET them with ?worker_id=).
@@ -74,12 +74,12 @@ type JobView struct {
 	TraceState  string `json:"tracestate,omitempty"`
 }
 
-// UniqueView is what makes a job unique: its key (given, or derived from
+// uniqueView is what makes a job unique: its key (given, or derived from
 // the payload fields Fields), its window (ForSeconds, 0: none; Until, when
 // it ends) and its state scope (While: active, not-succeeded, any), and
 // whether it holds its key now (as of the view: a submit decides on the
 // log).
-type UniqueView struct {
+type uniqueView struct {
 	Key        string     `json:"key"`
 	Fields     []string   `json:"fields,omitempty"`
 	ForSeconds float64    `json:"for_seconds"`
@@ -113,8 +113,8 @@ func ViewHold(j *domain.Job, h domain.Hold) *HoldView {
 		Until: timePtr(h.Until), Message: commands.HoldMessage(j.Spec.Queue, j.Spec.User, h), Steps: h.Steps}
 }
 
-// FanoutView is a coordinator's pieces: how many, and how they ended.
-type FanoutView struct {
+// fanoutView is a coordinator's pieces: how many, and how they ended.
+type fanoutView struct {
 	Kind            string              `json:"kind"`
 	Total           int                 `json:"total"`
 	Succeeded       int                 `json:"succeeded"`
@@ -151,7 +151,7 @@ func View(j *domain.Job) *JobView {
 		Seq: j.Seq, Events: j.Events, Duplicates: j.Duplicates,
 	}
 	if u := j.Spec.Unique; u != nil {
-		v.Unique = &UniqueView{Key: u.Key, Fields: u.Fields, ForSeconds: u.For.Seconds(), While: u.While,
+		v.Unique = &uniqueView{Key: u.Key, Fields: u.Fields, ForSeconds: u.For.Seconds(), While: u.While,
 			Until: timePtr(commands.UniqueUntil(j)), Holds: commands.UniqueHolds(j, u.Key, time.Now())}
 	}
 	if v.Tags == nil {
@@ -171,7 +171,7 @@ func View(j *domain.Job) *JobView {
 	}
 	if f := j.Fanout; f != nil {
 		c := f.Counts
-		fv := &FanoutView{Kind: f.Plan.Kind, Total: f.Plan.Total, Succeeded: c.Succeeded, Failed: c.Failed,
+		fv := &fanoutView{Kind: f.Plan.Kind, Total: f.Plan.Total, Succeeded: c.Succeeded, Failed: c.Failed,
 			Cancelled: c.Cancelled, Finished: c.Finished(), Policy: f.Plan.Policy, MaxFailureRatio: f.Plan.MaxFailureRatio,
 			BatchType: f.Plan.BatchType, Errors: c.Errors}
 		if fv.Total > 0 {
@@ -236,15 +236,15 @@ type EventView struct {
 	ResultRef *domain.FileRef  `json:"result_ref,omitempty"`
 	RunAt     *time.Time       `json:"run_at,omitempty"`
 	Progress  *domain.Progress `json:"progress,omitempty"`
-	Counts    *CountsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
+	Counts    *countsView      `json:"counts,omitempty"` // job.fanin and a fan-out's outcome: its pieces so far
 	// The job's namespace, queue and type: in a tail of many jobs' events.
 	Namespace string `json:"namespace,omitempty"`
 	Queue     string `json:"queue,omitempty"`
 	JobType   string `json:"job_type,omitempty"`
 }
 
-// CountsView is how a fan-out's pieces ended so far.
-type CountsView struct {
+// countsView is how a fan-out's pieces ended so far.
+type countsView struct {
 	Succeeded int                 `json:"succeeded"`
 	Failed    int                 `json:"failed"`
 	Cancelled int                 `json:"cancelled"`
@@ -268,7 +268,7 @@ func ViewEvent(e *domain.Event) *EventView {
 		v.Result = json.RawMessage(e.Result)
 	}
 	if c := e.Counts; c != nil {
-		v.Counts = &CountsView{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Errors: c.Errors}
+		v.Counts = &countsView{Succeeded: c.Succeeded, Failed: c.Failed, Cancelled: c.Cancelled, Errors: c.Errors}
 	}
 	return v
 }

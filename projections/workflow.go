@@ -78,15 +78,15 @@ func (s *Steps) Tally() domain.FanoutCounts {
 	return c
 }
 
-// WorkflowRef is what a workflow's job view says of its graph.
-type WorkflowRef struct {
+// workflowRef is what a workflow's job view says of its graph.
+type workflowRef struct {
 	Name      string `json:"name,omitempty"`
 	Steps     int    `json:"steps"`
 	OnFailure string `json:"on_failure"`
 }
 
-// StepRef is what a step's job view says of its workflow.
-type StepRef struct {
+// stepRef is what a step's job view says of its workflow.
+type stepRef struct {
 	Name      string   `json:"name"`
 	Workflow  string   `json:"workflow"`
 	DependsOn []string `json:"depends_on"`
@@ -94,7 +94,7 @@ type StepRef struct {
 
 func viewWorkflow(j *domain.Job, v *JobView) {
 	if g := j.Spec.Workflow; g != nil {
-		v.Workflow = &WorkflowRef{Name: g.Name, Steps: len(g.Steps), OnFailure: g.OnFailure}
+		v.Workflow = &workflowRef{Name: g.Name, Steps: len(g.Steps), OnFailure: g.OnFailure}
 		if f := v.Fanout; f != nil && v.Progress != nil {
 			c := j.Fanout.Counts
 			v.Progress.Message = fmt.Sprintf("%d succeeded, %d failed, %d cancelled or skipped of %d steps",
@@ -102,7 +102,7 @@ func viewWorkflow(j *domain.Job, v *JobView) {
 		}
 	}
 	if st := j.Spec.Step; st != nil {
-		r := &StepRef{Name: st.Name, Workflow: j.Spec.Parent, DependsOn: make([]string, len(st.Inputs))}
+		r := &stepRef{Name: st.Name, Workflow: j.Spec.Parent, DependsOn: make([]string, len(st.Inputs))}
 		for i, in := range st.Inputs {
 			r.DependsOn[i] = in.Name
 		}
@@ -124,12 +124,12 @@ type WorkflowView struct {
 	CreatedAt  time.Time          `json:"created_at"`
 	FinishedAt *time.Time         `json:"finished_at"`
 	Counts     map[string]int     `json:"counts"` // steps by status
-	Steps      []WorkflowStepView `json:"steps"`
+	Steps      []workflowStepView `json:"steps"`
 	Layers     [][]string         `json:"layers"` // step names by depth: a step is one layer below its deepest dependency
 }
 
-// WorkflowStepView is one step of a workflow's view.
-type WorkflowStepView struct {
+// workflowStepView is one step of a workflow's view.
+type workflowStepView struct {
 	Name      string   `json:"name"`
 	ID        string   `json:"id"`
 	Type      string   `json:"type"`
@@ -156,9 +156,9 @@ func ViewWorkflow(wf *domain.Job, ids []string, steps []*domain.Job) *WorkflowVi
 	g := wf.Spec.Workflow
 	v := &WorkflowView{ID: wf.ID, Name: g.Name, Namespace: wf.Spec.Namespace, State: wf.State, OnFailure: g.OnFailure,
 		RetryOf: wf.Spec.RetryOf, Error: wf.Error, Result: rawJSON(wf.Result), CreatedAt: wf.CreatedAt.UTC(),
-		FinishedAt: timePtr(wf.FinishedAt), Counts: map[string]int{}, Steps: make([]WorkflowStepView, len(g.Steps))}
+		FinishedAt: timePtr(wf.FinishedAt), Counts: map[string]int{}, Steps: make([]workflowStepView, len(g.Steps))}
 	for i, st := range g.Steps {
-		sv := WorkflowStepView{Name: st.Name, ID: ids[i], DependsOn: make([]string, len(st.After)),
+		sv := workflowStepView{Name: st.Name, ID: ids[i], DependsOn: make([]string, len(st.After)),
 			OnFailure: g.Policy(i), Carried: st.Carried != "", Status: "missing", Result: json.RawMessage("null")}
 		for k, d := range st.After {
 			sv.DependsOn[k] = g.Steps[d].Name

@@ -14,8 +14,8 @@ import (
 // direct get (more makes it answer 413 Too Many Results).
 const maxMultiLast = 1000
 
-// LastMsg is the last message on one subject, as a multi-last get returns it.
-type LastMsg struct {
+// lastMsg is the last message on one subject, as a multi-last get returns it.
+type lastMsg struct {
 	Subject string
 	Seq     uint64
 	Data    []byte
@@ -27,8 +27,8 @@ type LastMsg struct {
 // with no message are absent from the map; so may be subjects the server
 // left out because the answer grew too large, so a caller that needs
 // certainty looks those up one by one.
-func MultiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []string) (map[string]LastMsg, error) {
-	out := make(map[string]LastMsg, len(subjects))
+func MultiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []string) (map[string]lastMsg, error) {
+	out := make(map[string]lastMsg, len(subjects))
 	for len(subjects) > 0 {
 		n := min(len(subjects), maxMultiLast)
 		if err := multiLast(ctx, nc, stream, subjects[:n], out); err != nil {
@@ -39,7 +39,7 @@ func MultiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 	return out, nil
 }
 
-func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []string, out map[string]LastMsg) error {
+func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []string, out map[string]lastMsg) error {
 	req := struct {
 		MultiLast []string `json:"multi_last"`
 		Batch     int      `json:"batch"`
@@ -48,7 +48,7 @@ func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		subj := m.Header.Get("Nats-Subject")
 		op := m.Header.Get("KV-Operation")
-		out[subj] = LastMsg{Subject: subj, Seq: seq, Data: m.Data, Deleted: op == "DEL" || op == "PURGE"}
+		out[subj] = lastMsg{Subject: subj, Seq: seq, Data: m.Data, Deleted: op == "DEL" || op == "PURGE"}
 		return nil
 	})
 	return err
