@@ -21,18 +21,7 @@ import (
 // 16 MiB fails its attempt for good.
 func TestLargeResults(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	nc := testkit.Conn(t, srv)
-	admin, err := jetflow.NewClient(ctx, nc, jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 
 	type blob struct {
 		Data string `json:"data"`
@@ -135,7 +124,7 @@ func TestLargeResults(t *testing.T) {
 	}
 
 	// A purge deletes the object.
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(testkit.Conn(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}

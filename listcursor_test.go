@@ -2,7 +2,6 @@ package jetflow_test
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,17 +16,7 @@ import (
 // (whose ids do not sort by time) among them; a bad cursor is refused.
 func TestListBeforeCursor(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 	for i := range 11 {
 		var opts []jetflow.SubmitOption
 		if i%3 == 0 {

@@ -19,17 +19,7 @@ import (
 // only its namespace's schedules; a reader may list but not create.
 func TestScheduleClients(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 	token := func(ns string, role jetflow.Role) *jetflow.Client {
 		tok, err := admin.CreateToken(ctx, jetflow.TokenSpec{Name: string(role) + "@" + ns, Namespace: ns, Role: role})
 		if err != nil {

@@ -17,17 +17,7 @@ import (
 // its namespace's queues only and may not do what its role may not.
 func TestTokenClient(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 	w := jetflow.NewWorker(admin, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
 	jetflow.Register(w, "tok.echo", func(ctx context.Context, job *jetflow.Job[string]) (string, error) { return job.Payload, nil })
 	if err := w.Start(ctx); err != nil {

@@ -22,17 +22,7 @@ import (
 // none.
 func TestTraceContextTravelsWithTracingOff(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 	var mu sync.Mutex
 	seen := map[string]trace.SpanContext{} // job id -> its handler's span context
 	record := func(ctx context.Context, job *jetflow.RawJob) {

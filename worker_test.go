@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
@@ -79,4 +81,22 @@ func TestWorkerIDIsChecked(t *testing.T) {
 	if err := w.Start(testkit.Ctx(t)); !errors.Is(err, jetflow.ErrInvalidInput) {
 		t.Fatalf("start with a bad id: %v", err)
 	}
+}
+
+// startEngine starts a server and an engine that checks tokens (Auth) on
+// it, and returns them with a client of its own, unrestricted (admin).
+func startEngine(t *testing.T) (*server.Server, context.Context, *jetflow.Client) {
+	t.Helper()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	return srv, ctx, admin
 }

@@ -21,17 +21,7 @@ import (
 // reads workflows of its namespace, and another namespace's is not found.
 func TestWorkflowSDK(t *testing.T) {
 	t.Parallel()
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	admin, err := jetflow.NewClient(ctx, testkit.Conn(t, srv), jetflow.ClientOptions{Logger: testkit.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := jetflow.NewEngine(admin, jetflow.EngineConfig{Auth: true, Logger: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	srv, ctx, admin := startEngine(t)
 
 	type sum struct {
 		N    int      `json:"n"`

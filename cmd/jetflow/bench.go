@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -46,7 +47,13 @@ type benchResult struct {
 	// the messages stored in every stream per job (the log, the jobs
 	// bucket, the queue; acks not counted).
 	CPUMicrosPerJob float64 `json:"cpu_us_per_job"`
-	WritesPerJob    float64 `json:"writes_per_job"`
+	// The same CPU split by a CPU profile of enqueue+drain: the embedded
+	// NATS server's code, the rest (the engine, the workers, the submitters
+	// and their NATS clients), and the Go runtime alone (GC, scheduler).
+	CPUServerMicrosPerJob  float64 `json:"cpu_server_us_per_job"`
+	CPUEngineMicrosPerJob  float64 `json:"cpu_engine_us_per_job"`
+	CPURuntimeMicrosPerJob float64 `json:"cpu_runtime_us_per_job"`
+	WritesPerJob           float64 `json:"writes_per_job"`
 	// Under --sync always, the group commit of the log (enqueue+drain, the
 	// submitter's, the workers' and the engine's appends): atomic batches,
 	// the appends in them, and the appends of refused batches sent again.
@@ -85,7 +92,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.StringVar(&url, "nats", "", "benchmark against this NATS system instead of an embedded server in a temp dir")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
 	c.natsFlags(fs)
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the drain phase here")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here (plain jobs: enqueue and drain; --fanout and --workflow: the run)")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
 	workflow := fs.String("workflow", "", "workflow mode: one workflow of --jobs steps (default 1000 chain, 10000 wide): chain (step end -> next step start p50/p99) or wide (--layers layers; steps/s)")
 	layers := fs.Int("layers", 10, "layers of --workflow wide")
@@ -295,6 +302,17 @@ func cmdBench(c *cli, args []string) int {
 
 	// Phase 1: enqueue.
 	fmt.Fprintf(c.errw, "enqueueing %d jobs...\n", jobs)
+	var profFile io.Writer
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			c.errorf("--cpuprofile: %v", err)
+			return exitFailed
+		}
+		defer f.Close()
+		profFile = f
+	}
+	rec := startCPURecorder(profFile)
 	cpu0, wall0 := cpuTime(), time.Now()
 	writes0 := streamWrites(ctx, subCl.Conn())
 	group0 := groupStats(subCl, workCl, engCl)
@@ -343,12 +361,6 @@ func cmdBench(c *cli, args []string) int {
 		}
 		return nil, nil
 	}), jetflow.OnQueue(queue))
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err == nil && pprof.StartCPUProfile(f) == nil {
-			defer f.Close()
-		}
-	}
 	if err := w.Start(ctx); err != nil {
 		c.errorOf(err, "%v", err)
 		return exitFailed
@@ -359,7 +371,7 @@ func cmdBench(c *cli, args []string) int {
 	case <-ctx.Done():
 		return exitFailed
 	}
-	pprof.StopCPUProfile()
+	split, splitOK := rec.stop()
 	mu.Lock()
 	procDur := lastDone.Sub(startT)
 	res := benchResult{Jobs: jobs, Workers: workers, Storage: storage, Limits: limits, Users: users, Keys: keys,
@@ -370,6 +382,10 @@ func cmdBench(c *cli, args []string) int {
 	mu.Unlock()
 	res.CPUCores = (cpuTime() - cpu0).Seconds() / time.Since(wall0).Seconds()
 	res.CPUMicrosPerJob = float64((cpuTime() - cpu0).Microseconds()) / float64(jobs)
+	if sum := split.Server + split.Engine + split.Runtime; splitOK && sum > 0 {
+		share := func(d time.Duration) float64 { return res.CPUMicrosPerJob * float64(d) / float64(sum) }
+		res.CPUServerMicrosPerJob, res.CPUEngineMicrosPerJob, res.CPURuntimeMicrosPerJob = share(split.Server), share(split.Engine), share(split.Runtime)
+	}
 	if writes0 >= 0 {
 		res.WritesPerJob = float64(streamWrites(ctx, subCl.Conn())-writes0) / float64(jobs)
 	}
@@ -438,6 +454,10 @@ func cmdBench(c *cli, args []string) int {
 			res.LatencyRate, res.LatStartP50Ms, res.LatStartP99Ms, res.LatCompleteP50, res.LatCompleteP99)
 	}
 	fmt.Fprintf(c.out, "  cpu              %8.2f cores (server and engine, enqueue+drain), %.0f µs per job\n", res.CPUCores, res.CPUMicrosPerJob)
+	if res.CPUServerMicrosPerJob+res.CPUEngineMicrosPerJob > 0 {
+		fmt.Fprintf(c.out, "  cpu per job      server %.0f µs, engine %.0f µs, Go runtime alone %.0f µs (GC, scheduler; by a CPU profile)\n",
+			res.CPUServerMicrosPerJob, res.CPUEngineMicrosPerJob, res.CPURuntimeMicrosPerJob)
+	}
 	fmt.Fprintf(c.out, "  writes           %8.1f per job (messages stored in every stream, enqueue+drain)\n", res.WritesPerJob)
 	if res.GroupBatches+res.GroupAlone > 0 {
 		fmt.Fprintf(c.out, "  group commit     %8d atomic batches of %.1f appends on average (%d appends; one fsync each), %d appends alone, %d sent again alone\n",

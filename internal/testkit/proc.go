@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -165,12 +166,45 @@ func (s *SyncBuffer) String() string {
 // ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 200 {
+		port := 0
+		if lo > 10000 { // a port below the kernel's ephemeral range (see below)
+			port = 10000 + rand.IntN(lo-10000)
+		}
+		if _, taken := handedOut.LoadOrStore(port, true); taken && port != 0 {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port")
+	return ""
+}
+
+// handedOut are the ports FreeAddr gave in this process.
+var handedOut sync.Map
+
+// ephemeralLow is the lowest port the kernel gives outgoing connections
+// (0 if unknown). A server restarted on its address (after a SIGKILL)
+// must find it free: a port in the ephemeral range can meanwhile be the
+// local port of any test's outgoing connection ("address in use", seen in
+// CI), one below it only another FreeAddr's, picked at random.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 10000 {
+		return 0
+	}
+	return lo
 }
 
 // Connect connects a Client to url, retrying until the server there is up.
