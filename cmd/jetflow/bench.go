@@ -93,6 +93,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
 	c.natsFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here (plain jobs: enqueue and drain; --fanout and --workflow: the run)")
+	cpuSplitOn := fs.Bool("cpu-split", false, "split the CPU per job into the server's, the engine's and the Go runtime's by a CPU profile (the profiler costs a few percent of throughput; also with --cpuprofile)")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
 	workflow := fs.String("workflow", "", "workflow mode: one workflow of --jobs steps (default 1000 chain, 10000 wide): chain (step end -> next step start p50/p99) or wide (--layers layers; steps/s)")
 	layers := fs.Int("layers", 10, "layers of --workflow wide")
@@ -150,6 +151,7 @@ func cmdBench(c *cli, args []string) int {
 		when("jobs", *workflow != "" && jobs > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be at most %d with --workflow", jetflow.MaxWorkflowSteps)),
 		when("layers", *layers < 1 || *layers > jetflow.MaxWorkflowSteps, fmt.Sprintf("must be 1 to %d", jetflow.MaxWorkflowSteps)),
 		when("layers", *workflow != "wide", "only with --workflow wide"),
+		when("cpu-split", *workflow != "" || *fanout, "only for plain jobs (not with --workflow or --fanout)"),
 		when("verify", *fanout || *workflow != "", "not with --fanout or --workflow"),
 	) || !c.natsCredsOnlyWith(url != "", "only with --nats URL") {
 		return exitUsage
@@ -312,7 +314,10 @@ func cmdBench(c *cli, args []string) int {
 		defer f.Close()
 		profFile = f
 	}
-	rec := startCPURecorder(profFile)
+	var rec *cpuRecorder
+	if *cpuSplitOn || profFile != nil {
+		rec = startCPURecorder(profFile)
+	}
 	cpu0, wall0 := cpuTime(), time.Now()
 	writes0 := streamWrites(ctx, subCl.Conn())
 	group0 := groupStats(subCl, workCl, engCl)

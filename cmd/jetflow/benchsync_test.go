@@ -15,7 +15,7 @@ func TestBenchSyncAlwaysReportsWritesPerJob(t *testing.T) {
 		t.Skip("runs a bench")
 	}
 	var out, errb testkit.SyncBuffer
-	if code := run([]string{"bench", "--sync", "always", "--jobs", "40", "--workers", "4", "--rate", "0", "--json"}, &out, &errb); code != 0 {
+	if code := run([]string{"bench", "--sync", "always", "--jobs", "200", "--workers", "4", "--rate", "0", "--json", "--cpu-split"}, &out, &errb); code != 0 {
 		t.Fatalf("bench exited %d:\n%s", code, errb.String())
 	}
 	var res benchResult
@@ -23,12 +23,18 @@ func TestBenchSyncAlwaysReportsWritesPerJob(t *testing.T) {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	// A job is three events, three records and a work item at least.
-	if res.Jobs != 40 || res.Storage != "file, sync always" || res.WritesPerJob < 7 || res.CPUMicrosPerJob <= 0 {
+	if res.Jobs != 200 || res.Storage != "file, sync always" || res.WritesPerJob < 7 || res.CPUMicrosPerJob <= 0 {
 		t.Fatalf("bench result %+v", res)
 	}
-	// Every event of the 40 jobs went through the group commit (three at
+	// --cpu-split: the three parts add up to the CPU per job (a profile of a
+	// short run may have no sample of one part, but not of all).
+	sum := res.CPUServerMicrosPerJob + res.CPUEngineMicrosPerJob + res.CPURuntimeMicrosPerJob
+	if sum <= 0 || sum < res.CPUMicrosPerJob*0.999 || sum > res.CPUMicrosPerJob*1.001 {
+		t.Fatalf("cpu split %.1f + %.1f + %.1f, cpu per job %.1f", res.CPUServerMicrosPerJob, res.CPUEngineMicrosPerJob, res.CPURuntimeMicrosPerJob, res.CPUMicrosPerJob)
+	}
+	// Every event of the 200 jobs went through the group commit (three at
 	// least a job): in batches, alone, or again alone after a refused batch.
-	if n := res.GroupBatched + res.GroupAlone + res.GroupResent; n < 3*40 || res.GroupBatches > res.GroupBatched || res.GroupResent < 0 {
+	if n := res.GroupBatched + res.GroupAlone + res.GroupResent; n < 3*200 || res.GroupBatches > res.GroupBatched || res.GroupResent < 0 {
 		t.Fatalf("group commit: %d batches of %d appends, %d alone, %d resent", res.GroupBatches, res.GroupBatched, res.GroupAlone, res.GroupResent)
 	}
 }

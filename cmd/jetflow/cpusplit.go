@@ -35,9 +35,10 @@ func startCPURecorder(file io.Writer) *cpuRecorder {
 	return r
 }
 
-// stop ends the profile and splits it; ok false if there was none.
+// stop ends the profile and splits it; ok false if there was none (r nil:
+// none was asked for).
 func (r *cpuRecorder) stop() (cpuSplit, bool) {
-	if !r.on {
+	if r == nil || !r.on {
 		return cpuSplit{}, false
 	}
 	pprof.StopCPUProfile()

@@ -68,6 +68,7 @@ func TestCLIHistory(t *testing.T) {
 		{client("replay", "--job", ""), "jetflow replay: --job"},
 		{client("replay", "--verify", "--type", "a b"), "jetflow replay: --type"},
 		{[]string{"bench", "--verify", "--fanout"}, "jetflow bench: --verify"},
+		{[]string{"bench", "--cpu-split", "--workflow", "wide"}, "jetflow bench: --cpu-split true: only for plain jobs"},
 	} {
 		errs, code := runBounded(t, c.args)
 		if code != exitUsage || !strings.Contains(errs, c.want) {
