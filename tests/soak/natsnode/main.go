@@ -2,7 +2,10 @@
 // cluster that tests/soak starts and kills. It is built without the race
 // detector, so that the cluster runs at the speed of a real one.
 //
-//	natsnode -name n1 -listen 127.0.0.1:4222 -cluster 127.0.0.1:6222 -routes nats-route://...,... -dir DIR
+//	natsnode -name n1 -listen 127.0.0.1:4222 -cluster 127.0.0.1:6222 -routes nats-route://...,... -dir DIR [-sync-always]
+//
+// The README's cluster figures (Durability) run `jetflow bench --nats` against
+// three of them.
 //
 // It prints "node <name> ready" once it accepts clients and runs until
 // SIGTERM or SIGINT.
@@ -30,14 +33,15 @@ func main() {
 	cluster := flag.String("cluster", "127.0.0.1:6222", "cluster (route) address")
 	routes := flag.String("routes", "", "comma-separated routes to every node")
 	dir := flag.String("dir", "", "JetStream store directory")
+	always := flag.Bool("sync-always", false, "fsync before every acknowledgement (default: every second, jetflow's)")
 	flag.Parse()
-	if err := run(*name, *listen, *cluster, *routes, *dir); err != nil {
+	if err := run(*name, *listen, *cluster, *routes, *dir, *always); err != nil {
 		fmt.Fprintln(os.Stderr, "natsnode:", err)
 		os.Exit(1)
 	}
 }
 
-func run(name, listen, cluster, routes, dir string) error {
+func run(name, listen, cluster, routes, dir string, always bool) error {
 	host, port, err := hostPort(listen)
 	if err != nil {
 		return err
@@ -53,6 +57,7 @@ func run(name, listen, cluster, routes, dir string) error {
 		JetStream:    true,
 		StoreDir:     dir,
 		SyncInterval: engine.DefaultSyncInterval,
+		SyncAlways:   always,
 		Cluster:      server.ClusterOpts{Name: "jetflow-soak", Host: chost, Port: cport},
 		Routes:       server.RoutesFromStr(routes),
 		NoSigs:       true,
