@@ -74,9 +74,3 @@ func AuditExport(ctx context.Context, js jetstream.JetStream, scope AuditExportS
 func VerifyAuditExport(r io.Reader, pub string) (*AuditReport, error) {
 	return audit.VerifyExport(r, pub)
 }
-
-// VerifyLog verifies the chain and the checkpoints of the events of scope
-// (pub: the trusted checkpoint key; "": the key the checkpoints name).
-func VerifyLog(ctx context.Context, js jetstream.JetStream, scope AuditScope, pub string) (*AuditReport, error) {
-	return audit.VerifyLog(ctx, js, scope, pub)
-}

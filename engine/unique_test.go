@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/audit"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -126,7 +127,7 @@ func TestUniqueConcurrentSubmitsMakeOneJob(t *testing.T) {
 	if _, err := h.st.Cancel(h.ctx, id, "after the duplicates"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := engine.VerifyLog(h.ctx, h.st.JS, engine.AuditScope{}, "")
+	rep, err := audit.VerifyLog(h.ctx, h.st.JS, audit.Scope{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestUniqueForWindow(t *testing.T) {
 		t.Fatalf("the first job is %s", got.State)
 	}
 	// The key's second claim chains to its first.
-	rep, err := engine.VerifyLog(h.ctx, h.st.JS, engine.AuditScope{}, "")
+	rep, err := audit.VerifyLog(h.ctx, h.st.JS, audit.Scope{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

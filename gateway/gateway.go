@@ -199,9 +199,6 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// Index is the gateway's index of jobs.
-func (g *Gateway) Index() *index { return g.index }
-
 // Start provisions the worker registry, loads the index, starts the
 // metrics consumer and, with an Addr, listens. Idempotent.
 func (g *Gateway) Start(ctx context.Context) error {

@@ -196,7 +196,8 @@ func TestWorkflowOverNATS(t *testing.T) {
 // step-inputs. A report over the result limit is 413.
 func TestLargeResultsOverHTTP(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// Bodies of 16 MiB under -race take seconds: a lease that outlasts them.
+	e := newEnv(t, func(c *Config) { c.Lease = time.Minute })
 	body := `{"name":"big","steps":[
 		{"name":"big","type":"wf.big"},
 		{"name":"mid","type":"wf.big"},

@@ -6,14 +6,14 @@ import (
 	"fmt"
 )
 
-// MaxMsgpackDepth bounds the nesting of msgpack input.
-const MaxMsgpackDepth = 64
+// maxMsgpackDepth bounds the nesting of msgpack input.
+const maxMsgpackDepth = 64
 
 var errTruncated = errors.New("truncated")
 
 // CheckMsgpack walks one msgpack value without decoding it and refuses
 // input whose declared lengths exceed the bytes present, or that nests
-// deeper than MaxMsgpackDepth. The msgpack decoder allocates a container
+// deeper than maxMsgpackDepth. The msgpack decoder allocates a container
 // for the length a header declares before it reads the elements, so
 // without this check a 6-byte message can ask for gigabytes.
 func CheckMsgpack(b []byte) error {
@@ -109,8 +109,8 @@ func skipValue(b []byte, i int) (int, error) {
 		}
 		i += int(skip)
 		if n > 0 {
-			if len(pending) >= MaxMsgpackDepth {
-				return 0, fmt.Errorf("msgpack: nested deeper than %d", MaxMsgpackDepth)
+			if len(pending) >= maxMsgpackDepth {
+				return 0, fmt.Errorf("msgpack: nested deeper than %d", maxMsgpackDepth)
 			}
 			pending = append(pending, n)
 		}

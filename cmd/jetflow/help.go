@@ -58,7 +58,7 @@ argument) is made absolute, so the job finds it there.`,
 	{name: "bench", group: "Engine and workers",
 		summary:  "measure jobs/s and latency, on an embedded server in a temp dir (or --nats URL)",
 		usage:    "bench [flags]",
-		examples: []string{"bench --jobs 50000 --workers 64", "bench --fanout --jobs 100000", "bench --workflow chain", "bench --workflow wide --jobs 2000 --layers 10", "bench --jobs 5000 --sync always --json"}},
+		examples: []string{"bench --jobs 50000 --workers 64", "bench --fanout --jobs 100000", "bench --workflow chain", "bench --workflow wide --jobs 2000 --layers 10", "bench --jobs 5000 --sync always --json", "bench --jobs 20000 --workers 50 --cpu-split"}},
 
 	{name: "submit", group: "Jobs", summary: "submit a job",
 		usage: "submit TYPE [JSON] [flags]",

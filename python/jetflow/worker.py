@@ -974,7 +974,17 @@ class Worker:
 
     def _report_job(self, job, state, value, retryable):
         if state == "succeeded":
-            self._patch_job(job, {"state": "succeeded", "result": value})
+            try:
+                self._patch_job(job, {"state": "succeeded", "result": value})
+            except (errors.TooLarge, errors.InvalidInput) as e:
+                # A result over the server's limit (16 MiB) fails the job for
+                # good, as a Go handler's does, rather than leaving it to
+                # its lease.
+                if isinstance(e, errors.InvalidInput) and e.field != "result":
+                    raise
+                self._patch_job(job, {"state": "failed", "retryable": False, "error": {
+                    "code": "RESULT_TOO_LARGE", "message": "handler result: %s" % e.detail}})
+                state = "failed"
         elif state == "failed":
             self._patch_job(job, {"state": "failed", "error": _clip_error(value), "retryable": bool(retryable)})
         elif state == "retry_later":

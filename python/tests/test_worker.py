@@ -185,6 +185,22 @@ class RunTest(ServerTest):
         self.assertEqual(c.result(wf.steps["make"]), job.result)
         self.assertEqual(c.result(wf.steps["use"]), {"n": 3000000})
 
+    def test_result_over_the_limit_fails_for_good(self):
+        # Over 16 MiB the server refuses the report (413): the worker fails
+        # the job for good instead, its retries unused.
+        t = unique("hugeres")
+        w = self.worker()
+
+        @w.task(t)
+        def huge(job):
+            return "x" * (17 << 20)
+        w.start()
+        job = self.client.submit(t, max_retries=3)
+        done = self.wait_done(job.id, timeout=60)
+        self.assertEqual(done.state, "failed")
+        self.assertEqual(done.error["code"], "RESULT_TOO_LARGE")
+        self.assertEqual(done.retries, 0)
+
     def test_async_handler(self):
         t = unique("asyncfn")
         w = self.worker()

@@ -1,0 +1,4 @@
+package streams
+
+// maxMsgpackDepth for the external tests.
+const MaxMsgpackDepth = maxMsgpackDepth
