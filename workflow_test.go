@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +145,69 @@ func TestWorkflowSDK(t *testing.T) {
 	}
 	if _, err := cl.SubmitWorkflow(ctx, bad); !errors.Is(err, jetflow.ErrInvalidWorkflow) {
 		t.Fatalf("token submit of a cycle: %v", err)
+	}
+}
+
+// Purging a workflow purges its steps with it, but not a step that
+// succeeded while a run resumes the workflow: that run carries it (its
+// record is that run's step too). Purging the resuming run leaves the step
+// it carried, which is the first run's.
+func TestPurgeOfAResumedWorkflow(t *testing.T) {
+	t.Parallel()
+	_, ctx, admin := startEngine(t)
+	var fixed atomic.Bool
+	w := jetflow.NewWorker(admin, jetflow.WorkerConfig{Logger: testkit.Logger(t)})
+	jetflow.Register(w, "rp.ok", func(ctx context.Context, job *jetflow.Job[any]) (string, error) { return "ok", nil })
+	jetflow.Register(w, "rp.flaky", func(ctx context.Context, job *jetflow.Job[any]) (string, error) {
+		if !fixed.Load() {
+			return "", jetflow.Permanent(errors.New("not yet"))
+		}
+		return "fixed", nil
+	})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	wf := jetflow.NewWorkflow("resumed")
+	wf.Chain(wf.Step("a", "rp.ok", nil), wf.Step("b", "rp.flaky", nil, jetflow.MaxRetries(0)))
+	first, err := admin.SubmitWorkflow(ctx, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if done, err := admin.Wait(wctx, first.ID); err != nil || done.State != jetflow.Failed {
+		t.Fatalf("first run: %+v %v", done, err)
+	}
+	fixed.Store(true)
+	second, err := admin.RetryWorkflow(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Steps["a"] != first.Steps["a"] || second.Steps["b"] == first.Steps["b"] {
+		t.Fatalf("the second run's steps %v, the first's %v", second.Steps, first.Steps)
+	}
+	if done, err := admin.Wait(wctx, second.ID); err != nil || done.State != jetflow.Succeeded {
+		t.Fatalf("second run: %+v %v", done, err)
+	}
+	// The first run, its failed step; a (carried by the second) stays.
+	if n, err := admin.PurgeJob(ctx, first.ID, "test"); err != nil || n != 2 {
+		t.Fatalf("purge of the first run: %d, %v; want 2", n, err)
+	}
+	if a, err := admin.Get(ctx, first.Steps["a"]); err != nil || a.State != jetflow.Succeeded {
+		t.Fatalf("the carried step after the first run's purge: %+v %v", a, err)
+	}
+	if _, err := admin.Get(ctx, first.Steps["b"]); !errors.Is(err, jetflow.ErrNotFound) {
+		t.Fatalf("the first run's failed step after its purge: %v", err)
+	}
+	if info, err := admin.GetWorkflow(ctx, second.ID); err != nil || info.Step("a").Status == "missing" {
+		t.Fatalf("the second run after the first's purge: %+v %v", info, err)
+	}
+	// The second run and its own step b; a is the first run's.
+	if n, err := admin.PurgeJob(ctx, second.ID, "test"); err != nil || n != 2 {
+		t.Fatalf("purge of the second run: %d, %v; want 2", n, err)
+	}
+	if _, err := admin.Get(ctx, first.Steps["a"]); err != nil {
+		t.Fatalf("the carried step after both purges: %v", err)
 	}
 }

@@ -2,9 +2,12 @@ package files
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -42,11 +45,16 @@ func Open(ctx context.Context, js jetstream.JetStream, topo streams.Topology) (*
 	return &Store{obs: obs, js: js}, nil
 }
 
-// ResultJSONName is the name, among a job's files, of the result of its
-// attempt n when it is too large for the record (commands.MaxInlineResult):
-// one object per attempt, so that an attempt that lost its lease cannot
-// replace the result of the one that holds the job.
-func ResultJSONName(attempt int) string { return fmt.Sprintf("out/result-%d.json", attempt) }
+// ResultJSONName is the name, among a job's files, of a result of its
+// attempt n too large for the record (commands.MaxInlineResult), sum the
+// first 16 hex digits of its SHA-256: one object per attempt and content,
+// so that neither an attempt that lost its lease nor a second report of the
+// same attempt can replace the result an event names.
+func ResultJSONName(attempt int, sum string) string {
+	return fmt.Sprintf("out/result-%d-%s.json", attempt, sum)
+}
+
+var resultJSONName = regexp.MustCompile(`^out/result-[0-9]+-[0-9a-f]{16}\.json$`)
 
 // InputKey is the object of a job's input file.
 func InputKey(jobID, name string) string { return jobID + "/in/" + name }
@@ -122,22 +130,13 @@ func (s *Store) PutResult(ctx context.Context, jobID string, r io.Reader) (domai
 // PutResultJSON stores the JSON result of a job's attempt (ResultJSONName),
 // for the event that records the attempt's success to name.
 func (s *Store) PutResultJSON(ctx context.Context, jobID string, attempt int, result []byte) (domain.FileRef, error) {
-	name := ResultJSONName(attempt)
+	sum := sha256.Sum256(result)
+	name := ResultJSONName(attempt, hex.EncodeToString(sum[:8]))
 	info, err := s.obs.PutBytes(ctx, jobID+"/"+name, result)
 	if err != nil {
 		return domain.FileRef{}, fmt.Errorf("store the result of job %s: %w", jobID, err)
 	}
 	return ref(name, info), nil
-}
-
-// DeleteResultJSON deletes a result stored by PutResultJSON whose event
-// was not written (the attempt lost its job).
-func (s *Store) DeleteResultJSON(ctx context.Context, jobID string, f domain.FileRef) error {
-	err := s.obs.Delete(ctx, jobID+"/"+f.Name)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil
-	}
-	return err
 }
 
 // OpenResultJSON opens the result a job's event names (domain.Job.ResultRef),
@@ -182,11 +181,7 @@ func (s *Store) ResultJSON(ctx context.Context, jobID string, f domain.FileRef) 
 	return b, nil
 }
 
-func validResultJSONName(name string) bool {
-	var n int
-	_, err := fmt.Sscanf(name, "out/result-%d.json", &n)
-	return err == nil && n >= 0 && name == ResultJSONName(n)
-}
+func validResultJSONName(name string) bool { return resultJSONName.MatchString(name) }
 
 // ResultInfo describes a job's result archive; ErrNoFile if it has none.
 func (s *Store) ResultInfo(ctx context.Context, jobID string) (domain.FileRef, error) {

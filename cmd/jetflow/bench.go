@@ -317,6 +317,7 @@ func cmdBench(c *cli, args []string) int {
 	var rec *cpuRecorder
 	if *cpuSplitOn || profFile != nil {
 		rec = startCPURecorder(profFile)
+		defer rec.stop() // on an early return; a no-op once stopped
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
 	writes0 := streamWrites(ctx, subCl.Conn())
@@ -376,6 +377,7 @@ func cmdBench(c *cli, args []string) int {
 	case <-ctx.Done():
 		return exitFailed
 	}
+	cpuUsed, wallUsed := cpuTime()-cpu0, time.Since(wall0) // before the profile is stopped and parsed
 	split, splitOK := rec.stop()
 	mu.Lock()
 	procDur := lastDone.Sub(startT)
@@ -385,8 +387,8 @@ func cmdBench(c *cli, args []string) int {
 	res.CompleteP50Ms, res.CompleteP99Ms = pct(doneLat)
 	startLat, doneLat = nil, nil
 	mu.Unlock()
-	res.CPUCores = (cpuTime() - cpu0).Seconds() / time.Since(wall0).Seconds()
-	res.CPUMicrosPerJob = float64((cpuTime() - cpu0).Microseconds()) / float64(jobs)
+	res.CPUCores = cpuUsed.Seconds() / wallUsed.Seconds()
+	res.CPUMicrosPerJob = float64(cpuUsed.Microseconds()) / float64(jobs)
 	if sum := split.Server + split.Engine + split.Runtime; splitOK && sum > 0 {
 		share := func(d time.Duration) float64 { return res.CPUMicrosPerJob * float64(d) / float64(sum) }
 		res.CPUServerMicrosPerJob, res.CPUEngineMicrosPerJob, res.CPURuntimeMicrosPerJob = share(split.Server), share(split.Engine), share(split.Runtime)

@@ -178,7 +178,7 @@ class RunTest(ServerTest):
         ])
         self.assertEqual(self.wait_done(wf.steps["use"]).result, {"n": 3000000})
         job = c.get(wf.steps["make"])
-        self.assertEqual(job.result_ref["name"], "out/result-1.json")
+        self.assertRegex(job.result_ref["name"], r"^out/result-1-[0-9a-f]{16}\.json$")
         self.assertEqual(job.result_ref["size"], len('{"s":""}') + 3000000)
         self.assertEqual(len(job.result["s"]), 3000000)
         self.assertEqual(c.wait(wf.steps["make"]).result, job.result)

@@ -32,13 +32,11 @@ type Puller struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	signalled atomic.Bool  // no fetch after the current one
-	since     atomic.Int64 // when it was first signalled (UnixNano)
+	since     atomic.Int64 // when it was signalled (UnixNano), 0 before
 }
 
-// stopWait is how long Stop lets the current fetch end by itself after
-// Signal before it cancels it. A message given back while the puller
-// stops comes to the fetch again until its batch is full: this lets that
-// end, so that no pull request is left on the server when it is cancelled.
+// stopWait is how long the current fetch goes on after Signal, handing
+// over what the server sends it, before it is cancelled.
 const stopWait = 250 * time.Millisecond
 
 // Start starts a puller. size says how many messages to ask for next
@@ -81,29 +79,29 @@ func (p *Puller) run(cons jetstream.Consumer, size func() int, cb func(jetstream
 }
 
 // Signal tells the puller to fetch no more. Its current fetch goes on
-// until it ends (its batch filled, or its wait over): everything the
-// server sends for it is handed to the callback, which gives back what it
-// will not run (a Nak: at once to another worker). Cancelling the fetch
-// instead would drop what is in flight at that moment, to come again only
-// after the consumer's AckWait.
+// for stopWait more (or until it ends by itself): everything the server
+// sends it is handed to the callback, which gives back what it will not run
+// with GiveBack. Cancelling the fetch at once would drop what is in flight
+// at that moment, to come again only after the consumer's AckWait.
 func (p *Puller) Signal() {
-	p.since.CompareAndSwap(0, time.Now().UnixNano())
-	p.signalled.Store(true)
+	if p.since.CompareAndSwap(0, time.Now().UnixNano()) {
+		p.signalled.Store(true)
+		time.AfterFunc(stopWait, p.cancel)
+	}
 }
 
-// Stop stops the puller and waits until its callback is no longer called.
-// The current fetch has until stopWait after Signal to end by itself; then
-// it is cancelled, and a message in flight to it at that instant is
-// dropped (it comes again after the consumer's AckWait).
+// GiveBack hands back a message that a stopping puller's callback will not
+// run. It comes again after the puller's fetch has ended, so to another
+// puller: given back at once, it would come to the same fetch again and
+// again, each delivery counted (a batch's attempts are its deliveries).
+func GiveBack(m jetstream.Msg) error { return m.NakWithDelay(2 * stopWait) }
+
+// Stop stops the puller and waits until its callback is no longer called:
+// at most stopWait after Signal, when the current fetch is cancelled. A
+// message in flight to it at that instant is dropped (it comes again after
+// the consumer's AckWait).
 func (p *Puller) Stop() {
 	p.Signal()
-	t := time.NewTimer(time.Until(time.Unix(0, p.since.Load()).Add(stopWait)))
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return
-	case <-t.C:
-	}
-	p.cancel()
 	<-p.done
+	p.cancel()
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine/internal/pull"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/streams"
@@ -64,7 +65,7 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 		return
 	}
 	if r.isStopping() {
-		_ = msg.Nak() // arrived as the runtime began to stop: another worker takes it at once
+		_ = pull.GiveBack(msg) // arrived as the runtime began to stop: for another worker
 		return
 	}
 	if r.parents.terminal(ctx, item.Parent) {

@@ -275,7 +275,7 @@ func (r *Runtime) receive(msg jetstream.Msg) {
 func (r *Runtime) acquire(msg jetstream.Msg) bool {
 	select {
 	case <-r.stopping:
-		_ = msg.Nak() // let another worker have it at once
+		_ = pull.GiveBack(msg) // for another worker
 		return false
 	case r.slots <- struct{}{}:
 	}
@@ -283,7 +283,7 @@ func (r *Runtime) acquire(msg jetstream.Msg) bool {
 	if r.stopped { // Stop began while we waited for the slot
 		r.mu.Unlock()
 		<-r.slots
-		_ = msg.Nak()
+		_ = pull.GiveBack(msg)
 		return false
 	}
 	r.wg.Add(1) // under mu, so never after Stop's Wait began
@@ -320,7 +320,7 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		return
 	}
 	if r.isStopping() {
-		_ = msg.Nak() // arrived as the runtime began to stop: another worker takes it at once
+		_ = pull.GiveBack(msg) // arrived as the runtime began to stop: for another worker
 		return
 	}
 	// Listed in this worker's heartbeats while it claims: a claim whose

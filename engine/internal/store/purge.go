@@ -94,11 +94,18 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Jo
 			ids = append(ids, ChildID(j.Spec.Namespace, j.ID, piece))
 		}
 	}
+	// A workflow's steps. A step carried from the run it resumes is that
+	// run's. One that succeeded may be carried by a run that resumes this
+	// one: if there is or was such a run, it is left to retention.
+	var carriable map[string]bool
 	if g := j.Spec.Workflow; g != nil {
-		// Its steps; a step carried from the run it resumes is that run's.
+		resumed := s.resumed(ctx, j)
+		carriable = map[string]bool{}
 		for i, st := range g.Steps {
 			if st.Carried == "" {
-				ids = append(ids, StepID(j.Spec.Namespace, j.ID, i))
+				id := StepID(j.Spec.Namespace, j.ID, i)
+				ids = append(ids, id)
+				carriable[id] = resumed
 			}
 		}
 	}
@@ -114,6 +121,9 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Jo
 		}
 		if !snap.Job.State.Terminal() {
 			left = append(left, snap.Job.State)
+			continue
+		}
+		if carriable[id] && commands.EndedSucceeded(snap.Job.State) {
 			continue
 		}
 		m, err := s.purge(ctx, fs, id, reason)

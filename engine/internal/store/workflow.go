@@ -332,7 +332,20 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (WorkflowSubmitted
 	}
 	w.Steps = first.Steps
 	now := time.Now().UTC()
-	return s.writeWorkflow(ctx, domain.KeyedID(j.Spec.Namespace, "\x00workflow-retry:"+j.ID), w, true, now)
+	return s.writeWorkflow(ctx, ResumeID(j), w, true, now)
+}
+
+// ResumeID is the job id of the run that resumes workflow j (one at
+// most: a repeated retry returns it).
+func ResumeID(j *domain.Job) string {
+	return domain.KeyedID(j.Spec.Namespace, "\x00workflow-retry:"+j.ID)
+}
+
+// resumed reports whether a run resumes workflow j, or did (purged since):
+// it may carry j's steps that succeeded. An error reading it counts as yes.
+func (s *Store) resumed(ctx context.Context, j *domain.Job) bool {
+	_, err := s.Current(ctx, ResumeID(j))
+	return !errors.Is(err, commands.ErrNotFound) || errors.Is(err, commands.ErrGone)
 }
 
 // StepInputs are the results of a step's dependencies, by step name: its
