@@ -30,7 +30,10 @@ type pooledEnc struct {
 func Marshal(v any) ([]byte, error) {
 	pe := encPool.Get().(*pooledEnc)
 	pe.buf.Reset()
-	err := pe.enc.Encode(v)
+	ok, err := encodeFast(pe.enc, v)
+	if !ok {
+		err = pe.enc.Encode(v)
+	}
 	out := append([]byte(nil), pe.buf.Bytes()...)
 	if pe.buf.Cap() <= 1<<16 {
 		encPool.Put(pe)
@@ -40,19 +43,31 @@ func Marshal(v any) ([]byte, error) {
 
 // Unmarshal decodes msgpack data into v, after CheckMsgpack. Fields that v
 // does not know are skipped, so that older code reads newer records.
-func Unmarshal(data []byte, v any) error {
+func Unmarshal(data []byte, v any) (err error) {
 	if err := CheckMsgpack(data); err != nil {
 		return err
 	}
+	defer recoverDecode(&err)
 	return msgpack.Unmarshal(data, v)
+}
+
+// recoverDecode turns a panic of msgpack's decoder into an error: it
+// panics on some input that CheckMsgpack lets through (a nil where a
+// time.Time is: reflect's IsNil of a struct), and a record that does not
+// decode must not stop the process that reads it.
+func recoverDecode(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("msgpack: %v", p)
+	}
 }
 
 // UnmarshalStrict is Unmarshal for input from outside (commands): fields
 // that v does not know are errors.
-func UnmarshalStrict(data []byte, v any) error {
+func UnmarshalStrict(data []byte, v any) (err error) {
 	if err := CheckMsgpack(data); err != nil {
 		return err
 	}
+	defer recoverDecode(&err)
 	dec := msgpack.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields(true)
 	return dec.Decode(v)

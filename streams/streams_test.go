@@ -165,10 +165,48 @@ func TestCheckMsgpack(t *testing.T) {
 	}
 }
 
+// TestDecodeNilTime: a nil where a time is makes msgpack's reflection
+// panic (reflect's IsNil of a struct); each decoder says the record is
+// malformed instead.
+func TestDecodeNilTime(t *testing.T) {
+	for name, data := range nilTimes() {
+		if _, err := streams.DecodeEvent(data); !errors.Is(err, streams.ErrBadRecord) {
+			t.Errorf("%s: DecodeEvent: %v, want ErrBadRecord", name, err)
+		}
+		if _, err := streams.DecodeJob(data); !errors.Is(err, streams.ErrBadRecord) {
+			t.Errorf("%s: DecodeJob: %v, want ErrBadRecord", name, err)
+		}
+		if _, err := streams.DecodeWorkItem(data); !errors.Is(err, streams.ErrBadRecord) {
+			t.Errorf("%s: DecodeWorkItem: %v, want ErrBadRecord", name, err)
+		}
+	}
+}
+
+// nilTimes are records with a nil time, at the top and nested.
+func nilTimes() map[string][]byte {
+	out := map[string][]byte{}
+	for name, v := range map[string]any{
+		"event":       map[string]any{"v": 1, "type": "job.started", "job": "J", "time": nil},
+		"job":         map[string]any{"id": "J", "created_at": nil},
+		"nested hold": map[string]any{"v": 1, "type": "job.pending", "job": "J", "id": "J", "hold": map[string]any{"since": nil}},
+		"work item":   map[string]any{"rev": 1, "job": map[string]any{"id": "J", "seq": 1, "updated_at": nil}},
+	} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			panic(err)
+		}
+		out[name] = b
+	}
+	return out
+}
+
 func FuzzDecodeEvent(f *testing.F) {
 	b, _ := streams.EncodeEvent(&domain.Event{Type: domain.EvStarted, JobID: "J", Time: time.Now(), Lease: 3})
 	f.Add(b)
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
+	for _, b := range nilTimes() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := streams.DecodeEvent(data)
 		if err == nil && (ev.Type == "" || ev.JobID == "") {

@@ -16,18 +16,20 @@ import (
 var workflowShapes = []string{"chain", "wide"}
 
 type workflowBenchResult struct {
-	Shape        string  `json:"shape"`
-	Steps        int     `json:"steps"`
-	Layers       int     `json:"layers"`
-	Workers      int     `json:"workers"`
-	Storage      string  `json:"storage"`
-	SubmitMs     float64 `json:"submit_ms"`      // the workflow's submit: its event and every step written
-	HandoffP50Ms float64 `json:"handoff_p50_ms"` // a step's handler returned -> the next step's handler started (chain)
-	HandoffP99Ms float64 `json:"handoff_p99_ms"`
-	StepsPerSec  float64 `json:"steps_per_sec"` // first step started -> last step ended
-	TotalSeconds float64 `json:"total_seconds"` // submitted -> the workflow ended
-	State        string  `json:"state"`
-	CPUCores     float64 `json:"cpu_cores"`
+	Shape         string  `json:"shape"`
+	Steps         int     `json:"steps"`
+	Layers        int     `json:"layers"`
+	Workers       int     `json:"workers"`
+	Storage       string  `json:"storage"`
+	SubmitMs      float64 `json:"submit_ms"`      // the workflow's submit: its event and every step written
+	HandoffP50Ms  float64 `json:"handoff_p50_ms"` // a step's handler returned -> the next step's handler started (chain)
+	HandoffP99Ms  float64 `json:"handoff_p99_ms"`
+	StepsPerSec   float64 `json:"steps_per_sec"` // first step started -> last step ended
+	TotalSeconds  float64 `json:"total_seconds"` // submitted -> the workflow ended
+	State         string  `json:"state"`
+	CPUCores      float64 `json:"cpu_cores"`
+	CPUPerStepUs  float64 `json:"cpu_per_step_us"` // server and engine, submit to end, per step
+	WritesPerStep float64 `json:"writes_per_step"` // messages stored in every stream, per step (-1: not counted)
 }
 
 // benchWorkflow runs one workflow of n steps: a chain (each step after the
@@ -78,6 +80,7 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
+	writes0 := streamWrites(ctx, subCl.Conn())
 	cpu0, t0 := cpuTime(), time.Now()
 	fmt.Fprintf(c.errw, "workflow: %s of %d steps, %d handlers...\n", shape, n, workers)
 	res, err := subCl.SubmitWorkflow(ctx, wf)
@@ -92,9 +95,17 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 		return exitFailed
 	}
 	end := time.Now()
+	cpu := cpuTime() - cpu0
+	writes := -1.0
+	if writes0 >= 0 {
+		if w1 := streamWrites(ctx, subCl.Conn()); w1 >= 0 {
+			writes = float64(w1-writes0) / float64(n)
+		}
+	}
 	out := workflowBenchResult{Shape: shape, Steps: n, Layers: layers, Workers: workers, Storage: storage,
 		SubmitMs: float64(submitted) / 1e6, TotalSeconds: end.Sub(t0).Seconds(), State: string(done.State),
-		CPUCores: (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()}
+		CPUCores: cpu.Seconds() / end.Sub(t0).Seconds(), CPUPerStepUs: float64(cpu.Microseconds()) / float64(n),
+		WritesPerStep: writes}
 	if shape == "chain" {
 		out.Layers = n
 	}
@@ -133,6 +144,10 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 		}
 		fmt.Fprintf(c.out, "  steps                     %8.0f steps/s (first step started -> last ended)\n", out.StepsPerSec)
 		fmt.Fprintf(c.out, "  workflow                  %s after %.2f s, cpu %.2f cores\n", out.State, out.TotalSeconds, out.CPUCores)
+		fmt.Fprintf(c.out, "  cpu                       %8.0f µs per step (server and engine, submit to end)\n", out.CPUPerStepUs)
+		if writes >= 0 {
+			fmt.Fprintf(c.out, "  writes                    %8.1f per step (messages stored in every stream)\n", out.WritesPerStep)
+		}
 	}
 	if done.State != jetflow.Succeeded || ran != n {
 		return exitFailed

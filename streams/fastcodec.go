@@ -1,0 +1,353 @@
+package streams
+
+import (
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/jetflow/jetflow/internal/domain"
+)
+
+// The encoders of the hot path's records: a job (its record, and inside a
+// work item) and an event. Every transition writes both, so their encoding
+// runs several times per job. msgpack's reflection does the same work, but
+// for each omitempty field it boxes the value to ask whether it is empty (an
+// allocation per field, and most of the encoding's time: docs/performance.md).
+//
+// These write exactly the bytes msgpack's reflection writes for the same
+// struct: the same keys, in the struct's order, with the same omissions and
+// the same number forms (TestFastCodecIsReflection checks every field of
+// each type, filled at random, against the reflection's bytes: a field added
+// to a struct and not here fails it). Decoding is msgpack's own: a
+// hand-written decoder measured barely faster (BenchmarkDecodeJob).
+
+// mapWriter writes a map's fields. body runs twice: once counting the fields
+// it would write (count set), then writing them after the map's header, so
+// that the rule that omits a field is written once.
+type mapWriter struct {
+	e     *msgpack.Encoder
+	count bool
+	n     int
+	err   error
+}
+
+func writeMap(e *msgpack.Encoder, body func(w *mapWriter)) error {
+	c := mapWriter{count: true}
+	body(&c)
+	if err := e.EncodeMapLen(c.n); err != nil {
+		return err
+	}
+	w := mapWriter{e: e}
+	body(&w)
+	return w.err
+}
+
+// key counts the field, or writes its key; false: write nothing more.
+func (w *mapWriter) key(k string) bool {
+	if w.count {
+		w.n++
+		return false
+	}
+	if w.err != nil {
+		return false
+	}
+	w.err = w.e.EncodeString(k)
+	return w.err == nil
+}
+
+func (w *mapWriter) set(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *mapWriter) str(k, v string) {
+	if w.key(k) {
+		w.set(w.e.EncodeString(v))
+	}
+}
+
+func (w *mapWriter) strOmit(k, v string) {
+	if v != "" {
+		w.str(k, v)
+	}
+}
+
+// integer writes an int field (msgpack's smallest form).
+func (w *mapWriter) integer(k string, v int) {
+	if w.key(k) {
+		w.set(w.e.EncodeInt(int64(v)))
+	}
+}
+
+func (w *mapWriter) intOmit(k string, v int) {
+	if v != 0 {
+		w.integer(k, v)
+	}
+}
+
+// int64Field writes an int64 field (time.Duration): msgpack's reflection
+// writes those in their 9-byte form.
+func (w *mapWriter) int64Field(k string, v int64) {
+	if w.key(k) {
+		w.set(w.e.EncodeInt64(v))
+	}
+}
+
+func (w *mapWriter) int64Omit(k string, v int64) {
+	if v != 0 {
+		w.int64Field(k, v)
+	}
+}
+
+// uint64Field writes a uint64 field in its 9-byte form, as the reflection.
+func (w *mapWriter) uint64Field(k string, v uint64) {
+	if w.key(k) {
+		w.set(w.e.EncodeUint64(v))
+	}
+}
+
+func (w *mapWriter) uint64Omit(k string, v uint64) {
+	if v != 0 {
+		w.uint64Field(k, v)
+	}
+}
+
+func (w *mapWriter) boolOmit(k string, v bool) {
+	if v && w.key(k) {
+		w.set(w.e.EncodeBool(v))
+	}
+}
+
+func (w *mapWriter) float(k string, v float64) {
+	if w.key(k) {
+		w.set(w.e.EncodeFloat64(v))
+	}
+}
+
+func (w *mapWriter) bytesOmit(k string, v []byte) {
+	if len(v) > 0 && w.key(k) {
+		w.set(w.e.EncodeBytes(v))
+	}
+}
+
+func (w *mapWriter) timeField(k string, v time.Time) {
+	if w.key(k) {
+		w.set(w.e.EncodeTime(v))
+	}
+}
+
+func (w *mapWriter) timeOmit(k string, v time.Time) {
+	if !v.IsZero() {
+		w.timeField(k, v)
+	}
+}
+
+// value writes a field msgpack's reflection encodes (rare fields: nested
+// structs, slices, maps), called when it is not empty.
+func (w *mapWriter) value(k string, v any) {
+	if w.key(k) {
+		w.set(w.e.Encode(v))
+	}
+}
+
+func (w *mapWriter) spec(k string, s *domain.Spec) {
+	if w.key(k) {
+		w.set(encodeSpec(w.e, s))
+	}
+}
+
+// encodeFast encodes the types this file knows; ok false for any other.
+func encodeFast(e *msgpack.Encoder, v any) (ok bool, err error) {
+	switch v := v.(type) {
+	case *domain.Job:
+		if v == nil {
+			return true, e.EncodeNil()
+		}
+		return true, encodeJob(e, v)
+	case *domain.Event:
+		if v == nil {
+			return true, e.EncodeNil()
+		}
+		return true, encodeEvent(e, v)
+	case *domain.WorkItem:
+		if v == nil {
+			return true, e.EncodeNil()
+		}
+		return true, writeMap(e, func(w *mapWriter) {
+			w.uint64Field("rev", v.Rev)
+			if w.key("job") {
+				w.set(encodeJob(w.e, &v.Job))
+			}
+		})
+	}
+	return false, nil
+}
+
+func encodeJob(e *msgpack.Encoder, j *domain.Job) error {
+	return writeMap(e, func(w *mapWriter) {
+		w.str("id", j.ID)
+		w.spec("spec", &j.Spec)
+		w.str("state", string(j.State))
+		w.integer("attempt", j.Attempt)
+		w.integer("retries", j.Retries)
+		w.integer("lease_requeues", j.LeaseRequeues)
+		w.strOmit("worker", j.Worker)
+		w.uint64Omit("lease_item", j.LeaseItem)
+		w.strOmit("lease_ack", j.LeaseAck)
+		w.bytesOmit("result", j.Result)
+		if j.ResultRef != nil {
+			w.value("result_ref", j.ResultRef)
+		}
+		if j.Error != nil {
+			w.value("error", j.Error)
+		}
+		if j.Progress != nil {
+			w.value("progress", j.Progress)
+		}
+		if j.Fanout != nil {
+			w.value("fanout", j.Fanout)
+		}
+		w.timeField("created_at", j.CreatedAt)
+		w.timeOmit("run_at", j.RunAt)
+		w.timeOmit("queued_at", j.QueuedAt)
+		w.timeOmit("started_at", j.StartedAt)
+		w.timeOmit("finished_at", j.FinishedAt)
+		w.timeField("updated_at", j.UpdatedAt)
+		w.uint64Field("seq", j.Seq)
+		w.integer("events", j.Events)
+		w.bytesOmit("last_hash", j.LastHash)
+		w.timeOmit("purged_at", j.PurgedAt)
+		if j.Hold != nil {
+			w.value("hold", j.Hold)
+		}
+		w.timeOmit("claimed_at", j.ClaimedAt)
+		w.strOmit("attempt_trace", j.AttemptTrace)
+		w.strOmit("prev_attempt_trace", j.PrevAttemptTrace)
+		w.intOmit("dups", j.Duplicates)
+	})
+}
+
+func encodeSpec(e *msgpack.Encoder, s *domain.Spec) error {
+	return writeMap(e, func(w *mapWriter) {
+		w.str("ns", s.Namespace)
+		w.str("type", s.Type)
+		w.str("queue", s.Queue)
+		w.bytesOmit("payload", s.Payload)
+		if len(s.Tags) > 0 {
+			w.value("tags", s.Tags)
+		}
+		w.strOmit("key", s.Key)
+		w.strOmit("parent", s.Parent)
+		w.strOmit("retry_of", s.RetryOf)
+		w.boolOmit("failed_pieces", s.FailedPieces)
+		w.intOmit("prio", s.Priority)
+		w.integer("max_retries", s.MaxRetries)
+		w.int64Field("backoff", int64(s.Backoff))
+		w.int64Field("backoff_cap", int64(s.BackoffCap))
+		w.float("jitter", s.Jitter)
+		if len(s.RetryOn) > 0 {
+			w.value("retry_on", s.RetryOn)
+		}
+		if len(s.NoRetryOn) > 0 {
+			w.value("no_retry_on", s.NoRetryOn)
+		}
+		w.int64Field("timeout", int64(s.Timeout))
+		w.integer("max_lease_requeues", s.MaxLeaseRequeues)
+		w.timeOmit("run_at", s.RunAt)
+		w.intOmit("piece", s.Piece)
+		w.int64Omit("queue_timeout", int64(s.QueueTimeout))
+		if len(s.Files) > 0 {
+			w.value("files", s.Files)
+		}
+		w.strOmit("user", s.User)
+		if s.Workflow != nil {
+			w.value("workflow", s.Workflow)
+		}
+		if s.Step != nil {
+			w.value("step", s.Step)
+		}
+		w.strOmit("ckey", s.ConcurrencyKey)
+		w.strOmit("traceparent", s.TraceParent)
+		w.strOmit("tracestate", s.TraceState)
+		if s.Unique != nil {
+			w.value("unique", s.Unique)
+		}
+	})
+}
+
+func encodeEvent(e *msgpack.Encoder, ev *domain.Event) error {
+	return writeMap(e, func(w *mapWriter) {
+		w.integer("v", ev.V)
+		w.str("type", ev.Type)
+		w.str("job", ev.JobID)
+		w.timeField("time", ev.Time)
+		w.intOmit("attempt", ev.Attempt)
+		w.strOmit("actor", ev.Actor)
+		w.strOmit("level", ev.Level)
+		w.strOmit("name", ev.Name)
+		w.strOmit("msg", ev.Message)
+		if len(ev.Fields) > 0 {
+			w.value("fields", ev.Fields)
+		}
+		w.strOmit("from", string(ev.From))
+		w.strOmit("to", string(ev.To))
+		if ev.Spec != nil {
+			w.spec("spec", ev.Spec)
+		}
+		w.bytesOmit("result", ev.Result)
+		if ev.ResultRef != nil {
+			w.value("result_ref", ev.ResultRef)
+		}
+		if ev.Error != nil {
+			w.value("error", ev.Error)
+		}
+		w.timeOmit("run_at", ev.RunAt)
+		w.uint64Omit("lease", ev.Lease)
+		w.strOmit("lease_ack", ev.LeaseAck)
+		if ev.Progress != nil {
+			w.value("progress", ev.Progress)
+		}
+		if ev.Plan != nil {
+			w.value("plan", ev.Plan)
+		}
+		if ev.Counts != nil {
+			w.value("counts", ev.Counts)
+		}
+		w.intOmit("piece", ev.Piece)
+		w.strOmit("trace", ev.Trace)
+		if ev.TypeDef != nil {
+			w.value("typedef", ev.TypeDef)
+		}
+		if ev.Namespace != nil {
+			w.value("ns", ev.Namespace)
+		}
+		if ev.Token != nil {
+			w.value("token", ev.Token)
+		}
+		if ev.Queue != nil {
+			w.value("queue", ev.Queue)
+		}
+		if ev.Hold != nil {
+			w.value("hold", ev.Hold)
+		}
+		if len(ev.Steps) > 0 && w.key("steps") {
+			w.set(w.e.EncodeArrayLen(len(ev.Steps)))
+			for i := range ev.Steps {
+				w.set(encodeSpec(w.e, &ev.Steps[i]))
+			}
+		}
+		if ev.Schedule != nil {
+			w.value("sched", ev.Schedule)
+		}
+		w.strOmit("rate_key", ev.RateKey)
+		if ev.Priority != nil {
+			w.value("priority", ev.Priority)
+		}
+		w.strOmit("by", ev.By)
+		if ev.Checkpoint != nil {
+			w.value("ckpt", ev.Checkpoint)
+		}
+		w.bytesOmit("prev", ev.Prev)
+	})
+}
