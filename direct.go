@@ -165,13 +165,20 @@ func (d direct) wait(ctx context.Context, id string) (*projections.JobView, erro
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
+			// Its head says whether it ended; a workflow's record holds its
+			// whole graph, written again with its counts while it runs.
+			head, err := streams.DecodeJobHead(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			if !head.State.Terminal() {
+				continue
+			}
 			j, err := streams.DecodeJob(e.Value())
 			if err != nil {
 				return nil, err
 			}
-			if j.State.Terminal() {
-				return projections.View(j), nil
-			}
+			return projections.View(j), nil
 		}
 	}
 }

@@ -261,11 +261,11 @@ func encodeSpec(e *msgpack.Encoder, s *domain.Spec) error {
 			w.value("files", s.Files)
 		}
 		w.strOmit("user", s.User)
-		if s.Workflow != nil {
-			w.value("workflow", s.Workflow)
+		if s.Workflow != nil && w.key("workflow") {
+			w.set(encodeWorkflow(w.e, s.Workflow))
 		}
-		if s.Step != nil {
-			w.value("step", s.Step)
+		if s.Step != nil && w.key("step") {
+			w.set(encodeStepSpec(w.e, s.Step))
 		}
 		w.strOmit("ckey", s.ConcurrencyKey)
 		w.strOmit("traceparent", s.TraceParent)
@@ -349,5 +349,53 @@ func encodeEvent(e *msgpack.Encoder, ev *domain.Event) error {
 			w.value("ckpt", ev.Checkpoint)
 		}
 		w.bytesOmit("prev", ev.Prev)
+	})
+}
+
+// encodeWorkflow encodes a workflow's graph (in its record, written with
+// its counts a few times a second: up to 10,000 steps).
+func encodeWorkflow(e *msgpack.Encoder, g *domain.Workflow) error {
+	return writeMap(e, func(w *mapWriter) {
+		w.strOmit("name", g.Name)
+		w.str("on_failure", g.OnFailure)
+		if !w.key("steps") {
+			return
+		}
+		if g.Steps == nil {
+			w.set(w.e.EncodeNil())
+			return
+		}
+		w.set(w.e.EncodeArrayLen(len(g.Steps)))
+		for i := range g.Steps {
+			st := &g.Steps[i]
+			w.set(writeMap(w.e, func(w *mapWriter) {
+				w.str("name", st.Name)
+				if len(st.After) > 0 && w.key("after") {
+					w.set(w.e.EncodeArrayLen(len(st.After)))
+					for _, a := range st.After {
+						w.set(w.e.EncodeInt(int64(a)))
+					}
+				}
+				w.strOmit("on_failure", st.OnFailure)
+				w.strOmit("carried", st.Carried)
+			}))
+		}
+	})
+}
+
+// encodeStepSpec encodes a step's place in its workflow (in each step's
+// record and events).
+func encodeStepSpec(e *msgpack.Encoder, st *domain.StepSpec) error {
+	return writeMap(e, func(w *mapWriter) {
+		w.str("name", st.Name)
+		if len(st.Inputs) > 0 && w.key("inputs") {
+			w.set(w.e.EncodeArrayLen(len(st.Inputs)))
+			for _, in := range st.Inputs {
+				w.set(writeMap(w.e, func(w *mapWriter) {
+					w.str("name", in.Name)
+					w.str("job", in.Job)
+				}))
+			}
+		}
 	})
 }

@@ -108,9 +108,9 @@ func TestFastCodecIsReflection(t *testing.T) {
 		var j domain.Job
 		var ev domain.Event
 		var item domain.WorkItem
-		fill(r, reflect.ValueOf(&j).Elem(), 3)
-		fill(r, reflect.ValueOf(&ev).Elem(), 3)
-		fill(r, reflect.ValueOf(&item).Elem(), 3)
+		fill(r, reflect.ValueOf(&j).Elem(), 5)
+		fill(r, reflect.ValueOf(&ev).Elem(), 5)
+		fill(r, reflect.ValueOf(&item).Elem(), 5)
 		for _, c := range []struct {
 			name      string
 			fast, ref any
@@ -143,7 +143,8 @@ func TestFastCodecIsReflection(t *testing.T) {
 // TestFastCodecFieldsCovered: every msgpack key of the types is one
 // fastcodec.go writes (a field filled, it must appear in the fast bytes).
 func TestFastCodecFieldsCovered(t *testing.T) {
-	for _, v := range []any{&domain.Job{}, &domain.Spec{}, &domain.Event{}} {
+	for _, v := range []any{&domain.Job{}, &domain.Spec{}, &domain.Event{}, &domain.Workflow{}, &domain.WorkflowStep{},
+		&domain.StepSpec{}, &domain.StepInput{}} {
 		typ := reflect.TypeOf(v).Elem()
 		for i := range typ.NumField() {
 			tag := typ.Field(i).Tag.Get("msgpack")
