@@ -12,7 +12,8 @@ import (
 // work item) and an event. Every transition writes both, so their encoding
 // runs several times per job. msgpack's reflection does the same work, but
 // for each omitempty field it boxes the value to ask whether it is empty (an
-// allocation per field, and most of the encoding's time: docs/performance.md).
+// allocation per field, and most of the encoding's time; docs/architecture.md,
+// "Performance, and what bounds it").
 //
 // These write exactly the bytes msgpack's reflection writes for the same
 // struct: the same keys, in the struct's order, with the same omissions and
