@@ -154,12 +154,13 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 // verify checks one batch of events against the jobs bucket.
 func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	type seen struct {
-		last  uint64 // highest event sequence of the job in this batch
-		event *domain.Event
+		last     uint64 // highest event sequence of the job in this batch
+		lastType string // its type
 	}
 	jobs := map[string]*seen{}
 	var order []string
 	registry := map[string]*domain.Event{} // by subject, its last event here
+	var head domain.Event
 	for _, m := range msgs {
 		meta, err := m.Metadata()
 		if err == nil && streams.IsRegistrySubject(m.Subject()) {
@@ -171,22 +172,24 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		if err != nil || !streams.IsJobSubject(m.Subject()) {
 			continue // piece events are the fan-in counter's
 		}
-		ev, err := streams.DecodeEvent(m.Data())
-		if err != nil {
+		// Its job, sequence and type are all it needs: the head (a submit's
+		// spec and payload, a result, are walked over).
+		ev := &head
+		if err := streams.DecodeEventHead(m.Data(), ev); err != nil {
 			// Nothing jetflow wrote: appends are checked, so this is another
 			// program publishing on jetflow's subjects. It cannot be folded.
 			p.log.Error("undecodable event in the log", "seq", meta.Sequence.Stream, "subject", m.Subject(), "err", err)
 			continue
 		}
-		ev.Seq, ev.Subject = meta.Sequence.Stream, m.Subject()
+		seq := meta.Sequence.Stream
 		s := jobs[ev.JobID]
 		if s == nil {
 			s = &seen{}
 			jobs[ev.JobID] = s
 			order = append(order, ev.JobID)
 		}
-		if ev.Seq > s.last {
-			s.last, s.event = ev.Seq, ev
+		if seq > s.last {
+			s.last, s.lastType = seq, ev.Type
 		}
 	}
 	for _, ev := range registry {
@@ -234,7 +237,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		switch {
 		case commands.Dispatchable(j.State):
 			futs = append(futs, p.store.DispatchAsync(snap))
-		case commands.AwaitsPieces(j.State) && s.event.Type == domain.EvWaiting:
+		case commands.AwaitsPieces(j.State) && s.lastType == domain.EvWaiting:
 			futs = append(futs, p.store.PlanAsync(j))
 		}
 		if j.State.Terminal() && j.Spec.Parent != "" {

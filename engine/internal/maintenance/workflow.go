@@ -120,6 +120,7 @@ func (f *FanIn) watchOnce(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	var head domain.Event
 	for {
 		m, err := it.Next()
 		if err != nil {
@@ -132,8 +133,9 @@ func (f *FanIn) watchOnce(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		ev, err := streams.DecodeEvent(m.Data())
-		if err != nil {
+		// The head: the workflow's job.submitted holds every step's spec.
+		ev := &head
+		if err := streams.DecodeEventHead(m.Data(), ev); err != nil {
 			continue
 		}
 		switch {
