@@ -742,3 +742,46 @@ func TestCommandProtocol(t *testing.T) {
 		t.Fatalf("refused commands wrote %d events", after-before)
 	}
 }
+
+// TestProjectorSkipsWhatItsProcessDid: the Projector does not publish again
+// the work item of a job whose submit, in this process, saw it acknowledged
+// (a backlog of queued jobs older than its lag used to be dispatched twice,
+// the stream dropping the second). The work items are there once each.
+// (What a writer that died left undone is repeated: tests/process
+// TestSubmitCrashPoints, a real SIGKILL at submit:projected.)
+func TestProjectorSkipsWhatItsProcessDid(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
+		engine.EngineConfig{ProjectorLag: 2 * time.Second, Log: testkit.Logger(t)})
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	const n = 20
+	var last engine.Snapshot
+	for range n {
+		res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker", Queue: "skips"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Snapshot
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if _, seq := eng.Projector.Stats(); seq < last.Job.Seq {
+			return testkit.Errorf("projector at %d, want %d", seq, last.Job.Seq)
+		}
+		return nil
+	})
+	if got := eng.Projector.Skipped(); got != n {
+		t.Fatalf("skipped %d dispatches, want %d", got, n)
+	}
+	info, err := st.JS.Stream(ctx, streams.QueueStream("skips"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.CachedInfo().State.Msgs; got != n {
+		t.Fatalf("%d work items, want %d", got, n)
+	}
+}

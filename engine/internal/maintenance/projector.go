@@ -53,6 +53,7 @@ type Projector struct {
 	life lifecycle.Loop
 
 	checked atomic.Int64 // events verified
+	skipped atomic.Int64 // follow-ups not repeated: a writer in this process saw them done
 	lastSeq atomic.Uint64
 }
 
@@ -94,6 +95,11 @@ func (p *Projector) Start(ctx context.Context) error {
 
 // Stop stops projecting. Idempotent.
 func (p *Projector) Stop(ctx context.Context) { p.life.Stop(ctx) }
+
+// Skipped is how many events' follow-ups (work item, piece event, plan)
+// the Projector did not repeat because a writer in this process saw them
+// acknowledged (Store.FollowedUp).
+func (p *Projector) Skipped() int64 { return p.skipped.Load() }
 
 // Stats reports how many events the Projector checked and the last event
 // sequence it finished. Repairs are counted by Store.Repairs.
@@ -233,15 +239,20 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// Its last event is here: repeat what its writer does after the
 		// append, in case the writer died first. Each is a no-op when it
 		// was done (message ids, schedules by subject, pieces by number).
+		// (A writer in this process that saw them done: nothing to repeat.)
 		j := snap.Job
-		switch {
-		case commands.Dispatchable(j.State):
-			futs = append(futs, p.store.DispatchAsync(snap))
-		case commands.AwaitsPieces(j.State) && s.lastType == domain.EvWaiting:
-			futs = append(futs, p.store.PlanAsync(j))
-		}
-		if j.State.Terminal() && j.Spec.Parent != "" {
-			futs = append(futs, p.store.PieceAsync(j))
+		if !p.store.FollowedUp(id, s.last) {
+			switch {
+			case commands.Dispatchable(j.State):
+				futs = append(futs, p.store.DispatchAsync(snap))
+			case commands.AwaitsPieces(j.State) && s.lastType == domain.EvWaiting:
+				futs = append(futs, p.store.PlanAsync(j))
+			}
+			if j.State.Terminal() && j.Spec.Parent != "" {
+				futs = append(futs, p.store.PieceAsync(j))
+			}
+		} else {
+			p.skipped.Add(1)
 		}
 		p.store.CascadeAsync(j, "parent job is "+string(j.State)) // a parent that ended without succeeding
 	}

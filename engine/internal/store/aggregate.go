@@ -48,6 +48,9 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
+	// AfterDone is told that everything After returned for the event at
+	// seq of record key was acknowledged.
+	AfterDone func(key string, seq uint64)
 	// Head is the chain hash of the last event folded into rec (its
 	// Event.Hash, which the fold keeps): the Prev of the next event.
 	Head func(rec *R) []byte
@@ -481,11 +484,16 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			}
 		}
 		for _, x := range afters {
+			done := true
 			for _, f := range x.futs {
 				if _, err := f.Wait(ctx); err != nil {
 					// The change stands; the Projector repeats what is missing.
 					a.s.Log.Warn("after "+x.w.Ev.Type+" failed; the projector repeats it", a.k.Name, x.w.Ref.Key, "err", err)
+					done = false
 				}
+			}
+			if done && a.k.AfterDone != nil {
+				a.k.AfterDone(x.w.Ref.Key, x.w.Ev.Seq)
 			}
 		}
 	}

@@ -520,3 +520,60 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 	s.parents.put(p.Job.ID, parentHead{subject: streams.JobSubject(p.Job), state: p.Job.State, seq: p.Job.Seq})
 	return commands.ChildBlocked(p.Job)
 }
+
+// followUps are the jobs whose writer, in this process, saw what an event
+// implies (Kind.After: its work item, its piece event, its plan)
+// acknowledged: job id -> the event's sequence. The Projector repeats what
+// a writer may have died before doing; for these it knows the writer did
+// not, and skips the publish (which the stream would have dropped as a
+// duplicate, at the cost of a round trip each: a backlog of queued jobs
+// older than the Projector's lag used to be dispatched twice). What this
+// process did not see, another process's writes and everything before a
+// restart, is repeated as before. At most maxFollowUps, forgotten all at
+// once past that (each forgotten one is repeated: safe).
+//
+// The Stores of one process share them (a client's submits, a worker's
+// outcomes and the engine's Projector each have a Store of their own), per
+// event log: the log's stream, by the time it was created.
+type followUps struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+const maxFollowUps = 1 << 17
+
+// logFollowUps are the follow-ups of each event log this process wrote to.
+var logFollowUps sync.Map // creation time of the events stream (UnixNano) -> *followUps
+
+func followUpsOf(evs jetstream.Stream) *followUps {
+	f, _ := logFollowUps.LoadOrStore(evs.CachedInfo().Created.UnixNano(), &followUps{})
+	return f.(*followUps)
+}
+
+func (f *followUps) note(id string, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxFollowUps {
+		f.m = make(map[string]uint64, 1024)
+	}
+	if seq > f.m[id] {
+		f.m[id] = seq
+	}
+}
+
+// take reports whether the follow-ups of job id's event at seq were seen
+// done, and forgets what it knew of the job up to seq.
+func (f *followUps) take(id string, seq uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got, ok := f.m[id]
+	if ok && got <= seq {
+		delete(f.m, id)
+	}
+	return ok && got == seq
+}
+
+// FollowedUp reports whether what job id's event at seq implies (its work
+// item, piece event or plan) was acknowledged to a writer in this process;
+// it is then forgotten (the Projector asks once per event it verifies).
+func (s *Store) FollowedUp(id string, seq uint64) bool { return s.followedUp.take(id, seq) }

@@ -37,7 +37,8 @@ func jobKind(s *Store) Kind[domain.Job] {
 			}
 			return &commands.GoneError{JobID: ev.JobID, At: ev.Time, Reason: ev.Message}
 		},
-		After: s.after,
+		After:     s.after,
+		AfterDone: s.followedUp.note,
 	}
 }
 

@@ -72,6 +72,8 @@ type Store struct {
 	cascading sync.Map    // parent id -> struct{}: cascades in flight in this process
 	parents   parentHeads // parents' states as ParentEnded last saw them
 
+	followedUp *followUps // jobs whose event's work item or piece event this process saw acknowledged
+
 	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
 
 	filesMu sync.Mutex
@@ -103,7 +105,7 @@ func Open(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor strin
 		return nil, err
 	}
 	s := &Store{nc: nc, js: js, w: streams.Writer{JS: js}, events: evs, workers: workers,
-		queues: streams.NewQueues(js, topo), topo: topo, actor: actor, Log: slog.Default()}
+		queues: streams.NewQueues(js, topo), topo: topo, actor: actor, Log: slog.Default(), followedUp: followUpsOf(evs)}
 	if topo.Sync == streams.SyncAlways {
 		s.w.Group = streams.NewGroupCommit(js) // one fsync for many appends
 	}
