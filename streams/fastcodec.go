@@ -62,92 +62,50 @@ func (w *mapWriter) set(err error) {
 	}
 }
 
-func (w *mapWriter) str(k, v string) {
-	if w.key(k) {
-		w.set(w.e.EncodeString(v))
+// put writes field k, valued v, with enc, if write (false: the field is
+// omitted, as omitempty omits an empty value).
+func put[T any](w *mapWriter, k string, v T, write bool, enc func(*msgpack.Encoder, T) error) {
+	if write && w.key(k) {
+		w.set(enc(w.e, v))
 	}
 }
 
-func (w *mapWriter) strOmit(k, v string) {
-	if v != "" {
-		w.str(k, v)
-	}
-}
-
-// integer writes an int field (msgpack's smallest form).
-func (w *mapWriter) integer(k string, v int) {
-	if w.key(k) {
-		w.set(w.e.EncodeInt(int64(v)))
-	}
-}
-
+// The fields by type, in the forms msgpack's reflection writes them: an
+// int in its smallest form, an int64 (time.Duration) and a uint64 in
+// their 9-byte forms.
+func (w *mapWriter) str(k, v string)         { put(w, k, v, true, (*msgpack.Encoder).EncodeString) }
+func (w *mapWriter) strOmit(k, v string)     { put(w, k, v, v != "", (*msgpack.Encoder).EncodeString) }
+func (w *mapWriter) integer(k string, v int) { put(w, k, int64(v), true, (*msgpack.Encoder).EncodeInt) }
 func (w *mapWriter) intOmit(k string, v int) {
-	if v != 0 {
-		w.integer(k, v)
-	}
+	put(w, k, int64(v), v != 0, (*msgpack.Encoder).EncodeInt)
 }
-
-// int64Field writes an int64 field (time.Duration): msgpack's reflection
-// writes those in their 9-byte form.
-func (w *mapWriter) int64Field(k string, v int64) {
-	if w.key(k) {
-		w.set(w.e.EncodeInt64(v))
-	}
-}
-
+func (w *mapWriter) int64Field(k string, v int64) { put(w, k, v, true, (*msgpack.Encoder).EncodeInt64) }
 func (w *mapWriter) int64Omit(k string, v int64) {
-	if v != 0 {
-		w.int64Field(k, v)
-	}
+	put(w, k, v, v != 0, (*msgpack.Encoder).EncodeInt64)
 }
-
-// uint64Field writes a uint64 field in its 9-byte form, as the reflection.
 func (w *mapWriter) uint64Field(k string, v uint64) {
-	if w.key(k) {
-		w.set(w.e.EncodeUint64(v))
-	}
+	put(w, k, v, true, (*msgpack.Encoder).EncodeUint64)
 }
-
 func (w *mapWriter) uint64Omit(k string, v uint64) {
-	if v != 0 {
-		w.uint64Field(k, v)
-	}
+	put(w, k, v, v != 0, (*msgpack.Encoder).EncodeUint64)
 }
-
-func (w *mapWriter) boolOmit(k string, v bool) {
-	if v && w.key(k) {
-		w.set(w.e.EncodeBool(v))
-	}
-}
-
-func (w *mapWriter) float(k string, v float64) {
-	if w.key(k) {
-		w.set(w.e.EncodeFloat64(v))
-	}
-}
-
+func (w *mapWriter) boolOmit(k string, v bool) { put(w, k, v, v, (*msgpack.Encoder).EncodeBool) }
+func (w *mapWriter) float(k string, v float64) { put(w, k, v, true, (*msgpack.Encoder).EncodeFloat64) }
 func (w *mapWriter) bytesOmit(k string, v []byte) {
-	if len(v) > 0 && w.key(k) {
-		w.set(w.e.EncodeBytes(v))
-	}
+	put(w, k, v, len(v) > 0, (*msgpack.Encoder).EncodeBytes)
 }
-
 func (w *mapWriter) timeField(k string, v time.Time) {
-	if w.key(k) {
-		w.set(w.e.EncodeTime(v))
-	}
+	put(w, k, v, true, (*msgpack.Encoder).EncodeTime)
 }
-
 func (w *mapWriter) timeOmit(k string, v time.Time) {
-	if !v.IsZero() {
-		w.timeField(k, v)
-	}
+	put(w, k, v, !v.IsZero(), (*msgpack.Encoder).EncodeTime)
 }
 
-// value writes a field msgpack's reflection encodes (rare fields: nested
-// structs, slices, maps), called when it is not empty.
-func (w *mapWriter) value(k string, v any) {
-	if w.key(k) {
+// opt writes a field msgpack's reflection encodes (rare fields: nested
+// structs, slices, maps), if write (false: omitted). v becomes an
+// interface only when it is written.
+func opt[T any](w *mapWriter, k string, write bool, v T) {
+	if write && w.key(k) {
 		w.set(w.e.Encode(v))
 	}
 }
@@ -197,18 +155,10 @@ func encodeJob(e *msgpack.Encoder, j *domain.Job) error {
 		w.uint64Omit("lease_item", j.LeaseItem)
 		w.strOmit("lease_ack", j.LeaseAck)
 		w.bytesOmit("result", j.Result)
-		if j.ResultRef != nil {
-			w.value("result_ref", j.ResultRef)
-		}
-		if j.Error != nil {
-			w.value("error", j.Error)
-		}
-		if j.Progress != nil {
-			w.value("progress", j.Progress)
-		}
-		if j.Fanout != nil {
-			w.value("fanout", j.Fanout)
-		}
+		opt(w, "result_ref", j.ResultRef != nil, j.ResultRef)
+		opt(w, "error", j.Error != nil, j.Error)
+		opt(w, "progress", j.Progress != nil, j.Progress)
+		opt(w, "fanout", j.Fanout != nil, j.Fanout)
 		w.timeField("created_at", j.CreatedAt)
 		w.timeOmit("run_at", j.RunAt)
 		w.timeOmit("queued_at", j.QueuedAt)
@@ -219,9 +169,7 @@ func encodeJob(e *msgpack.Encoder, j *domain.Job) error {
 		w.integer("events", j.Events)
 		w.bytesOmit("last_hash", j.LastHash)
 		w.timeOmit("purged_at", j.PurgedAt)
-		if j.Hold != nil {
-			w.value("hold", j.Hold)
-		}
+		opt(w, "hold", j.Hold != nil, j.Hold)
 		w.timeOmit("claimed_at", j.ClaimedAt)
 		w.strOmit("attempt_trace", j.AttemptTrace)
 		w.strOmit("prev_attempt_trace", j.PrevAttemptTrace)
@@ -235,9 +183,7 @@ func encodeSpec(e *msgpack.Encoder, s *domain.Spec) error {
 		w.str("type", s.Type)
 		w.str("queue", s.Queue)
 		w.bytesOmit("payload", s.Payload)
-		if len(s.Tags) > 0 {
-			w.value("tags", s.Tags)
-		}
+		opt(w, "tags", len(s.Tags) > 0, s.Tags)
 		w.strOmit("key", s.Key)
 		w.strOmit("parent", s.Parent)
 		w.strOmit("retry_of", s.RetryOf)
@@ -247,20 +193,14 @@ func encodeSpec(e *msgpack.Encoder, s *domain.Spec) error {
 		w.int64Field("backoff", int64(s.Backoff))
 		w.int64Field("backoff_cap", int64(s.BackoffCap))
 		w.float("jitter", s.Jitter)
-		if len(s.RetryOn) > 0 {
-			w.value("retry_on", s.RetryOn)
-		}
-		if len(s.NoRetryOn) > 0 {
-			w.value("no_retry_on", s.NoRetryOn)
-		}
+		opt(w, "retry_on", len(s.RetryOn) > 0, s.RetryOn)
+		opt(w, "no_retry_on", len(s.NoRetryOn) > 0, s.NoRetryOn)
 		w.int64Field("timeout", int64(s.Timeout))
 		w.integer("max_lease_requeues", s.MaxLeaseRequeues)
 		w.timeOmit("run_at", s.RunAt)
 		w.intOmit("piece", s.Piece)
 		w.int64Omit("queue_timeout", int64(s.QueueTimeout))
-		if len(s.Files) > 0 {
-			w.value("files", s.Files)
-		}
+		opt(w, "files", len(s.Files) > 0, s.Files)
 		w.strOmit("user", s.User)
 		if s.Workflow != nil && w.key("workflow") {
 			w.set(encodeWorkflow(w.e, s.Workflow))
@@ -271,9 +211,7 @@ func encodeSpec(e *msgpack.Encoder, s *domain.Spec) error {
 		w.strOmit("ckey", s.ConcurrencyKey)
 		w.strOmit("traceparent", s.TraceParent)
 		w.strOmit("tracestate", s.TraceState)
-		if s.Unique != nil {
-			w.value("unique", s.Unique)
-		}
+		opt(w, "unique", s.Unique != nil, s.Unique)
 	})
 }
 
@@ -288,67 +226,39 @@ func encodeEvent(e *msgpack.Encoder, ev *domain.Event) error {
 		w.strOmit("level", ev.Level)
 		w.strOmit("name", ev.Name)
 		w.strOmit("msg", ev.Message)
-		if len(ev.Fields) > 0 {
-			w.value("fields", ev.Fields)
-		}
+		opt(w, "fields", len(ev.Fields) > 0, ev.Fields)
 		w.strOmit("from", string(ev.From))
 		w.strOmit("to", string(ev.To))
 		if ev.Spec != nil {
 			w.spec("spec", ev.Spec)
 		}
 		w.bytesOmit("result", ev.Result)
-		if ev.ResultRef != nil {
-			w.value("result_ref", ev.ResultRef)
-		}
-		if ev.Error != nil {
-			w.value("error", ev.Error)
-		}
+		opt(w, "result_ref", ev.ResultRef != nil, ev.ResultRef)
+		opt(w, "error", ev.Error != nil, ev.Error)
 		w.timeOmit("run_at", ev.RunAt)
 		w.uint64Omit("lease", ev.Lease)
 		w.strOmit("lease_ack", ev.LeaseAck)
-		if ev.Progress != nil {
-			w.value("progress", ev.Progress)
-		}
-		if ev.Plan != nil {
-			w.value("plan", ev.Plan)
-		}
-		if ev.Counts != nil {
-			w.value("counts", ev.Counts)
-		}
+		opt(w, "progress", ev.Progress != nil, ev.Progress)
+		opt(w, "plan", ev.Plan != nil, ev.Plan)
+		opt(w, "counts", ev.Counts != nil, ev.Counts)
 		w.intOmit("piece", ev.Piece)
 		w.strOmit("trace", ev.Trace)
-		if ev.TypeDef != nil {
-			w.value("typedef", ev.TypeDef)
-		}
-		if ev.Namespace != nil {
-			w.value("ns", ev.Namespace)
-		}
-		if ev.Token != nil {
-			w.value("token", ev.Token)
-		}
-		if ev.Queue != nil {
-			w.value("queue", ev.Queue)
-		}
-		if ev.Hold != nil {
-			w.value("hold", ev.Hold)
-		}
+		opt(w, "typedef", ev.TypeDef != nil, ev.TypeDef)
+		opt(w, "ns", ev.Namespace != nil, ev.Namespace)
+		opt(w, "token", ev.Token != nil, ev.Token)
+		opt(w, "queue", ev.Queue != nil, ev.Queue)
+		opt(w, "hold", ev.Hold != nil, ev.Hold)
 		if len(ev.Steps) > 0 && w.key("steps") {
 			w.set(w.e.EncodeArrayLen(len(ev.Steps)))
 			for i := range ev.Steps {
 				w.set(encodeSpec(w.e, &ev.Steps[i]))
 			}
 		}
-		if ev.Schedule != nil {
-			w.value("sched", ev.Schedule)
-		}
+		opt(w, "sched", ev.Schedule != nil, ev.Schedule)
 		w.strOmit("rate_key", ev.RateKey)
-		if ev.Priority != nil {
-			w.value("priority", ev.Priority)
-		}
+		opt(w, "priority", ev.Priority != nil, ev.Priority)
 		w.strOmit("by", ev.By)
-		if ev.Checkpoint != nil {
-			w.value("ckpt", ev.Checkpoint)
-		}
+		opt(w, "ckpt", ev.Checkpoint != nil, ev.Checkpoint)
 		w.bytesOmit("prev", ev.Prev)
 	})
 }
