@@ -166,7 +166,6 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	jobs := map[string]*seen{}
 	var order []string
 	registry := map[string]*domain.Event{} // by subject, its last event here
-	var head domain.Event
 	for _, m := range msgs {
 		meta, err := m.Metadata()
 		if err == nil && streams.IsRegistrySubject(m.Subject()) {
@@ -178,10 +177,10 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		if err != nil || !streams.IsJobSubject(m.Subject()) {
 			continue // piece events are the fan-in counter's
 		}
-		// Its job, sequence and type are all it needs: the head (a submit's
-		// spec and payload, a result, are walked over).
-		ev := &head
-		if err := streams.DecodeEventHead(m.Data(), ev); err != nil {
+		// Decoded whole: an event that does not decode is left out here
+		// rather than folded (and refused) by every repair of its job.
+		ev, err := streams.DecodeEvent(m.Data())
+		if err != nil {
 			// Nothing jetflow wrote: appends are checked, so this is another
 			// program publishing on jetflow's subjects. It cannot be folded.
 			p.log.Error("undecodable event in the log", "seq", meta.Sequence.Stream, "subject", m.Subject(), "err", err)

@@ -48,9 +48,9 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
-	// AfterDone is told that everything After returned for the event at
-	// seq of record key was acknowledged.
-	AfterDone func(key string, seq uint64)
+	// AfterDone is told that After published something for the event at
+	// seq of record key, from since on, and all of it was acknowledged.
+	AfterDone func(key string, seq uint64, since time.Time)
 	// Head is the chain hash of the last event folded into rec (its
 	// Event.Hash, which the fold keeps): the Prev of the next event.
 	Head func(rec *R) []byte
@@ -478,6 +478,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			futs []streams.Future
 		}
 		var afters []after
+		since := time.Now()
 		for _, w := range ws {
 			if w.appended && w.Err == nil {
 				afters = append(afters, after{w, a.k.After(w.Next, w.Ev)})
@@ -492,8 +493,11 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 					done = false
 				}
 			}
-			if done && a.k.AfterDone != nil {
-				a.k.AfterDone(x.w.Ref.Key, x.w.Ev.Seq)
+			// Nothing published (no work item: another writer moved the
+			// job on, or the event does not make it runnable) is nothing
+			// seen done: the Projector decides as ever.
+			if done && len(x.futs) > 0 && a.k.AfterDone != nil {
+				a.k.AfterDone(x.w.Ref.Key, x.w.Ev.Seq, since)
 			}
 		}
 	}

@@ -529,8 +529,11 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 // duplicate, at the cost of a round trip each: a backlog of queued jobs
 // older than the Projector's lag used to be dispatched twice). What this
 // process did not see, another process's writes and everything before a
-// restart, is repeated as before. At most maxFollowUps, forgotten all at
-// once past that (each forgotten one is repeated: safe).
+// restart, is repeated as before; so is everything when a connection
+// comes back (a server that restarted may have lost its last acknowledged
+// writes), and an event whose writer published nothing (the Projector
+// decides on it as ever). At most maxFollowUps, forgotten all at once past
+// that (each forgotten one is repeated: safe).
 //
 // The Stores of one process share them (a client's submits, a worker's
 // outcomes and the engine's Projector each have a Store of their own), per
@@ -561,6 +564,13 @@ func (f *followUps) note(id string, seq uint64) {
 	}
 }
 
+// clear forgets every job.
+func (f *followUps) clear() {
+	f.mu.Lock()
+	f.m = nil
+	f.mu.Unlock()
+}
+
 // take reports whether the follow-ups of job id's event at seq were seen
 // done, and forgets what it knew of the job up to seq.
 func (f *followUps) take(id string, seq uint64) bool {
@@ -571,6 +581,16 @@ func (f *followUps) take(id string, seq uint64) bool {
 		delete(f.m, id)
 	}
 	return ok && got == seq
+}
+
+// followedUpSince notes that what job id's event at seq implies was
+// published from since on and acknowledged, unless the connection came
+// back since (the server may have restarted, losing its last writes; the
+// reconnection cleared the others).
+func (s *Store) followedUpSince(id string, seq uint64, since time.Time) {
+	if since.UnixNano() > s.connected.Load() {
+		s.followedUp.note(id, seq)
+	}
 }
 
 // FollowedUp reports whether what job id's event at seq implies (its work

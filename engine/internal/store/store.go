@@ -190,6 +190,10 @@ func (s *Store) watchReconnects() {
 	prev := s.nc.Opts.ReconnectedCB
 	s.nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.connected.Store(time.Now().UnixNano())
+		// A server that restarted may have lost its last acknowledged
+		// writes (fsync every second): what this process saw done is
+		// repeated again (followUps).
+		s.followedUp.clear()
 		if prev != nil {
 			prev(c)
 		}
