@@ -752,15 +752,8 @@ func TestCommandProtocol(t *testing.T) {
 // the claim drops it). (What a writer that died left undone is repeated:
 // tests/process TestSubmitCrashPoints, a real SIGKILL at submit:projected.)
 func TestProjectorSkipsWhatItsProcessDid(t *testing.T) {
-	srv := testkit.Server(t)
-	ctx := testkit.Ctx(t)
-	st := testkit.Store(t, testkit.Conn(t, srv), "client")
-	eng := engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
-		engine.EngineConfig{ProjectorLag: 2 * time.Second, Log: testkit.Logger(t)})
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Stop(context.Background()) })
+	h := newHarnessLag(t, 2*time.Second) // every submit's dispatch acknowledged before the Projector looks
+	ctx, st, eng := h.ctx, h.st, h.eng
 	const n = 20
 	var last engine.Snapshot
 	for range n {

@@ -29,13 +29,16 @@ type harness struct {
 	ctx context.Context
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessLag(t, 100*time.Millisecond) }
+
+// newHarnessLag is newHarness with the projector's lag given.
+func newHarnessLag(t *testing.T, lag time.Duration) *harness {
 	t.Helper()
 	srv := testkit.Server(t)
 	h := &harness{t: t, srv: srv, ctx: testkit.Ctx(t)}
 	h.st = testkit.Store(t, testkit.Conn(t, srv), "client")
 	h.eng = engine.NewEngine(testkit.Store(t, testkit.Conn(t, srv), "engine"),
-		engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
+		engine.EngineConfig{ProjectorLag: lag, Log: testkit.Logger(t)})
 	if err := h.eng.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -155,7 +156,7 @@ func (r *rawRun) submitter(ctx context.Context, w int, nc *nats.Conn, js jetstre
 			ids[i] = fmt.Sprintf("w%d-%d", w, next)
 			next++
 		}
-		if err := r.submit(ctx, nc, js, ids); err != nil {
+		if err := r.submit(nc, js, ids); err != nil {
 			return err
 		}
 	}
@@ -164,7 +165,7 @@ func (r *rawRun) submitter(ctx context.Context, w int, nc *nats.Conn, js jetstre
 
 func (r *rawRun) worker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cons jetstream.Consumer) error {
 	for r.done.Load() < r.n && ctx.Err() == nil {
-		if err := r.work(ctx, nc, js, cons); err != nil {
+		if err := r.work(nc, js, cons); err != nil {
 			return err
 		}
 	}
@@ -182,12 +183,23 @@ func (r *rawRun) appends(nc *nats.Conn, js jetstream.JetStream, msgs []*nats.Msg
 		}
 		return g.atomic(group)
 	}
-	return publishAll(js, msgs)
+	return publishAll(js, msgs, nil)
+}
+
+// step sends a step's log appends (appends) and its other writes (others,
+// their sequences in seqs if not nil) at once, and waits for both.
+func (r *rawRun) step(nc *nats.Conn, js jetstream.JetStream, appends, others []*nats.Msg, seqs []uint64) error {
+	var appendErr error
+	done := make(chan struct{})
+	go func() { defer close(done); appendErr = r.appends(nc, js, appends) }()
+	err := publishAll(js, others, seqs)
+	<-done
+	return errors.Join(err, appendErr)
 }
 
 // publishAll publishes msgs pipelined and waits for every acknowledgement;
-// it returns the sequence of each (in seqs, if not nil).
-func publishAll(js jetstream.JetStream, msgs []*nats.Msg, seqs ...[]uint64) error {
+// it returns the sequence of each in seqs, if not nil.
+func publishAll(js jetstream.JetStream, msgs []*nats.Msg, seqs []uint64) error {
 	futs := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
 		f, err := js.PublishMsgAsync(m)
@@ -199,8 +211,8 @@ func publishAll(js jetstream.JetStream, msgs []*nats.Msg, seqs ...[]uint64) erro
 	for i, f := range futs {
 		select {
 		case ack := <-f.Ok():
-			if len(seqs) > 0 {
-				seqs[0][i] = ack.Sequence
+			if seqs != nil {
+				seqs[i] = ack.Sequence
 			}
 		case err := <-f.Err():
 			return err
@@ -209,7 +221,7 @@ func publishAll(js jetstream.JetStream, msgs []*nats.Msg, seqs ...[]uint64) erro
 	return nil
 }
 
-func (r *rawRun) submit(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ids []string) error {
+func (r *rawRun) submit(nc *nats.Conn, js jetstream.JetStream, ids []string) error {
 	events := make([]*nats.Msg, len(ids))
 	creates := make([]*nats.Msg, len(ids))
 	for i, id := range ids {
@@ -217,22 +229,17 @@ func (r *rawRun) submit(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		creates[i] = expectMsg("$KV.rawjobs."+id, r.record, 0, "")
 	}
 	revs := make([]uint64, len(ids))
-	var appendErr error
-	done := make(chan struct{})
-	go func() { defer close(done); appendErr = r.appends(nc, js, events) }()
-	err := publishAll(js, creates, revs)
-	<-done
-	if err != nil || appendErr != nil {
-		return fmt.Errorf("submit: %v %v", err, appendErr)
+	if err := r.step(nc, js, events, creates, revs); err != nil {
+		return fmt.Errorf("submit: %w", err)
 	}
 	items := make([]*nats.Msg, len(ids))
 	for i, id := range ids {
 		items[i] = &nats.Msg{Subject: "rawwq", Data: []byte(id + " " + strconv.FormatUint(revs[i], 10))}
 	}
-	return publishAll(js, items)
+	return publishAll(js, items, nil)
 }
 
-func (r *rawRun) work(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cons jetstream.Consumer) error {
+func (r *rawRun) work(nc *nats.Conn, js jetstream.JetStream, cons jetstream.Consumer) error {
 	// What is there, at once; when nothing is, wait for one.
 	batch, err := cons.FetchNoWait(rawBatch)
 	if err != nil {
@@ -283,13 +290,8 @@ func (r *rawRun) work(ctx context.Context, nc *nats.Conn, js jetstream.JetStream
 	for _, m := range events {
 		m.Header = nats.Header{}
 	}
-	var appendErr error
-	done := make(chan struct{})
-	go func() { defer close(done); appendErr = r.appends(nc, js, events) }()
-	err = publishAll(js, finals)
-	<-done
-	if err != nil || appendErr != nil {
-		return fmt.Errorf("finish: %v %v", err, appendErr)
+	if err := r.step(nc, js, events, finals, nil); err != nil {
+		return fmt.Errorf("finish: %w", err)
 	}
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
