@@ -237,15 +237,16 @@ func (r *Registry) Type(ctx context.Context, n commands.TypeName) (*domain.TypeR
 
 // Types lists the types visible from namespace ns (its own and @global;
 // every type when ns is empty), soft-deleted ones only with deleted, by
-// full name.
+// full name. It reads the bucket, not the cache: a type registered an
+// instant ago by another process is listed.
 func (r *Registry) Types(ctx context.Context, ns string, deleted bool) ([]*domain.TypeRecord, error) {
-	if err := r.watch(ctx); err != nil {
+	all, err := r.types.All(ctx)
+	if err != nil {
 		return nil, err
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
 	out := []*domain.TypeRecord{}
-	for _, t := range r.byName {
+	for _, t := range all {
+		r.remember(t)
 		if (t.Deleted && !deleted) || (ns != "" && t.Scope != ns && t.Scope != commands.ScopeGlobal) {
 			continue
 		}
@@ -325,16 +326,15 @@ func (r *Registry) Namespace(ctx context.Context, ns string) (*domain.NamespaceR
 	return r.spaces[ns], nil
 }
 
-// Namespaces lists the namespaces whose settings were set.
+// Namespaces lists the namespaces whose settings were set, read from the
+// bucket (one set an instant ago by another process is listed).
 func (r *Registry) Namespaces(ctx context.Context) ([]*domain.NamespaceRecord, error) {
-	if err := r.watch(ctx); err != nil {
+	out, err := r.nss.All(ctx)
+	if err != nil {
 		return nil, err
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]*domain.NamespaceRecord, 0, len(r.spaces))
-	for _, n := range r.spaces {
-		out = append(out, n)
+	for _, n := range out {
+		r.rememberNamespace(n)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
 	return out, nil

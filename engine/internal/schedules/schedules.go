@@ -105,19 +105,21 @@ func (x *Schedules) Snapshot(ctx context.Context) (map[string]*domain.ScheduleRe
 }
 
 // List returns the schedules of namespace ns ("": of every namespace),
-// by namespace and name; deleted ones are left out.
+// by namespace and name; deleted ones are left out. It reads the bucket,
+// not the cache: one created an instant ago by another process is listed.
 func (x *Schedules) List(ctx context.Context, ns string) ([]*domain.ScheduleRecord, error) {
 	if ns != "" {
 		if err := commands.CheckNamespace(ns); err != nil {
 			return nil, err
 		}
 	}
-	all, _, err := x.Snapshot(ctx)
+	all, err := x.recs.All(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*domain.ScheduleRecord, 0, len(all))
 	for _, r := range all {
+		x.remember(r)
 		if !r.Deleted && (ns == "" || r.Namespace == ns) {
 			out = append(out, r)
 		}
