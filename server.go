@@ -160,6 +160,11 @@ func (e *Engine) Start(ctx context.Context) error { return e.e.Start(ctx) }
 // Stop stops every component, last started first.
 func (e *Engine) Stop(ctx context.Context) { e.e.Stop(ctx) }
 
+// CaughtUp waits until the engine's consumers of the event log (the
+// Projector, and the statistics when this engine leads) have read it up to
+// its end as it is at the call.
+func (e *Engine) CaughtUp(ctx context.Context) error { return e.e.CaughtUp(ctx) }
+
 // Repairs is how many job records this engine rebuilt from the log
 // because a writer had crashed before projecting its event.
 func (e *Engine) Repairs() int64 { return e.e.Store.Repairs.Load() }

@@ -2,12 +2,16 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Component is the life every background component shares.
@@ -148,5 +152,36 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) Stop(ctx context.Context) {
 	for i := len(e.components) - 1; i >= 0; i-- {
 		e.components[i].Stop(ctx)
+	}
+}
+
+// CaughtUp waits until the Projector, and the statistics when this engine
+// leads, have read the event log up to its end as it is at the call: what
+// the consumers that follow the log still owe a burst of writes (a
+// benchmark settles on it between its phases).
+func (e *Engine) CaughtUp(ctx context.Context) error {
+	info, err := e.Store.Events.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last := info.State.LastSeq
+	var lastEvent uint64 // the statistics read only the jobs' events
+	if m, err := e.Store.Events.GetLastMsgForSubject(ctx, streams.EventsPrefix+".>"); err == nil {
+		lastEvent = m.Sequence
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, projected := e.Projector.Stats()
+		if projected >= last && (!e.Leader.Leading() || e.Stats.Folded() >= lastEvent) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
 	}
 }

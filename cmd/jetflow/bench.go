@@ -62,6 +62,12 @@ type benchResult struct {
 	GroupResent     int64 `json:"group_commit_resent,omitempty"`
 	GroupAlone      int64 `json:"group_commit_alone,omitempty"`
 	ProjectorRepair int64 `json:"projector_repairs"`
+	// After the drain, until the engine's consumers of the log (the
+	// Projector, the statistics) have read it to its end: how long, and
+	// the CPU it took per job (not in cpu_us_per_job). The latency phase
+	// starts after it.
+	SettleMs              float64 `json:"settle_ms"`
+	CPUSettleMicrosPerJob float64 `json:"cpu_settle_us_per_job"`
 	// Limits given to the bench queue (--max-running): every job was
 	// admitted from pending, and processing is the admission rate.
 	Limits jetflow.QueueLimits `json:"limits"`
@@ -400,6 +406,20 @@ func cmdBench(c *cli, args []string) int {
 	res.GroupBatches, res.GroupBatched = g.Batches-group0.Batches, g.Batched-group0.Batched
 	res.GroupResent, res.GroupAlone = g.Resent-group0.Resent, g.Alone-group0.Alone
 
+	// Settle: the consumers that follow the log (2 s behind it, the
+	// Projector) read what the burst wrote, so that the latency phase
+	// measures the steady state rather than the burst's tail.
+	settleCPU0 := cpuTime()
+	sctx, cancelSettle := context.WithTimeout(ctx, 2*time.Minute)
+	err := eng.CaughtUp(sctx)
+	cancelSettle()
+	if err != nil {
+		c.errorf("settle after the drain: %v", err)
+		return exitFailed
+	}
+	res.SettleMs = float64(time.Since(wall0.Add(wallUsed)).Microseconds()) / 1000
+	res.CPUSettleMicrosPerJob = float64((cpuTime() - settleCPU0).Microseconds()) / float64(jobs)
+
 	// Phase 3: latency at a steady rate, workers idle-waiting.
 	if rate > 0 && latDur > 0 {
 		n := int(float64(rate) * latDur.Seconds())
@@ -465,6 +485,7 @@ func cmdBench(c *cli, args []string) int {
 		fmt.Fprintf(c.out, "  cpu per job      server %.0f µs, engine %.0f µs, Go runtime alone %.0f µs (GC, scheduler; by a CPU profile)\n",
 			res.CPUServerMicrosPerJob, res.CPUEngineMicrosPerJob, res.CPURuntimeMicrosPerJob)
 	}
+	fmt.Fprintf(c.out, "  settle           %8.0f ms after the drain until the Projector and the statistics read the log's end, %.0f µs CPU per job\n", res.SettleMs, res.CPUSettleMicrosPerJob)
 	fmt.Fprintf(c.out, "  writes           %8.1f per job (messages stored in every stream, enqueue+drain)\n", res.WritesPerJob)
 	if res.GroupBatches+res.GroupAlone > 0 {
 		fmt.Fprintf(c.out, "  group commit     %8d atomic batches of %.1f appends on average (%d appends; one fsync each), %d appends alone, %d sent again alone\n",

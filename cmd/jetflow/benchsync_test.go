@@ -26,6 +26,11 @@ func TestBenchSyncAlwaysReportsWritesPerJob(t *testing.T) {
 	if res.Jobs != 200 || res.Storage != "file, sync always" || res.WritesPerJob < 7 || res.CPUMicrosPerJob <= 0 {
 		t.Fatalf("bench result %+v", res)
 	}
+	// The settle waits for the Projector, which reads the log 2 s behind
+	// it: the drain's last event is checked 2 s after it was written.
+	if res.SettleMs < 1500 || res.CPUSettleMicrosPerJob <= 0 {
+		t.Fatalf("settle %.0f ms, %.1f µs CPU per job", res.SettleMs, res.CPUSettleMicrosPerJob)
+	}
 	// --cpu-split: the three parts add up to the CPU per job (a profile of a
 	// short run may have no sample of one part, but not of all).
 	sum := res.CPUServerMicrosPerJob + res.CPUEngineMicrosPerJob + res.CPURuntimeMicrosPerJob
