@@ -743,23 +743,28 @@ func TestCommandProtocol(t *testing.T) {
 	}
 }
 
-// TestProjectorSkipsWhatItsProcessDid: the Projector does not publish again
-// the work item of a job whose submit, in this process, saw it acknowledged
-// (a backlog of queued jobs older than its lag used to be dispatched twice,
-// the stream dropping the second). An event whose writer published nothing
-// (job.reprioritized of a queued job) is decided on as ever: the Projector
-// dispatches the job at that event, a second item (as before the skip;
-// the claim drops it). (What a writer that died left undone is repeated:
-// tests/process TestSubmitCrashPoints, a real SIGKILL at submit:projected.)
+// TestProjectorSkipsWhatItsProcessDid: the Projector neither reads nor
+// publishes again what a writer in this process saw done whole: a job
+// whose submit saw its record written and its work item acknowledged (a
+// backlog of queued jobs older than its lag used to be dispatched twice,
+// the stream dropping the second), a job cancelled while queued. An event
+// whose writer published less than the job implies (job.reprioritized of a
+// queued job) is decided on as ever: the Projector dispatches the job at
+// that event, a second item (the claim drops it). (What a writer that died
+// left undone is repeated: tests/process TestSubmitCrashPoints, a real
+// SIGKILL at submit:projected.)
 func TestProjectorSkipsWhatItsProcessDid(t *testing.T) {
 	h := newHarnessLag(t, 2*time.Second) // every submit's dispatch acknowledged before the Projector looks
 	ctx, st, eng := h.ctx, h.st, h.eng
 	const n = 20
-	var last engine.Snapshot
-	for range n {
+	var first, last engine.Snapshot
+	for i := range n {
 		res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker", Queue: "skips"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res.Snapshot
 		}
 		last = res.Snapshot
 	}
@@ -767,14 +772,19 @@ func TestProjectorSkipsWhatItsProcessDid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cancelled, err := st.Cancel(ctx, first.Job.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := max(moved.Job.Seq, cancelled.Job.Seq)
 	testkit.WaitFor(t, 20*time.Second, func() error {
-		if _, seq := eng.Projector.Stats(); seq < moved.Job.Seq {
-			return testkit.Errorf("projector at %d, want %d", seq, last.Job.Seq)
+		if _, seq := eng.Projector.Stats(); seq < end {
+			return testkit.Errorf("projector at %d, want %d", seq, end)
 		}
 		return nil
 	})
-	if got := eng.Projector.Skipped(); got != n-1 {
-		t.Fatalf("skipped %d dispatches, want %d", got, n-1)
+	if got, skipped := eng.Projector.Settled(), eng.Projector.Skipped(); got != n-1 || skipped != 0 {
+		t.Fatalf("%d jobs settled, %d dispatches skipped; want %d and 0", got, skipped, n-1)
 	}
 	info, err := st.JS.Stream(ctx, streams.QueueStream("skips"))
 	if err != nil {

@@ -54,6 +54,7 @@ type Projector struct {
 
 	checked atomic.Int64 // events verified
 	skipped atomic.Int64 // follow-ups not repeated: a writer in this process saw them done
+	settled atomic.Int64 // jobs not looked at: a writer in this process saw their record and follow-ups done
 	lastSeq atomic.Uint64
 }
 
@@ -98,8 +99,13 @@ func (p *Projector) Stop(ctx context.Context) { p.life.Stop(ctx) }
 
 // Skipped is how many events' follow-ups (work item, piece event, plan)
 // the Projector did not repeat because a writer in this process saw them
-// acknowledged (Store.FollowedUp).
+// acknowledged (Store.Seen: FollowedUp), and Settled how many jobs' last
+// events it did not look at because a writer in this process saw their
+// record written and all they imply done (Settled).
 func (p *Projector) Skipped() int64 { return p.skipped.Load() }
+
+// Settled: see Skipped.
+func (p *Projector) Settled() int64 { return p.settled.Load() }
 
 // Stats reports how many events the Projector checked and the last event
 // sequence it finished. Repairs are counted by Store.Repairs.
@@ -162,6 +168,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	type seen struct {
 		last     uint64 // highest event sequence of the job in this batch
 		lastType string // its type
+		followed bool   // a writer in this process published its follow-ups
 	}
 	jobs := map[string]*seen{}
 	var order []string
@@ -206,6 +213,20 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			p.log.Error("repair registry record", "event", ev.Type, "of", ev.JobID, "err", err)
 		}
 	}
+	// What a writer in this process saw done whole needs no look; what it
+	// saw followed up needs its record checked, not its follow-ups.
+	read := make([]string, 0, len(order))
+	for _, id := range order {
+		switch p.store.Seen(id, jobs[id].last) {
+		case store.Settled:
+			p.settled.Add(1)
+			continue
+		case store.FollowedUp:
+			jobs[id].followed = true
+		}
+		read = append(read, id)
+	}
+	order = read
 	recs, err := p.store.Records(ctx, order)
 	if err != nil {
 		return err
@@ -239,21 +260,12 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// append, in case the writer died first. Each is a no-op when it
 		// was done (message ids, schedules by subject, pieces by number).
 		// (A writer in this process that saw them done: nothing to repeat.)
-		j := snap.Job
-		if !p.store.FollowedUp(id, s.last) {
-			switch {
-			case commands.Dispatchable(j.State):
-				futs = append(futs, p.store.DispatchAsync(snap))
-			case commands.AwaitsPieces(j.State) && s.lastType == domain.EvWaiting:
-				futs = append(futs, p.store.PlanAsync(j))
-			}
-			if j.State.Terminal() && j.Spec.Parent != "" {
-				futs = append(futs, p.store.PieceAsync(j))
-			}
+		if !s.followed {
+			futs = append(futs, p.store.RepeatAsync(snap, s.lastType)...)
 		} else {
 			p.skipped.Add(1)
 		}
-		p.store.CascadeAsync(j, "parent job is "+string(j.State)) // a parent that ended without succeeding
+		p.store.CascadeAsync(snap.Job, "parent job is "+string(snap.Job.State)) // a parent that ended without succeeding
 	}
 	for _, f := range futs {
 		if _, err := f.Wait(ctx); err != nil {

@@ -48,9 +48,11 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
-	// AfterDone is told that After published something for the event at
-	// seq of record key, from since on, and all of it was acknowledged.
-	AfterDone func(key string, seq uint64, since time.Time)
+	// AfterDone is told, for a write whose After futures (published of
+	// them, none included) were all acknowledged, published from since on,
+	// whether its record was written at the event's sequence and
+	// acknowledged (projected; not reconciled with a later writer's).
+	AfterDone func(next Version[R], ev *domain.Event, published int, projected bool, since time.Time)
 	// Head is the chain hash of the last event folded into rec (its
 	// Event.Hash, which the fold keeps): the Prev of the next event.
 	Head func(rec *R) []byte
@@ -365,7 +367,8 @@ type Write[R any] struct {
 	// the record's (the change stands).
 	Err error
 
-	appended bool
+	appended  bool
+	projected bool // its record was written at its event and acknowledged
 }
 
 // Appended reports whether the event is in the log.
@@ -447,7 +450,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			var rev uint64
 			rev, err = futs[i].Wait(ctx)
 			if err == nil {
-				w.Next.Rev = rev
+				w.Next.Rev, w.projected = rev, true
 			} else if streams.IsConflict(err) {
 				// The record moved meanwhile (the Projector repaired it, or
 				// a later writer got there first): Current reconciles it
@@ -493,11 +496,8 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 					done = false
 				}
 			}
-			// Nothing published (no work item: another writer moved the
-			// job on, or the event does not make it runnable) is nothing
-			// seen done: the Projector decides as ever.
-			if done && len(x.futs) > 0 && a.k.AfterDone != nil {
-				a.k.AfterDone(x.w.Ref.Key, x.w.Ev.Seq, since)
+			if done && a.k.AfterDone != nil {
+				a.k.AfterDone(x.w.Next, x.w.Ev, len(x.futs), x.w.projected, since)
 			}
 		}
 	}

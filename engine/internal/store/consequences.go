@@ -34,16 +34,75 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 		return nil
 	}
 	var futs []streams.Future
-	if commands.Dispatchable(ev.To) && j.Seq == ev.Seq {
+	do := afterOf(j, ev)
+	if do.dispatch {
 		futs = append(futs, s.DispatchAsync(snapshot(next)))
 	}
-	switch {
-	case ev.To.Terminal() && j.Spec.Parent != "":
+	if do.piece {
 		futs = append(futs, s.PieceAsync(j))
-	case ev.Type == domain.EvWaiting:
+	}
+	if do.plan {
 		futs = append(futs, s.PlanAsync(j))
 	}
 	return futs
+}
+
+// followUpSet is what a job's change implies beyond its event and record:
+// its work item (or schedule), its plan (a parent that waits), its piece
+// event (a child that ended).
+type followUpSet struct{ dispatch, plan, piece bool }
+
+// afterOf is what a writer publishes after event ev made record j.
+func afterOf(j *domain.Job, ev *domain.Event) followUpSet {
+	piece := ev.To.Terminal() && j.Spec.Parent != ""
+	return followUpSet{
+		dispatch: commands.Dispatchable(ev.To) && j.Seq == ev.Seq,
+		piece:    piece,
+		plan:     !piece && ev.Type == domain.EvWaiting,
+	}
+}
+
+// implied is what the Projector repeats for job j whose last event, of
+// type lastType, it verifies (a writer may have died before doing it).
+func implied(j *domain.Job, lastType string) followUpSet {
+	return followUpSet{
+		dispatch: commands.Dispatchable(j.State),
+		plan:     commands.AwaitsPieces(j.State) && lastType == domain.EvWaiting,
+		piece:    j.State.Terminal() && j.Spec.Parent != "",
+	}
+}
+
+// RepeatAsync publishes again what job snap's last event, of type
+// lastType, implies (implied), for the Projector: each is a no-op when it
+// was done (message ids, schedules by subject, pieces by number).
+func (s *Store) RepeatAsync(snap Snapshot, lastType string) []streams.Future {
+	var futs []streams.Future
+	do := implied(snap.Job, lastType)
+	if do.dispatch {
+		futs = append(futs, s.DispatchAsync(snap))
+	}
+	if do.plan {
+		futs = append(futs, s.PlanAsync(snap.Job))
+	}
+	if do.piece {
+		futs = append(futs, s.PieceAsync(snap.Job))
+	}
+	return futs
+}
+
+func (a followUpSet) count() int {
+	n := 0
+	for _, b := range []bool{a.dispatch, a.plan, a.piece} {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// covers says whether a publishes everything b asks for.
+func (a followUpSet) covers(b followUpSet) bool {
+	return (a.dispatch || !b.dispatch) && (a.plan || !b.plan) && (a.piece || !b.piece)
 }
 
 // Dispatch makes a runnable snapshot claimable: a work item for a queued
@@ -522,25 +581,39 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 }
 
 // followUps are the jobs whose writer, in this process, saw what an event
-// implies (Kind.After: its work item, its piece event, its plan)
-// acknowledged: job id -> the event's sequence. The Projector repeats what
-// a writer may have died before doing; for these it knows the writer did
-// not, and skips the publish (which the stream would have dropped as a
-// duplicate, at the cost of a round trip each: a backlog of queued jobs
-// older than the Projector's lag used to be dispatched twice). What this
-// process did not see, another process's writes and everything before a
-// restart, is repeated as before; so is everything when a connection
-// comes back (a server that restarted may have lost its last acknowledged
-// writes), and an event whose writer published nothing (the Projector
-// decides on it as ever). At most maxFollowUps, forgotten all at once past
-// that (each forgotten one is repeated: safe).
+// implies acknowledged: job id -> the event's sequence, and whether the
+// whole of it was seen done. The Projector repeats what a writer may have
+// died before doing; for these it knows the writer did not:
+//   - followed up: the writer published the event's follow-ups (Kind.After:
+//     its work item, its piece event, its plan) and saw them acknowledged;
+//     the Projector skips the publish (which the stream would have dropped
+//     as a duplicate, at the cost of a round trip each: a backlog of queued
+//     jobs older than the Projector's lag used to be dispatched twice);
+//   - settled: besides, the job's record was written at that event and
+//     acknowledged, and the follow-ups published cover all that the
+//     Projector would repeat for the job as it is then (implied), and the
+//     job has no children to cancel: the Projector has nothing to read or
+//     do for it (a plain job that ended: most of the log).
+//
+// What this process did not see, another process's writes and everything
+// before a restart, is verified as before; so is everything when a
+// connection comes back (a server that restarted may have lost its last
+// acknowledged writes), and an event whose writer published less than the
+// job implies (a reprioritized queued job: the Projector dispatches it). At
+// most maxFollowUps, forgotten all at once past that (each forgotten one is
+// verified: safe).
 //
 // The Stores of one process share them (a client's submits, a worker's
 // outcomes and the engine's Projector each have a Store of their own), per
 // event log: the log's stream, by the time it was created.
 type followUps struct {
 	mu sync.Mutex
-	m  map[string]uint64
+	m  map[string]followUp
+}
+
+type followUp struct {
+	seq     uint64
+	settled bool
 }
 
 const maxFollowUps = 1 << 17
@@ -553,14 +626,14 @@ func followUpsOf(evs jetstream.Stream) *followUps {
 	return f.(*followUps)
 }
 
-func (f *followUps) note(id string, seq uint64) {
+func (f *followUps) note(id string, seq uint64, settled bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil || len(f.m) >= maxFollowUps {
-		f.m = make(map[string]uint64, 1024)
+		f.m = make(map[string]followUp, 1024)
 	}
-	if seq > f.m[id] {
-		f.m[id] = seq
+	if seq > f.m[id].seq {
+		f.m[id] = followUp{seq: seq, settled: settled}
 	}
 }
 
@@ -571,29 +644,50 @@ func (f *followUps) clear() {
 	f.mu.Unlock()
 }
 
-// take reports whether the follow-ups of job id's event at seq were seen
-// done, and forgets what it knew of the job up to seq.
-func (f *followUps) take(id string, seq uint64) bool {
+// take reports what was seen done of job id's event at seq, and forgets
+// what it knew of the job up to seq.
+func (f *followUps) take(id string, seq uint64) FollowUp {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	got, ok := f.m[id]
-	if ok && got <= seq {
+	if ok && got.seq <= seq {
 		delete(f.m, id)
 	}
-	return ok && got == seq
-}
-
-// followedUpSince notes that what job id's event at seq implies was
-// published from since on and acknowledged, unless the connection came
-// back since (the server may have restarted, losing its last writes; the
-// reconnection cleared the others).
-func (s *Store) followedUpSince(id string, seq uint64, since time.Time) {
-	if since.UnixNano() > s.connected.Load() {
-		s.followedUp.note(id, seq)
+	switch {
+	case !ok || got.seq != seq:
+		return NotSeen
+	case got.settled:
+		return Settled
+	default:
+		return FollowedUp
 	}
 }
 
-// FollowedUp reports whether what job id's event at seq implies (its work
-// item, piece event or plan) was acknowledged to a writer in this process;
-// it is then forgotten (the Projector asks once per event it verifies).
-func (s *Store) FollowedUp(id string, seq uint64) bool { return s.followedUp.take(id, seq) }
+// FollowUp is what a writer in this process saw done of a job's event.
+type FollowUp int
+
+const (
+	NotSeen    FollowUp = iota // the Projector verifies it
+	FollowedUp                 // its follow-ups were published: the Projector still checks its record
+	Settled                    // its record and all it implies were written: nothing to verify
+)
+
+// afterDone notes what a writer saw done of a job's event (Kind.AfterDone),
+// unless the connection came back since it published (the server may have
+// restarted, losing its last writes; the reconnection cleared the others).
+func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published int, projected bool, since time.Time) {
+	j := next.Rec
+	if j == nil || since.UnixNano() <= s.connected.Load() {
+		return
+	}
+	did := afterOf(j, ev)
+	settled := projected && j.Seq == ev.Seq && !cascades(j) && published == did.count() && did.covers(implied(j, ev.Type))
+	if published > 0 || settled {
+		s.followedUp.note(j.ID, ev.Seq, settled)
+	}
+}
+
+// Seen reports what a writer in this process saw done of job id's event
+// at seq (followUps); it is then forgotten (the Projector asks once per
+// event it verifies).
+func (s *Store) Seen(id string, seq uint64) FollowUp { return s.followedUp.take(id, seq) }
