@@ -155,8 +155,9 @@ func (e *Engine) Stop(ctx context.Context) {
 	}
 }
 
-// CaughtUp waits until the Projector, and the statistics when this engine
-// leads, have read the event log up to its end as it is at the call: what
+// CaughtUp waits until the Projectors (this engine's and any other's: the
+// ack floor of their consumer), and the statistics when this engine leads,
+// have read the event log up to its end as it is at the call: what
 // the consumers that follow the log still owe a burst of writes (a
 // benchmark settles on it between its phases).
 func (e *Engine) CaughtUp(ctx context.Context) error {
@@ -174,7 +175,10 @@ func (e *Engine) CaughtUp(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, projected := e.Projector.Stats()
+		projected, err := e.Projector.Floor(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
 		if projected >= last && (!e.Leader.Leading() || e.Stats.Folded() >= lastEvent) {
 			return nil
 		}

@@ -107,8 +107,35 @@ func (p *Projector) Skipped() int64 { return p.skipped.Load() }
 // Settled: see Skipped.
 func (p *Projector) Settled() int64 { return p.settled.Load() }
 
-// Stats reports how many events the Projector checked and the last event
-// sequence it finished. Repairs are counted by Store.Repairs.
+// finished raises lastSeq to seq (a batch verified again after later ones
+// does not lower it).
+func (p *Projector) finished(seq uint64) {
+	for {
+		cur := p.lastSeq.Load()
+		if seq <= cur || p.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// Floor is the log's sequence up to which every event was verified, by
+// this engine's Projector or another's (they share a durable consumer: its
+// ack floor).
+func (p *Projector) Floor(ctx context.Context) (uint64, error) {
+	c, err := p.store.JS().Consumer(ctx, streams.EventsStream, projectorConsumer)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.AckFloor.Stream, nil
+}
+
+// Stats reports how many events the Projector checked and the highest
+// event sequence of a batch it finished. Repairs are counted by
+// Store.Repairs.
 func (p *Projector) Stats() (checked int64, lastSeq uint64) {
 	return p.checked.Load(), p.lastSeq.Load()
 }
@@ -157,7 +184,7 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 			_ = m.Ack()
 		}
 		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
-			p.lastSeq.Store(meta.Sequence.Stream)
+			p.finished(meta.Sequence.Stream)
 		}
 		p.checked.Add(int64(len(msgs)))
 	}
@@ -215,11 +242,12 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	// What a writer in this process saw done whole needs no look; what it
 	// saw followed up needs its record checked, not its follow-ups.
+	mark, settled := p.store.Reconnects(), int64(0)
 	read := make([]string, 0, len(order))
 	for _, id := range order {
 		switch p.store.Seen(id, jobs[id].last) {
 		case store.Settled:
-			p.settled.Add(1)
+			settled++
 			continue
 		case store.FollowedUp:
 			jobs[id].followed = true
@@ -272,6 +300,14 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			return fmt.Errorf("re-dispatch: %w", err)
 		}
 	}
+	// Jobs skipped as settled are vouched for by writes acknowledged before
+	// this connection was lost or came back, which a server that restarted
+	// may have lost: the batch is verified again, whole (the notes are
+	// gone).
+	if settled > 0 && !p.store.Steady(mark) {
+		return errors.New("the connection was lost or came back while the batch was verified")
+	}
+	p.settled.Add(settled)
 	// Not acked: a record that could not be read or written (a node or a
 	// stream leader lost a moment) is repaired, and what its writer does
 	// after the append repeated, when the batch comes again.

@@ -48,11 +48,14 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
+	// Mark is taken when a Write starts and given to AfterDone (the
+	// connection's reconnections then: a write across one is not trusted).
+	Mark func() uint64
 	// AfterDone is told, for a write whose After futures (published of
-	// them, none included) were all acknowledged, published from since on,
-	// whether its record was written at the event's sequence and
-	// acknowledged (projected; not reconciled with a later writer's).
-	AfterDone func(next Version[R], ev *domain.Event, published int, projected bool, since time.Time)
+	// them, none included) were all acknowledged, whether its record was
+	// written at the event's sequence and acknowledged (projected; not
+	// reconciled with a later writer's); mark is Mark's at the Write's start.
+	AfterDone func(next Version[R], ev *domain.Event, published int, projected bool, mark uint64)
 	// Head is the chain hash of the last event folded into rec (its
 	// Event.Hash, which the fold keeps): the Prev of the next event.
 	Head func(rec *R) []byte
@@ -384,6 +387,10 @@ func (w *Write[R]) Appended() bool { return w.appended }
 // <op>:appended, <op>:projected and <op>:dispatched (JETFLOW_CRASH_AT) are
 // reached after each step that wrote something.
 func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
+	var mark uint64
+	if a.k.Mark != nil {
+		mark = a.k.Mark()
+	}
 	futs := make([]streams.Future, len(ws))
 	subjects := make([]string, len(ws))
 	for i, w := range ws {
@@ -481,7 +488,6 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			futs []streams.Future
 		}
 		var afters []after
-		since := time.Now()
 		for _, w := range ws {
 			if w.appended && w.Err == nil {
 				afters = append(afters, after{w, a.k.After(w.Next, w.Ev)})
@@ -497,7 +503,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 				}
 			}
 			if done && a.k.AfterDone != nil {
-				a.k.AfterDone(x.w.Next, x.w.Ev, len(x.futs), x.w.projected, since)
+				a.k.AfterDone(x.w.Next, x.w.Ev, len(x.futs), x.w.projected, mark)
 			}
 		}
 	}

@@ -673,11 +673,12 @@ const (
 )
 
 // afterDone notes what a writer saw done of a job's event (Kind.AfterDone),
-// unless the connection came back since it published (the server may have
-// restarted, losing its last writes; the reconnection cleared the others).
-func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published int, projected bool, since time.Time) {
+// unless its connection was lost or came back since the write started
+// (mark): a server that restarted may have lost the last writes it
+// acknowledged, the record's among them.
+func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published int, projected bool, mark uint64) {
 	j := next.Rec
-	if j == nil || since.UnixNano() <= s.connected.Load() {
+	if j == nil || !s.steadyFollowUps(mark) {
 		return
 	}
 	did := afterOf(j, ev)
@@ -687,7 +688,36 @@ func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published 
 	}
 }
 
+// Reconnects is how many times this Store's connection came back: a mark
+// for Steady.
+func (s *Store) Reconnects() uint64 { return s.nc.Stats().Reconnects }
+
+// Steady says whether this Store's connection is up and has not come back
+// since mark (Reconnects) was taken.
+func (s *Store) Steady(mark uint64) bool { return s.steadyFollowUps(mark) }
+
+// steadyFollowUps is Steady; besides, the first use after a reconnection
+// (seen here, in the caller's goroutine, rather than in the reconnect
+// handler, which runs later) forgets every follow-up, as does a connection
+// that is down.
+func (s *Store) steadyFollowUps(mark uint64) bool {
+	if !s.nc.IsConnected() {
+		s.followedUp.clear()
+		return false
+	}
+	r := s.Reconnects()
+	if s.seenReconnects.Swap(r) != r {
+		s.followedUp.clear()
+	}
+	return r == mark
+}
+
 // Seen reports what a writer in this process saw done of job id's event
 // at seq (followUps); it is then forgotten (the Projector asks once per
 // event it verifies).
-func (s *Store) Seen(id string, seq uint64) FollowUp { return s.followedUp.take(id, seq) }
+func (s *Store) Seen(id string, seq uint64) FollowUp {
+	if !s.steadyFollowUps(s.Reconnects()) {
+		return NotSeen
+	}
+	return s.followedUp.take(id, seq)
+}

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"net"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -44,9 +48,17 @@ func TestFollowUps(t *testing.T) {
 		t.Fatal("the cap did not start over")
 	}
 
-	s := &Store{followedUp: &followUps{}}
-	s.connected.Store(time.Now().UnixNano())
-	later, earlier := time.Now().Add(time.Millisecond), time.Now().Add(-time.Second)
+	srv := natsServer(t, -1)
+	gone := make(chan struct{}, 1)
+	nc, err := nats.Connect(srv.ClientURL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { gone <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s := &Store{nc: nc, followedUp: &followUps{}}
+	s.seenReconnects.Store(s.Reconnects())
+	mark := s.Reconnects()
 	job := func(id string, st domain.State, seq uint64, parent string) Version[domain.Job] {
 		j := &domain.Job{ID: id, State: st, Seq: seq}
 		j.Spec.Parent = parent
@@ -61,21 +73,64 @@ func TestFollowUps(t *testing.T) {
 		ev        *domain.Event
 		published int
 		projected bool
-		since     time.Time
 		want      FollowUp
 	}{
-		{"a submit dispatched and projected", job("q1", domain.StateQueued, 1, ""), ev(domain.EvSubmitted, domain.StateQueued, 1), 1, true, later, Settled},
-		{"a submit dispatched, its record reconciled", job("q2", domain.StateQueued, 1, ""), ev(domain.EvSubmitted, domain.StateQueued, 1), 1, false, later, FollowedUp},
-		{"a submit dispatched before the connection came back", job("q3", domain.StateQueued, 1, ""), ev(domain.EvSubmitted, domain.StateQueued, 1), 1, true, earlier, NotSeen},
-		{"a queued job reprioritized: no dispatch published", job("q4", domain.StateQueued, 2, ""), ev(domain.EvReprioritized, "", 2), 0, true, later, NotSeen},
-		{"a plain job that succeeded", job("s1", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, later, Settled},
-		{"a child that succeeded, its piece event published", job("c1", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 1, true, later, Settled},
-		{"a child that succeeded, no piece event", job("c2", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, later, NotSeen},
-		{"a plain job that succeeded, its record not written", job("s2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, false, later, NotSeen},
+		{"a submit dispatched and projected", job("q1", domain.StateQueued, 1, ""), ev(domain.EvSubmitted, domain.StateQueued, 1), 1, true, Settled},
+		{"a submit dispatched, its record reconciled", job("q2", domain.StateQueued, 1, ""), ev(domain.EvSubmitted, domain.StateQueued, 1), 1, false, FollowedUp},
+		{"a queued job reprioritized: no dispatch published", job("q4", domain.StateQueued, 2, ""), ev(domain.EvReprioritized, "", 2), 0, true, NotSeen},
+		{"a plain job that succeeded", job("s1", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, Settled},
+		{"a child that succeeded, its piece event published", job("c1", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 1, true, Settled},
+		{"a child that succeeded, no piece event", job("c2", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, NotSeen},
+		{"a plain job that succeeded, its record not written", job("s2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, false, NotSeen},
 	} {
-		s.afterDone(c.next, c.ev, c.published, c.projected, c.since)
+		s.afterDone(c.next, c.ev, c.published, c.projected, mark)
 		if got := s.Seen(c.next.Rec.ID, c.ev.Seq); got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
 		}
 	}
+
+	// The server restarts: a note made before is forgotten at the next look,
+	// and a write that started before is not noted.
+	s.afterDone(job("r1", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, mark)
+	port := srv.Addr().(*net.TCPAddr).Port
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not see the server go")
+	}
+	if s.Steady(mark) {
+		t.Fatal("steady with the server down")
+	}
+	natsServer(t, port)
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s.Steady(mark) || !s.Steady(s.Reconnects()) {
+		t.Fatal("a write across a reconnection taken as steady, or one after it not")
+	}
+	s.afterDone(job("r2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, mark)
+	if s.Seen("r1", 3) != NotSeen || s.Seen("r2", 3) != NotSeen {
+		t.Fatal("a note from before the reconnection, or a write across it, taken")
+	}
+	s.afterDone(job("r3", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, s.Reconnects())
+	if s.Seen("r3", 3) != Settled {
+		t.Fatal("a write after the reconnection not noted")
+	}
+}
+
+// natsServer starts a NATS server on port (-1: any).
+func natsServer(t *testing.T, port int) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
 }

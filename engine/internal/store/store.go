@@ -74,7 +74,8 @@ type Store struct {
 
 	followedUp *followUps // jobs whose event's work item or piece event this process saw acknowledged
 
-	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
+	connected      atomic.Int64  // unix nanos: when the connection was opened or last came back
+	seenReconnects atomic.Uint64 // the connection's reconnections the follow-ups last saw (steadyFollowUps)
 
 	filesMu sync.Mutex
 	files   *files.Store // opened by Files, once
@@ -187,6 +188,7 @@ func (s *Store) ConnectedSince() time.Time { return time.Unix(0, s.connected.Loa
 // handler the connection had before.
 func (s *Store) watchReconnects() {
 	s.connected.Store(time.Now().UnixNano())
+	s.seenReconnects.Store(s.Reconnects())
 	prev := s.nc.Opts.ReconnectedCB
 	s.nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.connected.Store(time.Now().UnixNano())
