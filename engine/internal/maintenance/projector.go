@@ -242,7 +242,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	// What a writer in this process saw done whole needs no look; what it
 	// saw followed up needs its record checked, not its follow-ups.
-	mark, settled := p.store.Reconnects(), int64(0)
+	mark, settled := p.store.FollowMark(), int64(0)
 	read := make([]string, 0, len(order))
 	for _, id := range order {
 		switch p.store.Seen(id, jobs[id].last) {

@@ -48,8 +48,8 @@ type Kind[R any] struct {
 	// events), once its record is written; the Write waits for what it
 	// returns.
 	After func(next Version[R], ev *domain.Event) []streams.Future
-	// Mark is taken when a Write starts and given to AfterDone (the
-	// connection's reconnections then: a write across one is not trusted).
+	// Mark is taken when a Write starts and given to AfterDone (what it
+	// saw done is not trusted across a lost connection).
 	Mark func() uint64
 	// AfterDone is told, for a write whose After futures (published of
 	// them, none included) were all acknowledged, whether its record was

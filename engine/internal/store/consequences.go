@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -607,8 +608,9 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 // outcomes and the engine's Projector each have a Store of their own), per
 // event log: the log's stream, by the time it was created.
 type followUps struct {
-	mu sync.Mutex
-	m  map[string]followUp
+	mu  sync.Mutex
+	m   map[string]followUp
+	gen atomic.Uint64 // raised by every clear: a write's mark from before one notes nothing
 }
 
 type followUp struct {
@@ -626,9 +628,14 @@ func followUpsOf(evs jetstream.Stream) *followUps {
 	return f.(*followUps)
 }
 
-func (f *followUps) note(id string, seq uint64, settled bool) {
+// note notes job id's event at seq, unless the follow-ups were cleared
+// since mark (mark: their generation when the write started).
+func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.gen.Load() != mark {
+		return
+	}
 	if f.m == nil || len(f.m) >= maxFollowUps {
 		f.m = make(map[string]followUp, 1024)
 	}
@@ -637,10 +644,11 @@ func (f *followUps) note(id string, seq uint64, settled bool) {
 	}
 }
 
-// clear forgets every job.
+// clear forgets every job, and every write under way.
 func (f *followUps) clear() {
 	f.mu.Lock()
 	f.m = nil
+	f.gen.Add(1)
 	f.mu.Unlock()
 }
 
@@ -673,51 +681,31 @@ const (
 )
 
 // afterDone notes what a writer saw done of a job's event (Kind.AfterDone),
-// unless its connection was lost or came back since the write started
-// (mark): a server that restarted may have lost the last writes it
-// acknowledged, the record's among them.
+// unless a connection of this process was lost or came back since the
+// write started (mark: FollowMark then): a server that restarted may have
+// lost the last writes it acknowledged, the record's among them.
 func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published int, projected bool, mark uint64) {
 	j := next.Rec
-	if j == nil || !s.steadyFollowUps(mark) {
+	if j == nil {
 		return
 	}
 	did := afterOf(j, ev)
 	settled := projected && j.Seq == ev.Seq && !cascades(j) && published == did.count() && did.covers(implied(j, ev.Type))
 	if published > 0 || settled {
-		s.followedUp.note(j.ID, ev.Seq, settled)
+		s.followedUp.note(j.ID, ev.Seq, settled, mark)
 	}
 }
 
-// Reconnects is how many times this Store's connection came back: a mark
-// for Steady.
-func (s *Store) Reconnects() uint64 { return s.nc.Stats().Reconnects }
+// FollowMark is the follow-ups' generation, raised whenever a connection
+// of this process is lost or comes back (which forgets them): a mark for
+// Steady.
+func (s *Store) FollowMark() uint64 { return s.followedUp.gen.Load() }
 
-// Steady says whether this Store's connection is up and has not come back
-// since mark (Reconnects) was taken.
-func (s *Store) Steady(mark uint64) bool { return s.steadyFollowUps(mark) }
-
-// steadyFollowUps is Steady; besides, the first use after a reconnection
-// (seen here, in the caller's goroutine, rather than in the reconnect
-// handler, which runs later) forgets every follow-up, as does a connection
-// that is down.
-func (s *Store) steadyFollowUps(mark uint64) bool {
-	if !s.nc.IsConnected() {
-		s.followedUp.clear()
-		return false
-	}
-	r := s.Reconnects()
-	if s.seenReconnects.Swap(r) != r {
-		s.followedUp.clear()
-	}
-	return r == mark
-}
+// Steady says whether this Store's connection is up and no connection of
+// the process was lost or came back since mark (FollowMark) was taken.
+func (s *Store) Steady(mark uint64) bool { return s.nc.IsConnected() && s.FollowMark() == mark }
 
 // Seen reports what a writer in this process saw done of job id's event
 // at seq (followUps); it is then forgotten (the Projector asks once per
 // event it verifies).
-func (s *Store) Seen(id string, seq uint64) FollowUp {
-	if !s.steadyFollowUps(s.Reconnects()) {
-		return NotSeen
-	}
-	return s.followedUp.take(id, seq)
-}
+func (s *Store) Seen(id string, seq uint64) FollowUp { return s.followedUp.take(id, seq) }

@@ -20,7 +20,7 @@ import (
 // then implies was published and acknowledged.
 func TestFollowUps(t *testing.T) {
 	f := &followUps{}
-	f.note("a", 5, false)
+	f.note("a", 5, false, 0)
 	if f.take("a", 4) != NotSeen {
 		t.Fatal("an earlier event of the job taken as done")
 	}
@@ -30,35 +30,37 @@ func TestFollowUps(t *testing.T) {
 	if f.take("a", 5) != NotSeen {
 		t.Fatal("taken twice")
 	}
-	f.note("b", 3, true)
+	f.note("b", 3, true, 0)
 	if f.take("b", 7) != NotSeen || f.take("b", 3) != NotSeen {
 		t.Fatal("a later event taken as done, or the note kept past it")
 	}
-	f.note("c", 1, false)
+	f.note("c", 1, false, 0)
 	f.clear()
-	f.note("d", 9, true)
-	if f.take("c", 1) != NotSeen || f.take("d", 9) != Settled {
+	f.note("d", 9, true, 1)
+	f.note("e", 9, true, 0) // a write from before the clear
+	if f.take("c", 1) != NotSeen || f.take("d", 9) != Settled || f.take("e", 9) != NotSeen {
 		t.Fatal("kept through a clear")
 	}
 	for i := range maxFollowUps {
-		f.note(strconv.Itoa(i), 1, false)
+		f.note(strconv.Itoa(i), 1, false, 1)
 	}
-	f.note("past", 1, false)
+	f.note("past", 1, false, 1)
 	if f.take("0", 1) != NotSeen || f.take("past", 1) != FollowedUp {
 		t.Fatal("the cap did not start over")
 	}
 
 	srv := natsServer(t, -1)
-	gone := make(chan struct{}, 1)
+	gone, back := make(chan struct{}, 1), make(chan struct{}, 1) // told after the Store's own handlers
 	nc, err := nats.Connect(srv.ClientURL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(*nats.Conn, error) { gone <- struct{}{} }))
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { tell(gone) }),
+		nats.ReconnectHandler(func(*nats.Conn) { tell(back) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	s := &Store{nc: nc, followedUp: &followUps{}}
-	s.seenReconnects.Store(s.Reconnects())
-	mark := s.Reconnects()
+	s.watchReconnects()
+	mark := s.FollowMark()
 	job := func(id string, st domain.State, seq uint64, parent string) Version[domain.Job] {
 		j := &domain.Job{ID: id, State: st, Seq: seq}
 		j.Spec.Parent = parent
@@ -104,19 +106,28 @@ func TestFollowUps(t *testing.T) {
 		t.Fatal("steady with the server down")
 	}
 	natsServer(t, port)
-	if err := nc.FlushTimeout(5 * time.Second); err != nil {
-		t.Fatal(err)
+	select {
+	case <-back:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not come back")
 	}
-	if s.Steady(mark) || !s.Steady(s.Reconnects()) {
+	if s.Steady(mark) || !s.Steady(s.FollowMark()) {
 		t.Fatal("a write across a reconnection taken as steady, or one after it not")
 	}
 	s.afterDone(job("r2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, mark)
 	if s.Seen("r1", 3) != NotSeen || s.Seen("r2", 3) != NotSeen {
 		t.Fatal("a note from before the reconnection, or a write across it, taken")
 	}
-	s.afterDone(job("r3", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, s.Reconnects())
+	s.afterDone(job("r3", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, s.FollowMark())
 	if s.Seen("r3", 3) != Settled {
 		t.Fatal("a write after the reconnection not noted")
+	}
+}
+
+func tell(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 

@@ -38,7 +38,7 @@ func jobKind(s *Store) Kind[domain.Job] {
 			return &commands.GoneError{JobID: ev.JobID, At: ev.Time, Reason: ev.Message}
 		},
 		After:     s.after,
-		Mark:      s.Reconnects,
+		Mark:      s.FollowMark,
 		AfterDone: s.afterDone,
 	}
 }

@@ -74,8 +74,7 @@ type Store struct {
 
 	followedUp *followUps // jobs whose event's work item or piece event this process saw acknowledged
 
-	connected      atomic.Int64  // unix nanos: when the connection was opened or last came back
-	seenReconnects atomic.Uint64 // the connection's reconnections the follow-ups last saw (steadyFollowUps)
+	connected atomic.Int64 // unix nanos: when the connection was opened or last came back
 
 	filesMu sync.Mutex
 	files   *files.Store // opened by Files, once
@@ -188,16 +187,23 @@ func (s *Store) ConnectedSince() time.Time { return time.Unix(0, s.connected.Loa
 // handler the connection had before.
 func (s *Store) watchReconnects() {
 	s.connected.Store(time.Now().UnixNano())
-	s.seenReconnects.Store(s.Reconnects())
 	prev := s.nc.Opts.ReconnectedCB
 	s.nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.connected.Store(time.Now().UnixNano())
 		// A server that restarted may have lost its last acknowledged
 		// writes (fsync every second): what this process saw done is
-		// repeated again (followUps).
+		// verified again (followUps), when the connection is lost and
+		// again when it comes back.
 		s.followedUp.clear()
 		if prev != nil {
 			prev(c)
+		}
+	})
+	prevLost := s.nc.Opts.DisconnectedErrCB
+	s.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		s.followedUp.clear()
+		if prevLost != nil {
+			prevLost(c, err)
 		}
 	})
 }
