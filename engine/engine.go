@@ -176,8 +176,8 @@ func (e *Engine) CaughtUp(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		projected, err := e.Projector.Floor(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
+		if err != nil {
+			return errors.Join(ctx.Err(), err)
 		}
 		if projected >= last && (!e.Leader.Leading() || e.Stats.Folded() >= lastEvent) {
 			return nil

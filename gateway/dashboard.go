@@ -295,16 +295,9 @@ func (g *Gateway) namespaceNames(ctx context.Context, shown string) []string {
 	for _, ns := range g.index.Namespaces() {
 		seen[ns] = true
 	}
-	if recs, err := g.store.Types.Namespaces(ctx); err == nil {
-		for _, rec := range recs {
-			seen[rec.Name] = true
-		}
-	}
-	if ts, err := g.store.Types.Types(ctx, "", true); err == nil {
-		for _, t := range ts {
-			if !strings.HasPrefix(t.Scope, "@") {
-				seen[t.Scope] = true
-			}
+	if scopes, err := g.store.Types.Scopes(ctx); err == nil {
+		for _, ns := range scopes {
+			seen[ns] = true
 		}
 	}
 	out := make([]string, 0, len(seen))

@@ -126,11 +126,7 @@ func (p *Projector) Floor(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return info.AckFloor.Stream, nil
+	return c.CachedInfo().AckFloor.Stream, nil // the lookup's answer: one round trip
 }
 
 // Stats reports how many events the Projector checked and the highest

@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -314,6 +316,28 @@ func (r *Registry) Resolve(ctx context.Context, ns, jobType string, payload []by
 		looked[i] = n.String()
 	}
 	return "", fmt.Errorf("type %s: no active type %s: %w", jobType, strings.Join(looked, " or "), commands.ErrUnknownType)
+}
+
+// Scopes are the namespaces with settings or with registered types
+// (soft-deleted ones too), as the watch has them: for a list of names to
+// choose from, where an instant's lag does not matter (Types and
+// Namespaces read the bucket).
+func (r *Registry) Scopes(ctx context.Context) ([]string, error) {
+	if err := r.watch(ctx); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	seen := map[string]bool{}
+	for n := range r.spaces {
+		seen[n] = true
+	}
+	for _, t := range r.byName {
+		if !strings.HasPrefix(t.Scope, "@") {
+			seen[t.Scope] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // Namespace returns a namespace's settings record (nil: never set).
