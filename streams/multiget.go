@@ -6,9 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
+
+// answerWait is how long a direct get waits for each message of its answer
+// when its context has no deadline (jetstream's default API timeout). A
+// request whose server died before answering is never answered, and a
+// reconnect does not fail it: without a bound, a caller with
+// context.Background() (a worker checking a child's parent just after its
+// claim) would wait for ever, holding its job.
+var answerWait = 5 * time.Second
+
+// bounded is ctx, or ctx with answerWait when it has no deadline.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, answerWait)
+}
 
 // maxMultiLast is the server's cap on subjects answered by one multi_last
 // direct get (more makes it answer 413 Too Many Results).
@@ -76,7 +93,7 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, stream string, req any, fn 
 		return 0, err
 	}
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := nextAnswer(ctx, sub)
 		if err != nil {
 			return 0, fmt.Errorf("direct get on %s: %w", stream, err)
 		}
@@ -95,6 +112,14 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, stream string, req any, fn 
 			return 0, err
 		}
 	}
+}
+
+// nextAnswer is the next message of a direct get's answer, waited for at
+// most answerWait when ctx has no deadline.
+func nextAnswer(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	return sub.NextMsgWithContext(ctx)
 }
 
 // readBatch is how many messages one direct get of ReadSubject asks for.
@@ -182,6 +207,8 @@ func NextMsg(ctx context.Context, nc *nats.Conn, stream, subject string, from ui
 	if err != nil {
 		return 0, nil, false, err
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, body)
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("direct get on %s: %w", stream, err)

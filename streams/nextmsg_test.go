@@ -1,8 +1,12 @@
 package streams_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/internal/testkit"
@@ -41,5 +45,62 @@ func TestNextMsg(t *testing.T) {
 	}
 	if _, _, _, err := streams.NextMsg(ctx, nc, "NONE", "n.a", 1); err == nil {
 		t.Fatal("a stream that does not exist answered")
+	}
+}
+
+// A direct get that is never answered (its server died after taking the
+// request: a reconnect does not fail it) ends when the caller's context
+// has no deadline: after answerWait, with context.DeadlineExceeded. A
+// worker checking a child's parent just as serve was SIGKILLed used to
+// wait for ever, holding the child running (tests/soak, 2026-11-29).
+func TestDirectGetUnansweredEnds(t *testing.T) {
+	defer streams.SetAnswerWait(200 * time.Millisecond)()
+	srv := testkit.Server(t)
+	nc := testkit.Conn(t, srv)
+	taken := make(chan struct{}, 16)
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.MUTE", func(*nats.Msg) { taken <- struct{}{} }) // takes, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, read := range map[string]func() error{
+		"NextMsg": func() error {
+			_, _, _, err := streams.NextMsg(ctx, nc, "MUTE", "n.a", 1)
+			return err
+		},
+		"MultiLast": func() error {
+			_, err := streams.MultiLast(ctx, nc, "MUTE", []string{"n.a", "n.b"})
+			return err
+		},
+		"ReadSubject": func() error {
+			_, err := streams.ReadSubject(ctx, nc, "MUTE", "n.a", 1, func(uint64, []byte) error { return nil })
+			return err
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- read() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: err %v, want context.DeadlineExceeded", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: an unanswered direct get still waits after 10 s", name)
+		}
+		select {
+		case <-taken:
+		default:
+			t.Fatalf("%s: the request never reached the server", name)
+		}
+	}
+	// A caller's own deadline is kept, longer or shorter.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, _, err := streams.NextMsg(short, nc, "MUTE", "n.a", 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("NextMsg with a deadline: err %v", err)
 	}
 }
