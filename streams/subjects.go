@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -118,18 +120,37 @@ func Token(s string) string {
 	if domain.IsPlain(s) {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
+	if t, ok := tokens.Load(s); ok {
+		return t.(string)
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+8)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if domain.PlainByte(c) {
-			b.WriteByte(c)
+			b = append(b, c)
 		} else {
-			fmt.Fprintf(&b, "%c%02X", tokenEscapeChar, c)
+			b = append(b, tokenEscapeChar, hex[c>>4], hex[c&0xF])
 		}
 	}
-	return b.String()
+	t := string(b)
+	if tokenCount.Load() < maxCachedTokens {
+		if _, loaded := tokens.LoadOrStore(s, t); !loaded {
+			tokenCount.Add(1)
+		}
+	}
+	return t
 }
+
+// tokens caches Token's escapes (a job's type is escaped into the subject
+// of each of its events and work items); maxCachedTokens bounds it, as
+// names come from outside.
+var (
+	tokens     sync.Map
+	tokenCount atomic.Int64
+)
+
+const maxCachedTokens = 4096
 
 // ParseToken reverses Token.
 func ParseToken(t string) (string, error) {
