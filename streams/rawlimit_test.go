@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -303,4 +304,66 @@ func (r *rawRun) work(nc *nats.Conn, js jetstream.JetStream, cons jetstream.Cons
 		<-r.backlog
 	}
 	return nil
+}
+
+// BenchmarkRawAppendRoundTrip is the floor under a job's submit->start
+// latency: one append to a file stream and its acknowledgement, nothing
+// else in flight, under fsync every second and before every
+// acknowledgement, back to back and paced at 200 a second (as jetflow
+// bench's latency phase: the disk and the CPUs idle between two). It
+// reports the round trip's p50 and p99. Under sync always a job's start
+// follows at least one such write (its job.submitted is fsynced before its
+// work item, which carries the event's sequence, goes out), so its
+// submit->start p50 cannot be below the paced p50.
+//
+//	go test -run '^$' -bench RawAppendRoundTrip -benchtime 400x ./streams/
+func BenchmarkRawAppendRoundTrip(b *testing.B) {
+	for _, always := range []bool{false, true} {
+		for _, pace := range []time.Duration{0, 5 * time.Millisecond} {
+			name := map[bool]string{false: "sync1s", true: "syncalways"}[always] + "/" + map[bool]string{false: "backtoback", true: "paced200"}[pace > 0]
+			b.Run(name, func(b *testing.B) { rawRoundTrips(b, always, pace) })
+		}
+	}
+}
+
+func rawRoundTrips(b *testing.B, always bool, pace time.Duration) {
+	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: b.TempDir(), DontListen: true,
+		SyncAlways: always, SyncInterval: time.Second, NoLog: true, NoSigs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		b.Fatal("server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RTT", Subjects: []string{"rtt.>"}, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 300)
+	var rtts []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if pace > 0 {
+			time.Sleep(pace)
+		}
+		t := time.Now()
+		if _, err := js.Publish(ctx, "rtt."+strconv.Itoa(i), data, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(t))
+	}
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "p99-µs")
 }
