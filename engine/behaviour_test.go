@@ -794,3 +794,53 @@ func TestProjectorSkipsWhatItsProcessDid(t *testing.T) {
 		t.Fatalf("%d work items, want %d", got, n+1)
 	}
 }
+
+// TestProjectorPassesOverForeignEvents: what another program publishes on
+// a job's event subject is left out of the Projector's verification, in
+// both forms: bytes that are not an event at all, and an event whose head
+// (job, type) reads but whose whole does not (a field of the wrong type).
+// The Projector reads the head first, to pass over jobs a writer in its
+// process saw settled, and decodes whole the events of every other job: it
+// goes past both, and the job's record stays at its last real event.
+func TestProjectorPassesOverForeignEvents(t *testing.T) {
+	h := newHarnessLag(t, 2*time.Second)
+	ctx, st, eng := h.ctx, h.st, h.eng
+	res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker", Queue: "foreign"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res.Snapshot.Job
+	half, err := streams.Marshal(map[string]any{"v": 1, "type": domain.EvCancelled, "job": j.ID,
+		"time": time.Now().UTC(), "to": "cancelled", "attempt": "not a number"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head domain.Event
+	if err := streams.DecodeEventHead(half, &head); err != nil || head.JobID != j.ID {
+		t.Fatalf("the half-foreign event's head: %+v, %v; want it read", head, err)
+	}
+	if _, err := streams.DecodeEvent(half); err == nil {
+		t.Fatal("the half-foreign event decodes whole; want a field of the wrong type")
+	}
+	var end uint64
+	for _, data := range [][]byte{[]byte("not an event"), half} {
+		ack, err := st.JS.Publish(ctx, streams.JobSubject(j), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = ack.Sequence
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if _, seq := eng.Projector.Stats(); seq < end {
+			return testkit.Errorf("projector at %d, want %d", seq, end)
+		}
+		return nil
+	})
+	rec, err := st.Record(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Job.Seq != j.Seq || rec.Job.State != domain.StateQueued {
+		t.Fatalf("record at seq %d, %s; want %d, queued (the foreign events left out)", rec.Job.Seq, rec.Job.State, j.Seq)
+	}
+}

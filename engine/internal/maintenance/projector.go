@@ -192,11 +192,14 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		last     uint64 // highest event sequence of the job in this batch
 		lastType string // its type
 		followed bool   // a writer in this process published its follow-ups
+		msgs     []int  // its events in msgs
 	}
 	jobs := map[string]*seen{}
 	var order []string
 	registry := map[string]*domain.Event{} // by subject, its last event here
-	for _, m := range msgs {
+	seqs := make([]uint64, len(msgs))
+	var head domain.Event
+	for i, m := range msgs {
 		meta, err := m.Metadata()
 		if err == nil && streams.IsRegistrySubject(m.Subject()) {
 			if ev, err := streams.DecodeEvent(m.Data()); err == nil {
@@ -207,24 +210,25 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		if err != nil || !streams.IsJobSubject(m.Subject()) {
 			continue // piece events are the fan-in counter's
 		}
-		// Decoded whole: an event that does not decode is left out here
-		// rather than folded (and refused) by every repair of its job.
-		ev, err := streams.DecodeEvent(m.Data())
-		if err != nil {
+		// The head first (the job and the type): a job a writer in this
+		// process saw settled needs no more.
+		if err := streams.DecodeEventHead(m.Data(), &head); err != nil {
 			// Nothing jetflow wrote: appends are checked, so this is another
 			// program publishing on jetflow's subjects. It cannot be folded.
 			p.log.Error("undecodable event in the log", "seq", meta.Sequence.Stream, "subject", m.Subject(), "err", err)
 			continue
 		}
 		seq := meta.Sequence.Stream
-		s := jobs[ev.JobID]
+		seqs[i] = seq
+		s := jobs[head.JobID]
 		if s == nil {
 			s = &seen{}
-			jobs[ev.JobID] = s
-			order = append(order, ev.JobID)
+			jobs[head.JobID] = s
+			order = append(order, head.JobID)
 		}
+		s.msgs = append(s.msgs, i)
 		if seq > s.last {
-			s.last, s.lastType = seq, ev.Type
+			s.last, s.lastType = seq, head.Type
 		}
 	}
 	for _, ev := range registry {
@@ -241,14 +245,30 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	mark, settled := p.store.FollowMark(), int64(0)
 	read := make([]string, 0, len(order))
 	for _, id := range order {
-		switch p.store.Seen(id, jobs[id].last) {
+		s := jobs[id]
+		switch p.store.Seen(id, s.last) {
 		case store.Settled:
 			settled++
 			continue
 		case store.FollowedUp:
-			jobs[id].followed = true
+			s.followed = true
 		}
-		read = append(read, id)
+		// Decoded whole: an event that does not decode is left out here
+		// rather than folded (and refused) by every repair of its job.
+		s.last, s.lastType = 0, ""
+		for _, i := range s.msgs {
+			ev, err := streams.DecodeEvent(msgs[i].Data())
+			if err != nil {
+				p.log.Error("undecodable event in the log", "seq", seqs[i], "subject", msgs[i].Subject(), "err", err)
+				continue
+			}
+			if seqs[i] > s.last {
+				s.last, s.lastType = seqs[i], ev.Type
+			}
+		}
+		if s.last > 0 {
+			read = append(read, id)
+		}
 	}
 	order = read
 	recs, err := p.store.Records(ctx, order)
