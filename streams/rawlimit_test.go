@@ -53,17 +53,25 @@ const (
 	rawBatch   = 64
 )
 
-func rawJobLoop(b *testing.B, always, batched bool) {
+// rawServer starts an in-process server with file storage, fsyncing
+// before every acknowledgement (always) or every second, shut down when
+// the benchmark ends.
+func rawServer(b *testing.B, always bool) *server.Server {
 	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: b.TempDir(), DontListen: true,
 		SyncAlways: always, SyncInterval: time.Second, NoLog: true, NoSigs: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv.Start()
-	defer srv.Shutdown()
+	b.Cleanup(srv.Shutdown)
 	if !srv.ReadyForConnections(10 * time.Second) {
 		b.Fatal("server not ready")
 	}
+	return srv
+}
+
+func rawJobLoop(b *testing.B, always, batched bool) {
+	srv := rawServer(b, always)
 	conn := func() (*nats.Conn, jetstream.JetStream) {
 		nc, err := nats.Connect("", nats.InProcessServer(srv))
 		if err != nil {
@@ -327,16 +335,7 @@ func BenchmarkRawAppendRoundTrip(b *testing.B) {
 }
 
 func rawRoundTrips(b *testing.B, always bool, pace time.Duration) {
-	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: b.TempDir(), DontListen: true,
-		SyncAlways: always, SyncInterval: time.Second, NoLog: true, NoSigs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		b.Fatal("server not ready")
-	}
+	srv := rawServer(b, always)
 	nc, err := nats.Connect("", nats.InProcessServer(srv))
 	if err != nil {
 		b.Fatal(err)
