@@ -11,19 +11,18 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// answerWait is how long a direct get waits for each message of its answer
-// when its context has no deadline (jetstream's default API timeout). A
-// request whose server died before answering is never answered, and a
-// reconnect does not fail it: without a bound, a caller with
-// context.Background() (a worker checking a child's parent just after its
-// claim) would wait for ever, holding its job.
+// answerWait is how long a direct get waits for each message of its
+// answer, at most (a caller's earlier deadline is kept): a request taken by
+// a server that then dies is never answered, and a reconnect does not fail
+// it. Without a bound a caller with context.Background() (a worker checking
+// a child's parent just after its claim), or with a long deadline (a
+// handler reading its step's inputs under a job timeout of an hour), would
+// wait that long holding its job. jetstream's own API calls wait 5 s when
+// their context has no deadline.
 var answerWait = 5 * time.Second
 
-// bounded is ctx, or ctx with answerWait when it has no deadline.
+// bounded is ctx with answerWait, or ctx's own deadline if earlier.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, answerWait)
 }
 
@@ -115,7 +114,7 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, stream string, req any, fn 
 }
 
 // nextAnswer is the next message of a direct get's answer, waited for at
-// most answerWait when ctx has no deadline.
+// most answerWait.
 func nextAnswer(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()

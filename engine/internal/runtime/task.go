@@ -33,6 +33,9 @@ func (t *Task) Progress(current, total int64, message string) error {
 	return nil
 }
 
+// emitWait bounds an Emit's writes.
+const emitWait = 10 * time.Second
+
 // Emit appends a named event to the job's log now: name is the handler's
 // own (e.g. "import.page_done"), level is info, warning or error.
 func (t *Task) Emit(ctx context.Context, name, level, message string, fields map[string]any) error {
@@ -44,6 +47,10 @@ func (t *Task) Emit(ctx context.Context, name, level, message string, fields map
 		return err
 	}
 	rn := t.run
+	// The handler's context runs to the job's timeout: an append or a read
+	// whose answer was lost with a server waits no longer than this.
+	ctx, cancel := context.WithTimeout(ctx, emitWait)
+	defer cancel()
 	return rn.write(ctx, "emit", func(j *domain.Job, now time.Time) (*domain.Event, error) {
 		return commands.Emit(j, name, level, message, fields, rn.rt.cfg.WorkerID, now)
 	})
