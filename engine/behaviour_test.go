@@ -844,3 +844,37 @@ func TestProjectorPassesOverForeignEvents(t *testing.T) {
 		t.Fatalf("record at seq %d, %s; want %d, queued (the foreign events left out)", rec.Job.Seq, rec.Job.State, j.Seq)
 	}
 }
+
+// TestHistoryEndsWhereTheLogEnds: a job's history so far is what the log
+// has, even when the log ends before the job's record (its events aged out
+// or were lost in a crash without sync always): the read returns at once
+// instead of waiting for events that will never come.
+func TestHistoryEndsWhereTheLogEnds(t *testing.T) {
+	h := newHarness(t)
+	ctx, st := h.ctx, h.st
+	res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker", Queue: "lost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res.Snapshot.Job
+	events, err := st.JS.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Purge(ctx, jetstream.WithPurgeSubject(streams.JobSubject(j))); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	n := 0
+	go func() {
+		done <- st.History(context.Background(), j.ID, 0, false, func(*domain.Event) error { n++; return nil })
+	}()
+	select {
+	case err := <-done:
+		if err != nil || n != 0 {
+			t.Fatalf("history: %d events, err %v; want 0 and nil (the log has none)", n, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the history of a job whose events the log no longer has still waits after 20 s")
+	}
+}

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
@@ -256,6 +258,13 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	if err != nil {
 		return fmt.Errorf("events of %s: %w", id, err)
 	}
+	if info := cons.CachedInfo(); !live && info != nil && info.NumPending == 0 {
+		// The log has nothing past what was read, though the record is
+		// further on: its tail aged out (retention) or was lost (a crash
+		// without sync always). The history is what the log has.
+		s.dropOrdered(cons)
+		return nil
+	}
 	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("events of %s: %w", id, err)
@@ -263,8 +272,15 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	defer s.dropOrdered(cons)
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
+	var next []jetstream.NextOpt
+	if !live {
+		next = append(next, jetstream.NextMaxWait(historyWait))
+	}
 	for {
-		m, err := it.Next()
+		m, err := it.Next(next...)
+		if !live && errors.Is(err, nats.ErrTimeout) {
+			return nil // as above: nothing more came
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -288,6 +304,11 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 		}
 	}
 }
+
+// historyWait is how long a read of a job's history so far waits for its
+// next event from the log, past the direct reads: the log may end before
+// the job's record (aged out, lost in a crash).
+const historyWait = 5 * time.Second
 
 // historyInactive is how long the server keeps a history read's consumer
 // that nobody pulls from (a live read pulls all the time).
