@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -703,6 +704,9 @@ func (a *Admitter) lookUp(ctx context.Context, qs map[string]*commands.Admission
 
 var errNothingToDo = errors.New("nothing to write")
 
+// countWait bounds countAdmissions' wait for each event.
+const countWait = 10 * time.Second
+
 // countAdmissions counts in their rate windows the admissions (job.admitted)
 // of the queues with a rate limit (filters) of the last period, from the
 // log: from period ago up to the last event the log has now, which it
@@ -733,11 +737,14 @@ func (a *Admitter) countAdmissions(ctx context.Context, qs map[string]*commands.
 		return 0, err
 	}
 	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)() // a term that ends stops the read
 	n := 0
 	for {
-		m, err := it.Next()
+		// Bounded: events the consumer reported and never sends (a server
+		// restart) fail the count, which the session's start retries.
+		m, err := it.Next(jetstream.NextMaxWait(countWait))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("count admissions: %w", err)
 		}
 		meta, err := m.Metadata()
 		if err != nil {

@@ -67,14 +67,21 @@ func (p *Promoter) Start(ctx context.Context) error {
 			return nil, fmt.Errorf("watch queues: %w", err)
 		}
 		return func(ctx context.Context) {
-			defer w.Stop()
+			defer func() { w.Stop() }()
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case e, ok := <-w.Updates():
 					if !ok {
-						return
+						// nats.go ended the watch (its consumer could not be
+						// made again: a cluster recovering): watch again, or
+						// queues made from now on would get no promoter.
+						w = p.rewatch(ctx, kv)
+						if w == nil {
+							return
+						}
+						continue
 					}
 					if e == nil {
 						continue // end of the initial values
@@ -86,6 +93,24 @@ func (p *Promoter) Start(ctx context.Context) error {
 			}
 		}, nil
 	})
+}
+
+// rewatch watches the queues bucket again after its watch ended, every
+// second until it can or ctx ends (nil). The queues already followed are
+// sent again and passed over.
+func (p *Promoter) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyWatcher {
+	for {
+		w, err := kv.WatchAll(context.Background(), jetstream.IgnoreDeletes())
+		if err == nil {
+			return w
+		}
+		p.log.Warn("watch queues again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (p *Promoter) follow(ctx context.Context, queue string) error {
