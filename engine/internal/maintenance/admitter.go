@@ -744,6 +744,9 @@ func (a *Admitter) countAdmissions(ctx context.Context, qs map[string]*commands.
 		// restart) fail the count, which the session's start retries.
 		m, err := it.Next(jetstream.NextMaxWait(countWait))
 		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err() // the term ended
+			}
 			return 0, fmt.Errorf("count admissions: %w", err)
 		}
 		meta, err := m.Metadata()

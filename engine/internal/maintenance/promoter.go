@@ -77,10 +77,11 @@ func (p *Promoter) Start(ctx context.Context) error {
 						// nats.go ended the watch (its consumer could not be
 						// made again: a cluster recovering): watch again, or
 						// queues made from now on would get no promoter.
-						w = p.rewatch(ctx, kv)
-						if w == nil {
-							return
+						nw := p.rewatch(ctx, kv)
+						if nw == nil {
+							return // ended: the deferred Stop stops the old watch
 						}
+						w = nw
 						continue
 					}
 					if e == nil {
@@ -99,12 +100,18 @@ func (p *Promoter) Start(ctx context.Context) error {
 // second until it can or ctx ends (nil). The queues already followed are
 // sent again and passed over.
 func (p *Promoter) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyWatcher {
-	for {
+	for warned := false; ; {
+		if p.store.NC().IsClosed() {
+			return nil // a closed connection never comes back
+		}
 		w, err := kv.WatchAll(context.Background(), jetstream.IgnoreDeletes())
 		if err == nil {
 			return w
 		}
-		p.log.Warn("watch queues again", "err", err)
+		if !warned {
+			p.log.Warn("watch queues again", "err", err)
+			warned = true
+		}
 		select {
 		case <-ctx.Done():
 			return nil
