@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 )
-
-// inputsWait bounds the read of a step's inputs (their records, and the
-// results kept in the object store).
-const inputsWait = 30 * time.Second
 
 // inputs are a step's inputs, read once.
 type inputs struct {
@@ -31,11 +26,6 @@ func (t *Task) Inputs(ctx context.Context) (map[string][]byte, error) {
 	t.inputs.mu.Lock()
 	defer t.inputs.mu.Unlock()
 	if !t.inputs.read {
-		// The handler's context runs to the job's timeout (an hour by
-		// default): a read whose answer was lost with a server waits no
-		// longer than this.
-		ctx, cancel := context.WithTimeout(ctx, inputsWait)
-		defer cancel()
 		m, err := t.run.rt.store.StepInputs(ctx, t.Job, -1)
 		if err != nil {
 			return nil, err

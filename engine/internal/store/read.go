@@ -2,12 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
@@ -259,11 +258,15 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 		return fmt.Errorf("events of %s: %w", id, err)
 	}
 	if info := cons.CachedInfo(); !live && info != nil && info.NumPending == 0 {
-		// The log has nothing past what was read, though the record is
-		// further on: its tail aged out (retention) or was lost (a crash
-		// without sync always). The history is what the log has.
-		s.dropOrdered(cons)
-		return nil
+		// Nothing past what was read where the consumer runs, though the
+		// record is further on. Its stream's leader says whether the log
+		// has more (the consumer may run on a replica that is behind too):
+		// if not, the tail aged out (retention) or was lost (a crash
+		// without sync always), and the history is what the log has.
+		if last, err := s.leaderLast(ctx, streams.JobSubject(snap.Job)); err == nil && last <= after {
+			s.dropOrdered(cons)
+			return nil
+		}
 	}
 	it, err := cons.Messages()
 	if err != nil {
@@ -278,9 +281,6 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 	}
 	for {
 		m, err := it.Next(next...)
-		if !live && errors.Is(err, nats.ErrTimeout) {
-			return nil // as above: nothing more came
-		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -306,9 +306,46 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 }
 
 // historyWait is how long a read of a job's history so far waits for its
-// next event from the log, past the direct reads: the log may end before
-// the job's record (aged out, lost in a crash).
-const historyWait = 5 * time.Second
+// next event from its consumer (which reported more): longer, and the
+// read fails rather than wait for ever (a server lost meanwhile).
+const historyWait = 30 * time.Second
+
+// leaderLast is the sequence of the last event on subject as the events
+// stream's leader has it (0: none): a plain message get, which only the
+// leader answers, where a direct get may be answered by a replica behind
+// it.
+func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) {
+	body, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+streams.EventsStream, body)
+	if err != nil {
+		return 0, fmt.Errorf("last event on %s: %w", subject, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return 0, fmt.Errorf("last event on %s: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("last event on %s: %w", subject, resp.Error)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("last event on %s: an answer without a message", subject)
+	}
+	return resp.Message.Seq, nil
+}
 
 // historyInactive is how long the server keeps a history read's consumer
 // that nobody pulls from (a live read pulls all the time).

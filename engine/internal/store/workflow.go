@@ -348,6 +348,9 @@ func (s *Store) resumed(ctx context.Context, j *domain.Job) bool {
 	return !errors.Is(err, commands.ErrNotFound) || errors.Is(err, commands.ErrGone)
 }
 
+// inputReadWait bounds the read of one input's record.
+const inputReadWait = 10 * time.Second
+
 // StepInputs are the results of a step's dependencies, by step name: its
 // inputs. A step whose dependency has no record (purged) is an error. With
 // a budget (>= 0), a result kept in the files bucket is read only while the
@@ -371,8 +374,15 @@ func (s *Store) StepInputs(ctx context.Context, j *domain.Job, budget int) (map[
 	for _, in := range st.Inputs {
 		r, ok := recs[in.Job]
 		if !ok {
-			// Left out of the multi-get, or gone: read it alone.
-			if r, err = s.Read(ctx, in.Job); err != nil {
+			// Left out of the multi-get, or gone: read it alone. (Bounded:
+			// a handler's context runs to its job's timeout, and a KV get
+			// under a deadline has no default bound. The multi-get's direct
+			// gets are bounded per answer; the object reads below, whose
+			// length depends on their size, are not.)
+			rctx, cancel := context.WithTimeout(ctx, inputReadWait)
+			r, err = s.Read(rctx, in.Job)
+			cancel()
+			if err != nil {
 				return nil, fmt.Errorf("input %s (job %s): %w", in.Name, in.Job, err)
 			}
 		}
