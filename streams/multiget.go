@@ -12,17 +12,26 @@ import (
 )
 
 // answerWait is how long a direct get waits for each message of its
-// answer, at most (a caller's earlier deadline is kept): a request taken by
-// a server that then dies is never answered, and a reconnect does not fail
-// it. Without a bound a caller with context.Background() (a worker checking
-// a child's parent just after its claim), or with a long deadline (a
-// handler reading its step's inputs under a job timeout of an hour), would
-// wait that long holding its job. jetstream's own API calls wait 5 s when
-// their context has no deadline.
-var answerWait = 5 * time.Second
+// answer when its context has no deadline (as jetstream's own API calls
+// do), and answerWaitLong when it has one further off (a caller's earlier
+// deadline is kept): a request taken by a server that then dies is never
+// answered, and a reconnect does not fail it. Without a bound a caller
+// with context.Background() (a worker checking a child's parent just after
+// its claim) or with a long deadline (a handler reading its step's inputs
+// under a job timeout of an hour) would wait that long, holding its job.
+// The longer wait leaves room for an answer the server computes by a long
+// scan (a wildcard filter over a large cold stream).
+var (
+	answerWait     = 5 * time.Second
+	answerWaitLong = 30 * time.Second
+)
 
-// bounded is ctx with answerWait, or ctx's own deadline if earlier.
+// bounded is ctx with answerWait or answerWaitLong (ctx's own deadline if
+// earlier).
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, answerWaitLong)
+	}
 	return context.WithTimeout(ctx, answerWait)
 }
 
@@ -113,8 +122,8 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, stream string, req any, fn 
 	}
 }
 
-// nextAnswer is the next message of a direct get's answer, waited for at
-// most answerWait.
+// nextAnswer is the next message of a direct get's answer, waited for as
+// bounded says.
 func nextAnswer(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()

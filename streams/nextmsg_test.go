@@ -49,12 +49,13 @@ func TestNextMsg(t *testing.T) {
 }
 
 // A direct get that is never answered (its server died after taking the
-// request: a reconnect does not fail it) ends after answerWait, with
-// context.DeadlineExceeded, whatever the caller's context. A
+// request: a reconnect does not fail it) ends with context.DeadlineExceeded
+// whatever the caller's context: after answerWait without a deadline,
+// after answerWaitLong under a longer one, at a shorter one. A
 // worker checking a child's parent just as serve was SIGKILLed used to
 // wait for ever, holding the child running (tests/soak, 2026-11-29).
 func TestDirectGetUnansweredEnds(t *testing.T) {
-	defer streams.SetAnswerWait(200 * time.Millisecond)()
+	defer streams.SetAnswerWait(200*time.Millisecond, 600*time.Millisecond)()
 	srv := testkit.Server(t)
 	nc := testkit.Conn(t, srv)
 	taken := make(chan struct{}, 16)
@@ -98,14 +99,18 @@ func TestDirectGetUnansweredEnds(t *testing.T) {
 		}
 	}
 	// A caller's shorter deadline is kept; a longer one (a handler's, under
-	// a job timeout of an hour) is cut to the wait for an answer.
-	for _, d := range []time.Duration{50 * time.Millisecond, time.Hour} {
-		dctx, cancel := context.WithTimeout(ctx, d)
+	// a job timeout of an hour) is cut to answerWaitLong.
+	for _, c := range []struct{ deadline, min, max time.Duration }{
+		{50 * time.Millisecond, 0, 400 * time.Millisecond},
+		{time.Hour, 600 * time.Millisecond, 5 * time.Second},
+	} {
+		dctx, cancel := context.WithTimeout(ctx, c.deadline)
 		began := time.Now()
 		_, _, _, err := streams.NextMsg(dctx, nc, "MUTE", "n.a", 1)
+		took := time.Since(began)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(began) > 10*time.Second {
-			t.Fatalf("NextMsg with a deadline in %v: err %v after %v", d, err, time.Since(began))
+		if !errors.Is(err, context.DeadlineExceeded) || took < c.min || took > c.max {
+			t.Fatalf("NextMsg with a deadline in %v: err %v after %v, want context.DeadlineExceeded after %v to %v", c.deadline, err, took, c.min, c.max)
 		}
 	}
 }
