@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -292,6 +293,33 @@ func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// clickNow finds the element sel and clicks it in one step in the page. On
+// a page that re-renders live (a schedule's row, each second), the node
+// chromedp.Click looked up can be replaced before it clicks ("Could not
+// find node with given id").
+func (b *browser) clickNow(what, sel string) {
+	b.t.Helper()
+	expr := `(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); if (!e) return false; e.click(); return true; })()`
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+		clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err != nil { // not retried: the click may have been made
+			shot(b.t, b.ctx, "failed")
+			b.t.Fatalf("%s: click %s: %v", what, sel, err)
+		}
+		if clicked {
+			return
+		}
+		if time.Now().After(deadline) {
+			shot(b.t, b.ctx, "failed")
+			b.t.Fatalf("%s: %s not found to click", what, sel)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (b *browser) text(sel string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
@@ -453,7 +481,7 @@ func TestDashboardSchedulesInBrowser(t *testing.T) {
 		return !!r && r.querySelector("td.timing").textContent === "0 3 * * * (Europe/Berlin)" && !!r.querySelector("td.next time"); })()`)
 	shot(t, b.ctx, "schedules")
 
-	b.run("pause it", chromedp.Click(row+` button.stoggle`))
+	b.clickNow("pause it", row+` button.stoggle`)
 	b.until("see it paused", `(() => { const r = document.querySelector('`+row+`');
 		return r.dataset.paused === "true" && r.querySelector("td.status").textContent === "paused" && r.querySelector("td.next").textContent === "—" &&
 			r.querySelector("button.stoggle").textContent === "Resume"; })()`)
@@ -462,7 +490,7 @@ func TestDashboardSchedulesInBrowser(t *testing.T) {
 	if !s.Paused {
 		t.Fatal("the page's Pause did not pause the schedule")
 	}
-	b.run("resume it", chromedp.Click(row+` button.stoggle`))
+	b.clickNow("resume it", row+` button.stoggle`)
 	b.until("see it resumed", `document.querySelector('`+row+`').dataset.paused === "false"`)
 	e.do("GET", "/api/v1/schedules/beat", nil).want(t, http.StatusOK).json(t, &s)
 	if s.Paused {
