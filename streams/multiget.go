@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // answerWait is how long a direct get waits for each message of its
@@ -128,6 +129,43 @@ func nextAnswer(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) 
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	return sub.NextMsgWithContext(ctx)
+}
+
+// LastSeqOnLeader is the sequence of the last message on subject in
+// stream as the stream's leader has it (0: none): a plain message get,
+// which only the leader answers, where a direct get may be answered by a
+// replica behind it. It waits at most answerWait.
+func LastSeqOnLeader(ctx context.Context, nc *nats.Conn, stream, subject string) (uint64, error) {
+	body, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, answerWait)
+	defer cancel()
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if err != nil {
+		return 0, fmt.Errorf("last message on %s: %w", subject, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return 0, fmt.Errorf("last message on %s: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("last message on %s: %w", subject, resp.Error)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("last message on %s: an answer without a message", subject)
+	}
+	return resp.Message.Seq, nil
 }
 
 // readBatch is how many messages one direct get of ReadSubject asks for.

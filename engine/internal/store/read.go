@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -263,7 +262,7 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 		// has more (the consumer may run on a replica that is behind too):
 		// if not, the tail aged out (retention) or was lost (a crash
 		// without sync always), and the history is what the log has.
-		if last, err := s.leaderLast(ctx, streams.JobSubject(snap.Job)); err == nil && last <= after {
+		if last, err := streams.LastSeqOnLeader(ctx, s.nc, streams.EventsStream, streams.JobSubject(snap.Job)); err == nil && last <= after {
 			s.dropOrdered(cons)
 			return nil
 		}
@@ -309,43 +308,6 @@ func (s *Store) History(ctx context.Context, id string, after uint64, live bool,
 // next event from its consumer (which reported more): longer, and the
 // read fails rather than wait for ever (a server lost meanwhile).
 const historyWait = 30 * time.Second
-
-// leaderLast is the sequence of the last event on subject as the events
-// stream's leader has it (0: none): a plain message get, which only the
-// leader answers, where a direct get may be answered by a replica behind
-// it.
-func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) {
-	body, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subject})
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+streams.EventsStream, body)
-	if err != nil {
-		return 0, fmt.Errorf("last event on %s: %w", subject, err)
-	}
-	var resp struct {
-		Message *struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return 0, fmt.Errorf("last event on %s: %w", subject, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.Code == 404:
-		return 0, nil
-	case resp.Error != nil:
-		return 0, fmt.Errorf("last event on %s: %w", subject, resp.Error)
-	case resp.Message == nil:
-		return 0, fmt.Errorf("last event on %s: an answer without a message", subject)
-	}
-	return resp.Message.Seq, nil
-}
 
 // historyInactive is how long the server keeps a history read's consumer
 // that nobody pulls from (a live read pulls all the time).
