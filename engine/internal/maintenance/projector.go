@@ -186,20 +186,25 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 	}
 }
 
+// event is a job's event in a batch, with its stream sequence.
+type event struct {
+	msg jetstream.Msg
+	seq uint64
+}
+
 // verify checks one batch of events against the jobs bucket.
 func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	type seen struct {
 		last     uint64 // highest event sequence of the job in this batch
 		lastType string // its type
 		followed bool   // a writer in this process published its follow-ups
-		msgs     []int  // its events in msgs
+		events   []event
 	}
 	jobs := map[string]*seen{}
 	var order []string
 	registry := map[string]*domain.Event{} // by subject, its last event here
-	seqs := make([]uint64, len(msgs))
 	var head domain.Event
-	for i, m := range msgs {
+	for _, m := range msgs {
 		meta, err := m.Metadata()
 		if err == nil && streams.IsRegistrySubject(m.Subject()) {
 			if ev, err := streams.DecodeEvent(m.Data()); err == nil {
@@ -219,14 +224,13 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			continue
 		}
 		seq := meta.Sequence.Stream
-		seqs[i] = seq
 		s := jobs[head.JobID]
 		if s == nil {
 			s = &seen{}
 			jobs[head.JobID] = s
 			order = append(order, head.JobID)
 		}
-		s.msgs = append(s.msgs, i)
+		s.events = append(s.events, event{m, seq})
 		if seq > s.last {
 			s.last, s.lastType = seq, head.Type
 		}
@@ -256,14 +260,14 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// Decoded whole: an event that does not decode is left out here
 		// rather than folded (and refused) by every repair of its job.
 		s.last, s.lastType = 0, ""
-		for _, i := range s.msgs {
-			ev, err := streams.DecodeEvent(msgs[i].Data())
+		for _, e := range s.events {
+			ev, err := streams.DecodeEvent(e.msg.Data())
 			if err != nil {
-				p.log.Error("undecodable event in the log", "seq", seqs[i], "subject", msgs[i].Subject(), "err", err)
+				p.log.Error("undecodable event in the log", "seq", e.seq, "subject", e.msg.Subject(), "err", err)
 				continue
 			}
-			if seqs[i] > s.last {
-				s.last, s.lastType = seqs[i], ev.Type
+			if e.seq > s.last {
+				s.last, s.lastType = e.seq, ev.Type
 			}
 		}
 		if s.last > 0 {
