@@ -878,31 +878,3 @@ func TestHistoryEndsWhereTheLogEnds(t *testing.T) {
 		t.Fatal("the history of a job whose events the log no longer has still waits after 20 s")
 	}
 }
-
-// TestEngineStopsAfterItsConnectionClosed: an engine whose connection was
-// closed under it (its watches end) stops cleanly. The promoter, whose
-// watch of the queues nats.go then ends, used to try to watch again and,
-// told to stop, call Stop on no watch: a panic that took the process down.
-func TestEngineStopsAfterItsConnectionClosed(t *testing.T) {
-	srv := testkit.Server(t)
-	nc := testkit.Conn(t, srv)
-	eng := engine.NewEngine(testkit.Store(t, nc, "engine"), engine.EngineConfig{ProjectorLag: 100 * time.Millisecond, Log: testkit.Logger(t)})
-	if err := eng.Start(testkit.Ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	// Time for the watches to see the close and the promoter to try again
-	// (nothing observable happens but retries). The test passes however
-	// long this is with the fix; without it, Stop panicked after it.
-	time.Sleep(2500 * time.Millisecond)
-	stopped := make(chan struct{})
-	go func() {
-		eng.Stop(context.Background())
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the engine did not stop within 30 s")
-	}
-}

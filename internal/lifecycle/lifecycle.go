@@ -86,6 +86,23 @@ func (l *Loop) Stop(ctx context.Context) bool {
 	return true
 }
 
+// Ended reports whether the run started last returned by itself, before
+// any Stop (false if none runs).
+func (l *Loop) Ended() bool {
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Running reports whether a run was started and not stopped.
 func (l *Loop) Running() bool {
 	l.mu.Lock()

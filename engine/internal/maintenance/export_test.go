@@ -42,3 +42,6 @@ func StatsFolder(ctx context.Context, st *store.Store) (func(subject string, dat
 	}
 	return func(subject string, data []byte, seq uint64) error { return s.foldMsg(ctx, subject, data, seq) }, nil
 }
+
+// PromoterEnded reports whether p's loop returned by itself.
+func PromoterEnded(p *Promoter) bool { return p.life.Ended() }
