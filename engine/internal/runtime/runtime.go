@@ -137,6 +137,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
+	graceEnd bool // Stop's grace is over: it has taken the runs it cancels
 	pullers  []*pull.Puller
 	inflight map[string]*run      // by job id
 	held     sync.Map             // job id -> struct{}: the keys of inflight, read without mu (heartbeats)
@@ -146,6 +147,10 @@ type Runtime struct {
 	tickStop chan struct{}
 	tickDone chan struct{}
 }
+
+// claimedHook, when set (by tests, before a runtime starts), is called
+// after each claim lands, before process looks whether Stop's grace is over.
+var claimedHook func(id string)
 
 // run is one attempt in progress.
 type run struct {
@@ -341,6 +346,9 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	}
 	meta := d.Meta
 	store.Crash("claim:done")
+	if claimedHook != nil {
+		claimedHook(d.Item.Job.ID)
+	}
 	spec := &snap.Job.Spec
 	if span != nil {
 		tracing.Claimed(span, snap.Job.Attempt, r.cfg.WorkerID)
@@ -360,14 +368,17 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	}
 	r.inflight[snap.Job.ID] = rn
 	r.held.Store(snap.Job.ID, struct{}{})
-	stopped := r.stopped
+	late := r.graceEnd
 	r.mu.Unlock()
 
 	var result []byte
 	var herr error
 	switch {
-	case stopped:
-		// Claimed as Stop began: given back at once, not started.
+	case late:
+		// The claim landed after Stop's grace, when Stop had already
+		// cancelled the runs it knew of: given back at once, not started.
+		// A claim landing before that runs like any other (the record
+		// says running): Stop cancels it when the grace ends.
 		cancel(ErrShutdown)
 		herr = ErrShutdown
 	case r.parentGone(ctx, rn):
@@ -575,6 +586,7 @@ func (r *Runtime) Stop(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	r.mu.Lock()
+	r.graceEnd = true
 	runs := make([]*run, 0, len(r.inflight))
 	for _, rn := range r.inflight {
 		runs = append(runs, rn)

@@ -1,0 +1,18 @@
+package runtime
+
+// SetClaimedHook sets the function process calls after each claim lands;
+// it is reset when the test ends.
+func SetClaimedHook(cleanup func(func()), f func(id string)) {
+	claimedHook = f
+	cleanup(func() { claimedHook = nil })
+}
+
+// Stopping reports whether Stop began; GraceOver whether its grace ended
+// and it took the runs it cancels.
+func (r *Runtime) Stopping() bool { return r.isStopping() }
+
+func (r *Runtime) GraceOver() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.graceEnd
+}

@@ -1,0 +1,97 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
+	"github.com/jetflow/jetflow/engine/internal/runtime"
+	"github.com/jetflow/jetflow/internal/domain"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// A claim that lands as Stop begins: the record says running, so the job
+// runs within the grace like any running handler. Only a claim landing
+// after the grace, when Stop has already cancelled the runs it knew of, is
+// given back at once without starting its handler.
+func TestClaimLandingAsStopBegins(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+		until func(*runtime.Runtime) bool // holds the claim until this is true
+		want  []string
+		state domain.State
+		ran   bool
+	}{
+		{"before the grace ends: runs", 10 * time.Second, (*runtime.Runtime).Stopping,
+			[]string{domain.EvSubmitted, domain.EvStarted, domain.EvSucceeded}, domain.StateSucceeded, true},
+		{"after the grace: given back", 50 * time.Millisecond, (*runtime.Runtime).GraceOver,
+			[]string{domain.EvSubmitted, domain.EvStarted, domain.EvRequeued}, domain.StateQueued, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testkit.Server(t)
+			ctx := testkit.Ctx(t)
+			st := testkit.Store(t, testkit.Conn(t, srv), "client")
+			claimed, proceed := make(chan string, 1), make(chan struct{})
+			runtime.SetClaimedHook(t.Cleanup, func(id string) {
+				claimed <- id
+				<-proceed
+			})
+			ran := make(chan struct{}, 1)
+			rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, srv), "w"), engine.RuntimeConfig{
+				WorkerID: "w", ShutdownGrace: tc.grace, Log: testkit.Logger(t),
+				Handlers: map[string]engine.Handler{"work": func(context.Context, *engine.Task) ([]byte, error) {
+					ran <- struct{}{}
+					return []byte(`"done"`), nil
+				}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rt.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "work"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res.Snapshot.Job.ID
+			if got := <-claimed; got != id {
+				t.Fatalf("claimed %s, want %s", got, id)
+			}
+			stopped := make(chan struct{})
+			go func() { rt.Stop(context.Background()); close(stopped) }()
+			testkit.WaitFor(t, 10*time.Second, func() error {
+				if !tc.until(rt) {
+					return fmt.Errorf("stop not far enough")
+				}
+				return nil
+			})
+			close(proceed)
+			select {
+			case <-stopped:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Stop did not return")
+			}
+			if got := len(ran) == 1; got != tc.ran {
+				t.Fatalf("handler ran: %v, want %v", got, tc.ran)
+			}
+			snap, err := st.Record(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Job.State != tc.state || snap.Job.Worker != "w" && tc.ran {
+				t.Fatalf("job %+v", snap.Job)
+			}
+			var got []string
+			if err := st.History(ctx, id, 0, false, func(e *domain.Event) error { got = append(got, e.Type); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("events %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
