@@ -99,7 +99,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o ClientOptions) (*Client, er
 		return nil, err
 	}
 	if o.Logger != nil {
-		st.Log = o.Logger
+		st.SetLogger(o.Logger)
 	}
 	return &Client{b: direct{st}, store: st, nc: nc}, nil
 }

@@ -620,7 +620,7 @@ func TestServerRestartKeepsScheduledJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Log = testkit.Logger(t)
+		st.SetLogger(testkit.Logger(t))
 		return st, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }
 	}
 	st, stop := start()

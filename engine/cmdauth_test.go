@@ -34,7 +34,7 @@ func TestCommandsCheckTokens(t *testing.T) {
 	srv := testkit.Server(t)
 	ctx := testkit.Ctx(t)
 	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
-	cs := cmdservice.New(st.Store, cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
+	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
 	if err := cs.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/cmdservice"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -23,7 +24,7 @@ import (
 func benchCommands(b *testing.B) (*nats.Conn, string) {
 	b.Helper()
 	srv := testkit.Server(b)
-	cs := cmdservice.New(testkit.Store(b, testkit.Conn(b, srv), "engine").Store, cmdservice.Config{Log: testkit.Logger(b)})
+	cs := cmdservice.New(engine.Internal(testkit.Store(b, testkit.Conn(b, srv), "engine")), cmdservice.Config{Log: testkit.Logger(b)})
 	ctx := context.Background()
 	if err := cs.Start(ctx); err != nil {
 		b.Fatal(err)

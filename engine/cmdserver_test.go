@@ -32,7 +32,7 @@ var verbs = []string{"submit", "get", "cancel", "list", "events", "wait", "histo
 // commandServer starts a command server on its own connection.
 func commandServer(t *testing.T, st *engine.Store) *cmdservice.CommandServer {
 	t.Helper()
-	cs := cmdservice.New(st.Store, cmdservice.Config{Log: testkit.Logger(t)})
+	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Log: testkit.Logger(t)})
 	if err := cs.Start(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		cfg.Purger.Log = log
 	}
 	cfg.Purger.Namespaces = s.Types
-	st := s.Store
+	st := s.st
 	e := &Engine{Store: s,
 		Projector: maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: cfg.ProjectorLag, Log: log}),
 		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),

@@ -22,6 +22,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/runtime"
 	"github.com/jetflow/jetflow/engine/internal/schedules"
 	"github.com/jetflow/jetflow/engine/internal/store"
+	"github.com/jetflow/jetflow/files"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/projections"
 	"github.com/jetflow/jetflow/streams"
@@ -34,8 +35,10 @@ import (
 
 // Store is the write path and the reads of jetflow's records (the
 // internal store), with the type registry and the tokens built on it.
+// Of the internal store it shows only storeAPI: the rest is the engine's.
 type Store struct {
-	*store.Store
+	storeAPI
+	st      *store.Store
 	NC      *nats.Conn
 	JS      jetstream.JetStream
 	KV      jetstream.KeyValue // the jobs bucket
@@ -56,6 +59,46 @@ type Store struct {
 	Schedules *schedules.Schedules
 }
 
+// storeAPI is what the rest of jetflow (the root package, the gateway,
+// cmd/jetflow, the tests) uses of the internal store; a method of
+// store.Store not listed here is the engine's own.
+type storeAPI interface {
+	ActorOf(ctx context.Context) string
+	AdmissionCountsOf(ctx context.Context, queue string) (map[string]commands.Counts, error)
+	Apply(ctx context.Context, op string, cur store.Snapshot, decide store.Decider, opts ...store.Option) (store.Snapshot, *domain.Event, error)
+	Cancel(ctx context.Context, id string, reason string) (store.Snapshot, error)
+	ChangeQueueLimits(ctx context.Context, queue string, change func(domain.QueueLimits) domain.QueueLimits) (*domain.QueueRecord, error)
+	Children(ctx context.Context, id string, after int, fn func(piece int, child *domain.Job) bool) error
+	Current(ctx context.Context, id string) (store.Snapshot, error)
+	Files(ctx context.Context) (*files.Store, error)
+	GroupCommit() *streams.GroupCommit
+	History(ctx context.Context, id string, after uint64, live bool, fn func(*domain.Event) error) error
+	List(ctx context.Context, f store.Filter) ([]*domain.Job, error)
+	Purge(ctx context.Context, id string, reason string) (int, error)
+	PurgePage(ctx context.Context, olderThan time.Duration, ns string, afterEnd time.Time, afterID string, limit int, dryRun bool) (store.PurgePage, error)
+	Queue(ctx context.Context, queue string) (*domain.QueueRecord, error)
+	QueueInfo(ctx context.Context, queue string) (*store.QueueInfo, error)
+	QueueInfos(ctx context.Context) ([]*store.QueueInfo, error)
+	QueueList(ctx context.Context) ([]*domain.QueueRecord, error)
+	Read(ctx context.Context, id string) (store.Snapshot, error)
+	Record(ctx context.Context, id string) (store.Snapshot, error)
+	Reprioritize(ctx context.Context, id string, priority int) (store.Snapshot, error)
+	Retry(ctx context.Context, id string, idempotencyKey string, failedPieces bool) (store.Submitted, error)
+	RetryWorkflow(ctx context.Context, id string) (store.WorkflowSubmitted, error)
+	Scan(ctx context.Context, fn func(j *domain.Job)) error
+	SetQueueLimits(ctx context.Context, queue string, lim domain.QueueLimits) (*domain.QueueRecord, error)
+	SetQueuePaused(ctx context.Context, queue string, paused bool) (*domain.QueueRecord, error)
+	StatsSeries(ctx context.Context, rng string, d projections.StatsDim, now time.Time) (*projections.StatsSeries, error)
+	StepInputs(ctx context.Context, j *domain.Job, budget int) (map[string][]byte, error)
+	Submit(ctx context.Context, req *commands.SubmitRequest) (store.Submitted, error)
+	SubmitBatch(ctx context.Context, reqs []*commands.SubmitRequest) []store.Submitted
+	SubmitWorkflow(ctx context.Context, req *commands.WorkflowRequest) (store.WorkflowSubmitted, error)
+	Tail(ctx context.Context, filter string, after uint64, since time.Time, limit int, wait time.Duration) ([]store.TailEvent, uint64, error)
+	View(ctx context.Context, j *domain.Job) *projections.JobView
+	ViewWorkflow(ctx context.Context, id string) (*projections.WorkflowView, error)
+	WaitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error)
+}
+
 // OpenStore connects a Store to JetStream, provisioning the topology.
 func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor string) (*Store, error) {
 	st, err := store.Open(ctx, nc, topo, actor)
@@ -74,9 +117,12 @@ func OpenStore(ctx context.Context, nc *nats.Conn, topo streams.Topology, actor 
 	if err != nil {
 		return nil, err
 	}
-	return &Store{Store: st, NC: st.NC(), JS: st.JS(), KV: st.KV(), Events: st.Events(), Queues: st.Queues(),
+	return &Store{storeAPI: st, st: st, NC: st.NC(), JS: st.JS(), KV: st.KV(), Events: st.Events(), Queues: st.Queues(),
 		Topo: st.Topology(), Workers: st.Workers(), Types: reg, Tokens: toks, Schedules: sch, Actor: st.Actor(), Repairs: st.Repairs()}, nil
 }
+
+// SetLogger makes l the logger of what the store does in the background.
+func (s *Store) SetLogger(l *slog.Logger) { s.st.Log = l }
 
 // Snapshot is a job record and the KV revision it was read or written at.
 type Snapshot = store.Snapshot
@@ -132,13 +178,13 @@ func PrincipalOf(ctx context.Context) *Principal { return store.PrincipalOf(ctx)
 // CheckRefs refuses a submit of a namespaced principal whose parent or
 // retry_of names a job it may not see.
 func (s *Store) CheckRefs(ctx context.Context, p *Principal, req *commands.SubmitRequest) error {
-	return auth.CheckRefs(ctx, s.Store, p, req)
+	return auth.CheckRefs(ctx, s.st, p, req)
 }
 
 // Expired lists the ids of terminal jobs older than the retention of their
 // namespace (ns: only that one, if not empty), oldest first, at most max.
 func Expired(ctx context.Context, s *Store, retention func(ns string) time.Duration, ns string, max int) ([]string, error) {
-	return s.Store.Expired(ctx, retention, ns, max)
+	return s.st.Expired(ctx, retention, ns, max)
 }
 
 // Violation is one way a payload breaks its type's schema.
@@ -178,7 +224,7 @@ var (
 )
 
 // NewRuntime returns a runtime for one queue.
-func NewRuntime(s *Store, cfg RuntimeConfig) (*Runtime, error) { return runtime.New(s.Store, cfg) }
+func NewRuntime(s *Store, cfg RuntimeConfig) (*Runtime, error) { return runtime.New(s.st, cfg) }
 
 // ProgressCoalescer holds back progress reports so that at most one
 // job.progress per job per interval is written, the last value reported:
@@ -226,7 +272,7 @@ func CheckRemoteScope(queues, types []string) error { return remote.CheckRemoteS
 // NewRemote returns a Remote whose claims hold a lease of lease (0:
 // DefaultLease).
 func NewRemote(s *Store, lease time.Duration, log *slog.Logger) *Remote {
-	return remote.New(s.Store, lease, log)
+	return remote.New(s.st, lease, log)
 }
 
 // PurgerConfig configures retention: how long terminal jobs are kept.
@@ -248,14 +294,14 @@ func NewPurger(s *Store, cfg PurgerConfig) *maintenance.Purger {
 	if cfg.Namespaces == nil {
 		cfg.Namespaces = s.Types
 	}
-	return maintenance.NewPurger(s.Store, cfg)
+	return maintenance.NewPurger(s.st, cfg)
 }
 
 // NewFileSweeper returns a sweeper of the files of jobs that do not exist,
 // with the grace (0: the default), looking every interval (0: the
 // default).
 func NewFileSweeper(s *Store, grace, interval time.Duration, log *slog.Logger) *maintenance.FileSweeper {
-	return maintenance.NewFileSweeper(s.Store, maintenance.FileSweeperConfig{Grace: grace, Interval: interval, Log: log})
+	return maintenance.NewFileSweeper(s.st, maintenance.FileSweeperConfig{Grace: grace, Interval: interval, Log: log})
 }
 
 // AuthHeader is the header of a command that carries its token.

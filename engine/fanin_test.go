@@ -72,7 +72,7 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 	h.piece(bad.ID, 2, domain.PcSucceeded, "")
 	h.piece(good.Job.ID, 2, domain.PcFailed, "") // a repeat of piece 2: its first outcome stands
 	h.piece(good.Job.ID, 3, domain.PcSucceeded, "")
-	counter := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
+	counter := maintenance.NewFanIn(engine.Internal(testkit.Store(t, testkit.Conn(t, h.srv), "counter")), maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := counter.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestFanInCountsPastAParentItCannotRead(t *testing.T) {
 // with children finishing one at a time.
 func TestFanInTwoCountersChildrenOneAtATime(t *testing.T) {
 	h := newHarness(t)
-	other := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
+	other := maintenance.NewFanIn(engine.Internal(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter")), maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := other.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -460,7 +460,7 @@ func TestNestedFanOut(t *testing.T) {
 // different workers make no difference.
 func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
 	h := newHarness(t)
-	other := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
+	other := maintenance.NewFanIn(engine.Internal(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter")), maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := other.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestFanInExactlyOnceWithTwoCounters(t *testing.T) {
 
 func TestReaper(t *testing.T) {
 	h := newHarness(t)
-	rp := maintenance.NewReaper(testkit.Store(t, testkit.Conn(t, h.srv), "reaper").Store, maintenance.ReaperConfig{
+	rp := maintenance.NewReaper(engine.Internal(testkit.Store(t, testkit.Conn(t, h.srv), "reaper")), maintenance.ReaperConfig{
 		Interval: time.Hour, Grace: 200 * time.Millisecond, StallTimeout: time.Hour, Log: testkit.Logger(t)})
 
 	// A running job whose worker died and that nobody else runs.
@@ -577,7 +577,7 @@ func TestQueuePosition(t *testing.T) {
 		ids = append(ids, h.submit(commands.SubmitRequest{Type: "line", Queue: "pos"}).Job.ID)
 	}
 	for i, id := range ids {
-		pos, err := h.st.QueuePosition(h.ctx, h.get(id))
+		pos, err := engine.Internal(h.st).QueuePosition(h.ctx, h.get(id))
 		if err != nil || pos != i {
 			t.Fatalf("job %d: position %d, %v", i, pos, err)
 		}
@@ -590,12 +590,12 @@ func TestQueuePosition(t *testing.T) {
 		}
 	}
 	for i, id := range ids[2:] {
-		pos, err := h.st.QueuePosition(h.ctx, h.get(id))
+		pos, err := engine.Internal(h.st).QueuePosition(h.ctx, h.get(id))
 		if err != nil || pos != i {
 			t.Fatalf("after claims, job %d: position %d, %v", i+2, pos, err)
 		}
 	}
-	if pos, _ := h.st.QueuePosition(h.ctx, h.get(ids[0])); pos != -1 {
+	if pos, _ := engine.Internal(h.st).QueuePosition(h.ctx, h.get(ids[0])); pos != -1 {
 		t.Fatalf("claimed job has position %d", pos)
 	}
 	// A job cancelled while queued leaves its work item behind; it is not
@@ -604,14 +604,14 @@ func TestQueuePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range ids[3:] {
-		if pos, err := h.st.QueuePosition(h.ctx, h.get(id)); err != nil || pos != i {
+		if pos, err := engine.Internal(h.st).QueuePosition(h.ctx, h.get(id)); err != nil || pos != i {
 			t.Fatalf("after a cancel, job %d: position %d, %v", i+3, pos, err)
 		}
 	}
 	// A job of another type on the same queue waits for its own workers,
 	// not behind these.
 	other := h.submit(commands.SubmitRequest{Type: "other.line", Queue: "pos"})
-	if pos, err := h.st.QueuePosition(h.ctx, other.Job); err != nil || pos != 0 {
+	if pos, err := engine.Internal(h.st).QueuePosition(h.ctx, other.Job); err != nil || pos != 0 {
 		t.Fatalf("job of another type: position %d, %v", pos, err)
 	}
 }

@@ -198,12 +198,12 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // Engine makes it.
 func newPurger(st *engine.Store, cfg maintenance.PurgerConfig) *maintenance.Purger {
 	cfg.Namespaces = st.Types
-	return maintenance.NewPurger(st.Store, cfg)
+	return maintenance.NewPurger(engine.Internal(st), cfg)
 }
 
 // newTypeSweeper is a TypeSweeper of the store's registry, as the Engine
 // makes it.
 func newTypeSweeper(st *engine.Store, cfg maintenance.TypeSweeperConfig) *maintenance.TypeSweeper {
 	cfg.Types = st.Types
-	return maintenance.NewTypeSweeper(st.Store, cfg)
+	return maintenance.NewTypeSweeper(engine.Internal(st), cfg)
 }

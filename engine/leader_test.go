@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
@@ -55,7 +56,7 @@ func TestLeaderElection(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		nc := testkit.Conn(t, srv)
 		p := &probe{running: &running, most: &most}
-		l := maintenance.NewLeader(testkit.Store(t, nc, "c").Store, maintenance.LeaderConfig{Name: "test", ID: fmt.Sprintf("c%d", i), TTL: ttl, Log: testkit.Logger(t), Components: []maintenance.Component{p}})
+		l := maintenance.NewLeader(engine.Internal(testkit.Store(t, nc, "c")), maintenance.LeaderConfig{Name: "test", ID: fmt.Sprintf("c%d", i), TTL: ttl, Log: testkit.Logger(t), Components: []maintenance.Component{p}})
 		if err := l.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +135,7 @@ func TestLeaderTTLsShareOneElection(t *testing.T) {
 	var ls []*maintenance.Leader
 	for i, ttl := range []time.Duration{6 * time.Second, 3 * time.Second} {
 		p := &probe{running: &running, most: &most}
-		l := maintenance.NewLeader(testkit.Store(t, testkit.Conn(t, srv), "c").Store, maintenance.LeaderConfig{Name: "engine",
+		l := maintenance.NewLeader(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "c")), maintenance.LeaderConfig{Name: "engine",
 			ID: fmt.Sprintf("c%d", i), TTL: ttl, Log: testkit.Logger(t), Components: []maintenance.Component{p}})
 		if err := l.Start(ctx); err != nil {
 			t.Fatal(err)

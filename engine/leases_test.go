@@ -191,7 +191,7 @@ func TestProgressRenewsTheLease(t *testing.T) {
 	ctx := testkit.Ctx(t)
 	st := testkit.Store(t, testkit.Conn(t, srv), "client")
 	rm := engine.NewRemote(testkit.Store(t, testkit.Conn(t, srv), "gw"), time.Second, testkit.Logger(t))
-	sweeper := maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
+	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
 	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "prog"})
 	if err != nil {
 		t.Fatal(err)
@@ -250,9 +250,9 @@ func TestSweepersRacingWriteOffOnce(t *testing.T) {
 	// No heartbeat ever: every lease runs out a second (and the grace)
 	// after its claim, all at about the same moment.
 	sweepers := []*maintenance.LeaseSweeper{
-		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e1").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
-		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e2").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
-		maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "e3").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
+		maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "e1")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
+		maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "e2")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
+		maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "e3")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)}),
 	}
 	total := 0
 	testkit.WaitFor(t, 20*time.Second, func() error {
@@ -313,7 +313,7 @@ func TestOrphanedItemIsPutBack(t *testing.T) {
 		t.Fatalf("queue %+v %v", info, err)
 	}
 	item := info.State.LastSeq
-	cons, err := st.EnsureRunConsumer(ctx, "oq", "orph", time.Second, 100)
+	cons, err := engine.Internal(st).EnsureRunConsumer(ctx, "oq", "orph", time.Second, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestOrphanedItemIsPutBack(t *testing.T) {
 	if batch, err := cons.FetchNoWait(1); err != nil || len(collect(batch.Messages())) != 0 {
 		t.Fatalf("the orphan was delivered: %v", err)
 	}
-	sweeper := maintenance.NewLeaseSweeper(testkit.Store(t, testkit.Conn(t, srv), "sweeper").Store, maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
+	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
 	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
 		if _, err := sweeper.Sweep(ctx); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -17,7 +18,7 @@ func TestParentEndedFollowsTheLog(t *testing.T) {
 	h.eng.Leader.Stop(h.ctx) // no reaper or counter moves anything here
 	parent := h.submit(commands.SubmitRequest{Type: "nobody", Queue: "parked"})
 	child := h.submit(commands.SubmitRequest{Type: "nobody", Queue: "parked", Parent: parent.Job.ID})
-	if h.st.ParentEnded(h.ctx, child.Job) {
+	if engine.Internal(h.st).ParentEnded(h.ctx, child.Job) {
 		t.Fatal("a queued parent ended")
 	}
 	// A cancel appended to the parent's subject, its record left behind.
@@ -32,23 +33,23 @@ func TestParentEndedFollowsTheLog(t *testing.T) {
 	// (The Projector repairs the record after its lag; asked at once, the
 	// record is most likely still behind: either way the answer is the
 	// log's.)
-	if !h.st.ParentEnded(h.ctx, child.Job) {
+	if !engine.Internal(h.st).ParentEnded(h.ctx, child.Job) {
 		t.Fatal("a parent cancelled in the log, its record behind, did not end")
 	}
 	// A parent that succeeded keeps its children running; the record's
 	// head is read once, the later transitions from the log.
 	p2 := h.submit(commands.SubmitRequest{Type: "nobody", Queue: "parked"})
 	c2 := h.submit(commands.SubmitRequest{Type: "nobody", Queue: "parked", Parent: p2.Job.ID})
-	if h.st.ParentEnded(h.ctx, c2.Job) {
+	if engine.Internal(h.st).ParentEnded(h.ctx, c2.Job) {
 		t.Fatal("a queued parent ended")
 	}
 	if _, err := h.st.Cancel(h.ctx, p2.Job.ID, "now"); err != nil {
 		t.Fatal(err)
 	}
-	if !h.st.ParentEnded(h.ctx, c2.Job) {
+	if !engine.Internal(h.st).ParentEnded(h.ctx, c2.Job) {
 		t.Fatal("a cancelled parent did not end")
 	}
-	if h.st.ParentEnded(h.ctx, h.get(parent.Job.ID)) {
+	if engine.Internal(h.st).ParentEnded(h.ctx, h.get(parent.Job.ID)) {
 		t.Fatal("a job without a parent has one that ended")
 	}
 }

@@ -58,7 +58,7 @@ func TestFewSlotsNeverStall(t *testing.T) {
 			return nil
 		})
 		if i == 0 { // every batch is counted once: held by a worker or waiting
-			stats, err := h.st.QueueStats(h.ctx, "default")
+			stats, err := engine.Internal(h.st).QueueStats(h.ctx, "default")
 			if err != nil || uint64(stats.Held)+stats.Waiting != batches {
 				t.Fatalf("queue stats %+v, %v; want %d held or waiting", stats, err, batches)
 			}

@@ -183,7 +183,7 @@ func TestPausedQueueDispatchesNothing(t *testing.T) {
 	if err != nil || s.Job == nil {
 		t.Fatalf("claim after resume: %v", err)
 	}
-	stats, err := h.st.QueueStats(h.ctx, "pq")
+	stats, err := engine.Internal(h.st).QueueStats(h.ctx, "pq")
 	if err != nil || stats.Paused || stats.Held != 1 {
 		t.Fatalf("stats %+v %v", stats, err)
 	}

@@ -328,7 +328,7 @@ func TestTwoSchedulersRecordEachTickOnce(t *testing.T) {
 	var scs []*maintenance.Scheduler
 	for i := range 3 {
 		st := testkit.Store(t, testkit.Conn(t, s.srv), fmt.Sprintf("leader-%d", i))
-		sc := maintenance.NewScheduler(st.Store, maintenance.SchedulerConfig{Schedules: st.Schedules, Log: testkit.Logger(t)})
+		sc := maintenance.NewScheduler(engine.Internal(st), maintenance.SchedulerConfig{Schedules: st.Schedules, Log: testkit.Logger(t)})
 		if err := sc.Start(s.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -522,7 +522,7 @@ func TestSchedulerRecordsATickItsLeaderFired(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := maintenance.NewScheduler(s.st.Store, maintenance.SchedulerConfig{Schedules: s.st.Schedules, MisfireGrace: time.Second, Log: testkit.Logger(t)})
+		sc := maintenance.NewScheduler(engine.Internal(s.st), maintenance.SchedulerConfig{Schedules: s.st.Schedules, MisfireGrace: time.Second, Log: testkit.Logger(t)})
 		if err := sc.Fire(s.ctx, domain.DefaultNS, tc.name); err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func TestSmokeSubmitRunSucceed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Stop(ctx)
-	p := maintenance.NewPromoter(st.Store, maintenance.PromoterConfig{Log: testkit.Logger(t)})
+	p := maintenance.NewPromoter(engine.Internal(st), maintenance.PromoterConfig{Log: testkit.Logger(t)})
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

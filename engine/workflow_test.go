@@ -322,7 +322,7 @@ func TestWorkflowRefusedWritesNothing(t *testing.T) {
 // the same instant on two workers: the step is admitted exactly once.
 func TestWorkflowAdmittedOnceWithTwoCounters(t *testing.T) {
 	h := newHarness(t)
-	other := maintenance.NewFanIn(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter").Store, maintenance.FanInConfig{Log: testkit.Logger(t)})
+	other := maintenance.NewFanIn(engine.Internal(testkit.Store(t, testkit.Conn(t, h.srv), "second-counter")), maintenance.FanInConfig{Log: testkit.Logger(t)})
 	if err := other.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func Store(t testing.TB, nc *nats.Conn, actor string) *engine.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Log = Logger(t)
+	st.SetLogger(Logger(t))
 	return st
 }
 

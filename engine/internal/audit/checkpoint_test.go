@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine/internal/audit"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -31,8 +32,7 @@ func TestAuditCheckpoints(t *testing.T) {
 		t.Fatal(created, err)
 	}
 	pub := audit.PublicKey(kp)
-	st := testkit.StoreOf(t, env.Client)
-	cp := maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp})
+	cp := maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "checkpointer"), maintenance.CheckpointerConfig{Key: kp})
 	env.Engine.Stop(ctx) // nothing else writes from here
 	ck, err := cp.Checkpoint(ctx)
 	if err != nil || ck == nil || ck.Checkpoint.From != 0 || ck.Checkpoint.Count < 4 {
@@ -101,8 +101,7 @@ func TestAuditScopedVerifyRecomputesCheckpoints(t *testing.T) {
 	env, js, ids := logOf(t, 3)
 	ctx := context.Background()
 	kp, pub := testKey(t)
-	st := testkit.StoreOf(t, env.Client)
-	cp := maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp})
+	cp := maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "checkpointer"), maintenance.CheckpointerConfig{Key: kp})
 	env.Engine.Stop(ctx)
 	ck, err := cp.Checkpoint(ctx)
 	if err != nil || ck == nil {
@@ -151,10 +150,9 @@ func TestAuditTwoCheckpointersAtOnce(t *testing.T) {
 	env, js, _ := logOf(t, 2)
 	ctx := context.Background()
 	kp, pub := testKey(t)
-	st := testkit.StoreOf(t, env.Client)
 	cps := []*maintenance.Checkpointer{
-		maintenance.NewCheckpointer(st.Store, maintenance.CheckpointerConfig{Key: kp}),
-		maintenance.NewCheckpointer(testkit.StoreOf(t, testkit.Client(t, env.Client.Conn(), "second")).Store, maintenance.CheckpointerConfig{Key: kp}),
+		maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "first"), maintenance.CheckpointerConfig{Key: kp}),
+		maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "second"), maintenance.CheckpointerConfig{Key: kp}),
 	}
 	done := make(chan error, len(cps))
 	stop := make(chan struct{})

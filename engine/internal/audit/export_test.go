@@ -11,7 +11,7 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine/internal/audit"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
-	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 )
 
 // An export verifies offline with the public key alone; an edited line
@@ -33,7 +33,7 @@ func TestAuditExport(t *testing.T) {
 		}
 	}
 	kp, pub := testKey(t)
-	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
+	cp := maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "checkpointer"), maintenance.CheckpointerConfig{Key: kp})
 	env.Engine.Stop(ctx)
 	if ck, err := cp.Checkpoint(ctx); err != nil || ck == nil {
 		t.Fatalf("checkpoint %+v %v", ck, err)
@@ -125,7 +125,7 @@ func TestAuditExportNamespaceAfterACheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
+	cp := maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "checkpointer"), maintenance.CheckpointerConfig{Key: kp})
 	if ck, err := cp.Checkpoint(ctx); err != nil || ck == nil {
 		t.Fatalf("checkpoint %+v %v", ck, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/engine/internal/audit"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
-	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/streams"
 )
 
@@ -33,7 +33,7 @@ func TestAuditVerifyRange(t *testing.T) {
 	env, js, _ := logOf(t, 3)
 	ctx := context.Background()
 	kp, pub := testKey(t)
-	cp := maintenance.NewCheckpointer(testkit.StoreOf(t, env.Client).Store, maintenance.CheckpointerConfig{Key: kp})
+	cp := maintenance.NewCheckpointer(storetest.Open(t, env.Client.Conn(), "checkpointer"), maintenance.CheckpointerConfig{Key: kp})
 	// X is submitted before the first checkpoint and cancelled after it.
 	x, err := env.Client.Submit(ctx, "audit.none", 0)
 	if err != nil {

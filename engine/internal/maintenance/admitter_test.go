@@ -9,6 +9,7 @@ import (
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -63,7 +64,7 @@ func TestAdmitterLooksUpTheEndOfAJobBeingLookedUp(t *testing.T) {
 	last2 := evs[len(evs)-2:] // job.admitted (the rebuild's last-per-subject), job.cancelled (live)
 	t.Logf("batch: %s@%d %s@%d", last2[0].Type, last2[0].Seq, last2[1].Type, last2[1].Seq)
 	q := commands.NewAdmission("lk", lim)
-	if err := maintenance.ObserveBatch(ctx, st.Store, q, last2); err != nil {
+	if err := maintenance.ObserveBatch(ctx, storetest.Open(t, testkit.Conn(t, srv), "observer"), q, last2); err != nil {
 		t.Fatal(err)
 	}
 	if c := q.Counts(); c.Holding != 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
@@ -17,8 +18,7 @@ import (
 func TestPromoterEndsWhenItsConnectionCloses(t *testing.T) {
 	srv := testkit.Server(t)
 	nc := testkit.Conn(t, srv)
-	st := testkit.Store(t, nc, "engine")
-	p := maintenance.NewPromoter(st.Store, maintenance.PromoterConfig{Log: testkit.Logger(t)})
+	p := maintenance.NewPromoter(storetest.Open(t, nc, "engine"), maintenance.PromoterConfig{Log: testkit.Logger(t)})
 	if err := p.Start(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}

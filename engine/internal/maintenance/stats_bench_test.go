@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
@@ -18,7 +19,7 @@ import (
 func BenchmarkStatsFoldEvent(b *testing.B) {
 	srv := testkit.Server(b)
 	ctx := testkit.Ctx(b)
-	fold, err := maintenance.StatsFolder(ctx, testkit.Store(b, testkit.Conn(b, srv), "bench").Store)
+	fold, err := maintenance.StatsFolder(ctx, storetest.Open(b, testkit.Conn(b, srv), "bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
