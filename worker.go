@@ -438,7 +438,9 @@ func adapt(h Handler) engine.Handler {
 }
 
 // Stop stops claiming, lets running handlers finish within the shutdown
-// grace, and hands the rest to other workers (job.requeued).
+// grace, and hands the rest to other workers (job.requeued). A claim that
+// was in flight when Stop began runs too, within the same grace; one that
+// lands after the grace is handed back without running.
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
 	w.stopping = true

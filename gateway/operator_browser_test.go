@@ -113,7 +113,8 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	if c := b.text(`#fanout-counts`); c != "6/6 batches finished · 4 succeeded · 2 failed · 0 cancelled" {
 		t.Fatalf("counts %q", c)
 	}
-	b.run("only the failed batches", chromedp.Click(`#pieces .piece-filter a[data-state="failed"]`),
+	b.clickNow("only the failed batches", `#pieces .piece-filter a[data-state="failed"]`) // the pieces re-render live
+	b.run("only the failed batches",
 		chromedp.WaitNotPresent(`#pieces-table tr[data-piece="1"]`), chromedp.WaitVisible(`#pieces-table tr[data-piece="5"]`))
 	if msg := b.text(`#pieces-table tr[data-piece="2"] td.emsg`); !strings.Contains(msg, "batch 2 is broken") {
 		t.Fatalf("batch 2: %q", msg)
@@ -223,7 +224,8 @@ func TestWorkflowGraphInBrowser(t *testing.T) {
 	if st := b.text(`#wf-graph .wf-step[data-step="a"] .wf-status`); st != "succeeded (carried)" {
 		t.Fatalf("a in the resumed run is %q", st)
 	}
-	b.run("a step's job", chromedp.Click(`#wf-graph .wf-step[data-step="d"]`), chromedp.WaitVisible(`#job[data-state="failed"] #f-attempts`))
+	b.clickNow("a step's job", `#wf-graph .wf-step[data-step="d"]`) // the graph re-renders live
+	b.run("a step's job", chromedp.WaitVisible(`#job[data-state="failed"] #f-attempts`))
 }
 
 // TestLiveRowsStillAndOlderInBrowser: while the pointer is on the list of

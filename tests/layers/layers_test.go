@@ -135,7 +135,7 @@ func TestPureLayersImportNoIO(t *testing.T) {
 // tests and their helpers, the examples.
 func onTop(pkg string) bool {
 	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-	for _, top := range []string{"cmd/", "tests/", "examples/", "internal/testkit"} {
+	for _, top := range []string{"cmd/", "tests/", "examples/", "internal/testkit", "engine/internal/storetest"} {
 		if strings.HasPrefix(rel, top) {
 			return true
 		}
