@@ -437,13 +437,33 @@ func adapt(h Handler) engine.Handler {
 	}
 }
 
+// Quiet makes the worker claim nothing more: what its fetches still bring
+// is handed back for other workers, and it serves no new queue. Running
+// handlers go on, their leases renewed, until Stop (which quiets the
+// worker first). A claim in flight when Quiet is called runs as well.
+// Quiet on a worker not started does nothing.
+func (w *Worker) Quiet() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		w.quietLocked()
+	}
+}
+
+func (w *Worker) quietLocked() {
+	w.stopping = true
+	for _, rt := range w.runtimes {
+		rt.Quiet()
+	}
+}
+
 // Stop stops claiming, lets running handlers finish within the shutdown
 // grace, and hands the rest to other workers (job.requeued). A claim that
 // was in flight when Stop began runs too, within the same grace; one that
 // lands after the grace is handed back without running.
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
-	w.stopping = true
+	w.quietLocked()
 	cancel, watching := w.cancel, w.watching
 	w.cancel = nil
 	w.mu.Unlock()

@@ -100,3 +100,53 @@ func startEngine(t *testing.T) (*server.Server, context.Context, *jetflow.Client
 	t.Cleanup(func() { eng.Stop(context.Background()) })
 	return srv, ctx, admin
 }
+
+// A quiet worker claims nothing more, while the handler it runs goes on
+// and ends on it; a job submitted after Quiet goes to another worker.
+func TestQuietWorkerClaimsNothingMore(t *testing.T) {
+	t.Parallel()
+	client := testClient(t)
+	ctx := testkit.Ctx(t)
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	worker := func(id string) *jetflow.Worker {
+		w := jetflow.NewWorker(client, jetflow.WorkerConfig{ID: id, Logger: testkit.Logger(t)})
+		w.Handle("q.job", jetflow.HandlerFunc(func(_ context.Context, job *jetflow.RawJob) (json.RawMessage, error) {
+			started <- id
+			<-release
+			return json.RawMessage(`"` + id + `"`), nil
+		}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+		return w
+	}
+	a := worker("a")
+	first, err := client.Submit(ctx, "q.job", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who := <-started; who != "a" {
+		t.Fatalf("first job started on %s", who)
+	}
+	a.Quiet()
+	second, err := client.Submit(ctx, "q.job", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker("b")
+	if who := <-started; who != "b" {
+		t.Fatalf("the job submitted after Quiet started on %s", who)
+	}
+	close(release)
+	for id, want := range map[string]string{first.ID: "a", second.ID: "b"} {
+		j, err := client.Wait(ctx, id)
+		if err != nil || j.State != jetflow.Succeeded || j.Worker != want {
+			t.Fatalf("job %s: %v %+v, want succeeded on %s", id, err, j, want)
+		}
+	}
+	if n := a.Running(); n != 0 {
+		t.Fatalf("a runs %d handlers", n)
+	}
+}

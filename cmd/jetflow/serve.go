@@ -435,6 +435,7 @@ func cmdWorker(c *cli, args []string) int {
 		}
 		fmt.Fprintf(c.errw, "worker %s running %s on %s, registered types in namespace %s\n", w.ID(), ex.what(), where, space)
 		<-ctx.Done()
+		w.Quiet()
 		fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
 		w.Stop(context.Background())
 		ex.close(runners)

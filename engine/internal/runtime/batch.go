@@ -86,9 +86,24 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, item.Timeout, ErrTimeout)
 	key := item.Parent + "/" + strconv.Itoa(item.Piece)
 	br := &batchRun{msg: msg, parent: item.Parent, cancel: cancel, since: time.Now()}
+	if claimedHook != nil {
+		claimedHook(key)
+	}
 	r.mu.Lock()
-	r.batches[key] = br
+	late := r.graceEnd // Stop has cancelled the batches it knew of
+	if !late {
+		r.batches[key] = br
+	}
 	r.mu.Unlock()
+	if late {
+		cancelTimeout()
+		cancel(ErrShutdown)
+		if span != nil {
+			tracing.EndBatch(span, commands.BatchStep{Retry: true}, ErrShutdown) // handed back: it comes again
+		}
+		_ = pull.GiveBack(msg) // for another worker
+		return
+	}
 	_, herr := callHandler(func() ([]byte, error) {
 		return nil, h(hctx, &BatchTask{Parent: item.Parent, Piece: item.Piece, Attempt: attempt, Payload: item.Payload})
 	})

@@ -134,22 +134,25 @@ type Runtime struct {
 	stopping chan struct{}
 	wg       sync.WaitGroup // running process() calls
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	graceEnd bool // Stop's grace is over: it has taken the runs it cancels
-	pullers  []*pull.Puller
-	inflight map[string]*run      // by job id
-	held     sync.Map             // job id -> struct{}: the keys of inflight, read without mu (heartbeats)
-	batches  map[string]*batchRun // by parent/piece
-	parents  *parentCache
-	cancelSb *nats.Subscription
-	tickStop chan struct{}
-	tickDone chan struct{}
+	mu        sync.Mutex
+	started   bool
+	stopped   bool // claiming stopped (Quiet)
+	stopBegun bool
+	graceEnd  bool // Stop's grace is over: it has taken the runs it cancels
+	pullers   []*pull.Puller
+	inflight  map[string]*run      // by job id
+	held      sync.Map             // job id -> struct{}: the keys of inflight, read without mu (heartbeats)
+	batches   map[string]*batchRun // by parent/piece
+	parents   *parentCache
+	cancelSb  *nats.Subscription
+	tickStop  chan struct{}
+	tickDone  chan struct{}
 }
 
 // claimedHook, when set (by tests, before a runtime starts), is called
-// after each claim lands, before process looks whether Stop's grace is over.
+// with a job's id after its claim lands, and with a batch's parent/piece as
+// its handler is about to run, before the runtime looks whether Stop's
+// grace is over.
 var claimedHook func(id string)
 
 // run is one attempt in progress.
@@ -285,7 +288,7 @@ func (r *Runtime) acquire(msg jetstream.Msg) bool {
 	case r.slots <- struct{}{}:
 	}
 	r.mu.Lock()
-	if r.stopped { // Stop began while we waited for the slot
+	if r.stopped { // claiming stopped while we waited for the slot
 		r.mu.Unlock()
 		<-r.slots
 		_ = pull.GiveBack(msg)
@@ -383,6 +386,9 @@ func (r *Runtime) process(msg jetstream.Msg) {
 		herr = ErrShutdown
 	case r.parentGone(ctx, rn):
 		herr = store.ErrParentGone
+	case errors.Is(context.Cause(hctx), ErrShutdown):
+		// Stop's grace ended while the parent was asked about.
+		herr = ErrShutdown
 	default:
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
 	}
@@ -558,10 +564,10 @@ func (r *Runtime) renewLeases(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// Stop stops claiming, lets running handlers finish for the grace period,
-// then cancels the rest and requeues their jobs (job.requeued) so that
-// another worker takes them over at once. It is idempotent.
-func (r *Runtime) Stop(ctx context.Context) {
+// Quiet makes the runtime claim nothing more: what its current fetches
+// still bring is handed back, for other workers. Running handlers go on,
+// their leases renewed, until Stop. Stop quiets the runtime first.
+func (r *Runtime) Quiet() {
 	r.mu.Lock()
 	if !r.started || r.stopped {
 		r.stopped = true
@@ -572,10 +578,27 @@ func (r *Runtime) Stop(ctx context.Context) {
 	close(r.stopping)
 	pullers := r.pullers
 	r.mu.Unlock()
-
 	for _, p := range pullers {
 		p.Signal() // what the current fetch still brings, receive naks
 	}
+}
+
+// Stop stops claiming, lets running handlers finish for the grace period,
+// then cancels the rest and requeues their jobs (job.requeued) so that
+// another worker takes them over at once. A claim that lands before the
+// grace ends runs like the others; one that lands after it is given back
+// without running. It is idempotent.
+func (r *Runtime) Stop(ctx context.Context) {
+	r.mu.Lock()
+	if !r.started || r.stopBegun {
+		r.stopped, r.stopBegun = true, true
+		r.mu.Unlock()
+		return
+	}
+	r.stopBegun = true
+	r.mu.Unlock()
+	r.Quiet()
+
 	grace := time.NewTimer(r.cfg.ShutdownGrace)
 	defer grace.Stop()
 	drained := make(chan struct{})
@@ -586,20 +609,18 @@ func (r *Runtime) Stop(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	r.mu.Lock()
-	r.graceEnd = true
+	r.graceEnd = true // a claim registered from here on is given back
 	runs := make([]*run, 0, len(r.inflight))
 	for _, rn := range r.inflight {
 		runs = append(runs, rn)
+	}
+	for _, br := range r.batches {
+		br.cancel(ErrShutdown) // a batch that stops is handed to another worker
 	}
 	r.mu.Unlock()
 	for _, rn := range runs {
 		rn.cancel(ErrShutdown) // a handler that honours its context requeues itself
 	}
-	r.mu.Lock()
-	for _, br := range r.batches {
-		br.cancel(ErrShutdown) // a batch that stops is handed to another worker
-	}
-	r.mu.Unlock()
 	wctx, cancelWait := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelWait()
 	for _, rn := range runs {
