@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -384,7 +386,7 @@ func cmdWorker(c *cli, args []string) int {
 	fs.StringVar(&queue, "queue", "", "serve only this queue (default: every queue, those created later included)")
 	fs.IntVar(&concurrency, "concurrency", 10, "handlers running at once on each queue")
 	durationVar(fs, &lease, "lease", jetflow.DefaultLease, "how long a silent worker keeps its jobs")
-	durationVar(fs, &grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM, how long running handlers may finish before their jobs are requeued")
+	durationVar(fs, &grace, "grace", jetflow.DefaultShutdownGrace, "on SIGTERM or SIGINT, how long running handlers may finish before their jobs are requeued (a second signal ends it at once)")
 	fs.StringVar(&id, "id", "", "worker id (default host-pid)")
 	ns := c.namespaceFlag("namespace of its registered types (demo:greet), default: default")
 	fs.BoolVar(&c.debug, "debug", false, "debug logging")
@@ -436,8 +438,22 @@ func cmdWorker(c *cli, args []string) int {
 		fmt.Fprintf(c.errw, "worker %s running %s on %s, registered types in namespace %s\n", w.ID(), ex.what(), where, space)
 		<-ctx.Done()
 		w.Quiet()
-		fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued\n", w.ID(), grace)
-		w.Stop(context.Background())
+		// A second signal skips what is left of the grace.
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(again)
+		stopCtx, skip := context.WithCancel(context.Background())
+		defer skip()
+		go func() {
+			select {
+			case <-again:
+				fmt.Fprintf(c.errw, "worker %s: second signal: the grace is skipped, running handlers are cancelled and their jobs requeued\n", w.ID())
+				skip()
+			case <-stopCtx.Done():
+			}
+		}()
+		fmt.Fprintf(c.errw, "worker %s stopping: it claims nothing more; running handlers have %s, then their jobs are requeued (a second signal: at once)\n", w.ID(), grace)
+		w.Stop(stopCtx)
 		ex.close(runners)
 		return exitOK
 	})

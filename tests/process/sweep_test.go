@@ -261,3 +261,28 @@ func TestServeRestartTakesNoLiveLease(t *testing.T) {
 	s.waitDrained("default")
 	s.verify()
 }
+
+// A second signal skips what is left of the grace: the worker cancels its
+// running handler at once, requeues the job (no retry spent) and exits 0.
+func TestSecondSignalSkipsTheGrace(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	a := s.worker("A", nil, "--grace", "10m", "--lease", "30s")
+	ctx := testkit.Ctx(t)
+	job, err := s.client.Submit(ctx, "demo.sleep", map[string]float64{"seconds": 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Signal(t, syscall.SIGTERM)
+	a.WaitOutput(t, 10*time.Second, "worker A stopping")
+	a.Signal(t, syscall.SIGTERM)
+	a.WaitOutput(t, 10*time.Second, "the grace is skipped")
+	if code, sig := a.WaitExit(t, 30*time.Second); code != 0 {
+		t.Fatalf("worker exited with code %d (signal %v)", code, sig)
+	}
+	if j, err := s.client.Get(ctx, job.ID); err != nil || j.State != jetflow.Queued || j.Retries != 0 {
+		t.Fatalf("the job after the worker left: %v %+v", err, j)
+	}
+	s.wantEvents(job.ID, evSubmitted, evStarted, domain.EvRequeued)
+}
