@@ -460,7 +460,8 @@ func (w *Worker) quietLocked() {
 // Stop stops claiming, lets running handlers finish within the shutdown
 // grace, and hands the rest to other workers (job.requeued). A claim that
 // was in flight when Stop began runs too, within the same grace; one that
-// lands after the grace is handed back without running.
+// lands after the grace is handed back without running. When ctx ends,
+// what is left of the grace is skipped.
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
 	w.quietLocked()
