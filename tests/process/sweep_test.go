@@ -177,16 +177,8 @@ func TestSilentHTTPWorkerJobIsRequeued(t *testing.T) {
 // requeued at the end of its grace.)
 func TestStoppingWorkerStartsNothingNew(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t)
-	a := s.worker("A", nil, "--grace", "10s", "--lease", "30s", "--concurrency", "4")
+	s, a, first := stopWhileSleeping(t, 2, "--grace", "10s", "--lease", "30s", "--concurrency", "4")
 	ctx := testkit.Ctx(t)
-	first, err := s.client.Submit(ctx, "demo.sleep", map[string]float64{"seconds": 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitRunning(first.ID, "A")
-	a.Signal(t, syscall.SIGTERM)
-	a.WaitOutput(t, 10*time.Second, "worker A stopping")
 	var late []string
 	for i := 0; i < 5; i++ {
 		j, err := s.client.Submit(ctx, "demo.echo", map[string]int{"n": i})
@@ -266,16 +258,8 @@ func TestServeRestartTakesNoLiveLease(t *testing.T) {
 // running handler at once, requeues the job (no retry spent) and exits 0.
 func TestSecondSignalSkipsTheGrace(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t)
-	a := s.worker("A", nil, "--grace", "10m", "--lease", "30s")
+	s, a, job := stopWhileSleeping(t, 600, "--grace", "10m", "--lease", "30s")
 	ctx := testkit.Ctx(t)
-	job, err := s.client.Submit(ctx, "demo.sleep", map[string]float64{"seconds": 600})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitRunning(job.ID, "A")
-	a.Signal(t, syscall.SIGTERM)
-	a.WaitOutput(t, 10*time.Second, "worker A stopping")
 	a.Signal(t, syscall.SIGTERM)
 	a.WaitOutput(t, 10*time.Second, "the grace is skipped")
 	if code, sig := a.WaitExit(t, 30*time.Second); code != 0 {
@@ -285,4 +269,21 @@ func TestSecondSignalSkipsTheGrace(t *testing.T) {
 		t.Fatalf("the job after the worker left: %v %+v", err, j)
 	}
 	s.wantEvents(job.ID, evSubmitted, evStarted, domain.EvRequeued)
+}
+
+// stopWhileSleeping starts a system and its worker A with args, has A run
+// a demo.sleep job of seconds, and sends A SIGTERM once the job runs; it
+// returns when A says it is stopping.
+func stopWhileSleeping(t *testing.T, seconds float64, args ...string) (*system, *testkit.Proc, *jetflow.JobInfo) {
+	t.Helper()
+	s := startSystem(t)
+	a := s.worker("A", nil, args...)
+	job, err := s.client.Submit(testkit.Ctx(t), "demo.sleep", map[string]float64{"seconds": seconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning(job.ID, "A")
+	a.Signal(t, syscall.SIGTERM)
+	a.WaitOutput(t, 10*time.Second, "worker A stopping")
+	return s, a, job
 }
