@@ -362,20 +362,38 @@ func TestWorkflowAdmittedOnceWithTwoCounters(t *testing.T) {
 
 // A failed workflow resumed: the steps that succeeded are kept (not run
 // again, their results the new run's inputs), the failed one and what
-// depends on it run again; the new run names the old one.
+// depends on it run again; the new run names the old one. Under policy
+// skip the side branch ends succeeded before the workflow fails, and is
+// carried over; under policy fail it is running when b fails, is
+// cancelled with the workflow, and runs again.
 func TestWorkflowResume(t *testing.T) {
+	for _, policy := range []string{domain.OnFailureSkip, domain.OnFailureFail} {
+		t.Run(policy, func(t *testing.T) { testWorkflowResume(t, policy) })
+	}
+}
+
+func testWorkflowResume(t *testing.T, policy string) {
 	h := newHarness(t)
 	runs := &counter{}
 	var fail sync.Mutex
 	failing := true
+	sideRuns := make(chan struct{}, 1)
 	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
 		"wf.step": func(ctx context.Context, task *engine.Task) ([]byte, error) {
 			name := task.Job.Spec.Step.Name
-			runs.add(name)
+			n := runs.add(name)
 			fail.Lock()
 			f := failing
 			fail.Unlock()
-			if name == "b" && f {
+			switch {
+			case policy == domain.OnFailureFail && name == "side" && n == 1:
+				sideRuns <- struct{}{}
+				<-ctx.Done() // until the failing workflow cancels it
+				return nil, context.Cause(ctx)
+			case policy == domain.OnFailureFail && name == "b" && f:
+				<-sideRuns // b fails while side runs
+				return nil, errors.New("flaky")
+			case name == "b" && f:
 				return nil, errors.New("flaky")
 			}
 			in, err := task.Inputs(ctx)
@@ -389,9 +407,14 @@ func TestWorkflowResume(t *testing.T) {
 			sort.Strings(keys)
 			return json.Marshal(fmt.Sprintf("%s%v", name, keys))
 		}}})
-	res := h.submitWorkflow(commands.WorkflowRequest{Steps: []commands.WorkflowStepRequest{
+	res := h.submitWorkflow(commands.WorkflowRequest{OnFailure: policy, Steps: []commands.WorkflowStepRequest{
 		step("a", "wf.step"), step("b", "wf.step", "a"), step("c", "wf.step", "b"), step("side", "wf.step", "a")}})
 	h.waitState(res.Job.ID, domain.StateFailed, 20*time.Second)
+	sideWas := domain.StateSucceeded
+	if policy == domain.OnFailureFail {
+		sideWas = domain.StateCancelled
+	}
+	h.waitState(stepID(t, res, "side"), sideWas, 20*time.Second)
 	if _, err := h.st.RetryWorkflow(h.ctx, stepID(t, res, "a")); !errors.Is(err, commands.ErrNotFound) {
 		t.Fatalf("resume of a step: %v", err)
 	}
@@ -409,11 +432,16 @@ func TestWorkflowResume(t *testing.T) {
 		t.Fatalf("repeat of the resume: %v, %+v", err, repeat)
 	}
 	h.waitState(again.Job.ID, domain.StateSucceeded, 20*time.Second)
-	if stepID(t, again, "a") != stepID(t, res, "a") || stepID(t, again, "side") != stepID(t, res, "side") {
-		t.Fatalf("succeeded steps not carried over: %v vs %v", again.IDs, res.IDs)
+	sideCarried := policy == domain.OnFailureSkip
+	if stepID(t, again, "a") != stepID(t, res, "a") || (stepID(t, again, "side") == stepID(t, res, "side")) != sideCarried {
+		t.Fatalf("policy %s: a carried over, side carried %v: %v vs %v", policy, sideCarried, again.IDs, res.IDs)
 	}
-	if runs.get("a") != 1 || runs.get("side") != 1 || runs.get("b") != 2 || runs.get("c") != 1 {
-		t.Fatalf("runs a=%d side=%d b=%d c=%d", runs.get("a"), runs.get("side"), runs.get("b"), runs.get("c"))
+	wantSide := 1
+	if !sideCarried {
+		wantSide = 2
+	}
+	if runs.get("a") != 1 || runs.get("side") != wantSide || runs.get("b") != 2 || runs.get("c") != 1 {
+		t.Fatalf("runs a=%d side=%d (want %d) b=%d c=%d", runs.get("a"), runs.get("side"), wantSide, runs.get("b"), runs.get("c"))
 	}
 	c := h.get(stepID(t, again, "c"))
 	if string(c.Result) != `"c[b]"` {
@@ -423,7 +451,7 @@ func TestWorkflowResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !v.Steps[0].Carried || v.Steps[1].Carried || v.RetryOf != res.Job.ID {
+	if !v.Steps[0].Carried || v.Steps[1].Carried || v.Steps[3].Carried != sideCarried || v.RetryOf != res.Job.ID {
 		t.Fatalf("view %+v", v)
 	}
 	if _, err := h.st.RetryWorkflow(h.ctx, again.Job.ID); !errors.Is(err, commands.ErrInvalidTransition) {
