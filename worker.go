@@ -133,7 +133,8 @@ type Worker struct {
 	batches  map[string]map[string]engine.BatchHandler // queue ("": every queue) -> batch type -> handler
 	runtimes map[string]*engine.Runtime                // by queue
 	started  bool
-	stopping bool
+	stopping bool               // quieted: it claims nothing more and serves no new queue
+	stopped  bool               // Stop was called
 	cancel   context.CancelFunc // ends the watch for new queues
 	watching chan struct{}      // closed when that watch ended
 }
@@ -244,6 +245,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopped {
+		return fmt.Errorf("jetflow: worker %s was stopped; a stopped worker does not start again: %w", w.cfg.ID, ErrShutdown)
+	}
 	if w.started {
 		return nil
 	}
@@ -346,6 +350,19 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	if w.runtimes[queue] != nil {
 		return nil
 	}
+	rt, err := w.newRuntimeLocked(queue)
+	if err == nil {
+		err = rt.Start(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	w.runtimes[queue] = rt
+	return nil
+}
+
+// newRuntimeLocked makes the runtime of one queue, not started.
+func (w *Worker) newRuntimeLocked(queue string) (*engine.Runtime, error) {
 	hs := map[string]engine.Handler{}
 	bs := map[string]engine.BatchHandler{}
 	for _, key := range []string{everyQueue, queue} {
@@ -361,18 +378,10 @@ func (w *Worker) startQueueLocked(ctx context.Context, queue string) error {
 	if !ok {
 		qc = QueueConfig{Concurrency: w.cfg.Concurrency, Lease: w.cfg.Lease}
 	}
-	rt, err := engine.NewRuntime(w.client.store, engine.RuntimeConfig{
+	return engine.NewRuntime(w.client.store, engine.RuntimeConfig{
 		Queue: queue, Handlers: hs, Batches: bs, Concurrency: qc.Concurrency, Lease: qc.Lease,
 		ShutdownGrace: w.cfg.ShutdownGrace, WorkerID: w.cfg.ID, Namespace: w.cfg.Namespace, Kind: w.cfg.Kind, Log: w.cfg.Logger, OnOutcome: w.onOutcome(),
 	})
-	if err == nil {
-		err = rt.Start(ctx)
-	}
-	if err != nil {
-		return err
-	}
-	w.runtimes[queue] = rt
-	return nil
 }
 
 func (w *Worker) onOutcome() func(*domain.Job, *domain.Event) {
@@ -405,15 +414,39 @@ func (w *Worker) watchQueues(ctx context.Context, done chan<- struct{}) {
 			if e == nil {
 				continue // the queues that existed: started already, or started now
 			}
-			w.mu.Lock()
-			if !w.stopping && w.runtimes[e.Key()] == nil {
-				if err := w.startQueueLocked(ctx, e.Key()); err != nil && ctx.Err() == nil {
-					w.cfg.Logger.Error("serve a new queue", "queue", e.Key(), "err", err)
-				}
-			}
-			w.mu.Unlock()
+			w.serveNewQueue(ctx, e.Key())
 		}
 		_ = watch.Stop()
+	}
+}
+
+// serveNewQueue starts the runtime of a queue created while the worker
+// runs. Its start (network calls) is made without the worker's mutex, so
+// that Quiet and Stop never wait behind it: a runtime that started while
+// the worker went quiet is quieted at once, and Stop stops it with the
+// others (Stop waits for this watch to end first).
+func (w *Worker) serveNewQueue(ctx context.Context, queue string) {
+	w.mu.Lock()
+	if w.stopping || w.runtimes[queue] != nil {
+		w.mu.Unlock()
+		return
+	}
+	rt, err := w.newRuntimeLocked(queue)
+	w.mu.Unlock()
+	if err == nil {
+		err = rt.Start(ctx)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Error("serve a new queue", "queue", queue, "err", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.runtimes[queue] = rt
+	if w.stopping {
+		rt.Quiet()
 	}
 }
 
@@ -464,6 +497,7 @@ func (w *Worker) quietLocked() {
 // what is left of the grace is skipped.
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
+	w.stopped = true
 	w.quietLocked()
 	cancel, watching := w.cancel, w.watching
 	w.cancel = nil

@@ -135,12 +135,20 @@ func TestQuietWorkerClaimsNothingMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A queue created after Quiet: a, which serves every queue, does not
+	// start serving it.
+	third, err := client.Submit(ctx, "q.job", 3, jetflow.Queue("late"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	worker("b")
-	if who := <-started; who != "b" {
-		t.Fatalf("the job submitted after Quiet started on %s", who)
+	for range 2 {
+		if who := <-started; who != "b" {
+			t.Fatalf("a job submitted after Quiet started on %s", who)
+		}
 	}
 	close(release)
-	for id, want := range map[string]string{first.ID: "a", second.ID: "b"} {
+	for id, want := range map[string]string{first.ID: "a", second.ID: "b", third.ID: "b"} {
 		j, err := client.Wait(ctx, id)
 		if err != nil || j.State != jetflow.Succeeded || j.Worker != want {
 			t.Fatalf("job %s: %v %+v, want succeeded on %s", id, err, j, want)
@@ -148,5 +156,9 @@ func TestQuietWorkerClaimsNothingMore(t *testing.T) {
 	}
 	if n := a.Running(); n != 0 {
 		t.Fatalf("a runs %d handlers", n)
+	}
+	a.Stop(ctx)
+	if err := a.Start(ctx); !errors.Is(err, jetflow.ErrShutdown) {
+		t.Fatalf("Start of a stopped worker: %v, want ErrShutdown", err)
 	}
 }

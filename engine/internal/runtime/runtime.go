@@ -194,10 +194,15 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}, nil
 }
 
-// Start begins claiming. It is idempotent.
+// Start begins claiming. It is idempotent while the runtime runs; once
+// it was quieted or stopped it starts no more (an error wrapping
+// ErrShutdown).
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped || r.stopBegun {
+		return fmt.Errorf("runtime of queue %s: quieted or stopped, it does not start again: %w", r.cfg.Queue, ErrShutdown)
+	}
 	if r.started {
 		return nil
 	}

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -185,5 +186,38 @@ func TestBatchLandingAfterTheGraceIsGivenBack(t *testing.T) {
 	}
 	if fmt.Sprint(who) != "[second]" {
 		t.Fatalf("the batch ran on %v, want [second]", who)
+	}
+}
+
+// A runtime quieted or stopped does not start again, and one quieted
+// before it started never starts: Start says why (ErrShutdown).
+func TestQuietOrStoppedRuntimeDoesNotStart(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "w")
+	for _, end := range []struct {
+		name    string
+		started bool
+		end     func(*engine.Runtime)
+	}{
+		{"quieted before Start", false, (*engine.Runtime).Quiet},
+		{"quieted", true, (*engine.Runtime).Quiet},
+		{"stopped", true, func(rt *engine.Runtime) { rt.Stop(ctx) }},
+	} {
+		rt, err := engine.NewRuntime(st, engine.RuntimeConfig{WorkerID: "w", Log: testkit.Logger(t),
+			Handlers: map[string]engine.Handler{"work": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.started {
+			if err := rt.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end.end(rt)
+		if err := rt.Start(ctx); !errors.Is(err, runtime.ErrShutdown) {
+			t.Fatalf("%s: Start: %v, want ErrShutdown", end.name, err)
+		}
+		rt.Stop(ctx)
 	}
 }
