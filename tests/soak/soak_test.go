@@ -3,7 +3,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -39,16 +38,11 @@ func TestSoak(t *testing.T) {
 // TestSoakSyncAlways is TestSoak with the embedded server syncing every
 // write before it acknowledges it (serve --sync always): the event log's
 // appends go through the group commit (atomic batches), in serve and in
-// every worker, under the same faults, with the same invariants. It runs
-// with JETFLOW_SOAK_SYNC_ALWAYS=1 (or JETFLOW_SOAK=long), not in CI: its
-// second run found a child of a cancelled waiting parent that ended failed
-// (docs/reliability.md), not fixed yet.
+// every worker, under the same faults, with the same invariants. It runs in
+// CI beside TestSoak (docs/reliability.md has its history).
 func TestSoakSyncAlways(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
-	}
-	if os.Getenv("JETFLOW_SOAK_SYNC_ALWAYS") == "" && !longSoak() {
-		t.Skip("JETFLOW_SOAK_SYNC_ALWAYS=1 runs it (docs/reliability.md)")
 	}
 	sz := short
 	sz.name = "short, sync always"
