@@ -9,6 +9,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -238,7 +239,9 @@ func schemaOf[T any]() ([]byte, error) {
 
 // Start starts claiming jobs on every queue a handler is registered on;
 // handlers registered without OnQueue serve every queue, including those
-// created later (the worker watches the queue registry for them).
+// created later (the worker watches the queue registry for them). A worker
+// that was stopped does not start again: Start returns an error matching
+// ErrShutdown.
 func (w *Worker) Start(ctx context.Context) error {
 	if w.client.store == nil {
 		return fmt.Errorf("worker: %w", errTokenClient)
@@ -442,13 +445,24 @@ func (w *Worker) serveNewQueue(ctx context.Context, queue string) {
 		}
 		return
 	}
+	if h := startedHook.Load(); h != nil {
+		(*h)(queue)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.runtimes == nil { // stopped (Stop waits for this watch: not reached)
+		rt.Stop(context.Background())
+		return
+	}
 	w.runtimes[queue] = rt
 	if w.stopping {
 		rt.Quiet()
 	}
 }
+
+// startedHook, when set (by tests), is called when the queue watch started
+// a new queue's runtime, before the worker registers it.
+var startedHook atomic.Pointer[func(queue string)]
 
 func (w *Worker) stopRuntimesLocked(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -473,8 +487,9 @@ func adapt(h Handler) engine.Handler {
 // Quiet makes the worker claim nothing more: what its fetches still bring
 // is handed back for other workers, and it serves no new queue. Running
 // handlers go on, their leases renewed, until Stop (which quiets the
-// worker first). A claim in flight when Quiet is called runs as well.
-// Quiet on a worker not started does nothing.
+// worker first). A claim in flight when Quiet is called runs as well, and
+// so may the few a new queue's runtime, starting as Quiet is called, claims
+// before it is quieted. Quiet on a worker not started does nothing.
 func (w *Worker) Quiet() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -494,14 +509,17 @@ func (w *Worker) quietLocked() {
 // grace, and hands the rest to other workers (job.requeued). A claim that
 // was in flight when Stop began runs too, within the same grace; one that
 // lands after the grace is handed back without running. When ctx ends,
-// what is left of the grace is skipped.
+// what is left of the grace is skipped. Stop is final; it may be called
+// more than once, from several goroutines, and each call returns once the
+// worker stopped.
 func (w *Worker) Stop(ctx context.Context) {
 	w.mu.Lock()
 	w.stopped = true
 	w.quietLocked()
 	cancel, watching := w.cancel, w.watching
-	w.cancel = nil
 	w.mu.Unlock()
+	// Every Stop waits for the queue watch to end (a second one too), so
+	// that no runtime it is starting is left out of the stop below.
 	if cancel != nil {
 		cancel()
 		<-watching

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +161,94 @@ func TestQuietWorkerClaimsNothingMore(t *testing.T) {
 	a.Stop(ctx)
 	if err := a.Start(ctx); !errors.Is(err, jetflow.ErrShutdown) {
 		t.Fatalf("Start of a stopped worker: %v, want ErrShutdown", err)
+	}
+}
+
+// The queue watch starts a new queue's runtime without the worker's
+// mutex: Quiet and Stop never wait behind that start. A runtime that
+// started as the worker went quiet is quieted once registered (it claims
+// nothing more); one that started as the worker stopped is stopped with
+// the others, however many Stops run at once.
+func TestNewQueueRuntimeStartingAsTheWorkerEnds(t *testing.T) {
+	for _, end := range []string{"quiet", "two stops"} {
+		t.Run(end, func(t *testing.T) {
+			client := testClient(t)
+			ctx := testkit.Ctx(t)
+			queue := "late-" + strings.ReplaceAll(end, " ", "-")
+			reached, proceed := make(chan struct{}), make(chan struct{})
+			jetflow.SetStartedHook(t.Cleanup, func(q string) {
+				if q == queue {
+					close(reached)
+					<-proceed
+				}
+			})
+			worker := func(id string) *jetflow.Worker {
+				w := jetflow.NewWorker(client, jetflow.WorkerConfig{ID: id, Logger: testkit.Logger(t)})
+				w.Handle("q.job", jetflow.HandlerFunc(func(context.Context, *jetflow.RawJob) (json.RawMessage, error) {
+					return nil, nil
+				}))
+				if err := w.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { w.Stop(context.Background()) })
+				return w
+			}
+			a := worker("a")
+			// A job of a type nobody serves makes the queue: a's watch
+			// starts a runtime for it and is held after its start.
+			if _, err := client.Submit(ctx, "nobody.serves", 0, jetflow.Queue(queue)); err != nil {
+				t.Fatal(err)
+			}
+			within(t, reached, "the watch starting the new queue's runtime")
+			ended := make(chan struct{})
+			switch end {
+			case "quiet":
+				go func() { a.Quiet(); close(ended) }()
+				within(t, ended, "Quiet, while a runtime starts")
+				close(proceed)
+				job, err := client.Submit(ctx, "q.job", 1, jetflow.Queue(queue))
+				if err != nil {
+					t.Fatal(err)
+				}
+				worker("b")
+				if j, err := client.Wait(ctx, job.ID); err != nil || j.Worker != "b" {
+					t.Fatalf("job submitted after Quiet: %v %+v, want it run by b", err, j)
+				}
+			case "two stops":
+				stopped := make(chan struct{}, 2)
+				for range 2 {
+					go func() { a.Stop(context.Background()); stopped <- struct{}{} }()
+				}
+				close(proceed)
+				for range 2 {
+					within(t, stopped, "Stop")
+				}
+				if n := a.Running(); n != 0 {
+					t.Fatalf("a runs %d handlers after Stop", n)
+				}
+				if err := a.Start(ctx); !errors.Is(err, jetflow.ErrShutdown) {
+					t.Fatalf("Start after Stop: %v", err)
+				}
+				// No runtime of a's is left serving the queue.
+				job, err := client.Submit(ctx, "q.job", 1, jetflow.Queue(queue))
+				if err != nil {
+					t.Fatal(err)
+				}
+				worker("b")
+				if j, err := client.Wait(ctx, job.ID); err != nil || j.Worker != "b" {
+					t.Fatalf("job submitted after Stop: %v %+v, want it run by b", err, j)
+				}
+			}
+		})
+	}
+}
+
+// within waits for ch, or fails the test naming what did not happen.
+func within[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: not done within 20 s", what)
 	}
 }
