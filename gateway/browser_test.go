@@ -324,12 +324,56 @@ func (b *browser) text(sel string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(sel))
-	if err != nil {
-		shot(b.t, b.ctx, "failed")
-		b.t.Fatalf("read %s: %v", sel, err)
+	// Found and read in one go in the page: a live page that re-renders
+	// the element between a query and a read (chromedp.Text) would leave a
+	// detached node, whose text reads as "".
+	q, _ := json.Marshal(sel)
+	js := `(function(){var e=document.querySelector(` + string(q) + `);return e&&e.isConnected?e.innerText:null})()`
+	for {
+		_, err := chromedp.Run(ctx, chromedp.WaitVisible(sel))
+		var s *string
+		if err == nil {
+			s, err = chromedp.Run(ctx, chromedp.Evaluate[*string](js))
+		}
+		if err == nil && s != nil {
+			return *s
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			shot(b.t, b.ctx, "failed")
+			b.t.Fatalf("read %s: %v", sel, err)
+		}
 	}
-	return s
+}
+
+// attr returns an attribute of the first element sel matches ("" if it
+// has none), found and read in one go in the page, as text does.
+func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	q, _ := json.Marshal(sel)
+	n, _ := json.Marshal(name)
+	js := `(function(){var e=document.querySelector(` + string(q) + `);return e?(e.getAttribute(` + string(n) + `)||""):null})()`
+	for {
+		_, err := chromedp.Run(ctx, chromedp.WaitReady(sel))
+		var v *string
+		if err == nil {
+			v, err = chromedp.Run(ctx, chromedp.Evaluate[*string](js))
+		}
+		if err == nil && v != nil {
+			return *v
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			shot(b.t, b.ctx, "failed")
+			b.t.Fatalf("read %s of %s: %v", name, sel, err)
+		}
+	}
 }
 
 // until waits for a JavaScript expression to be true, across the page's
@@ -461,11 +505,7 @@ func TestDashboardSchedulesInBrowser(t *testing.T) {
 		t.Fatalf("timing %q", timing)
 	}
 	b.until("see a tick fire, linking to its job", `!!document.querySelector('`+row+` td.runs a.outcome-fired[href^="/jobs/"]')`)
-	attr, err := chromedp.Run(b.ctx, chromedp.AttributeValue(row+` td.runs a.outcome-fired`, "href"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := strings.TrimPrefix(attr.Value, "/jobs/")
+	id := strings.TrimPrefix(b.attr(row+` td.runs a.outcome-fired`, "href"), "/jobs/")
 	var job struct {
 		Type           string
 		IdempotencyKey string `json:"idempotency_key"`

@@ -304,8 +304,12 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	last := info.State.LastSeq
 	gauge(descLastSeq, float64(last))
-	lister := g.store.Events.ListConsumers(ctx)
-	for ci := range lister.Info() {
+	// Each once (streams.Consumers): a sample twice would fail the scrape.
+	consumers, err := streams.Consumers(ctx, g.store.Events)
+	if err != nil {
+		c.m.log.Warn("scrape consumers", "err", err)
+	}
+	for _, ci := range consumers {
 		if ci.Config.Durable == "" {
 			continue
 		}

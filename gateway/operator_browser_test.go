@@ -124,11 +124,7 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	// others are carried over.
 	b.run("retry the failed batches", chromedp.Click(`#retry-failed-btn`),
 		chromedp.WaitVisible(`#job[data-state="failed"]:not([data-id="`+parent.ID+`"])`))
-	idAttr, err := chromedp.Run(b.ctx, chromedp.AttributeValue(`#job`, "data-id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	again := idAttr.Value
+	again := b.attr(`#job`, "data-id")
 	var rj struct {
 		RetryOf      string `json:"retry_of"`
 		FailedPieces bool   `json:"failed_pieces"`
@@ -315,16 +311,6 @@ func (b *browser) rowIDs() []string {
 		b.t.Fatal(err)
 	}
 	return ids
-}
-
-// attr returns an attribute of the first element sel matches.
-func (b *browser) attr(sel, name string) string {
-	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.AttributeValue(sel, name))
-	if err != nil {
-		b.t.Fatalf("read %s of %s: %v", name, sel, err)
-	}
-	return v.Value
 }
 
 // The failures page's "Retry failed pieces" retries, for every fan-out the

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/jetflow/jetflow"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // sdkWorker runs Go handlers in process, as `serve --demo` does.
@@ -343,5 +345,47 @@ func TestDashboardProgressOnlyWhileLive(t *testing.T) {
 	}
 	if page := html("/jobs/" + id); !strings.Contains(page, `<div class="progress-wrap" id="progress-wrap" hidden>`) {
 		t.Fatal("succeeded job's page shows its stale progress bar")
+	}
+}
+
+// Consumers made and deleted while a scrape lists the event log's
+// consumers (live pages' ordered consumers come and go) make the list
+// come in more than one page, where a durable consumer can stand twice; a
+// scrape reports it once (a sample twice fails the whole scrape).
+func TestScrapeWhileConsumersComeAndGo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	js, err := jetstream.New(testkit.Conn(t, e.srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := js.Stream(e.ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(e.ctx)
+	churned := make(chan int)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for ctx.Err() == nil {
+			c, err := events.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
+			if err != nil {
+				continue
+			}
+			if events.DeleteConsumer(ctx, c.CachedInfo().Name) == nil {
+				n++
+			}
+		}
+	}()
+	for range 200 {
+		// e.metric fails the test if the registry cannot gather.
+		if _, ok := e.metric("jetflow_consumer_lag_events", "consumer", "projector"); !ok {
+			t.Fatal("no lag sample of the projector")
+		}
+	}
+	stop()
+	if n := <-churned; n == 0 {
+		t.Fatal("no consumer came and went during the scrapes")
 	}
 }

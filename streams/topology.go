@@ -249,3 +249,23 @@ func (q *Queues) Ensure(ctx context.Context, queue string) error {
 	q.mu.Unlock()
 	return nil
 }
+
+// Consumers lists the consumers of a stream, each once. The server sends
+// the list in pages by offset, and a consumer made or deleted while it is
+// read (ordered consumers come and go) moves the others: one can stand on
+// two pages, and would be counted twice.
+func Consumers(ctx context.Context, s jetstream.Stream) ([]*jetstream.ConsumerInfo, error) {
+	lister := s.ListConsumers(ctx)
+	var out []*jetstream.ConsumerInfo
+	seen := map[string]bool{}
+	for ci := range lister.Info() {
+		if !seen[ci.Name] {
+			seen[ci.Name] = true
+			out = append(out, ci)
+		}
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return out, err
+	}
+	return out, nil
+}

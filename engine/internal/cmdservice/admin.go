@@ -92,6 +92,19 @@ func (k *call) decode(v any) *cmdReply {
 	return nil
 }
 
+// decodeFor decodes a command about one job into v, whose id field is
+// *id, and refuses an id that no job can have (not-found), before anything
+// is read.
+func (k *call) decodeFor(v any, id *string) *cmdReply {
+	if r := k.decode(v); r != nil {
+		return r
+	}
+	if err := knownID(*id); err != nil {
+		return fail(err, *id)
+	}
+	return nil
+}
+
 func fail(err error, jobID string) *cmdReply { return &cmdReply{Error: problem(err, jobID)} }
 
 type verbHandler func(*CommandServer, *call) *cmdReply
@@ -186,11 +199,8 @@ type childrenReply struct {
 // in pages (the Go client's Children).
 func (c *CommandServer) children(k *call) *cmdReply {
 	var req childrenCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if req.After < 0 {
 		return fail(&commands.InputError{Field: "after", Value: fmt.Sprint(req.After), Reason: "must not be negative"}, req.ID)
@@ -234,11 +244,8 @@ type retryCommand struct {
 // retry: POST /jobs/{id}/retry.
 func (c *CommandServer) retry(k *call) *cmdReply {
 	var req retryCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
 		return fail(err, req.ID)
@@ -259,11 +266,8 @@ type reprioritizeCommand struct {
 // reprioritize: POST /jobs/{id}/priority.
 func (c *CommandServer) reprioritize(k *call) *cmdReply {
 	var req reprioritizeCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if req.Priority == nil {
 		return fail(&commands.InputError{Field: "priority", Reason: "is required"}, req.ID)
@@ -594,11 +598,8 @@ type purgeJobReply struct {
 // child that is not) is refused, invalid-transition.
 func (c *CommandServer) purgeJob(k *call) *cmdReply {
 	var req purgeJobCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if err := commands.CheckReason("reason", req.Reason); err != nil {
 		return fail(err, req.ID)

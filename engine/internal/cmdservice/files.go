@@ -355,11 +355,8 @@ type fileResultCommand struct {
 // worker still holds the job.
 func (c *CommandServer) fileResult(k *call) *cmdReply {
 	var req fileResultCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
 		return fail(err, req.ID)
@@ -484,11 +481,8 @@ type fileInputCommand struct {
 // it (GET /jobs/{id}/inputs/{name...}).
 func (c *CommandServer) fileInput(k *call) *cmdReply {
 	var req fileInputCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	if err := c.sees(k.ctx, k.p, req.ID); err != nil {
 		return fail(err, req.ID)
@@ -534,11 +528,8 @@ type fileDownloadCommand struct {
 // (GET /jobs/{id}/result); the job itself while it has not ({"job": Job}).
 func (c *CommandServer) fileDownload(k *call) *cmdReply {
 	var req fileDownloadCommand
-	if r := k.decode(&req); r != nil {
+	if r := k.decodeFor(&req, &req.ID); r != nil {
 		return r
-	}
-	if err := knownID(req.ID); err != nil {
-		return fail(err, req.ID)
 	}
 	limit, err := req.limit()
 	if err != nil {

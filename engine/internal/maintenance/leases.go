@@ -192,8 +192,11 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 				return nil, err
 			}
 		}
-		lister := qs.ListConsumers(ctx)
-		for info := range lister.Info() {
+		consumers, err := streams.Consumers(ctx, qs)
+		if err != nil {
+			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
+		}
+		for _, info := range consumers {
 			if look && store.IsWorkConsumer(info.Name) {
 				if err := l.stranded(ctx, qs, info, stored, l.suspects, next); err != nil {
 					l.log.Warn("stranded items", "consumer", info.Name, "err", err)
@@ -214,9 +217,6 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 			if err != nil {
 				return nil, fmt.Errorf("items in flight on %s: %w", info.Config.FilterSubject, err)
 			}
-		}
-		if err := lister.Err(); err != nil {
-			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
 		}
 	}
 	if look {

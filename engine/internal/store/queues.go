@@ -214,8 +214,11 @@ func (s *Store) queueStats(ctx context.Context, rec *domain.QueueRecord) (*Queue
 			items[subj[:strings.LastIndexByte(subj, '.')]+".*"] += n
 		}
 	}
-	lister := stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
+	consumers, err := streams.Consumers(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	for _, ci := range consumers {
 		if !IsWorkConsumer(ci.Name) {
 			continue
 		}
@@ -225,9 +228,6 @@ func (s *Store) queueStats(ctx context.Context, rec *domain.QueueRecord) (*Queue
 		}
 		st.Waiting += ci.NumPending
 		st.Held += ci.NumAckPending
-	}
-	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return nil, err
 	}
 	for _, n := range items {
 		st.Waiting += n // no consumer yet: every item waits
