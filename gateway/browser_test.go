@@ -320,45 +320,32 @@ func (b *browser) clickNow(what, sel string) {
 	}
 }
 
+// text returns the visible text of the first element sel matches.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
-	defer cancel()
-	// Found and read in one go in the page: a live page that re-renders
-	// the element between a query and a read (chromedp.Text) would leave a
-	// detached node, whose text reads as "".
-	q, _ := json.Marshal(sel)
-	js := `(function(){var e=document.querySelector(` + string(q) + `);return e&&e.isConnected?e.innerText:null})()`
-	for {
-		_, err := chromedp.Run(ctx, chromedp.WaitVisible(sel))
-		var s *string
-		if err == nil {
-			s, err = chromedp.Run(ctx, chromedp.Evaluate[*string](js))
-		}
-		if err == nil && s != nil {
-			return *s
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			shot(b.t, b.ctx, "failed")
-			b.t.Fatalf("read %s: %v", sel, err)
-		}
-	}
+	return b.read(sel, chromedp.WaitVisible(sel), "e.innerText")
 }
 
 // attr returns an attribute of the first element sel matches ("" if it
-// has none), found and read in one go in the page, as text does.
+// has none).
 func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	n, _ := json.Marshal(name)
+	return b.read(sel, chromedp.WaitReady(sel), `e.getAttribute(`+string(n)+`)||""`)
+}
+
+// read waits for sel, then evaluates expr on e, the first element sel
+// matches, found and read in one go in the page: a live page that
+// re-renders the element between a query and a read (as chromedp.Text
+// does them) would leave a detached node, whose text reads as "".
+func (b *browser) read(sel string, wait chromedp.Action[chromedp.Void], expr string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
 	q, _ := json.Marshal(sel)
-	n, _ := json.Marshal(name)
-	js := `(function(){var e=document.querySelector(` + string(q) + `);return e?(e.getAttribute(` + string(n) + `)||""):null})()`
+	js := `(function(){var e=document.querySelector(` + string(q) + `);return e&&e.isConnected?(` + expr + `):null})()`
 	for {
-		_, err := chromedp.Run(ctx, chromedp.WaitReady(sel))
+		_, err := chromedp.Run(ctx, wait)
 		var v *string
 		if err == nil {
 			v, err = chromedp.Run(ctx, chromedp.Evaluate[*string](js))
@@ -371,7 +358,7 @@ func (b *browser) attr(sel, name string) string {
 		}
 		if err != nil {
 			shot(b.t, b.ctx, "failed")
-			b.t.Fatalf("read %s of %s: %v", name, sel, err)
+			b.t.Fatalf("read %s (%s): %v", sel, expr, err)
 		}
 	}
 }
