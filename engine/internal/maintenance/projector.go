@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
@@ -280,7 +281,8 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		return err
 	}
 	var futs []streams.Future
-	var repairErr error // a record not repaired: the batch is verified again
+	var ended []*domain.Job // ended without succeeding: their cascades
+	var repairErr error     // a record not repaired: the batch is verified again
 	for _, id := range order {
 		s := jobs[id]
 		snap := recs[id]
@@ -313,12 +315,22 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		} else {
 			p.skipped.Add(1)
 		}
-		p.store.CascadeAsync(snap.Job, "parent job is "+string(snap.Job.State)) // a parent that ended without succeeding
+		if commands.ChildBlocked(snap.Job) {
+			ended = append(ended, snap.Job)
+		}
 	}
 	for _, f := range futs {
 		if _, err := f.Wait(ctx); err != nil {
 			return fmt.Errorf("re-dispatch: %w", err)
 		}
+	}
+	// A job that ended without succeeding: its children (pieces or linked)
+	// are cancelled before the batch is acknowledged. Its writer's cascade
+	// may have been cut short by a crash, and so may this one: the batch
+	// then comes again, and so does the cascade (cancelling a cancelled
+	// child writes nothing).
+	if err := p.cascade(ctx, ended); err != nil {
+		return err
 	}
 	// Jobs skipped as settled are vouched for by writes acknowledged before
 	// this connection was lost or came back, which a server that restarted
@@ -332,6 +344,22 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	// stream leader lost a moment) is repaired, and what its writer does
 	// after the append repeated, when the batch comes again.
 	return repairErr
+}
+
+// cascade repeats the cascades of jobs that ended without succeeding, a
+// few at once, and returns once every one is done.
+func (p *Projector) cascade(ctx context.Context, jobs []*domain.Job) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, j := range jobs {
+		g.Go(func() error {
+			if err := p.store.Cascade(gctx, j, "parent job is "+string(j.State)); err != nil {
+				return fmt.Errorf("cancel the children of %s: %w", j.ID, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // maxVerifyDeliveries is how many times a batch whose verification fails

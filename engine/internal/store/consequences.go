@@ -221,13 +221,6 @@ func ChildID(ns, parent string, piece int) string {
 	return domain.KeyedID(ns, "\x00child:"+parent+"/"+strconv.Itoa(piece))
 }
 
-// cascades reports whether j is a fan-out parent that ended without
-// succeeding (commands.ChildBlocked): its unfinished pieces, and the
-// children linked to it by parent, must not run.
-func cascades(j *domain.Job) bool {
-	return j.Fanout != nil && commands.ChildBlocked(j)
-}
-
 // cascadeAfter cancels the descendants of a parent that ev ended without
 // succeeding: before it returns with WaitForCascade, else in the
 // background. A job that is not a fan-out parent may still have children
@@ -249,23 +242,23 @@ func (s *Store) cascadeAfter(ctx context.Context, next Snapshot, ev *domain.Even
 	s.cascadeAsync(next.Job, reason)
 }
 
-// CascadeAsync cancels the descendants of a fan-out parent that ended
-// without succeeding, in the background: the Projector repeats the cascade
-// of every such parent it sees (the writer's, in cascadeAfter, may have
-// been cut short by a crash).
-func (s *Store) CascadeAsync(parent *domain.Job, reason string) {
-	if cascades(parent) {
-		s.cascadeAsync(parent, reason)
-	}
+// Cascade cancels the descendants of a job that ended without succeeding
+// (its fan-out's pieces, and the children linked to it by parent), and
+// returns once that is done: the Projector's repeat of a cascade, which
+// it acknowledges only after (so that a crash meanwhile leaves the event
+// to be verified, and the cascade repeated, again). A job that succeeded,
+// or has not ended, has nothing to cascade.
+func (s *Store) Cascade(ctx context.Context, j *domain.Job, reason string) error {
+	return s.cascade(ctx, j, reason)
 }
 
 // cascadeAsync cancels the descendants of a parent that ended without
 // succeeding, in the background: the fan-in counter and the reaper are not
 // held up by a parent with many children. A cascade already running in this
-// process for the parent is not started twice (the Projector's repeat of a
-// cascade that the writer started in this same process is therefore one),
-// so a cascade that fails tries again until it succeeds or its 30 minutes
-// are up (cancelling a cancelled child writes nothing).
+// process for the parent is not started twice; one that fails tries again
+// until it succeeds or its 30 minutes are up (cancelling a cancelled child
+// writes nothing). The Projector repeats it (Cascade) before it
+// acknowledges the parent's event, so a crash meanwhile loses nothing.
 func (s *Store) cascadeAsync(parent *domain.Job, reason string) {
 	if !commands.ChildBlocked(parent) {
 		return
@@ -396,6 +389,7 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 					opts = append(opts, Childless)
 				}
 				_, err := s.cancel(ctx, id, reason, opts...)
+				crash("cascade:child") // one child cancelled, perhaps not the others
 				if err != nil && !errors.Is(err, commands.ErrTerminal) && !errors.Is(err, commands.ErrNotFound) {
 					select {
 					case errs <- err:
@@ -690,7 +684,10 @@ func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published 
 		return
 	}
 	did := afterOf(j, ev)
-	settled := projected && j.Seq == ev.Seq && !cascades(j) && published == did.count() && did.covers(implied(j, ev.Type))
+	// A job that ended without succeeding is never settled: the Projector
+	// repeats its cascade (it may have children, linked or pieces) before
+	// it acknowledges the event.
+	settled := projected && j.Seq == ev.Seq && !commands.ChildBlocked(j) && published == did.count() && did.covers(implied(j, ev.Type))
 	if published > 0 || settled {
 		s.followedUp.note(j.ID, ev.Seq, settled, mark)
 	}

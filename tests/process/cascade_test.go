@@ -1,0 +1,72 @@
+package process
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/internal/testkit"
+)
+
+// A fan-out parent cancelled by a CLI killed right after its job.cancelled
+// (cancel:appended: the writer's cascade died with it), then an engine
+// killed in its Projector's repeat of the cascade, once one child's cancel
+// was written (cascade:child; the cascade cancels 32 at once, so most of
+// the 100 are not reached). The children all run: none is claimed again,
+// where a worker would find its parent ended. The Projector acknowledges
+// the parent's event only once its cascade is done, so the next engine's
+// Projector repeats it: every child ends cancelled, none is left running.
+// (About 70 s: the event comes again after the Projector's ack wait.)
+func TestCascadeCrashPoint(t *testing.T) {
+	t.Parallel()
+	s := startOnNATS(t)
+	setup := s.startEngine("serve 1")
+	s.worker("W", nil, "--concurrency", "100")
+	ctx := testkit.Ctx(t)
+	parent, err := s.client.Submit(ctx, "demo.fanout", map[string]any{"children": 100, "child_seconds": 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitState(parent.ID, jetflow.Waiting)
+	kids, err := s.client.Children(ctx, parent.ID)
+	if err != nil || len(kids) != 100 {
+		t.Fatalf("children: %v, %d", err, len(kids))
+	}
+	for _, k := range kids {
+		s.waitRunning(k.ID, "W")
+	}
+	// No engine from here until serve 2: nobody repeats a cascade.
+	setup.Signal(t, syscall.SIGTERM)
+	if code, sig := setup.WaitExit(t, 30*time.Second); code != 0 || sig != 0 {
+		t.Fatalf("serve 1 exited with code %d, signal %v", code, sig)
+	}
+	if _, sig, out := s.cli([]string{"JETFLOW_CRASH_AT=cancel:appended"}, "cancel", parent.ID); sig != syscall.SIGKILL {
+		t.Fatalf("cancel was not killed:\n%s", out)
+	}
+	for _, k := range kids {
+		if j, err := s.client.Get(ctx, k.ID); err != nil || j.State.Terminal() {
+			t.Fatalf("child %s before any engine ran again: %v %+v", k.ID, err, j)
+		}
+	}
+	wantKilled(t, s.startEngineEnv("serve 2 (crash at cascade:child)", []string{"JETFLOW_CRASH_AT=cascade:child"}))
+	// serve 2's Projector never acknowledged the parent's event: it comes
+	// again to serve 3's once its ack wait (the lag and a minute) is over.
+	s.startEngine("serve 3")
+	testkit.WaitFor(t, 90*time.Second, func() error {
+		for _, k := range kids {
+			j, err := s.client.Get(ctx, k.ID)
+			if err != nil {
+				return err
+			}
+			if j.State != jetflow.Cancelled {
+				return testkit.Errorf("child %s is %s", k.ID, j.State)
+			}
+		}
+		return nil
+	})
+	if j := testkit.WaitTerminal(t, s.client, parent.ID, 10*time.Second); j.State != jetflow.Cancelled {
+		t.Fatalf("parent %s", j.State)
+	}
+	s.verify()
+}
