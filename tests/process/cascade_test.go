@@ -50,10 +50,24 @@ func TestCascadeCrashPoint(t *testing.T) {
 		}
 	}
 	wantKilled(t, s.startEngineEnv("serve 2 (crash at cascade:child)", []string{"JETFLOW_CRASH_AT=cascade:child"}))
+	live := 0 // the children serve 2's cascade did not reach: what this test is about
+	for _, k := range kids {
+		j, err := s.client.Get(ctx, k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !j.State.Terminal() {
+			live++
+		}
+	}
+	if live == 0 {
+		t.Fatal("serve 2's cascade reached every child before it was killed: nothing left to repeat")
+	}
+	t.Logf("%d of %d children left running by serve 2", live, len(kids))
 	// serve 2's Projector never acknowledged the parent's event: it comes
 	// again to serve 3's once its ack wait (the lag and a minute) is over.
 	s.startEngine("serve 3")
-	testkit.WaitFor(t, 90*time.Second, func() error {
+	testkit.WaitFor(t, 120*time.Second, func() error {
 		for _, k := range kids {
 			j, err := s.client.Get(ctx, k.ID)
 			if err != nil {

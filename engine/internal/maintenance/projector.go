@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/store"
@@ -83,7 +82,7 @@ func (p *Projector) Start(ctx context.Context) error {
 			Durable:       projectorConsumer,
 			Description:   "jetflow job projection: verifies and repairs the jobs bucket",
 			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       p.cfg.Lag + time.Minute,
+			AckWait:       p.ackWait(),
 			MaxAckPending: 4 * p.cfg.Batch,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 			MaxDeliver:    -1,
@@ -160,7 +159,10 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 				return // unacked: redelivered to the next projector
 			}
 		}
-		if err := p.verify(ctx, msgs); err != nil {
+		stopBeat := inProgress(msgs, p.ackWait()/3)
+		err = p.verify(ctx, msgs)
+		stopBeat()
+		if err != nil {
 			if ctx.Err() != nil {
 				continue
 			}
@@ -185,6 +187,35 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 		}
 		p.checked.Add(int64(len(msgs)))
 	}
+}
+
+// ackWait is how long the server waits for a batch's acknowledgement
+// before it delivers the batch again (the lag it sleeps first, and a
+// minute).
+func (p *Projector) ackWait() time.Duration { return p.cfg.Lag + time.Minute }
+
+// inProgress tells the server, every interval until the returned stop is
+// called, that msgs are still being worked on: a batch whose verification
+// takes long (a cascade over many children) is not delivered again
+// meanwhile, to this Projector or another.
+func inProgress(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }
 
 // event is a job's event in a batch, with its stream sequence.
@@ -329,7 +360,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	// may have been cut short by a crash, and so may this one: the batch
 	// then comes again, and so does the cascade (cancelling a cancelled
 	// child writes nothing).
-	if err := p.cascade(ctx, ended); err != nil {
+	if err := p.store.CascadeEnded(ctx, ended); err != nil {
 		return err
 	}
 	// Jobs skipped as settled are vouched for by writes acknowledged before
@@ -344,22 +375,6 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	// stream leader lost a moment) is repaired, and what its writer does
 	// after the append repeated, when the batch comes again.
 	return repairErr
-}
-
-// cascade repeats the cascades of jobs that ended without succeeding, a
-// few at once, and returns once every one is done.
-func (p *Projector) cascade(ctx context.Context, jobs []*domain.Job) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, j := range jobs {
-		g.Go(func() error {
-			if err := p.store.Cascade(gctx, j, "parent job is "+string(j.State)); err != nil {
-				return fmt.Errorf("cancel the children of %s: %w", j.ID, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
 }
 
 // maxVerifyDeliveries is how many times a batch whose verification fails

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
@@ -242,14 +243,48 @@ func (s *Store) cascadeAfter(ctx context.Context, next Snapshot, ev *domain.Even
 	s.cascadeAsync(next.Job, reason)
 }
 
-// Cascade cancels the descendants of a job that ended without succeeding
-// (its fan-out's pieces, and the children linked to it by parent), and
-// returns once that is done: the Projector's repeat of a cascade, which
-// it acknowledges only after (so that a crash meanwhile leaves the event
-// to be verified, and the cascade repeated, again). A job that succeeded,
-// or has not ended, has nothing to cascade.
-func (s *Store) Cascade(ctx context.Context, j *domain.Job, reason string) error {
-	return s.cascade(ctx, j, reason)
+// CascadeEnded repeats the cascades of jobs that ended without
+// succeeding: the Projector's, which acknowledges their events only once
+// this returned nil, so that a crash meanwhile (its own, or the writer's,
+// whose cascade may run in the background) leaves the events, and the
+// cascades, to it again. A fan-out parent cascades; another job only if it
+// has piece events (children linked to it by parent), which one request
+// per 256 jobs tells. A few run at once, each to its end whatever the
+// others do. One that fails is also handed to a background cascade of this
+// process, which tries again for 30 minutes (the Projector lets a batch go
+// after its last delivery), and its error is returned.
+func (s *Store) CascadeEnded(ctx context.Context, jobs []*domain.Job) error {
+	var plain []string
+	for _, j := range jobs {
+		if j.Fanout == nil {
+			plain = append(plain, j.ID)
+		}
+	}
+	linked, err := s.mayHaveChildren(ctx, plain)
+	if err != nil {
+		return err
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	var mu sync.Mutex
+	var errs []error
+	for _, j := range jobs {
+		if j.Fanout == nil && !linked[j.ID] {
+			continue // no children: nothing to cancel
+		}
+		g.Go(func() error {
+			reason := "parent job is " + string(j.State)
+			if err := s.cascade(ctx, j, reason); err != nil {
+				s.cascadeAsync(j, reason)
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("cancel the children of %s: %w", j.ID, err))
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
 }
 
 // cascadeAsync cancels the descendants of a parent that ended without
@@ -257,8 +292,9 @@ func (s *Store) Cascade(ctx context.Context, j *domain.Job, reason string) error
 // held up by a parent with many children. A cascade already running in this
 // process for the parent is not started twice; one that fails tries again
 // until it succeeds or its 30 minutes are up (cancelling a cancelled child
-// writes nothing). The Projector repeats it (Cascade) before it
-// acknowledges the parent's event, so a crash meanwhile loses nothing.
+// writes nothing). The Projector repeats the cascade (CascadeEnded), on
+// its own, before it acknowledges the parent's event, so a crash meanwhile
+// loses nothing.
 func (s *Store) cascadeAsync(parent *domain.Job, reason string) {
 	if !commands.ChildBlocked(parent) {
 		return
@@ -399,8 +435,13 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 			}
 		}()
 	}
+feed:
 	for _, id := range ids {
-		next <- id
+		select {
+		case next <- id:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()

@@ -84,6 +84,9 @@ func TestFollowUps(t *testing.T) {
 		{"a child that succeeded, its piece event published", job("c1", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 1, true, Settled},
 		{"a child that succeeded, no piece event", job("c2", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, NotSeen},
 		{"a plain job that succeeded, its record not written", job("s2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, false, NotSeen},
+		// Ended without succeeding: the Projector repeats its cascade.
+		{"a plain job that failed", job("f1", domain.StateFailed, 3, ""), ev(domain.EvFailed, domain.StateFailed, 3), 0, true, NotSeen},
+		{"a queued job cancelled", job("x1", domain.StateCancelled, 2, ""), ev(domain.EvCancelled, domain.StateCancelled, 2), 0, true, NotSeen},
 	} {
 		s.afterDone(c.next, c.ev, c.published, c.projected, mark)
 		if got := s.Seen(c.next.Rec.ID, c.ev.Seq); got != c.want {
