@@ -17,7 +17,8 @@ import (
 // where a worker would find its parent ended. The Projector acknowledges
 // the parent's event only once its cascade is done, so the next engine's
 // Projector repeats it: every child ends cancelled, none is left running.
-// (About 70 s: the event comes again after the Projector's ack wait.)
+// (The engines run with a 3 s ack wait, JETFLOW_PROJECTOR_ACK_WAIT, so
+// that the event comes again within seconds, not a minute.)
 func TestCascadeCrashPoint(t *testing.T) {
 	t.Parallel()
 	s := startOnNATS(t)
@@ -49,7 +50,9 @@ func TestCascadeCrashPoint(t *testing.T) {
 			t.Fatalf("child %s before any engine ran again: %v %+v", k.ID, err, j)
 		}
 	}
-	wantKilled(t, s.startEngineEnv("serve 2 (crash at cascade:child)", []string{"JETFLOW_CRASH_AT=cascade:child"}))
+	// A short ack wait: serve 2's batch comes again to serve 3 within seconds.
+	ackWait := "JETFLOW_PROJECTOR_ACK_WAIT=3s"
+	wantKilled(t, s.startEngineEnv("serve 2 (crash at cascade:child)", []string{"JETFLOW_CRASH_AT=cascade:child", ackWait}))
 	live := 0 // the children serve 2's cascade did not reach: what this test is about
 	for _, k := range kids {
 		j, err := s.client.Get(ctx, k.ID)
@@ -65,9 +68,9 @@ func TestCascadeCrashPoint(t *testing.T) {
 	}
 	t.Logf("%d of %d children left running by serve 2", live, len(kids))
 	// serve 2's Projector never acknowledged the parent's event: it comes
-	// again to serve 3's once its ack wait (the lag and a minute) is over.
-	s.startEngine("serve 3")
-	testkit.WaitFor(t, 120*time.Second, func() error {
+	// again to serve 3's once its ack wait is over.
+	s.startEngineEnv("serve 3", []string{ackWait}).WaitOutput(t, 30*time.Second, "jetflow is running")
+	testkit.WaitFor(t, 60*time.Second, func() error {
 		for _, k := range kids {
 			j, err := s.client.Get(ctx, k.ID)
 			if err != nil {

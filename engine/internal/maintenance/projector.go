@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -190,9 +191,16 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 }
 
 // ackWait is how long the server waits for a batch's acknowledgement
-// before it delivers the batch again (the lag it sleeps first, and a
-// minute).
-func (p *Projector) ackWait() time.Duration { return p.cfg.Lag + time.Minute }
+// before it delivers the batch again: the lag it sleeps first, and a
+// minute (JETFLOW_PROJECTOR_ACK_WAIT, a Go duration, sets it instead: for
+// the crash tests, which wait for a killed Projector's batch to come
+// again).
+func (p *Projector) ackWait() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("JETFLOW_PROJECTOR_ACK_WAIT")); err == nil && d > 0 {
+		return d
+	}
+	return p.cfg.Lag + time.Minute
+}
 
 // inProgress tells the server, every interval until the returned stop is
 // called, that msgs are still being worked on: a batch whose verification
