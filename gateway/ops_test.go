@@ -364,7 +364,7 @@ func TestScrapeWhileConsumersComeAndGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(e.ctx)
-	churned := make(chan int)
+	churned := make(chan int, 1) // not left blocked if the test fails first
 	go func() {
 		n := 0
 		defer func() { churned <- n }()

@@ -190,14 +190,17 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 	}
 }
 
+// ackWaitSet is JETFLOW_PROJECTOR_ACK_WAIT (a Go duration), read once, as
+// JETFLOW_CRASH_AT is: for the crash tests, which wait for a killed
+// Projector's batch to come again.
+var ackWaitSet, _ = time.ParseDuration(os.Getenv("JETFLOW_PROJECTOR_ACK_WAIT"))
+
 // ackWait is how long the server waits for a batch's acknowledgement
 // before it delivers the batch again: the lag it sleeps first, and a
-// minute (JETFLOW_PROJECTOR_ACK_WAIT, a Go duration, sets it instead: for
-// the crash tests, which wait for a killed Projector's batch to come
-// again).
+// minute (or ackWaitSet).
 func (p *Projector) ackWait() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("JETFLOW_PROJECTOR_ACK_WAIT")); err == nil && d > 0 {
-		return d
+	if ackWaitSet > 0 {
+		return ackWaitSet
 	}
 	return p.cfg.Lag + time.Minute
 }

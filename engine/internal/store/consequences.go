@@ -266,9 +266,8 @@ func (s *Store) CascadeEnded(ctx context.Context, jobs []*domain.Job) error {
 	}
 	var g errgroup.Group
 	g.SetLimit(8)
-	var mu sync.Mutex
-	var errs []error
-	for _, j := range jobs {
+	errs := make([]error, len(jobs)) // each its own: one's failure stops no other
+	for i, j := range jobs {
 		if j.Fanout == nil && !linked[j.ID] {
 			continue // no children: nothing to cancel
 		}
@@ -276,9 +275,7 @@ func (s *Store) CascadeEnded(ctx context.Context, jobs []*domain.Job) error {
 			reason := "parent job is " + string(j.State)
 			if err := s.cascade(ctx, j, reason); err != nil {
 				s.cascadeAsync(j, reason)
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("cancel the children of %s: %w", j.ID, err))
-				mu.Unlock()
+				errs[i] = fmt.Errorf("cancel the children of %s: %w", j.ID, err)
 			}
 			return nil
 		})
