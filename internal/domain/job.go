@@ -78,6 +78,12 @@ const (
 	// its fan-out): Fields["child"] names it. Its end is a piece event
 	// with piece 0 and the same child, like every child's.
 	PcLinked = "piece.linked"
+	// PcMaking: a coordinator's attempt is about to make its fan-out's
+	// children, Plan.Total of them (Plan.Kind children), before it waits
+	// for them. Written before the first child, so that the cascade of a
+	// coordinator that ends before it waits (its worker died between)
+	// finds the children it made.
+	PcMaking = "piece.making"
 )
 
 // Fan-out kinds and failure policies.

@@ -70,9 +70,56 @@ func TestCascadeCrashPoint(t *testing.T) {
 	// serve 2's Projector never acknowledged the parent's event: it comes
 	// again to serve 3's once its ack wait is over.
 	s.startEngineEnv("serve 3", []string{ackWait}).WaitOutput(t, 30*time.Second, "jetflow is running")
-	testkit.WaitFor(t, 60*time.Second, func() error {
-		for _, k := range kids {
-			j, err := s.client.Get(ctx, k.ID)
+	waitAllCancelled(t, s.client, kids, 60*time.Second)
+	if j := testkit.WaitTerminal(t, s.client, parent.ID, 10*time.Second); j.State != jetflow.Cancelled {
+		t.Fatalf("parent %s", j.State)
+	}
+	s.verify()
+}
+
+// A coordinator's worker killed once the children are made and before
+// the parent waits for them (fanout:made): the parent has no plan, and its
+// children run on another worker. Cancelled then, the parent's cascade
+// finds them by the piece.making its attempt wrote before the first child,
+// and cancels each; before, they ran on to their end.
+func TestCoordinatorKilledAfterMakingChildren(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t)
+	// A long lease: the parent stays running, held by the dead worker, so
+	// no other worker runs it again (which would make it wait, plan and
+	// all) before it is cancelled.
+	w1 := s.worker("W1", []string{"JETFLOW_CRASH_AT=fanout:made"}, "--lease", "2m")
+	ctx := testkit.Ctx(t)
+	parent, err := s.client.Submit(ctx, "demo.fanout", map[string]any{"children": 20, "child_seconds": 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKilled(t, w1)
+	kids, err := s.client.Children(ctx, parent.ID)
+	if err != nil || len(kids) != 20 {
+		t.Fatalf("children: %v, %d", err, len(kids))
+	}
+	s.worker("W2", nil, "--concurrency", "20")
+	for _, k := range kids {
+		s.waitRunning(k.ID, "W2")
+	}
+	if j, err := s.client.Get(ctx, parent.ID); err != nil || j.State != jetflow.Running || j.Worker != "W1" {
+		t.Fatalf("parent before its cancel: %v %+v", err, j)
+	}
+	if _, err := s.client.Cancel(ctx, parent.ID, "the test"); err != nil {
+		t.Fatal(err)
+	}
+	waitAllCancelled(t, s.client, kids, 20*time.Second)
+	s.verify()
+}
+
+// waitAllCancelled waits until every one of jobs is cancelled.
+func waitAllCancelled(t *testing.T, cl *jetflow.Client, jobs []*jetflow.JobInfo, within time.Duration) {
+	t.Helper()
+	ctx := testkit.Ctx(t)
+	testkit.WaitFor(t, within, func() error {
+		for _, k := range jobs {
+			j, err := cl.Get(ctx, k.ID)
 			if err != nil {
 				return err
 			}
@@ -82,8 +129,4 @@ func TestCascadeCrashPoint(t *testing.T) {
 		}
 		return nil
 	})
-	if j := testkit.WaitTerminal(t, s.client, parent.ID, 10*time.Second); j.State != jetflow.Cancelled {
-		t.Fatalf("parent %s", j.State)
-	}
-	s.verify()
 }

@@ -436,6 +436,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		if err != nil {
 			o, _ = classifyOutcome(nil, err, nil, 0) // making the pieces failed: an ordinary failed attempt
 		} else {
+			store.Crash("fanout:made") // the pieces made, the parent not waiting for them yet
 			o.Plan = &plan
 		}
 	}

@@ -381,7 +381,8 @@ func (s *Store) CancelMadeChildren(ctx context.Context, j *domain.Job, children 
 }
 
 // cancelChildren cancels children 1..total of parent's fan-out that exist
-// and are not terminal, and the children linked to it by parent that have
+// and are not terminal (with no plan, total is what its attempts said they
+// make: piece.making), and the children linked to it by parent that have
 // not ended. Children whose outcome is in the parent's piece events
 // already are skipped without a read each: a cascade repeated (by the
 // Projector, after the writer's) costs one read of the parent's piece
@@ -393,6 +394,9 @@ func (s *Store) cancelChildren(ctx context.Context, ns, parent string, total int
 	}
 	ended := fam.pieces
 	linked := fam.live()
+	// A coordinator that ended before it waited has no plan: the children
+	// its attempts made are those they said they would make.
+	total = max(total, fam.making)
 	if total == 0 && len(linked) == 0 {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of a fan-out of batches.
@@ -102,6 +103,12 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 	if plan.Kind != domain.FanoutChildren {
 		return plan, s.sendBatches(ctx, parent, plan, f, carried)
 	}
+	// Said before the first child exists: a cascade of the parent that
+	// ends before it waits (its worker dies after this) then finds the
+	// children by number, as it would with a plan.
+	if _, err := s.makingAsync(ctx, parent, plan).Wait(ctx); err != nil {
+		return plan, fmt.Errorf("fan-out: %w", err)
+	}
 	reqs := childRequests(parent, f.Children)
 	if len(carried) > 0 {
 		left := reqs[:0]
@@ -130,6 +137,15 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 		}
 	}
 	return plan, nil
+}
+
+// makingAsync publishes that parent's attempt makes the children of plan
+// (piece.making), once per attempt.
+func (s *Store) makingAsync(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan) streams.Future {
+	ev := &domain.Event{Type: domain.PcMaking, JobID: parent.ID, Time: time.Now().UTC(),
+		Fields: map[string]any{"total": plan.Total}, Plan: &plan, Prev: parent.LastHash}
+	s.stamp(ctx, ev)
+	return s.PublishPiece(ev, parent.ID+"-making-"+strconv.FormatUint(parent.Seq, 10))
 }
 
 // childRequests are the submits of the children of parent's fan-out: in

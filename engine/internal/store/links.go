@@ -24,6 +24,7 @@ type family struct {
 	pieces *projections.Pieces // the fan-out's pieces
 	linked []string            // children linked by parent, in order
 	ended  map[string]bool     // children (linked or not) that ended
+	making int                 // the most children an attempt said it makes (piece.making)
 }
 
 // live are the linked children that have not ended.
@@ -48,6 +49,10 @@ func (s *Store) readFamily(ctx context.Context, parent string) (*family, error) 
 		f.pieces.Fold(seq, ev)
 		child, _ := ev.Fields["child"].(string)
 		switch {
+		case ev.Type == domain.PcMaking:
+			if ev.Plan != nil && ev.Plan.Kind == domain.FanoutChildren {
+				f.making = max(f.making, ev.Plan.Total)
+			}
 		case child == "":
 		case ev.Type == domain.PcLinked:
 			if _, seen := f.ended[child]; !seen {

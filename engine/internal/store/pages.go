@@ -18,18 +18,27 @@ import (
 // Children calls fn with each child of a fan-out parent (a fan-out of
 // children) after piece number after, in piece order, until fn returns
 // false; a child not created yet is skipped. A job of no fan-out of
-// children has none. The parent and the children are read as their
-// records are (Record).
+// children has none, but for a coordinator that does not wait yet (or
+// never will: it ended first), the children its attempts made
+// (piece.making). The parent and the children are read as their records
+// are (Record).
 func (s *Store) Children(ctx context.Context, id string, after int, fn func(piece int, child *domain.Job) bool) error {
 	snap, err := s.Record(ctx, id)
 	if err != nil {
 		return err
 	}
-	f := snap.Job.Fanout
-	if f == nil || f.Plan.Kind != domain.FanoutChildren {
-		return nil
+	total := 0
+	switch f := snap.Job.Fanout; {
+	case f != nil && f.Plan.Kind == domain.FanoutChildren:
+		total = f.Plan.Total
+	case f == nil:
+		fam, err := s.readFamily(ctx, id)
+		if err != nil {
+			return err
+		}
+		total = fam.making
 	}
-	for n := max(after+1, 1); n <= f.Plan.Total; n++ {
+	for n := max(after+1, 1); n <= total; n++ {
 		child, err := s.Record(ctx, ChildID(snap.Job.Spec.Namespace, id, n))
 		if errors.Is(err, commands.ErrNotFound) {
 			continue // not created (yet)
