@@ -45,3 +45,7 @@ func StatsFolder(ctx context.Context, st *store.Store) (func(subject string, dat
 
 // PromoterEnded reports whether p's loop returned by itself.
 func PromoterEnded(p *Promoter) bool { return p.life.Ended() }
+
+// SetBeforeCascade makes p call fn first in each of its cascades' goroutines
+// (before Start).
+func SetBeforeCascade(p *Projector, fn func([]*domain.Job)) { p.beforeCascade = fn }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,13 @@ type Projector struct {
 
 	life lifecycle.Loop
 
+	// Cascades run beside the loop, a few batches' at once (slots): the
+	// loop goes on verifying the log while one cancels a million
+	// children, and waits for them when it ends.
+	slots         chan struct{}
+	cascades      sync.WaitGroup
+	beforeCascade func([]*domain.Job) // tests: called in a cascade's goroutine first
+
 	checked atomic.Int64 // events verified
 	skipped atomic.Int64 // follow-ups not repeated: a writer in this process saw them done
 	settled atomic.Int64 // jobs not looked at: a writer in this process saw their record and follow-ups done
@@ -70,7 +78,7 @@ func (c ProjectorConfig) validate() error { return nil }
 // NewProjector returns a Projector.
 func NewProjector(s *store.Store, cfg ProjectorConfig) *Projector {
 	cfg = cfg.withDefaults()
-	return &Projector{cfg: cfg, store: s, log: logger(cfg.Log, "projector")}
+	return &Projector{cfg: cfg, store: s, log: logger(cfg.Log, "projector"), slots: make(chan struct{}, maxCascadingBatches)}
 }
 
 // Start creates the consumer and starts projecting. Idempotent.
@@ -91,7 +99,10 @@ func (p *Projector) Start(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("projector consumer: %w", err)
 		}
-		return func(ctx context.Context) { p.loop(ctx, cons) }, nil
+		return func(ctx context.Context) {
+			defer p.cascades.Wait()
+			p.loop(ctx, cons)
+		}, nil
 	})
 }
 
@@ -161,7 +172,7 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 			}
 		}
 		stopBeat := inProgress(msgs, p.ackWait()/3)
-		err = p.verify(ctx, msgs)
+		ended, err := p.verify(ctx, msgs)
 		stopBeat()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -180,8 +191,21 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 			// the log's later events are verified at all.
 			p.log.Error("verify batch failed on every delivery; going on without it", "deliveries", meta.NumDelivered, "err", err)
 		}
+		// The events of jobs whose cascades are still to run are held
+		// (acknowledged once their cascade is done); the rest are done.
+		held := map[jetstream.Msg]bool{}
+		for _, e := range ended {
+			for _, m := range e.msgs {
+				held[m] = true
+			}
+		}
 		for _, m := range msgs {
-			_ = m.Ack()
+			if !held[m] {
+				_ = m.Ack()
+			}
+		}
+		if len(ended) > 0 && !p.cascadeBeside(ctx, ended) {
+			return // unacked: the cascades come again to the next projector
 		}
 		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
 			p.finished(meta.Sequence.Stream)
@@ -229,14 +253,75 @@ func inProgress(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
 	return func() { close(done); <-ended }
 }
 
+// maxCascadingBatches is how many batches' cascades run at once beside the
+// loop (each runs up to 8 jobs' cascades at once, Store.CascadeEnded);
+// the loop waits for a slot.
+const maxCascadingBatches = 4
+
+// endedJob is a job of a batch that ended without succeeding, and its
+// events in the batch: held until its cascade is done.
+type endedJob struct {
+	job  *domain.Job
+	msgs []jetstream.Msg
+}
+
+// cascadeBeside runs the cascades of ended in the background, once a slot
+// is free, and acknowledges their events when they are done. A cascade
+// that fails has its events delivered again (to this Projector or
+// another), which repeats it, unless they were delivered
+// maxVerifyDeliveries times: then they are let go, as a batch whose
+// verification always fails is. False: ctx ended first, nothing started.
+func (p *Projector) cascadeBeside(ctx context.Context, ended []endedJob) bool {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	jobs := make([]*domain.Job, len(ended))
+	var msgs []jetstream.Msg
+	for i, e := range ended {
+		jobs[i] = e.job
+		msgs = append(msgs, e.msgs...)
+	}
+	p.cascades.Add(1)
+	go func() {
+		defer func() { <-p.slots; p.cascades.Done() }()
+		stopBeat := inProgress(msgs, p.ackWait()/3)
+		if p.beforeCascade != nil {
+			p.beforeCascade(jobs)
+		}
+		err := p.store.CascadeEnded(ctx, jobs)
+		stopBeat()
+		if err != nil {
+			if ctx.Err() != nil {
+				return // unacked: the next projector repeats them
+			}
+			if meta, merr := msgs[0].Metadata(); merr != nil || meta.NumDelivered < maxVerifyDeliveries {
+				p.log.Warn("cascade; its events will be redelivered", "jobs", len(jobs), "err", err)
+				for _, m := range msgs {
+					_ = m.NakWithDelay(time.Second)
+				}
+				return
+			}
+			p.log.Error("cascade failed on every delivery; going on without it", "jobs", len(jobs), "err", err)
+		}
+		for _, m := range msgs {
+			_ = m.Ack()
+		}
+	}()
+	return true
+}
+
 // event is a job's event in a batch, with its stream sequence.
 type event struct {
 	msg jetstream.Msg
 	seq uint64
 }
 
-// verify checks one batch of events against the jobs bucket.
-func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
+// verify checks one batch of events against the jobs bucket, and returns
+// the jobs whose last event is in it and who ended without succeeding:
+// their cascades are still to run (cascadeBeside).
+func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJob, error) {
 	type seen struct {
 		last     uint64 // highest event sequence of the job in this batch
 		lastType string // its type
@@ -282,7 +367,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 		// Rare: a type registered or deleted, a namespace's settings set.
 		if err := p.store.Repair(ctx, ev); err != nil {
 			if errors.Is(err, ctx.Err()) {
-				return err
+				return nil, err
 			}
 			p.log.Error("repair registry record", "event", ev.Type, "of", ev.JobID, "err", err)
 		}
@@ -320,11 +405,11 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 	order = read
 	recs, err := p.store.Records(ctx, order)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var futs []streams.Future
-	var ended []*domain.Job // ended without succeeding: their cascades
-	var repairErr error     // a record not repaired: the batch is verified again
+	var ended []endedJob // ended without succeeding: their cascades
+	var repairErr error  // a record not repaired: the batch is verified again
 	for _, id := range order {
 		s := jobs[id]
 		snap := recs[id]
@@ -337,7 +422,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			if err != nil {
 				if errors.Is(err, ctx.Err()) {
-					return err
+					return nil, err
 				}
 				p.log.Error("repair job", "job", id, "err", err)
 				repairErr = fmt.Errorf("repair job %s: %w", id, err)
@@ -358,34 +443,38 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) error {
 			p.skipped.Add(1)
 		}
 		if commands.ChildBlocked(snap.Job) {
-			ended = append(ended, snap.Job)
+			msgs := make([]jetstream.Msg, len(s.events))
+			for i, e := range s.events {
+				msgs[i] = e.msg
+			}
+			ended = append(ended, endedJob{snap.Job, msgs})
 		}
 	}
 	for _, f := range futs {
 		if _, err := f.Wait(ctx); err != nil {
-			return fmt.Errorf("re-dispatch: %w", err)
+			return nil, fmt.Errorf("re-dispatch: %w", err)
 		}
-	}
-	// A job that ended without succeeding: its children (pieces or linked)
-	// are cancelled before the batch is acknowledged. Its writer's cascade
-	// may have been cut short by a crash, and so may this one: the batch
-	// then comes again, and so does the cascade (cancelling a cancelled
-	// child writes nothing).
-	if err := p.store.CascadeEnded(ctx, ended); err != nil {
-		return err
 	}
 	// Jobs skipped as settled are vouched for by writes acknowledged before
 	// this connection was lost or came back, which a server that restarted
 	// may have lost: the batch is verified again, whole (the notes are
 	// gone).
 	if settled > 0 && !p.store.Steady(mark) {
-		return errors.New("the connection was lost or came back while the batch was verified")
+		return nil, errors.New("the connection was lost or came back while the batch was verified")
 	}
 	p.settled.Add(settled)
 	// Not acked: a record that could not be read or written (a node or a
 	// stream leader lost a moment) is repaired, and what its writer does
-	// after the append repeated, when the batch comes again.
-	return repairErr
+	// after the append repeated, when the batch comes again. A job that
+	// ended without succeeding: its children (pieces or linked) are
+	// cancelled before its events are acknowledged (cascadeBeside). Its
+	// writer's cascade may have been cut short by a crash, and so may this
+	// one: its events then come again, and so does the cascade (cancelling
+	// a cancelled child writes nothing).
+	if repairErr != nil {
+		return nil, repairErr
+	}
+	return ended, nil
 }
 
 // maxVerifyDeliveries is how many times a batch whose verification fails
