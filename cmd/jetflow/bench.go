@@ -242,7 +242,7 @@ func cmdBench(c *cli, args []string) int {
 
 	queue := fmt.Sprintf("bench%08x", rand.Uint32()) // fresh queue per run against a shared server
 	if *workflow != "" {
-		return benchWorkflow(c, ctx, subCl, workCl, queue, *workflow, jobs, min(*layers, jobs), workers, storage, *cpuprofile)
+		return benchWorkflow(c, ctx, eng, subCl, workCl, queue, *workflow, jobs, min(*layers, jobs), workers, storage, *cpuprofile)
 	}
 	if *fanout {
 		return benchFanout(c, ctx, subCl, workCl, queue, jobs, workers, storage, *cpuprofile)

@@ -30,21 +30,50 @@ type workflowBenchResult struct {
 	CPUCores      float64 `json:"cpu_cores"`
 	CPUPerStepUs  float64 `json:"cpu_per_step_us"` // server and engine, submit to end, per step
 	WritesPerStep float64 `json:"writes_per_step"` // messages stored in every stream, per step (-1: not counted)
+	// Wide only: the same number of plain jobs of the same handler, on
+	// the same worker, engine and server, just after the workflow (each
+	// run settled first), both counted end to end: from the submit's
+	// start to the last handler's end, and CPU (server and engine) from
+	// the submit to the moment the engine's log consumers caught up.
+	EndToEndStepsPerSec float64         `json:"end_to_end_steps_per_sec,omitempty"`
+	CPUSettledPerStepUs float64         `json:"cpu_settled_per_step_us,omitempty"`
+	Plain               *plainBenchLeg  `json:"plain,omitempty"`
+	Ratio               *workflowVsJobs `json:"ratio,omitempty"`
+}
+
+// plainBenchLeg is bench --workflow wide's run of plain jobs.
+type plainBenchLeg struct {
+	Jobs            int     `json:"jobs"`
+	EndToEndPerSec  float64 `json:"end_to_end_jobs_per_sec"` // submit start -> last handler end
+	DrainPerSec     float64 `json:"jobs_per_sec"`            // first handler start -> last handler end
+	CPUSettledPerUs float64 `json:"cpu_settled_per_job_us"`  // submit -> caught up
+}
+
+// workflowVsJobs are the wide graph's figures over the plain jobs'.
+type workflowVsJobs struct {
+	EndToEnd float64 `json:"end_to_end"`  // steps/s over jobs/s, end to end
+	Drain    float64 `json:"drain"`       // steps/s over jobs/s, first start -> last end
+	CPU      float64 `json:"cpu_per_one"` // CPU per step over CPU per job (settled)
 }
 
 // benchWorkflow runs one workflow of n steps: a chain (each step after the
 // one before: the time from a step's end to the next one's start), or a
 // wide graph in layers (each step after two of the layer before: steps/s,
 // to compare with plain jobs/s at the same --workers).
-func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, queue, shape string, n, layers, workers int, storage, cpuprofile string) int {
+func benchWorkflow(c *cli, ctx context.Context, eng *jetflow.Engine, subCl, workCl *jetflow.Client, queue, shape string, n, layers, workers int, storage, cpuprofile string) int {
 	const stepType = "bench.step"
 	type span struct{ start, end time.Time }
 	var mu sync.Mutex
 	spans := make(map[string]*span, n)
+	var plain plainSpans // the plain jobs' (wide), which have no step name
 	w := jetflow.NewWorker(workCl, jetflow.WorkerConfig{ID: "bench-worker", Logger: c.logger(),
 		Queues: map[string]jetflow.QueueConfig{queue: {Concurrency: workers}}})
 	jetflow.Register(w, stepType, func(ctx context.Context, job *jetflow.Job[json.RawMessage]) (json.RawMessage, error) {
 		now := time.Now()
+		if job.Step() == "" {
+			plain.ran(now)
+			return nil, nil
+		}
 		mu.Lock()
 		spans[job.Step()] = &span{start: now, end: now}
 		mu.Unlock()
@@ -75,9 +104,11 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 			}
 		}
 	}
+	stopProfile := func() {}
 	if cpuprofile != "" {
 		if f, err := os.Create(cpuprofile); err == nil && pprof.StartCPUProfile(f) == nil {
-			defer func() { pprof.StopCPUProfile(); f.Close() }()
+			stopProfile = sync.OnceFunc(func() { pprof.StopCPUProfile(); f.Close() })
+			defer stopProfile()
 		}
 	}
 	writes0 := streamWrites(ctx, subCl.Conn())
@@ -134,6 +165,25 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 	if d := last.Sub(first).Seconds(); d > 0 {
 		out.StepsPerSec = float64(ran) / d
 	}
+	if shape == "wide" && done.State == jetflow.Succeeded && ran == n {
+		if d := last.Sub(t0).Seconds(); d > 0 {
+			out.EndToEndStepsPerSec = float64(n) / d
+		}
+		if err := eng.CaughtUp(ctx); err != nil {
+			c.errorf("settle after the workflow: %v", err)
+			return exitFailed
+		}
+		out.CPUSettledPerStepUs = float64((cpuTime() - cpu0).Microseconds()) / float64(n)
+		stopProfile() // the workflow's run only
+		leg, err := benchPlainLeg(c, ctx, eng, subCl, queue, stepType, n, &plain)
+		if err != nil {
+			c.errorf("plain jobs after the workflow: %v", err)
+			return exitFailed
+		}
+		out.Plain = leg
+		out.Ratio = &workflowVsJobs{EndToEnd: out.EndToEndStepsPerSec / leg.EndToEndPerSec,
+			Drain: out.StepsPerSec / leg.DrainPerSec, CPU: out.CPUSettledPerStepUs / leg.CPUSettledPerUs}
+	}
 	if c.json {
 		c.printJSON(out)
 	} else {
@@ -148,9 +198,94 @@ func benchWorkflow(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, q
 		if writes >= 0 {
 			fmt.Fprintf(c.out, "  writes                    %8.1f per step (messages stored in every stream)\n", out.WritesPerStep)
 		}
+		if p := out.Plain; p != nil {
+			fmt.Fprintf(c.out, "  against %d plain jobs of the same handler, just after (each settled first):\n", p.Jobs)
+			fmt.Fprintf(c.out, "    end to end              %8.0f steps/s, %8.0f jobs/s: %.2fx (submit start -> last handler end)\n", out.EndToEndStepsPerSec, p.EndToEndPerSec, out.Ratio.EndToEnd)
+			fmt.Fprintf(c.out, "    drain                   %8.0f steps/s, %8.0f jobs/s: %.2fx (first handler start -> last end)\n", out.StepsPerSec, p.DrainPerSec, out.Ratio.Drain)
+			fmt.Fprintf(c.out, "    cpu                     %8.0f µs/step, %6.0f µs/job: %.2fx (submit -> the log's consumers caught up)\n", out.CPUSettledPerStepUs, p.CPUSettledPerUs, out.Ratio.CPU)
+		}
 	}
 	if done.State != jetflow.Succeeded || ran != n {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// plainSpans are the handler starts of bench --workflow wide's plain jobs.
+type plainSpans struct {
+	mu          sync.Mutex
+	n, want     int
+	first, last time.Time
+	done        chan struct{}
+}
+
+func (p *plainSpans) ran(at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.first = at
+	}
+	p.n++
+	p.last = at
+	if p.n == p.want && p.done != nil {
+		close(p.done)
+	}
+}
+
+// benchPlainLeg submits n plain jobs of jobType to queue, in pipelined
+// batches of 1,000 from 4 submitters (as the plain bench does), waits
+// until the worker ran them all and the engine's log consumers caught
+// up, and measures them as the wide workflow is measured.
+func benchPlainLeg(c *cli, ctx context.Context, eng *jetflow.Engine, subCl *jetflow.Client, queue, jobType string, n int, spans *plainSpans) (*plainBenchLeg, error) {
+	spans.mu.Lock()
+	spans.want, spans.done = n, make(chan struct{})
+	spans.mu.Unlock()
+	fmt.Fprintf(c.errw, "plain: %d jobs of the same handler...\n", n)
+	cpu0, t0 := cpuTime(), time.Now()
+	const submitters, batch = 4, 1000
+	errs := make(chan error, submitters)
+	per := (n + submitters - 1) / submitters
+	for s := range submitters {
+		lo, hi := s*per, min((s+1)*per, n)
+		go func() {
+			var first error
+			for i := lo; i < hi; i += batch {
+				reqs := make([]*jetflow.SubmitRequest, min(batch, hi-i))
+				for k := range reqs {
+					reqs[k] = &jetflow.SubmitRequest{Type: jobType, Queue: queue, MaxRetries: new(int)}
+				}
+				_, es := subCl.SubmitMany(ctx, reqs)
+				for _, err := range es {
+					if err != nil && first == nil {
+						first = err
+					}
+				}
+			}
+			errs <- first
+		}()
+	}
+	for range submitters {
+		if err := <-errs; err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-spans.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := eng.CaughtUp(ctx); err != nil {
+		return nil, err
+	}
+	cpu := cpuTime() - cpu0
+	spans.mu.Lock()
+	defer spans.mu.Unlock()
+	leg := &plainBenchLeg{Jobs: n, CPUSettledPerUs: float64(cpu.Microseconds()) / float64(n)}
+	if d := spans.last.Sub(t0).Seconds(); d > 0 {
+		leg.EndToEndPerSec = float64(n) / d
+	}
+	if d := spans.last.Sub(spans.first).Seconds(); d > 0 {
+		leg.DrainPerSec = float64(n) / d
+	}
+	return leg, nil
 }
