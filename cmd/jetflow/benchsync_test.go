@@ -43,3 +43,30 @@ func TestBenchSyncAlwaysReportsWritesPerJob(t *testing.T) {
 		t.Fatalf("group commit: %d batches of %d appends, %d alone, %d resent", res.GroupBatches, res.GroupBatched, res.GroupAlone, res.GroupResent)
 	}
 }
+
+// bench --workflow wide runs the graph, then as many plain jobs of the same
+// handler, and reports both, end to end, with their ratios (figures, not
+// asserted speeds: only that each part ran and was counted).
+func TestBenchWideWorkflowAgainstPlainJobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a bench")
+	}
+	var out, errb testkit.SyncBuffer
+	if code := run([]string{"bench", "--workflow", "wide", "--jobs", "200", "--layers", "4", "--workers", "8", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("bench exited %d:\n%s", code, errb.String())
+	}
+	var res workflowBenchResult
+	if err := json.Unmarshal([]byte(out.String()), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if res.State != "succeeded" || res.Steps != 200 || res.Layers != 4 || res.EndToEndStepsPerSec <= 0 || res.CPUSettledPerStepUs <= 0 {
+		t.Fatalf("bench result %+v", res)
+	}
+	p, r := res.Plain, res.Ratio
+	if p == nil || r == nil || p.Jobs != 200 || p.EndToEndPerSec <= 0 || p.DrainPerSec <= 0 || p.CPUSettledPerUs <= 0 {
+		t.Fatalf("plain %+v, ratio %+v", p, r)
+	}
+	if r.EndToEnd != res.EndToEndStepsPerSec/p.EndToEndPerSec || r.CPU != res.CPUSettledPerStepUs/p.CPUSettledPerUs {
+		t.Fatalf("ratio %+v of %+v and %+v", r, res, p)
+	}
+}
