@@ -98,7 +98,7 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 		out.Kind, out.Total = parent.Fanout.Plan.Kind, parent.Fanout.Plan.Total
 	}
 	ended := map[int]*domain.Event{}
-	n := 0
+	n, made := 0, 0
 	_, err := streams.ReadSubject(r.Context(), g.store.NC, streams.EventsStream, streams.PieceSubject(parent.ID), 1,
 		func(_ uint64, data []byte) error {
 			if n++; n > maxPieceEvents {
@@ -113,6 +113,12 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 				if ev.Plan != nil && out.Total == 0 {
 					out.Kind, out.Total = ev.Plan.Kind, ev.Plan.Total
 				}
+			case domain.PcMaking:
+				// A coordinator that does not wait yet, or ended first:
+				// the children its attempts made.
+				if ev.Plan != nil && parent.Fanout == nil && ev.Plan.Total > made {
+					made = ev.Plan.Total
+				}
 			case domain.PcSucceeded, domain.PcFailed, domain.PcCancelled:
 				if _, seen := ended[ev.Piece]; !seen && ev.Piece > 0 {
 					ended[ev.Piece] = ev // the first counts, as for the fan-in counter
@@ -122,6 +128,9 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 		})
 	if err != nil {
 		return nil, err
+	}
+	if out.Total == 0 && made > 0 {
+		out.Kind, out.Total = domain.FanoutChildren, made
 	}
 	for p := after + 1; p <= out.Total; p++ {
 		v := pieceView{Piece: p, State: "unfinished"}

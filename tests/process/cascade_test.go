@@ -1,6 +1,10 @@
 package process
 
 import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -84,7 +88,7 @@ func TestCascadeCrashPoint(t *testing.T) {
 // and cancels each; before, they ran on to their end.
 func TestCoordinatorKilledAfterMakingChildren(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t)
+	s := startSystemHTTP(t, true)
 	// A long lease: the parent stays running, held by the dead worker, so
 	// no other worker runs it again (which would make it wait, plan and
 	// all) before it is cancelled.
@@ -106,11 +110,47 @@ func TestCoordinatorKilledAfterMakingChildren(t *testing.T) {
 	if j, err := s.client.Get(ctx, parent.ID); err != nil || j.State != jetflow.Running || j.Worker != "W1" {
 		t.Fatalf("parent before its cancel: %v %+v", err, j)
 	}
+	// The parent's pieces, over HTTP: the children its attempt made,
+	// though it has no plan.
+	res, err := http.Get("http://" + s.http + "/api/v1/jobs/" + parent.ID + "/pieces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces struct {
+		Kind   string `json:"kind"`
+		Total  int    `json:"total"`
+		Pieces []struct {
+			Piece int    `json:"piece"`
+			State string `json:"state"`
+			JobID string `json:"job_id"`
+		} `json:"pieces"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&pieces)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK || pieces.Kind != "children" || pieces.Total != 20 || len(pieces.Pieces) != 20 {
+		t.Fatalf("pieces: %d %v %+v", res.StatusCode, err, pieces)
+	}
+	for i, p := range pieces.Pieces {
+		// Its state is the gateway's index's, which may lag: not ended.
+		if p.Piece != i+1 || p.JobID != kids[i].ID || slices.Contains([]string{"succeeded", "failed", "cancelled"}, p.State) {
+			t.Fatalf("piece %d: %+v, want child %s, not ended", i+1, p, kids[i].ID)
+		}
+	}
 	if _, err := s.client.Cancel(ctx, parent.ID, "the test"); err != nil {
 		t.Fatal(err)
 	}
 	waitAllCancelled(t, s.client, kids, 20*time.Second)
 	s.verify()
+	// Purged, the parent takes the children its attempt made with it.
+	purged, err := s.client.PurgeJob(ctx, parent.ID, "")
+	if err != nil || purged != 1+len(kids) {
+		t.Fatalf("purged %d of 1+%d: %v", purged, len(kids), err)
+	}
+	for _, k := range kids {
+		if _, err := s.client.Get(ctx, k.ID); !errors.Is(err, jetflow.ErrNotFound) {
+			t.Fatalf("child %s after the purge of its parent: %v", k.ID, err)
+		}
+	}
 }
 
 // waitAllCancelled waits until every one of jobs is cancelled.

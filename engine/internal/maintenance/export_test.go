@@ -48,4 +48,4 @@ func PromoterEnded(p *Promoter) bool { return p.life.Ended() }
 
 // SetBeforeCascade makes p call fn first in each of its cascades' goroutines
 // (before Start).
-func SetBeforeCascade(p *Projector, fn func([]*domain.Job)) { p.beforeCascade = fn }
+func SetBeforeCascade(p *Projector, fn func(*domain.Job)) { p.beforeCascade = fn }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type ProjectorConfig struct {
 	// slow.
 	Lag   time.Duration
 	Batch int
+	// Retry is how long a batch whose verification failed (or a job's
+	// events whose cascade failed) waits before it comes again.
+	Retry time.Duration
 	Log   *slog.Logger
 }
 
@@ -54,12 +58,11 @@ type Projector struct {
 
 	life lifecycle.Loop
 
-	// Cascades run beside the loop, a few batches' at once (slots): the
-	// loop goes on verifying the log while one cancels a million
-	// children, and waits for them when it ends.
+	// Cascades run beside the loop, a few jobs' at once (slots): the loop
+	// goes on verifying the log while one cancels a million children, and
+	// waits for its own when it ends.
 	slots         chan struct{}
-	cascades      sync.WaitGroup
-	beforeCascade func([]*domain.Job) // tests: called in a cascade's goroutine first
+	beforeCascade func(*domain.Job) // tests: called in a cascade's goroutine first
 
 	checked atomic.Int64 // events verified
 	skipped atomic.Int64 // follow-ups not repeated: a writer in this process saw them done
@@ -70,6 +73,7 @@ type Projector struct {
 func (c ProjectorConfig) withDefaults() ProjectorConfig {
 	orDefault(&c.Lag, DefaultProjectorLag)
 	orDefault(&c.Batch, defaultProjectorBatch)
+	orDefault(&c.Retry, time.Second)
 	return c
 }
 
@@ -78,7 +82,7 @@ func (c ProjectorConfig) validate() error { return nil }
 // NewProjector returns a Projector.
 func NewProjector(s *store.Store, cfg ProjectorConfig) *Projector {
 	cfg = cfg.withDefaults()
-	return &Projector{cfg: cfg, store: s, log: logger(cfg.Log, "projector"), slots: make(chan struct{}, maxCascadingBatches)}
+	return &Projector{cfg: cfg, store: s, log: logger(cfg.Log, "projector"), slots: make(chan struct{}, maxCascades)}
 }
 
 // Start creates the consumer and starts projecting. Idempotent.
@@ -99,10 +103,7 @@ func (p *Projector) Start(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("projector consumer: %w", err)
 		}
-		return func(ctx context.Context) {
-			defer p.cascades.Wait()
-			p.loop(ctx, cons)
-		}, nil
+		return func(ctx context.Context) { p.loop(ctx, cons) }, nil
 	})
 }
 
@@ -149,6 +150,8 @@ func (p *Projector) Stats() (checked int64, lastSeq uint64) {
 }
 
 func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
+	var cascades sync.WaitGroup // this run's: a run after a Stop that gave up waiting has its own
+	defer cascades.Wait()
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(p.cfg.Batch, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
@@ -174,15 +177,29 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 		stopBeat := inProgress(msgs, p.ackWait()/3)
 		ended, err := p.verify(ctx, msgs)
 		stopBeat()
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
+		if err != nil && ctx.Err() != nil {
+			continue // unacked: redelivered to the next projector
+		}
+		// The events of jobs whose cascades are still to run are held:
+		// each job's are acknowledged once its own cascade is done
+		// (cascadeBeside), whatever becomes of the rest of the batch.
+		held := map[jetstream.Msg]bool{}
+		for _, e := range ended {
+			for _, m := range e.msgs {
+				held[m] = true
 			}
+		}
+		if err != nil {
 			meta, merr := msgs[0].Metadata()
 			if merr != nil || meta.NumDelivered < maxVerifyDeliveries {
 				p.log.Warn("verify batch; it will be redelivered", "err", err)
 				for _, m := range msgs {
-					_ = m.NakWithDelay(time.Second)
+					if !held[m] {
+						_ = m.NakWithDelay(p.cfg.Retry)
+					}
+				}
+				if !p.cascadeBeside(ctx, &cascades, ended) {
+					return
 				}
 				continue
 			}
@@ -191,20 +208,12 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 			// the log's later events are verified at all.
 			p.log.Error("verify batch failed on every delivery; going on without it", "deliveries", meta.NumDelivered, "err", err)
 		}
-		// The events of jobs whose cascades are still to run are held
-		// (acknowledged once their cascade is done); the rest are done.
-		held := map[jetstream.Msg]bool{}
-		for _, e := range ended {
-			for _, m := range e.msgs {
-				held[m] = true
-			}
-		}
 		for _, m := range msgs {
 			if !held[m] {
 				_ = m.Ack()
 			}
 		}
-		if len(ended) > 0 && !p.cascadeBeside(ctx, ended) {
+		if !p.cascadeBeside(ctx, &cascades, ended) {
 			return // unacked: the cascades come again to the next projector
 		}
 		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
@@ -253,62 +262,62 @@ func inProgress(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
 	return func() { close(done); <-ended }
 }
 
-// maxCascadingBatches is how many batches' cascades run at once beside the
-// loop (each runs up to 8 jobs' cascades at once, Store.CascadeEnded);
-// the loop waits for a slot.
-const maxCascadingBatches = 4
+// maxCascades is how many jobs' cascades the Projector runs at once beside
+// its loop (each cancels up to 32 children at once); the loop waits for a
+// slot.
+const maxCascades = 8
 
-// endedJob is a job of a batch that ended without succeeding, and its
-// events in the batch: held until its cascade is done.
+// endedJob is a job of a batch that ended without succeeding and has
+// children to cancel, and its events in the batch: held until its
+// cascade is done.
 type endedJob struct {
 	job  *domain.Job
 	msgs []jetstream.Msg
 }
 
-// cascadeBeside runs the cascades of ended in the background, once a slot
-// is free, and acknowledges their events when they are done. A cascade
-// that fails has its events delivered again (to this Projector or
-// another), which repeats it, unless they were delivered
-// maxVerifyDeliveries times: then they are let go, as a batch whose
-// verification always fails is. False: ctx ended first, nothing started.
-func (p *Projector) cascadeBeside(ctx context.Context, ended []endedJob) bool {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	jobs := make([]*domain.Job, len(ended))
-	var msgs []jetstream.Msg
-	for i, e := range ended {
-		jobs[i] = e.job
-		msgs = append(msgs, e.msgs...)
-	}
-	p.cascades.Add(1)
-	go func() {
-		defer func() { <-p.slots; p.cascades.Done() }()
-		stopBeat := inProgress(msgs, p.ackWait()/3)
-		if p.beforeCascade != nil {
-			p.beforeCascade(jobs)
+// cascadeBeside runs the cascade of each of ended in the background, once
+// a slot is free, and acknowledges the job's events when it is done; the
+// server is told they are in progress from the start (the wait for a slot
+// too). A cascade that fails has its job's events delivered again (to
+// this Projector or another), which repeats it, unless they were
+// delivered maxVerifyDeliveries times: then they are let go, as a batch
+// whose verification always fails is. False: ctx ended first; the events
+// of the jobs whose cascades did not start are left unacknowledged.
+func (p *Projector) cascadeBeside(ctx context.Context, cascades *sync.WaitGroup, ended []endedJob) bool {
+	for _, e := range ended {
+		stopBeat := inProgress(e.msgs, p.ackWait()/3)
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			stopBeat()
+			return false
 		}
-		err := p.store.CascadeEnded(ctx, jobs)
-		stopBeat()
-		if err != nil {
-			if ctx.Err() != nil {
-				return // unacked: the next projector repeats them
+		cascades.Add(1)
+		go func() {
+			defer func() { <-p.slots; cascades.Done() }()
+			if p.beforeCascade != nil {
+				p.beforeCascade(e.job)
 			}
-			if meta, merr := msgs[0].Metadata(); merr != nil || meta.NumDelivered < maxVerifyDeliveries {
-				p.log.Warn("cascade; its events will be redelivered", "jobs", len(jobs), "err", err)
-				for _, m := range msgs {
-					_ = m.NakWithDelay(time.Second)
+			err := p.store.CascadeEnded(ctx, e.job)
+			stopBeat()
+			if err != nil {
+				if ctx.Err() != nil {
+					return // unacked: the next projector repeats it
 				}
-				return
+				if meta, merr := e.msgs[0].Metadata(); merr != nil || meta.NumDelivered < maxVerifyDeliveries {
+					p.log.Warn("cascade; its job's events will be redelivered", "job", e.job.ID, "err", err)
+					for _, m := range e.msgs {
+						_ = m.NakWithDelay(p.cfg.Retry)
+					}
+					return
+				}
+				p.log.Error("cascade failed on every delivery; going on without it", "job", e.job.ID, "err", err)
 			}
-			p.log.Error("cascade failed on every delivery; going on without it", "jobs", len(jobs), "err", err)
-		}
-		for _, m := range msgs {
-			_ = m.Ack()
-		}
-	}()
+			for _, m := range e.msgs {
+				_ = m.Ack()
+			}
+		}()
+	}
 	return true
 }
 
@@ -319,8 +328,9 @@ type event struct {
 }
 
 // verify checks one batch of events against the jobs bucket, and returns
-// the jobs whose last event is in it and who ended without succeeding:
-// their cascades are still to run (cascadeBeside).
+// the jobs whose last event is in it and who ended without succeeding and
+// have children: their cascades are still to run (cascadeBeside), even
+// when the rest of the batch failed and comes again.
 func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJob, error) {
 	type seen struct {
 		last     uint64 // highest event sequence of the job in this batch
@@ -408,7 +418,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 		return nil, err
 	}
 	var futs []streams.Future
-	var ended []endedJob // ended without succeeding: their cascades
+	var ended []endedJob // ended without succeeding: their cascades, if they have children
 	var repairErr error  // a record not repaired: the batch is verified again
 	for _, id := range order {
 		s := jobs[id]
@@ -455,26 +465,39 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 			return nil, fmt.Errorf("re-dispatch: %w", err)
 		}
 	}
+	// A job that ended without succeeding: its children (pieces or
+	// linked) are cancelled before its events are acknowledged
+	// (cascadeBeside), whatever becomes of the rest of the batch. Its
+	// writer's cascade may have been cut short by a crash, and so may this
+	// one: its events then come again, and so does the cascade (cancelling
+	// a cancelled child writes nothing). One with no children needs none.
+	if len(ended) > 0 {
+		jobs := make([]*domain.Job, len(ended))
+		for i, e := range ended {
+			jobs[i] = e.job
+		}
+		need, err := p.store.ToCascade(ctx, jobs)
+		if err != nil {
+			return nil, err
+		}
+		keep := make(map[*domain.Job]bool, len(need))
+		for _, j := range need {
+			keep[j] = true
+		}
+		ended = slices.DeleteFunc(ended, func(e endedJob) bool { return !keep[e.job] })
+	}
 	// Jobs skipped as settled are vouched for by writes acknowledged before
 	// this connection was lost or came back, which a server that restarted
 	// may have lost: the batch is verified again, whole (the notes are
 	// gone).
 	if settled > 0 && !p.store.Steady(mark) {
-		return nil, errors.New("the connection was lost or came back while the batch was verified")
+		return ended, errors.New("the connection was lost or came back while the batch was verified")
 	}
 	p.settled.Add(settled)
 	// Not acked: a record that could not be read or written (a node or a
 	// stream leader lost a moment) is repaired, and what its writer does
-	// after the append repeated, when the batch comes again. A job that
-	// ended without succeeding: its children (pieces or linked) are
-	// cancelled before its events are acknowledged (cascadeBeside). Its
-	// writer's cascade may have been cut short by a crash, and so may this
-	// one: its events then come again, and so does the cascade (cancelling
-	// a cancelled child writes nothing).
-	if repairErr != nil {
-		return nil, repairErr
-	}
-	return ended, nil
+	// after the append repeated, when the batch comes again.
+	return ended, repairErr
 }
 
 // maxVerifyDeliveries is how many times a batch whose verification fails

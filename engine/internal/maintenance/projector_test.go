@@ -1,12 +1,14 @@
 package maintenance_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
+	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
@@ -14,30 +16,24 @@ import (
 )
 
 // TestProjectorVerifiesWhileACascadeRuns: the Projector's cascade of a
-// cancelled job is held (as a cascade over a million children would take
-// minutes), and meanwhile a job that only the log has (its writer died
-// after the append) is repaired: the loop goes on beside the cascade. The
-// cancelled job's event stays unacknowledged (the consumer's ack floor
-// stays below it) until its cascade is done, so that a crash meanwhile
-// leaves it, and the cascade, to the next Projector.
+// cancelled parent is held (as a cascade over a million children would
+// take minutes), and meanwhile a job that only the log has (its writer
+// died after the append) is repaired: the loop goes on beside the
+// cascade. The parent's event stays unacknowledged (the consumer's ack
+// floor stays below it) until its cascade is done, so that a crash
+// meanwhile leaves it, and the cascade, to the next Projector.
 func TestProjectorVerifiesWhileACascadeRuns(t *testing.T) {
 	srv := testkit.Server(t)
-	nc := testkit.Conn(t, srv)
-	st := storetest.Open(t, nc, "engine")
+	st := storetest.Open(t, testkit.Conn(t, srv), "engine")
 	ctx := testkit.Ctx(t)
 	p := maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: 50 * time.Millisecond, Log: testkit.Logger(t)})
 	holding := make(chan string, 8)
 	release := make(chan struct{})
-	maintenance.SetBeforeCascade(p, func(jobs []*domain.Job) {
-		for _, j := range jobs {
-			holding <- j.ID
-		}
+	maintenance.SetBeforeCascade(p, func(j *domain.Job) {
+		holding <- j.ID
 		<-release
 	})
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(ctx)
+	startProjector(t, p)
 	released := false
 	defer func() {
 		if !released {
@@ -45,36 +41,21 @@ func TestProjectorVerifiesWhileACascadeRuns(t *testing.T) {
 		}
 	}()
 
-	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancelled, err := st.Cancel(ctx, sub.Job.ID, "the test")
+	parent, _ := submitWithChild(t, st)
+	cancelled, err := st.Cancel(ctx, parent.ID, "the test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case id := <-holding:
-		if id != sub.Job.ID {
-			t.Fatalf("cascade of %s, want %s", id, sub.Job.ID)
+		if id != parent.ID {
+			t.Fatalf("cascade of %s, want %s", id, parent.ID)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the Projector never cascaded the cancelled job")
+		t.Fatal("the Projector never cascaded the cancelled parent")
 	}
 
-	now := time.Now().UTC()
-	spec, err := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	orphan := domain.NewID()
-	ev, err := commands.Submit(orphan, spec, false, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := (streams.Writer{JS: st.JS()}).AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, orphan), ev, 0).Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	orphan := appendOrphan(t, st)
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		snap, err := st.Record(ctx, orphan)
 		if errors.Is(err, commands.ErrNotFound) {
@@ -103,4 +84,87 @@ func TestProjectorVerifiesWhileACascadeRuns(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProjectorCascadesBesideABatchThatFails: a parent cancelled by a
+// writer that died before its cascade, in one batch with an event the
+// Projector can never fold (a cancel of a job that was never submitted):
+// the batch fails and comes again, and the parent's cascade runs all the
+// same, at once, rather than wait for the bad event to be let go.
+func TestProjectorCascadesBesideABatchThatFails(t *testing.T) {
+	srv := testkit.Server(t)
+	st := storetest.Open(t, testkit.Conn(t, srv), "engine")
+	ctx := testkit.Ctx(t)
+	parent, child := submitWithChild(t, st)
+	now := time.Now().UTC()
+	ev, err := commands.Cancel(parent, "a writer that died before its cascade", "test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := streams.Writer{JS: st.JS()}
+	if _, err := w.AppendAsync(streams.EventSubject(parent.Spec.Namespace, parent.Spec.Queue, parent.Spec.Type, parent.ID), ev, parent.Seq).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ghost := domain.NewID()
+	bad := &domain.Event{Type: domain.EvCancelled, JobID: ghost, Time: now, From: domain.StateQueued, To: domain.StateCancelled}
+	if _, err := w.AppendAsync(streams.EventSubject(parent.Spec.Namespace, parent.Spec.Queue, parent.Spec.Type, ghost), bad, 0).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Started after both events: they come in one batch. A failed batch
+	// comes again a minute later: the cascade must not wait for that.
+	p := maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: 50 * time.Millisecond, Retry: time.Minute, Log: testkit.Logger(t)})
+	startProjector(t, p)
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		snap, err := st.Record(ctx, child.ID)
+		if err != nil {
+			return err
+		}
+		if snap.Job.State != domain.StateCancelled {
+			return testkit.Errorf("the child is %s", snap.Job.State)
+		}
+		return nil
+	})
+}
+
+func startProjector(t *testing.T, p *maintenance.Projector) {
+	t.Helper()
+	if err := p.Start(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+}
+
+// submitWithChild submits a job no worker runs and a child linked to it.
+func submitWithChild(t *testing.T, st *store.Store) (parent, child *domain.Job) {
+	t.Helper()
+	ctx := testkit.Ctx(t)
+	p, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Submit(ctx, &commands.SubmitRequest{Type: "no.worker", Parent: p.Job.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Job, c.Job
+}
+
+// appendOrphan appends a job.submitted with no record, as a writer killed
+// after its append leaves it, and returns the job's id.
+func appendOrphan(t *testing.T, st *store.Store) string {
+	t.Helper()
+	now := time.Now().UTC()
+	spec, err := (&commands.SubmitRequest{Type: "orphan"}).Spec(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := domain.NewID()
+	ev, err := commands.Submit(id, spec, false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (streams.Writer{JS: st.JS()}).AppendAsync(streams.EventSubject(spec.Namespace, spec.Queue, spec.Type, id), ev, 0).Wait(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

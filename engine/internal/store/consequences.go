@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/internal/domain"
@@ -243,17 +242,12 @@ func (s *Store) cascadeAfter(ctx context.Context, next Snapshot, ev *domain.Even
 	s.cascadeAsync(next.Job, reason)
 }
 
-// CascadeEnded repeats the cascades of jobs that ended without
-// succeeding: the Projector's, which acknowledges their events only once
-// this returned nil, so that a crash meanwhile (its own, or the writer's,
-// whose cascade may run in the background) leaves the events, and the
-// cascades, to it again. A fan-out parent cascades; another job only if it
-// has piece events (children linked to it by parent), which one request
-// per 256 jobs tells. A few run at once, each to its end whatever the
-// others do. One that fails is also handed to a background cascade of this
-// process, which tries again for 30 minutes (the Projector lets a batch go
-// after its last delivery), and its error is returned.
-func (s *Store) CascadeEnded(ctx context.Context, jobs []*domain.Job) error {
+// ToCascade says which of jobs, which ended without succeeding, have
+// children to cancel: a fan-out parent, or a job with piece events
+// (children linked to it by parent, or made by an attempt that ended
+// before it waited), which one request per 256 jobs tells. The others
+// need no cascade.
+func (s *Store) ToCascade(ctx context.Context, jobs []*domain.Job) ([]*domain.Job, error) {
 	var plain []string
 	for _, j := range jobs {
 		if j.Fanout == nil {
@@ -262,26 +256,33 @@ func (s *Store) CascadeEnded(ctx context.Context, jobs []*domain.Job) error {
 	}
 	linked, err := s.mayHaveChildren(ctx, plain)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var g errgroup.Group
-	g.SetLimit(8)
-	errs := make([]error, len(jobs)) // each its own: one's failure stops no other
-	for i, j := range jobs {
-		if j.Fanout == nil && !linked[j.ID] {
-			continue // no children: nothing to cancel
+	var out []*domain.Job
+	for _, j := range jobs {
+		if j.Fanout != nil || linked[j.ID] {
+			out = append(out, j)
 		}
-		g.Go(func() error {
-			reason := "parent job is " + string(j.State)
-			if err := s.cascade(ctx, j, reason); err != nil {
-				s.cascadeAsync(j, reason)
-				errs[i] = fmt.Errorf("cancel the children of %s: %w", j.ID, err)
-			}
-			return nil
-		})
 	}
-	_ = g.Wait()
-	return errors.Join(errs...)
+	return out, nil
+}
+
+// CascadeEnded repeats the cascade of j, which ended without succeeding:
+// the Projector's, which acknowledges j's events only once this returned
+// nil, so that a crash meanwhile (its own, or the writer's, whose cascade
+// may run in the background) leaves the events, and the cascade, to it
+// again. One that fails (not for ctx) is also handed to a background
+// cascade of this process, which tries again for 30 minutes (the Projector
+// lets events go after their last delivery), and its error is returned.
+func (s *Store) CascadeEnded(ctx context.Context, j *domain.Job) error {
+	reason := "parent job is " + string(j.State)
+	if err := s.cascade(ctx, j, reason); err != nil {
+		if ctx.Err() == nil { // not a Stop: the events' next delivery repeats it then
+			s.cascadeAsync(j, reason)
+		}
+		return fmt.Errorf("cancel the children of %s: %w", j.ID, err)
+	}
+	return nil
 }
 
 // cascadeAsync cancels the descendants of a parent that ended without

@@ -18,9 +18,9 @@ import (
 // Children calls fn with each child of a fan-out parent (a fan-out of
 // children) after piece number after, in piece order, until fn returns
 // false; a child not created yet is skipped. A job of no fan-out of
-// children has none, but for a coordinator that does not wait yet (or
-// never will: it ended first), the children its attempts made
-// (piece.making). The parent and the children are read as their records
+// children has none but the children its attempts made, if it is a
+// coordinator that does not wait for them yet (or never will: it ended
+// first, or its last attempt fanned out to batches): piece.making. The parent and the children are read as their records
 // are (Record).
 func (s *Store) Children(ctx context.Context, id string, after int, fn func(piece int, child *domain.Job) bool) error {
 	snap, err := s.Record(ctx, id)
@@ -28,10 +28,9 @@ func (s *Store) Children(ctx context.Context, id string, after int, fn func(piec
 		return err
 	}
 	total := 0
-	switch f := snap.Job.Fanout; {
-	case f != nil && f.Plan.Kind == domain.FanoutChildren:
+	if f := snap.Job.Fanout; f != nil && f.Plan.Kind == domain.FanoutChildren {
 		total = f.Plan.Total
-	case f == nil:
+	} else {
 		fam, err := s.readFamily(ctx, id)
 		if err != nil {
 			return err

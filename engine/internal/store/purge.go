@@ -89,10 +89,14 @@ func (s *Store) purgeChildren(ctx context.Context, fs *files.Store, j *domain.Jo
 		return 0, nil, err
 	}
 	ids := fam.linked
+	// The children of its fan-out, and those an attempt made before it
+	// waited (or when it never did: piece.making).
+	made := fam.making
 	if j.Fanout != nil && j.Fanout.Plan.Kind == domain.FanoutChildren {
-		for piece := 1; piece <= j.Fanout.Plan.Total; piece++ {
-			ids = append(ids, ChildID(j.Spec.Namespace, j.ID, piece))
-		}
+		made = max(made, j.Fanout.Plan.Total)
+	}
+	for piece := 1; piece <= made; piece++ {
+		ids = append(ids, ChildID(j.Spec.Namespace, j.ID, piece))
 	}
 	// A workflow's steps. A step carried from the run it resumes is that
 	// run's. One that succeeded may be carried by a run that resumes this
