@@ -134,6 +134,7 @@ func runSoak(t *testing.T, s *system) {
 	if items > 0 {
 		r.bad(invWorkItemsLeft, nil, "%v", leftover)
 		r.violations[invWorkItemsLeft] += items - 1
+		describeLeft(t, s, domain.DefaultQueue, leftover)
 	}
 	for _, w := range s.all {
 		if w.sig == syscall.SIGTERM {
@@ -247,6 +248,55 @@ func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]
 		}
 	}
 	return n, left, nil
+}
+
+// describeLeft logs what the work items left in queue are (the first few
+// of each subject: the job, its state in the item and now) and the queue's
+// consumers, so that a run that leaves some explains itself.
+func describeLeft(t *testing.T, s *system, queue string, left map[string]uint64) {
+	ctx, cancel := callCtx(20 * time.Second)
+	defer cancel()
+	js, err := jetstream.New(s.client.Conn())
+	if err != nil {
+		t.Logf("describe the items left: %v", err)
+		return
+	}
+	qs, err := js.Stream(ctx, streams.QueueStream(queue))
+	if err != nil {
+		t.Logf("describe the items left: %v", err)
+		return
+	}
+	for subj := range left {
+		next := uint64(1)
+		for range 5 {
+			m, err := qs.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
+			if err != nil {
+				break
+			}
+			next = m.Sequence + 1
+			item, err := streams.DecodeWorkItem(m.Data)
+			if err != nil {
+				t.Logf("left: %s seq %d (%s): not a work item: %v", subj, m.Sequence, m.Time.Format(time.RFC3339Nano), err)
+				continue
+			}
+			now := "?"
+			if j, err := s.client.Get(ctx, item.Job.ID); err == nil {
+				now = fmt.Sprintf("%s (updated %s)", j.State, j.UpdatedAt.Format(time.RFC3339Nano))
+			}
+			t.Logf("left: %s seq %d stored %s: job %s, %s in the item (rev %d, run_at %s), now %s",
+				subj, m.Sequence, m.Time.Format(time.RFC3339Nano), item.Job.ID, item.Job.State, item.Rev,
+				item.Job.RunAt.Format(time.RFC3339Nano), now)
+		}
+	}
+	infos, err := streams.Consumers(ctx, qs)
+	if err != nil {
+		t.Logf("consumers of the queue: %v", err)
+	}
+	for _, ci := range infos {
+		t.Logf("consumer %s (filter %q): pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered %d, ack floor %d, ack wait %s",
+			ci.Name, ci.Config.FilterSubject, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting,
+			ci.Delivered.Stream, ci.AckFloor.Stream, ci.Config.AckWait)
+	}
 }
 
 // progress logs how the soak goes every ten seconds.
