@@ -352,6 +352,69 @@ func TestOrphanedItemIsPutBack(t *testing.T) {
 	}
 }
 
+// A fired schedule stranded below the promoter's ack floor (as after an
+// unclean restart: a long sync-always soak left 63 such) is put back as a
+// worker's item is, so that the promoter takes it: its job would otherwise
+// stay scheduled for good.
+func TestStrandedDueItemIsPutBack(t *testing.T) {
+	t.Parallel()
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	const q = "dq"
+	runAt := time.Now().Add(time.Second)
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "later", Queue: q, RunAt: &runAt})
+	if err != nil || sub.Job.State != domain.StateScheduled {
+		t.Fatalf("submit: %v %+v", err, sub.Job)
+	}
+	qs, err := st.JS.Stream(ctx, streams.QueueStream(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The promoter's consumer, with no promoter behind it: the schedule
+	// fires onto the due subject and stays there.
+	cons, err := st.JS.CreateOrUpdateConsumer(ctx, streams.QueueStream(q), jetstream.ConsumerConfig{
+		Durable: maintenance.PromoterConsumer, FilterSubject: streams.DueSubject(q), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due uint64
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		m, err := qs.GetLastMsgForSubject(ctx, streams.DueSubject(q))
+		if err != nil {
+			return testkit.Errorf("no fired schedule yet: %v", err)
+		}
+		due = m.Sequence
+		return nil
+	})
+	// The consumer moved past it, as if it had been acked.
+	reply, err := st.NC.Request(fmt.Sprintf("$JS.API.CONSUMER.RESET.%s.%s", streams.QueueStream(q), maintenance.PromoterConsumer),
+		fmt.Appendf(nil, `{"seq":%d}`, due+1), 5*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), `"reset_seq"`) {
+		t.Fatalf("reset the consumer: %v %s", err, reply.Data)
+	}
+	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
+	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sweeper.Rescued() != 1 {
+		t.Fatalf("rescued %d", sweeper.Rescued())
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := collect(batch.Messages())
+	if len(msgs) != 1 || msgs[0].Subject() != streams.DueSubject(q) {
+		t.Fatalf("fetched %d after the rescue", len(msgs))
+	}
+	if wi, err := streams.DecodeWorkItem(msgs[0].Data()); err != nil || wi.Job.ID != sub.Job.ID {
+		t.Fatalf("put back %v %v", wi, err)
+	}
+}
+
 func collect(ch <-chan jetstream.Msg) []jetstream.Msg {
 	var out []jetstream.Msg
 	for m := range ch {

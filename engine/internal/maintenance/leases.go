@@ -197,7 +197,9 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
 		}
 		for _, info := range consumers {
-			if look && store.IsWorkConsumer(info.Name) {
+			// The promoter's too: a fired schedule stranded so would leave
+			// its job scheduled for good.
+			if look && (store.IsWorkConsumer(info.Name) || info.Name == PromoterConsumer) {
 				if err := l.stranded(ctx, qs, info, stored, l.suspects, next); err != nil {
 					l.log.Warn("stranded items", "consumer", info.Name, "err", err)
 				}
@@ -225,11 +227,11 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 	return out, nil
 }
 
-// storedItems counts the run and batch items stored on each subject of a
-// queue.
+// storedItems counts the run, batch and fired-schedule (due) items stored on
+// each subject of a queue.
 func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[string]uint64, error) {
 	stored := map[string]uint64{}
-	for _, filter := range []string{streams.RunFilter(queue), "jetflow.q." + queue + ".batch.>"} {
+	for _, filter := range []string{streams.RunFilter(queue), "jetflow.q." + queue + ".batch.>", streams.DueSubject(queue)} {
 		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(filter))
 		if err != nil {
 			return nil, fmt.Errorf("items of queue %s: %w", queue, err)

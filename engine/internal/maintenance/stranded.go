@@ -25,7 +25,10 @@ const maxRescue = 1000
 // published again on its subject (a new sequence, above the ack floor), then
 // deleted. What it carries decides the rest as for any duplicate: a job's
 // claim finds the job held or moved on and drops it; a batch's piece is
-// counted once per piece number.
+// counted once per piece number; a fired schedule's promotion finds the
+// job no longer scheduled and drops it. The promoter's consumer is looked
+// at as the workers' are: a fired schedule stranded below its ack floor
+// would leave its job scheduled for good.
 //
 // stored are the items on each subject of the queue (a stream info with a
 // subject filter); a consumer with no more stored on its filter than it has
