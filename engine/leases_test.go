@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/commands"
@@ -317,24 +318,11 @@ func TestOrphanedItemIsPutBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The consumer moved past the item, as if it had been acked.
-	reply, err := st.NC.Request(fmt.Sprintf("$JS.API.CONSUMER.RESET.%s.%s", streams.QueueStream("oq"), engine.ConsumerName("orph")),
-		fmt.Appendf(nil, `{"seq":%d}`, item+1), 5*time.Second)
-	if err != nil || !strings.Contains(string(reply.Data), `"reset_seq"`) {
-		t.Fatalf("reset the consumer: %v %s", err, reply.Data)
-	}
+	resetPast(t, st, streams.QueueStream("oq"), engine.ConsumerName("orph"), item)
 	if batch, err := cons.FetchNoWait(1); err != nil || len(collect(batch.Messages())) != 0 {
 		t.Fatalf("the orphan was delivered: %v", err)
 	}
-	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
-	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
-		if _, err := sweeper.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if sweeper.Rescued() != 1 {
-		t.Fatalf("rescued %d", sweeper.Rescued())
-	}
+	rescueOne(t, srv)
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -387,21 +375,8 @@ func TestStrandedDueItemIsPutBack(t *testing.T) {
 		due = m.Sequence
 		return nil
 	})
-	// The consumer moved past it, as if it had been acked.
-	reply, err := st.NC.Request(fmt.Sprintf("$JS.API.CONSUMER.RESET.%s.%s", streams.QueueStream(q), maintenance.PromoterConsumer),
-		fmt.Appendf(nil, `{"seq":%d}`, due+1), 5*time.Second)
-	if err != nil || !strings.Contains(string(reply.Data), `"reset_seq"`) {
-		t.Fatalf("reset the consumer: %v %s", err, reply.Data)
-	}
-	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
-	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
-		if _, err := sweeper.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if sweeper.Rescued() != 1 {
-		t.Fatalf("rescued %d", sweeper.Rescued())
-	}
+	resetPast(t, st, streams.QueueStream(q), maintenance.PromoterConsumer, due)
+	rescueOne(t, srv)
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -412,6 +387,34 @@ func TestStrandedDueItemIsPutBack(t *testing.T) {
 	}
 	if wi, err := streams.DecodeWorkItem(msgs[0].Data()); err != nil || wi.Job.ID != sub.Job.ID {
 		t.Fatalf("put back %v %v", wi, err)
+	}
+}
+
+// resetPast moves a consumer past the item at seq, as if it had been
+// acked: the item is stranded below its ack floor.
+func resetPast(t *testing.T, st *engine.Store, stream, consumer string, seq uint64) {
+	t.Helper()
+	reply, err := st.NC.Request(fmt.Sprintf("$JS.API.CONSUMER.RESET.%s.%s", stream, consumer),
+		fmt.Appendf(nil, `{"seq":%d}`, seq+1), 5*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), `"reset_seq"`) {
+		t.Fatalf("reset the consumer: %v %s", err, reply.Data)
+	}
+}
+
+// rescueOne sweeps, as the leader's lease sweeper does, until it has put
+// back a stranded item (it does so once it has seen it twice), and fails
+// unless exactly one was.
+func rescueOne(t *testing.T, srv *server.Server) {
+	t.Helper()
+	ctx := testkit.Ctx(t)
+	sweeper := maintenance.NewLeaseSweeper(engine.Internal(testkit.Store(t, testkit.Conn(t, srv), "sweeper")), maintenance.LeaseSweeperConfig{Log: testkit.Logger(t)})
+	for i := 0; i < 10 && sweeper.Rescued() == 0; i++ {
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sweeper.Rescued() != 1 {
+		t.Fatalf("rescued %d", sweeper.Rescued())
 	}
 }
 

@@ -116,8 +116,8 @@ func (g *Gateway) pieces(r *http.Request, parent *domain.Job, state string, afte
 			case domain.PcMaking:
 				// A coordinator that does not wait yet, or ended first:
 				// the children its attempts made.
-				if ev.Plan != nil && parent.Fanout == nil && ev.Plan.Total > made {
-					made = ev.Plan.Total
+				if ev.Plan != nil {
+					made = max(made, ev.Plan.Total)
 				}
 			case domain.PcSucceeded, domain.PcFailed, domain.PcCancelled:
 				if _, seen := ended[ev.Piece]; !seen && ev.Piece > 0 {

@@ -329,32 +329,9 @@ func cmdBench(c *cli, args []string) int {
 	writes0 := streamWrites(ctx, subCl.Conn())
 	group0 := groupStats(subCl, workCl, engCl)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	var enqErr atomic.Value
-	const submitters = 4
-	per := (jobs + submitters - 1) / submitters
-	for s := 0; s < submitters; s++ {
-		lo, hi := s*per, min((s+1)*per, jobs)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := lo; i < hi; i += batch {
-				reqs := make([]*jetflow.SubmitRequest, min(batch, hi-i))
-				for k := range reqs {
-					reqs[k] = request()
-				}
-				_, errs := subCl.SubmitMany(ctx, reqs)
-				for _, err := range errs {
-					if err != nil {
-						enqErr.CompareAndSwap(nil, err)
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err := submitInBatches(ctx, subCl, jobs, batch, request)
 	enqDur := time.Since(t0)
-	if err, _ := enqErr.Load().(error); err != nil {
+	if err != nil {
 		c.errorf("enqueue: %v", err)
 		return exitFailed
 	}
@@ -411,7 +388,7 @@ func cmdBench(c *cli, args []string) int {
 	// measures the steady state rather than the burst's tail.
 	settleCPU0, settle0 := cpuTime(), time.Now()
 	sctx, cancelSettle := context.WithTimeout(ctx, 2*time.Minute)
-	err := eng.CaughtUp(sctx)
+	err = eng.CaughtUp(sctx)
 	cancelSettle()
 	if err != nil {
 		c.errorf("settle after the drain: %v", err)
@@ -426,12 +403,13 @@ func cmdBench(c *cli, args []string) int {
 		fmt.Fprintf(c.errw, "latency: %d jobs at %d/s...\n", n, rate)
 		allDone = make(chan struct{})
 		target.Store(int64(jobs + n))
+		var sendErr atomic.Pointer[error] // the first submit that failed
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		for i := 0; i < n; i++ {
 			<-tick.C
 			go func() {
 				if _, _, err := subCl.Send(ctx, request()); err != nil {
-					enqErr.CompareAndSwap(nil, err)
+					sendErr.CompareAndSwap(nil, &err)
 				}
 			}()
 		}
@@ -439,7 +417,11 @@ func cmdBench(c *cli, args []string) int {
 		select {
 		case <-allDone:
 		case <-time.After(30 * time.Second):
-			c.errorf("latency phase: only %d of %d jobs finished", done.Load()-int64(jobs), n)
+			why := ""
+			if err := sendErr.Load(); err != nil {
+				why = fmt.Sprintf(" (a submit failed: %v)", *err)
+			}
+			c.errorf("latency phase: only %d of %d jobs finished%s", done.Load()-int64(jobs), n, why)
 			return exitFailed
 		}
 		mu.Lock()
@@ -647,4 +629,40 @@ func benchFanout(c *cli, ctx context.Context, subCl, workCl *jetflow.Client, que
 		return exitFailed
 	}
 	return exitOK
+}
+
+// submitInBatches submits n jobs that request makes, from 4 submitters at
+// once, in pipelined batches of batch (SubmitMany), and returns the first
+// error.
+func submitInBatches(ctx context.Context, cl *jetflow.Client, n, batch int, request func() *jetflow.SubmitRequest) error {
+	const submitters = 4
+	errs := make([]error, submitters) // each submitter's first
+	var wg sync.WaitGroup
+	per := (n + submitters - 1) / submitters
+	for s := range submitters {
+		lo, hi := s*per, min((s+1)*per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i += batch {
+				reqs := make([]*jetflow.SubmitRequest, min(batch, hi-i))
+				for k := range reqs {
+					reqs[k] = request()
+				}
+				_, es := cl.SubmitMany(ctx, reqs)
+				for _, err := range es {
+					if err != nil && errs[s] == nil {
+						errs[s] = err
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

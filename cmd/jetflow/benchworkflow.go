@@ -232,8 +232,8 @@ func (p *plainSpans) ran(at time.Time) {
 	}
 }
 
-// benchPlainLeg submits n plain jobs of jobType to queue, in pipelined
-// batches of 1,000 from 4 submitters (as the plain bench does), waits
+// benchPlainLeg submits n plain jobs of jobType to queue as the plain bench
+// does (submitInBatches, batches of 1,000), waits
 // until the worker ran them all and the engine's log consumers caught
 // up, and measures them as the wide workflow is measured.
 func benchPlainLeg(c *cli, ctx context.Context, eng *jetflow.Engine, subCl *jetflow.Client, queue, jobType string, n int, spans *plainSpans) (*plainBenchLeg, error) {
@@ -242,32 +242,11 @@ func benchPlainLeg(c *cli, ctx context.Context, eng *jetflow.Engine, subCl *jetf
 	spans.mu.Unlock()
 	fmt.Fprintf(c.errw, "plain: %d jobs of the same handler...\n", n)
 	cpu0, t0 := cpuTime(), time.Now()
-	const submitters, batch = 4, 1000
-	errs := make(chan error, submitters)
-	per := (n + submitters - 1) / submitters
-	for s := range submitters {
-		lo, hi := s*per, min((s+1)*per, n)
-		go func() {
-			var first error
-			for i := lo; i < hi; i += batch {
-				reqs := make([]*jetflow.SubmitRequest, min(batch, hi-i))
-				for k := range reqs {
-					reqs[k] = &jetflow.SubmitRequest{Type: jobType, Queue: queue, MaxRetries: new(int)}
-				}
-				_, es := subCl.SubmitMany(ctx, reqs)
-				for _, err := range es {
-					if err != nil && first == nil {
-						first = err
-					}
-				}
-			}
-			errs <- first
-		}()
-	}
-	for range submitters {
-		if err := <-errs; err != nil {
-			return nil, err
-		}
+	err := submitInBatches(ctx, subCl, n, 1000, func() *jetflow.SubmitRequest {
+		return &jetflow.SubmitRequest{Type: jobType, Queue: queue, MaxRetries: new(int)}
+	})
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case <-spans.done:

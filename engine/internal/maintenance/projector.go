@@ -189,32 +189,32 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 				held[m] = true
 			}
 		}
+		retry := false // the batch but its held events comes again
 		if err != nil {
 			meta, merr := msgs[0].Metadata()
-			if merr != nil || meta.NumDelivered < maxVerifyDeliveries {
+			if retry = merr != nil || meta.NumDelivered < maxVerifyDeliveries; retry {
 				p.log.Warn("verify batch; it will be redelivered", "err", err)
-				for _, m := range msgs {
-					if !held[m] {
-						_ = m.NakWithDelay(p.cfg.Retry)
-					}
-				}
-				if !p.cascadeBeside(ctx, &cascades, ended) {
-					return
-				}
-				continue
+			} else {
+				// A failure that outlasted every redelivery (not a lost node
+				// or leader, which heal in seconds): the batch is let go, so
+				// that the log's later events are verified at all.
+				p.log.Error("verify batch failed on every delivery; going on without it", "deliveries", meta.NumDelivered, "err", err)
 			}
-			// A failure that outlasted every redelivery (not a lost node or
-			// leader, which heal in seconds): the batch is let go, so that
-			// the log's later events are verified at all.
-			p.log.Error("verify batch failed on every delivery; going on without it", "deliveries", meta.NumDelivered, "err", err)
 		}
 		for _, m := range msgs {
-			if !held[m] {
+			switch {
+			case held[m]:
+			case retry:
+				_ = m.NakWithDelay(p.cfg.Retry)
+			default:
 				_ = m.Ack()
 			}
 		}
 		if !p.cascadeBeside(ctx, &cascades, ended) {
 			return // unacked: the cascades come again to the next projector
+		}
+		if retry {
+			continue
 		}
 		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
 			p.finished(meta.Sequence.Stream)

@@ -13,7 +13,6 @@ import (
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/tracing"
 	"github.com/jetflow/jetflow/projections"
-	"github.com/jetflow/jetflow/streams"
 )
 
 // Defaults of a fan-out of batches.
@@ -106,7 +105,7 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 	// Said before the first child exists: a cascade of the parent that
 	// ends before it waits (its worker dies after this) then finds the
 	// children by number, as it would with a plan.
-	if _, err := s.makingAsync(ctx, parent, plan).Wait(ctx); err != nil {
+	if err := s.making(ctx, parent, plan); err != nil {
 		return plan, fmt.Errorf("fan-out: %w", err)
 	}
 	reqs := childRequests(parent, f.Children)
@@ -139,13 +138,14 @@ func (s *Store) MakePieces(ctx context.Context, parent *domain.Job, f *FanOut) (
 	return plan, nil
 }
 
-// makingAsync publishes that parent's attempt makes the children of plan
-// (piece.making), once per attempt.
-func (s *Store) makingAsync(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan) streams.Future {
+// making writes that parent's attempt makes the children of plan
+// (piece.making), once per attempt, and waits for it.
+func (s *Store) making(ctx context.Context, parent *domain.Job, plan domain.FanoutPlan) error {
 	ev := &domain.Event{Type: domain.PcMaking, JobID: parent.ID, Time: time.Now().UTC(),
 		Fields: map[string]any{"total": plan.Total}, Plan: &plan, Prev: parent.LastHash}
 	s.stamp(ctx, ev)
-	return s.PublishPiece(ev, parent.ID+"-making-"+strconv.FormatUint(parent.Seq, 10))
+	_, err := s.PublishPiece(ev, parent.ID+"-making-"+strconv.FormatUint(parent.Seq, 10)).Wait(ctx)
+	return err
 }
 
 // childRequests are the submits of the children of parent's fan-out: in

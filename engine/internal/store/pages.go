@@ -20,8 +20,8 @@ import (
 // false; a child not created yet is skipped. A job of no fan-out of
 // children has none but the children its attempts made, if it is a
 // coordinator that does not wait for them yet (or never will: it ended
-// first, or its last attempt fanned out to batches): piece.making. The parent and the children are read as their records
-// are (Record).
+// first, or its last attempt fanned out to batches): piece.making. The
+// parent and the children are read as their records are (Record).
 func (s *Store) Children(ctx context.Context, id string, after int, fn func(piece int, child *domain.Job) bool) error {
 	snap, err := s.Record(ctx, id)
 	if err != nil {
