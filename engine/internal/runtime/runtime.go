@@ -130,9 +130,14 @@ type Runtime struct {
 	log   *slog.Logger
 	qs    jetstream.Stream
 
-	slots    chan struct{}
-	stopping chan struct{}
-	wg       sync.WaitGroup // running process() calls
+	slots chan struct{} // handlers running (Config.Concurrency)
+	// completing: attempts whose handler returned and whose outcome is
+	// being recorded. A handler's slot is free once its outcome is handed
+	// here, so the next claim does not wait for the last outcome's write
+	// (under sync always, a group commit); at most Concurrency wait.
+	completing chan struct{}
+	stopping   chan struct{}
+	wg         sync.WaitGroup // running process() calls
 
 	mu        sync.Mutex
 	started   bool
@@ -190,7 +195,7 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{cfg: cfg, store: s, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
-		slots: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
+		slots: make(chan struct{}, cfg.Concurrency), completing: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
 		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}, nil
 }
 
@@ -278,8 +283,18 @@ func (r *Runtime) receive(msg jetstream.Msg) {
 		return
 	}
 	go func() {
-		defer r.releaseSlot()
-		r.process(msg)
+		held := true
+		free := func() {
+			if held {
+				held = false
+				<-r.slots
+			}
+		}
+		defer func() {
+			free()
+			r.wg.Done()
+		}()
+		r.process(msg, free)
 	}()
 }
 
@@ -319,8 +334,10 @@ func (r *Runtime) releaseSlot() {
 	r.wg.Done()
 }
 
-// process takes one work item from claim to its outcome.
-func (r *Runtime) process(msg jetstream.Msg) {
+// process takes one work item from claim to its outcome. It calls free
+// once the handler returned and its outcome has a place among those being
+// recorded: the handler's slot is then another item's.
+func (r *Runtime) process(msg jetstream.Msg, free func()) {
 	ctx := context.Background()
 	d := store.DecodeDelivery(msg, r.log)
 	if d == nil {
@@ -411,7 +428,10 @@ func (r *Runtime) process(msg jetstream.Msg) {
 	// until its outcome is recorded: making a coordinator's pieces can take
 	// longer than a lease.
 	if !settled { // else Stop requeued it after the grace period; our result is void
+		r.completing <- struct{}{}
+		free()
 		r.complete(ctx, rn, result, herr, cause)
+		<-r.completing
 	}
 	r.mu.Lock()
 	if r.inflight[rn.id] == rn { // else a newer run of the job holds it
