@@ -42,16 +42,14 @@ func (r *Runtime) receiveBatch(msg jetstream.Msg) {
 	if !r.acquire(msg) {
 		return
 	}
-	go func() {
-		defer r.releaseSlot()
-		r.processBatch(msg)
-	}()
+	go r.run(msg, r.processBatch)
 }
 
 // processBatch runs one batch, then settles it: its outcome is classified
 // as a job's is (classifyOutcome), decided by commands.DecideBatch, and
-// recorded as a piece event of its parent before the item is acked.
-func (r *Runtime) processBatch(msg jetstream.Msg) {
+// recorded as a piece event of its parent before the item is acked. As in
+// process, the slot is freed (handOver) while the outcome is recorded.
+func (r *Runtime) processBatch(msg jetstream.Msg, free func()) {
 	ctx := context.Background()
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -116,7 +114,9 @@ func (r *Runtime) processBatch(msg jetstream.Msg) {
 
 	o, _ := classifyOutcome(nil, herr, cause, item.Timeout)
 	step := commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled))
+	recorded := r.handOver(free)
 	err = r.settleBatch(ctx, msg, &item, attempt, step)
+	recorded()
 	if span != nil {
 		tracing.EndBatch(span, step, err)
 	}

@@ -282,20 +282,34 @@ func (r *Runtime) receive(msg jetstream.Msg) {
 	if !r.acquire(msg) {
 		return
 	}
-	go func() {
-		held := true
-		free := func() {
-			if held {
-				held = false
-				<-r.slots
-			}
+	go r.run(msg, r.process)
+}
+
+// run calls process with msg in the slot acquire took, and gives the slot
+// back when process freed it (handOver) or returned.
+func (r *Runtime) run(msg jetstream.Msg, process func(msg jetstream.Msg, free func())) {
+	held := true
+	free := func() {
+		if held {
+			held = false
+			<-r.slots
 		}
-		defer func() {
-			free()
-			r.wg.Done()
-		}()
-		r.process(msg, free)
+	}
+	defer func() {
+		free()
+		r.wg.Done()
 	}()
+	process(msg, free)
+}
+
+// handOver is called when a handler returned: once its outcome has a place
+// among those being recorded (at most Concurrency), its slot is freed for
+// the next item. The caller calls the returned func when the outcome is
+// recorded.
+func (r *Runtime) handOver(free func()) (recorded func()) {
+	r.completing <- struct{}{}
+	free()
+	return func() { <-r.completing }
 }
 
 // acquire waits for a free slot for msg; it returns false (after letting
@@ -327,11 +341,6 @@ func (r *Runtime) isStopping() bool {
 	default:
 		return false
 	}
-}
-
-func (r *Runtime) releaseSlot() {
-	<-r.slots
-	r.wg.Done()
 }
 
 // process takes one work item from claim to its outcome. It calls free
@@ -428,10 +437,9 @@ func (r *Runtime) process(msg jetstream.Msg, free func()) {
 	// until its outcome is recorded: making a coordinator's pieces can take
 	// longer than a lease.
 	if !settled { // else Stop requeued it after the grace period; our result is void
-		r.completing <- struct{}{}
-		free()
+		recorded := r.handOver(free)
 		r.complete(ctx, rn, result, herr, cause)
-		<-r.completing
+		recorded()
 	}
 	r.mu.Lock()
 	if r.inflight[rn.id] == rn { // else a newer run of the job holds it
