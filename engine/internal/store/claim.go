@@ -240,13 +240,28 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 	return cur, false
 }
 
+// The read-back of a claim whose answer was lost (heldAfterError): each
+// read has readBackTry to answer (a request sent while the connection is
+// away can wait for an answer that never comes), and the reads go on for
+// at least readBackFor, longer than a restart of the server takes.
+const (
+	readBackTry = 5 * time.Second
+	readBackFor = 2 * time.Minute
+)
+
 // heldAfterError reads a job whose claim came back with an error until it
-// can (for up to a lease, so that a claim held is never left to expire),
-// and reports whether worker holds it under item.
+// can, and reports whether worker holds it under item. It reads for up to
+// readBackFor (or a lease, if longer): the claim may have landed, and the
+// worker's heartbeats list the job meanwhile, so nobody else takes it; a
+// worker that gave up sooner would leave a claim that landed to run out
+// its lease (a restart of serve longer than the lease did that:
+// TestClaimReadBackOutlastsAServerRestart).
 func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease time.Duration) (Snapshot, bool) {
-	deadline := time.Now().Add(lease)
+	deadline := time.Now().Add(max(lease, readBackFor))
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		cur, err := s.Current(ctx, id)
+		tctx, cancel := context.WithTimeout(ctx, readBackTry)
+		cur, err := s.Current(tctx, id)
+		cancel()
 		if err == nil {
 			return cur, commands.Held(cur.Job) && cur.Job.Worker == worker && cur.Job.LeaseItem == item
 		}

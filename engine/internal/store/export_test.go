@@ -1,0 +1,4 @@
+package store
+
+// HeldAfterError is heldAfterError, for the tests of the claim's read-back.
+var HeldAfterError = (*Store).heldAfterError
