@@ -539,7 +539,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Running is the number of handlers running.
+// Running is the number of attempts this worker holds: handlers running,
+// and outcomes being recorded after their handler returned.
 func (w *Worker) Running() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

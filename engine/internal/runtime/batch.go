@@ -114,9 +114,10 @@ func (r *Runtime) processBatch(msg jetstream.Msg, free func()) {
 
 	o, _ := classifyOutcome(nil, herr, cause, item.Timeout)
 	step := commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled))
-	recorded := r.handOver(free)
-	err = r.settleBatch(ctx, msg, &item, attempt, step)
-	recorded()
+	func() {
+		defer r.handOver(free)()
+		err = r.settleBatch(ctx, msg, &item, attempt, step)
+	}()
 	if span != nil {
 		tracing.EndBatch(span, step, err)
 	}

@@ -437,9 +437,10 @@ func (r *Runtime) process(msg jetstream.Msg, free func()) {
 	// until its outcome is recorded: making a coordinator's pieces can take
 	// longer than a lease.
 	if !settled { // else Stop requeued it after the grace period; our result is void
-		recorded := r.handOver(free)
-		r.complete(ctx, rn, result, herr, cause)
-		recorded()
+		func() {
+			defer r.handOver(free)()
+			r.complete(ctx, rn, result, herr, cause)
+		}()
 	}
 	r.mu.Lock()
 	if r.inflight[rn.id] == rn { // else a newer run of the job holds it
@@ -747,7 +748,8 @@ func (r *Runtime) stopLocked() (wait func()) {
 	}
 }
 
-// Running is the number of attempts this runtime is running.
+// Running is the number of attempts this runtime holds: handlers running
+// and outcomes being recorded (at most twice Concurrency).
 func (r *Runtime) Running() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

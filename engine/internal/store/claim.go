@@ -175,7 +175,14 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			// record's write failed after it: the log says whether this
 			// worker holds the job now, once it can be read (the server may
 			// be away for a while: a restart).
-			if cur, ok := s.heldAfterError(ctx, d.Item.Job.ID, worker, item, lease); ok {
+			// A worker in this process lists the job in its heartbeats
+			// meanwhile, so it may read for longer than a lease; a remote
+			// one does not know of the job yet.
+			readFor := max(lease, readBackFor)
+			if remote {
+				readFor = lease
+			}
+			if cur, ok := s.heldAfterError(ctx, d.Item.Job.ID, worker, item, lease, readFor); ok {
 				log.Info("claim answered with an error, but the log has it", "job", cur.Job.ID, "err", err)
 				return cur, true
 			}
@@ -242,30 +249,48 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 
 // The read-back of a claim whose answer was lost (heldAfterError): each
 // read has readBackTry to answer (a request sent while the connection is
-// away can wait for an answer that never comes), and the reads go on for
-// at least readBackFor, longer than a restart of the server takes.
+// away can wait for an answer that never comes), and a worker in this
+// process reads for readBackFor, longer than a restart of the server
+// takes.
 const (
 	readBackTry = 5 * time.Second
 	readBackFor = 2 * time.Minute
 )
 
 // heldAfterError reads a job whose claim came back with an error until it
-// can, and reports whether worker holds it under item. It reads for up to
-// readBackFor (or a lease, if longer): the claim may have landed, and the
-// worker's heartbeats list the job meanwhile, so nobody else takes it; a
-// worker that gave up sooner would leave a claim that landed to run out
-// its lease (a restart of serve longer than the lease did that:
-// TestClaimReadBackOutlastsAServerRestart).
-func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease time.Duration) (Snapshot, bool) {
-	deadline := time.Now().Add(max(lease, readBackFor))
+// can, for up to readFor, and reports whether worker holds it under item
+// with its lease alive. While the server is away the worker's heartbeats
+// list the job, so nobody else takes it; a worker that gave up sooner
+// would leave a claim that landed to run out its lease (a restart of serve
+// longer than the lease did that: TestClaimReadBackOutlastsAServerRestart).
+// A claim found held once its lease, counted from the claim, has run out
+// is run only when a heartbeat since says the worker holds it: a worker
+// cut off alone (the others connected) may have had its lease judged
+// meanwhile, so it waits for its own heartbeat, or for the write-off.
+// A job that is not found is not read again.
+func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease, readFor time.Duration) (Snapshot, bool) {
+	deadline := time.Now().Add(readFor)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		tctx, cancel := context.WithTimeout(ctx, readBackTry)
 		cur, err := s.Current(tctx, id)
-		cancel()
 		if err == nil {
-			return cur, commands.Held(cur.Job) && cur.Job.Worker == worker && cur.Job.LeaseItem == item
+			j := cur.Job
+			if !commands.Held(j) || j.Worker != worker || j.LeaseItem != item {
+				cancel()
+				return cur, false
+			}
+			alive := commands.LeaseLeft(j, commands.Beat{}, lease, time.Now()) > 0
+			if !alive {
+				beat, berr := s.workers.beat(tctx, j)
+				alive = berr == nil && commands.LeaseLeft(j, beat, lease, time.Now()) > 0
+			}
+			if alive {
+				cancel()
+				return cur, true
+			}
 		}
-		if time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
+		cancel()
+		if errors.Is(err, commands.ErrNotFound) || time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
 			return Snapshot{}, false
 		}
 		select {

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ import (
 // would leave the job to run out its lease under a live worker (the long
 // sync-always soak's lost lease). Before the fix the read-back gave up
 // once a lease had passed, here after 500 ms, while the server was down.
+// Once the server is back, the claim is run only after a heartbeat of the
+// worker lists the job: its lease, counted from the claim, ran out.
 func TestClaimReadBackOutlastsAServerRestart(t *testing.T) {
 	dir, addr := t.TempDir(), testkit.FreeAddr(t)
 	start := func() *server.Server {
@@ -58,7 +61,7 @@ func TestClaimReadBackOutlastsAServerRestart(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		snap, ok := store.HeldAfterError(st, ctx, sub.Job.ID, worker, item, 500*time.Millisecond)
+		snap, ok := store.HeldAfterError(st, ctx, sub.Job.ID, worker, item, 500*time.Millisecond, time.Minute)
 		got <- answer{snap, ok}
 	}()
 	// Away for longer than the lease, and than a request's own timeout.
@@ -71,10 +74,36 @@ func TestClaimReadBackOutlastsAServerRestart(t *testing.T) {
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 	select {
 	case a := <-got:
+		t.Fatalf("a claim whose lease ran out taken before a heartbeat listed it: ok %v", a.ok)
+	case <-time.After(2 * time.Second):
+	}
+	// The worker beats, every lease/3 as a runtime does, listing the job.
+	beats, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		var once sync.Once
+		for {
+			if err := st.Workers().Put(ctx, &domain.WorkerRecord{ID: worker, Claims: []string{sub.Job.ID}}); err == nil {
+				once.Do(func() { close(beats) })
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+		}
+	}()
+	select {
+	case <-beats:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no heartbeat written")
+	}
+	select {
+	case a := <-got:
 		if !a.ok || a.snap.Job == nil || a.snap.Job.Worker != worker || a.snap.Job.State != domain.StateRunning {
 			t.Fatalf("the claim that landed was not read back: ok %v, %+v", a.ok, a.snap.Job)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("no answer 20 s after the server came back")
+		t.Fatal("no answer 20 s after the heartbeat")
 	}
 }
