@@ -17,11 +17,13 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 		if ev.Type != domain.EvSubmitted || ev.Spec == nil {
 			return nil, fmt.Errorf("job %s: first event is %s, not %s", ev.JobID, ev.Type, domain.EvSubmitted)
 		}
-		j = &domain.Job{ID: ev.JobID}
 	} else if ev.JobID != j.ID {
 		return nil, fmt.Errorf("event for job %s folded into job %s", ev.JobID, j.ID)
 	}
-	n := *j // fold into a copy: the caller's record stays as it was
+	n := &domain.Job{ID: ev.JobID} // a new job is folded into itself
+	if j != nil {
+		*n = *j // fold into a copy: the caller's record stays as it was
+	}
 	t := ev.Time.UTC()
 	if ev.To != domain.StateNew {
 		n.State = ev.To
@@ -29,7 +31,7 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 	}
 	switch ev.Type {
 	case domain.EvSubmitted:
-		if j.Seq != 0 {
+		if j != nil && j.Seq != 0 {
 			return nil, fmt.Errorf("job %s: %s after the job was created", ev.JobID, ev.Type)
 		}
 		n.Spec = *ev.Spec
@@ -60,13 +62,13 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 	case domain.EvClaimed:
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.ClaimedAt = t
-		attemptTrace(&n, ev.Trace)
+		attemptTrace(n, ev.Trace)
 	case domain.EvStarted:
 		n.Attempt = ev.Attempt
 		n.StartedAt = t
 		n.Worker, n.LeaseItem, n.LeaseAck = ev.Actor, ev.Lease, ev.LeaseAck
 		n.Progress = nil
-		attemptTrace(&n, ev.Trace)
+		attemptTrace(n, ev.Trace)
 	case domain.EvSucceeded:
 		n.Result, n.ResultRef = ev.Result, ev.ResultRef
 		n.Error = nil
@@ -147,7 +149,7 @@ func Fold(j *domain.Job, ev *domain.Event) (*domain.Job, error) {
 	if t.After(n.UpdatedAt) {
 		n.UpdatedAt = t
 	}
-	return &n, nil
+	return n, nil
 }
 
 // attemptTrace records the span of the attempt a claim names; the one
