@@ -231,7 +231,7 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 // each subject of a queue.
 func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[string]uint64, error) {
 	stored := map[string]uint64{}
-	for _, filter := range []string{streams.RunFilter(queue), "jetflow.q." + queue + ".batch.>", streams.DueSubject(queue)} {
+	for _, filter := range []string{streams.RunFilter(queue), streams.BatchesFilter(queue), streams.DueSubject(queue)} {
 		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(filter))
 		if err != nil {
 			return nil, fmt.Errorf("items of queue %s: %w", queue, err)

@@ -271,25 +271,10 @@ const (
 func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease, readFor time.Duration) (Snapshot, bool) {
 	deadline := time.Now().Add(readFor)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		tctx, cancel := context.WithTimeout(ctx, readBackTry)
-		cur, err := s.Current(tctx, id)
-		if err == nil {
-			j := cur.Job
-			if !commands.Held(j) || j.Worker != worker || j.LeaseItem != item {
-				cancel()
-				return cur, false
-			}
-			alive := commands.LeaseLeft(j, commands.Beat{}, lease, time.Now()) > 0
-			if !alive {
-				beat, berr := s.workers.beat(tctx, j)
-				alive = berr == nil && commands.LeaseLeft(j, beat, lease, time.Now()) > 0
-			}
-			if alive {
-				cancel()
-				return cur, true
-			}
+		cur, mine, alive, err := s.readBackClaim(ctx, id, worker, item, lease)
+		if err == nil && (!mine || alive) {
+			return cur, mine
 		}
-		cancel()
 		if errors.Is(err, commands.ErrNotFound) || time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
 			return Snapshot{}, false
 		}
@@ -299,6 +284,27 @@ func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint
 		case <-time.After(pause):
 		}
 	}
+}
+
+// readBackClaim is one read of heldAfterError, within readBackTry: the job
+// as the log has it, whether worker holds it under item, and if so whether
+// its lease is alive, counted from the claim or from a heartbeat since
+// that lists the job (read only when the claim's own lease ran out).
+func (s *Store) readBackClaim(ctx context.Context, id, worker string, item uint64, lease time.Duration) (cur Snapshot, mine, alive bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, readBackTry)
+	defer cancel()
+	if cur, err = s.Current(ctx, id); err != nil {
+		return cur, false, false, err
+	}
+	j := cur.Job
+	if !commands.Held(j) || j.Worker != worker || j.LeaseItem != item {
+		return cur, false, false, nil
+	}
+	if commands.LeaseLeft(j, commands.Beat{}, lease, time.Now()) > 0 {
+		return cur, true, true, nil
+	}
+	beat, err := s.workers.beat(ctx, j)
+	return cur, true, err == nil && commands.LeaseLeft(j, beat, lease, time.Now()) > 0, nil
 }
 
 // itemAlive reports whether the work item at seq of a queue's stream still

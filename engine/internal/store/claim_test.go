@@ -72,6 +72,12 @@ func TestClaimReadBackOutlastsAServerRestart(t *testing.T) {
 	}
 	srv = start()
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	// Once the job can be read again, the read-back reads it at least
+	// twice in 2 s (its pauses are at most 1 s), and must not take it.
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		_, err := st.Current(ctx, sub.Job.ID)
+		return err
+	})
 	select {
 	case a := <-got:
 		t.Fatalf("a claim whose lease ran out taken before a heartbeat listed it: ok %v", a.ok)
