@@ -317,7 +317,7 @@ func (g *Gateway) bulkStatus(w http.ResponseWriter, r *http.Request) {
 // selectJobs lists the ids of every job f selects, newest first, at most
 // maxBulkJobs (more is refused: narrow the filter).
 func (g *Gateway) selectJobs(ctx context.Context, f engine.Filter) ([]string, error) {
-	if err := g.index.waitSynced(ctx); err != nil {
+	if err := g.index.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	var ids []string

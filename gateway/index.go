@@ -88,6 +88,12 @@ type index struct {
 	synced     chan struct{}
 	syncedOnce sync.Once
 	life       lifecycle.Loop
+
+	// posMu guards pos, the bucket's stream sequence the index holds every
+	// change up to, and moved, closed (and replaced) each time pos grows.
+	posMu sync.Mutex
+	pos   uint64
+	moved chan struct{}
 }
 
 // newIndex returns an index of the jobs bucket kv.
@@ -96,7 +102,8 @@ func newIndex(kv jetstream.KeyValue, log *slog.Logger) *index {
 		log = slog.Default()
 	}
 	return &index{kv: kv, log: log.With("component", "index"), byID: map[string]*summary{},
-		counts: map[pairKey]map[domain.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{})}
+		counts: map[pairKey]map[domain.State]int{}, subs: map[*subscriber]struct{}{}, synced: make(chan struct{}),
+		moved: make(chan struct{})}
 }
 
 // Start starts watching the bucket. Idempotent.
@@ -129,6 +136,61 @@ func (x *index) waitSynced(ctx context.Context) error {
 	return newProblem(problemUnavailable, http.StatusServiceUnavailable, "the job index is still loading; try again")
 }
 
+// indexCatchUpWait bounds how long catchUp waits for the watch.
+const indexCatchUpWait = 5 * time.Second
+
+// catchUp waits until the index holds every record written to the bucket
+// before it was called, so that a selection acting on jobs (a bulk
+// operation) sees each change a client was already shown by a read of the
+// record. The watch usually trails by a few milliseconds; under load, by
+// more. When the bucket's last message is gone (a delete marker removed by
+// a purge of old markers), the index can never reach it: after
+// indexCatchUpWait it goes on with what it holds.
+func (x *index) catchUp(ctx context.Context) error {
+	if err := x.waitSynced(ctx); err != nil {
+		return err
+	}
+	st, err := x.kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return nil
+	}
+	last := bs.StreamInfo().State.LastSeq
+	t := time.NewTimer(indexCatchUpWait)
+	defer t.Stop()
+	for {
+		x.posMu.Lock()
+		pos, moved := x.pos, x.moved
+		x.posMu.Unlock()
+		if pos >= last {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			x.log.Debug("the index did not reach the bucket's last sequence; going on", "at", pos, "last", last)
+			return nil
+		}
+	}
+}
+
+// advance records that the index holds every change up to seq.
+func (x *index) advance(seq uint64) {
+	x.posMu.Lock()
+	defer x.posMu.Unlock()
+	if seq <= x.pos {
+		return
+	}
+	x.pos = seq
+	close(x.moved)
+	x.moved = make(chan struct{})
+}
+
 func (x *index) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := x.watch(ctx); err != nil && ctx.Err() == nil {
@@ -150,6 +212,7 @@ func (x *index) watch(ctx context.Context) error {
 	defer func() { _ = w.Stop() }()
 	fresh := map[string]*summary{}
 	initial := true
+	var loaded uint64 // the last sequence of the initial load
 	for {
 		var e jetstream.KeyValueEntry
 		var ok bool
@@ -164,10 +227,12 @@ func (x *index) watch(ctx context.Context) error {
 		if initial {
 			if e == nil {
 				x.replace(fresh)
+				x.advance(loaded)
 				initial = false
 				x.syncedOnce.Do(func() { close(x.synced) })
 				continue
 			}
+			loaded = max(loaded, e.Revision())
 			if e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
@@ -181,11 +246,10 @@ func (x *index) watch(ctx context.Context) error {
 		}
 		if e.Operation() != jetstream.KeyValuePut {
 			x.remove(e.Key(), e.Revision())
-			continue
-		}
-		if s := x.decode(e); s != nil {
+		} else if s := x.decode(e); s != nil {
 			x.put(s)
 		}
+		x.advance(e.Revision())
 	}
 }
 

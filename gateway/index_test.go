@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -124,5 +128,51 @@ func TestStopEndsLongPollsAndIsIdempotent(t *testing.T) {
 	e.do("GET", "/api/v1/jobs", nil).want(t, 200).json(t, &l)
 	if len(l.Jobs) != 1 || l.Jobs[0].ID != id {
 		t.Fatalf("list after a restart: %+v", l.Jobs)
+	}
+}
+
+// TestIndexCatchUp: catchUp returns once the index holds every record the
+// bucket had when it was called, and not before. Jobs submitted by another
+// writer, 2,000 at once, are all in the index when catchUp returns; an
+// index whose watch is behind makes catchUp wait.
+func TestIndexCatchUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 2000
+	reqs := make([]*commands.SubmitRequest, n)
+	for i := range reqs {
+		reqs[i] = &commands.SubmitRequest{Type: "catch.up", Payload: commands.RawJSON(`{}`)}
+	}
+	for i, r := range e.store.SubmitBatch(e.ctx, reqs) {
+		if r.Err != nil {
+			t.Fatalf("submit %d: %v", i, r.Err)
+		}
+	}
+	if err := e.g.index.catchUp(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.g.index.Counts("default", ""); c[domain.StateQueued] != n {
+		t.Fatalf("after catchUp the index counts %d queued jobs, want %d", c[domain.StateQueued], n)
+	}
+
+	// An index whose watch has not gone past the bucket's last sequence.
+	x := newIndex(e.g.index.kv, nil)
+	x.syncedOnce.Do(func() { close(x.synced) })
+	st, err := x.kv.Status(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
+	x.advance(last - 1)
+	short, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := x.catchUp(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("catchUp of an index one behind: %v, want it to wait", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- x.catchUp(e.ctx) }()
+	x.advance(last)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -342,6 +342,10 @@
     }
     function show(el, on) { if (el) el.hidden = !on; }
     function renderJob(j) {
+      // The page was drawn before the job fanned out: its children,
+      // batches and pieces are drawn by the server, so draw the page again
+      // (it reads the same record as this answer, so once is enough).
+      if (j.fanout && !document.getElementById("fanout-counts")) { location.reload(); return; }
       var st = document.getElementById("state");
       if (st.textContent !== j.state) { st.textContent = j.state; st.className = "badge big st-" + j.state; flash(st); }
       job.dataset.state = j.state;
