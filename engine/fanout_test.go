@@ -394,7 +394,7 @@ func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The batches no worker took are gone when the cancel returns.
-	qs, err := h.st.JS.Stream(h.ctx, streams.QueueStream("default"))
+	qs, err := h.st.JS.Stream(h.ctx, streams.BatchStream("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestCancelCascadesToGrandchildrenAndBatches(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		info, err := h.consumerInfo(streams.QueueStream("default"), engine.BatchConsumerName("slow.batch"))
+		info, err := h.consumerInfo(streams.BatchStream("default"), engine.BatchConsumerName("slow.batch"))
 		if err != nil {
 			return err
 		}
@@ -614,4 +614,52 @@ func TestQueuePosition(t *testing.T) {
 	if pos, err := engine.Internal(h.st).QueuePosition(h.ctx, other.Job); err != nil || pos != 0 {
 		t.Fatalf("job of another type: position %d, %v", pos, err)
 	}
+}
+
+// A queue stream made before batch streams captures its queue's batches
+// itself: a fan-out of batches on it runs there (its batch consumer on that
+// stream, no batch stream made beside it) and its stats count them.
+func TestBatchesOnAQueueStreamMadeBeforeBatchStreams(t *testing.T) {
+	h := newHarness(t)
+	const queue = "older"
+	cfg := (streams.Topology{}).QueueConfig(queue)
+	cfg.Subjects = streams.LegacyQueueSubjects(queue)
+	if _, err := h.st.JS.CreateStream(h.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Queue: queue, Concurrency: 4,
+		Handlers: map[string]engine.Handler{"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			f := &engine.FanOut{BatchType: "old.piece", Batches: make([][]byte, 20)}
+			for i := range f.Batches {
+				f.Batches[i] = []byte(strconv.Itoa(i))
+			}
+			return nil, f
+		}},
+		Batches: map[string]engine.BatchHandler{"old.piece": func(ctx context.Context, b *engine.BatchTask) error {
+			runs.Add(1)
+			return nil
+		}}})
+	sub := h.submit(commands.SubmitRequest{Type: "coord", Queue: queue})
+	j := h.waitState(sub.Job.ID, domain.StateSucceeded, 30*time.Second)
+	if s := summary(t, j); s.Total != 20 || s.Succeeded != 20 || runs.Load() != 20 {
+		t.Fatalf("summary %+v, runs %d", s, runs.Load())
+	}
+	if _, err := h.st.JS.Stream(h.ctx, streams.BatchStream(queue)); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("a batch stream beside a queue stream that holds the batches: %v", err)
+	}
+	if _, err := h.consumerInfo(streams.QueueStream(queue), engine.BatchConsumerName("old.piece")); err != nil {
+		t.Fatalf("the batch consumer on the queue stream: %v", err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		st, err := engine.Internal(h.st).QueueStats(h.ctx, queue)
+		if err != nil {
+			return err
+		}
+		if st.Waiting != 0 || st.Held != 0 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	h.verify()
 }

@@ -10,10 +10,11 @@ import (
 const (
 	// SyncAlways: the server fsyncs before every acknowledgement (serve
 	// --sync always). The log's appends go through a GroupCommit, and the
-	// jobs bucket, if it is created in this mode, persists asynchronously:
-	// what a crash takes from it is rebuilt from the log. The queue
-	// streams keep fsyncing: a fan-out's batch items are sent before the
-	// parent's job.waiting and nothing sends them again.
+	// jobs bucket and the queue streams, if they are created in this mode,
+	// persist asynchronously: what a crash takes from them is rebuilt from
+	// the log (records, work items, schedules). The batch streams keep
+	// fsyncing: a fan-out's batch items are sent before the parent's
+	// job.waiting and nothing sends them again.
 	SyncAlways = "always"
 	// SyncInterval: the server fsyncs every interval (the default).
 	SyncInterval = "interval"
@@ -35,9 +36,10 @@ func (t Topology) ResolveSync(ctx context.Context, js jetstream.JetStream) Topol
 	return t
 }
 
-// asyncDerived reports whether the jobs bucket created now persists
-// asynchronously: under sync always, on a single server's file storage
-// (JetStream refuses the async persist mode on replicated streams).
+// asyncDerived reports whether the jobs bucket and the queue streams
+// created now persist asynchronously: under sync always, on a single
+// server's file storage (JetStream refuses the async persist mode on
+// replicated streams).
 func (t Topology) asyncDerived() bool {
 	return t.Sync == SyncAlways && t.Replicas <= 1 && !t.MemoryStorage
 }

@@ -144,9 +144,10 @@ func TestGroupCommitOnlyTheLoserIsRefused(t *testing.T) {
 	}
 }
 
-// Under sync always the jobs bucket is created with the async persist mode
-// (only the log fsyncs each write), the queue streams are not; in the
-// default mode neither is; a process not told the mode takes the log's.
+// Under sync always the jobs bucket and the queue streams are created with
+// the async persist mode (the log fsyncs each write, and what they hold is
+// derived from it), a queue's batch stream is not; in the default mode none
+// is; a process not told the mode takes the log's.
 func TestSyncAlwaysTopology(t *testing.T) {
 	ctx := testkit.Ctx(t)
 	for _, tc := range []struct {
@@ -175,8 +176,15 @@ func TestSyncAlwaysTopology(t *testing.T) {
 		if got := kv.CachedInfo().Config.PersistMode; got != tc.want {
 			t.Fatalf("sync %s: jobs bucket persist mode %v, want %v", tc.sync, got, tc.want)
 		}
-		if got := q.CachedInfo().Config.PersistMode; got != jetstream.DefaultPersistMode {
-			t.Fatalf("sync %s: queue stream persist mode %v", tc.sync, got)
+		if got := q.CachedInfo().Config.PersistMode; got != tc.want {
+			t.Fatalf("sync %s: queue stream persist mode %v, want %v", tc.sync, got, tc.want)
+		}
+		b, err := js.Stream(ctx, streams.BatchStream("q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.CachedInfo().Config.PersistMode; got != jetstream.DefaultPersistMode {
+			t.Fatalf("sync %s: batch stream persist mode %v", tc.sync, got)
 		}
 		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
 			t.Fatalf("sync %s: a process not told resolves %q", tc.sync, got)

@@ -15,7 +15,7 @@ import (
 //
 //	jetflow.ev.<ns>.<queue>.<type>.<id>   the events of one job (EventsStream)
 //	jetflow.pc.<parent id>                what became of a parent's pieces (EventsStream)
-//	jetflow.q.<queue>.batch.<type>.<id>   batches of parent <id>'s fan-out (the queue's stream)
+//	jetflow.q.<queue>.batch.<type>.<id>   batches of parent <id>'s fan-out (the queue's batch stream)
 //	jetflow.q.<queue>.run.<type>          runnable work items (the queue's stream)
 //	jetflow.q.<queue>.sched.<id>          a job's pending delay (a message schedule)
 //	jetflow.q.<queue>.due                 fired schedules, promoted to run items
@@ -28,6 +28,7 @@ const (
 	JobsBucket      = "jetflow_jobs"
 	QueuesBucket    = "jetflow_queues"
 	QueueStreamPfx  = "JETFLOW_Q_"
+	BatchStreamPfx  = "JETFLOW_B_"
 	CommandPrefix   = "jetflow.cmd"
 	CancelSubject   = "jetflow.ctl.cancel"
 	tokenEscapeChar = '~'
@@ -89,8 +90,31 @@ func BatchFilter(queue, batchType string) string {
 // QueueStream is the name of a queue's work-queue stream.
 func QueueStream(queue string) string { return QueueStreamPfx + queue }
 
-// QueueSubjects are the subjects a queue's stream captures.
-func QueueSubjects(queue string) []string { return []string{"jetflow.q." + queue + ".>"} }
+// QueueSubjects are the subjects a queue's stream captures: its run items,
+// its delays and their firings. A queue's batches have a stream of their
+// own (BatchStream), except on a queue stream made by a build before that
+// (LegacyQueueSubjects), which holds them too.
+func QueueSubjects(queue string) []string {
+	return []string{RunFilter(queue), "jetflow.q." + queue + ".sched.*", DueSubject(queue)}
+}
+
+// LegacyQueueSubjects is what a queue stream made before batch streams
+// captures: everything of the queue, its batches too.
+func LegacyQueueSubjects(queue string) []string { return []string{"jetflow.q." + queue + ".>"} }
+
+// BatchStream is the name of a queue's batch stream: the work items of its
+// fan-outs' batches, kept apart from its run items because, unlike them,
+// nothing could send a lost one again (Topology.BatchConfig).
+func BatchStream(queue string) string { return BatchStreamPfx + queue }
+
+// QueueOfStream returns the queue whose queue stream or batch stream is
+// named stream, and false for any other stream.
+func QueueOfStream(stream string) (string, bool) {
+	if q, ok := strings.CutPrefix(stream, QueueStreamPfx); ok {
+		return q, true
+	}
+	return strings.CutPrefix(stream, BatchStreamPfx)
+}
 
 // RunSubject is where runnable work items of one job type on a queue go.
 func RunSubject(queue, jobType string) string { return "jetflow.q." + queue + ".run." + Token(jobType) }
@@ -183,3 +207,21 @@ func JobSubject(j *domain.Job) string {
 
 // BatchesFilter selects the batches of every batch type on a queue.
 func BatchesFilter(queue string) string { return "jetflow.q." + queue + ".batch.>" }
+
+// SubjectMatches reports whether subject matches filter (tokens, '*' for
+// one token and a final '>' for the rest).
+func SubjectMatches(filter, subject string) bool {
+	for {
+		f, frest, fmore := strings.Cut(filter, ".")
+		t, trest, tmore := strings.Cut(subject, ".")
+		switch {
+		case f == ">":
+			return true
+		case f != "*" && f != t:
+			return false
+		case !fmore || !tmore:
+			return fmore == tmore
+		}
+		filter, subject = frest, trest
+	}
+}

@@ -93,10 +93,14 @@ func syncMetadata(sync string) map[string]string {
 
 // QueueConfig is the configuration of one queue's work-queue stream: run
 // items (one consumer per job type), message schedules for delays, and the
-// due subject their firing lands on.
+// due subject their firing lands on. Under sync always on a single server
+// it persists asynchronously, as the jobs bucket does: each of its items is
+// derived from the log (a job's runnable event) and sent again by the
+// Projector when a crash took it, so the two fsyncs per job its publish
+// and its acknowledgement cost are not needed (docs/architecture.md).
 func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 	t = t.withDefaults()
-	return jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:              QueueStream(queue),
 		Description:       "jetflow work queue " + queue,
 		Subjects:          QueueSubjects(queue),
@@ -107,6 +111,29 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 		Duplicates:        t.DuplicateWindow,
 		AllowMsgSchedules: true,
 		AllowDirect:       true,
+	}
+	if t.asyncDerived() {
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	return cfg
+}
+
+// BatchConfig is the configuration of one queue's batch stream: the work
+// items of its fan-outs' batches (one consumer per batch type). It fsyncs
+// as the server does in every mode: a batch item is sent once, before its
+// parent's job.waiting, and nothing could send a lost one again.
+func (t Topology) BatchConfig(queue string) jetstream.StreamConfig {
+	t = t.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        BatchStream(queue),
+		Description: "jetflow batches of queue " + queue,
+		Subjects:    []string{BatchesFilter(queue)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     t.storage(),
+		Replicas:    t.Replicas,
+		MaxMsgSize:  t.MaxPayload,
+		Duplicates:  t.DuplicateWindow,
+		AllowDirect: true,
 	}
 }
 
@@ -203,50 +230,88 @@ type Queues struct {
 	topo  Topology
 	js    jetstream.JetStream
 	mu    sync.Mutex
-	known map[string]bool
+	known map[string]string // queue -> the stream its batches are in
 }
 
 // NewQueues returns a provisioner of queue streams.
 func NewQueues(js jetstream.JetStream, t Topology) *Queues {
-	return &Queues{topo: t.withDefaults(), js: js, known: map[string]bool{}}
+	return &Queues{topo: t.withDefaults(), js: js, known: map[string]string{}}
 }
 
-// Ensure makes sure the queue's stream exists and the queue is registered.
+// Ensure makes sure the queue's streams exist and the queue is registered.
 func (q *Queues) Ensure(ctx context.Context, queue string) error {
+	_, err := q.BatchStream(ctx, queue)
+	return err
+}
+
+// BatchStream returns the name of the stream that holds the queue's
+// batches, making the queue's streams and registering the queue first if
+// they are missing: the queue's batch stream, or its queue stream when that
+// was made by a build before batch streams (it captures the batches
+// itself, and a batch stream beside it would overlap).
+func (q *Queues) BatchStream(ctx context.Context, queue string) (string, error) {
 	q.mu.Lock()
-	ok := q.known[queue]
+	batches, ok := q.known[queue]
 	q.mu.Unlock()
 	if ok {
-		return nil
+		return batches, nil
 	}
 	if !domain.ValidQueue(queue) {
-		return fmt.Errorf("queue %q: invalid name", queue)
+		return "", fmt.Errorf("queue %q: invalid name", queue)
 	}
 	cfg := q.topo.QueueConfig(queue)
-	if _, err := q.js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := q.js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("create queue stream %s: %w", cfg.Name, err)
+	batches = BatchStream(queue)
+	s, err := q.js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		// The batch stream first: a queue stream that exists has its
+		// batch stream.
+		if err := createStream(ctx, q.js, q.topo.BatchConfig(queue)); err != nil {
+			return "", err
 		}
-	} else if err != nil {
-		return fmt.Errorf("queue stream %s: %w", cfg.Name, err)
+		if err := createStream(ctx, q.js, cfg); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", fmt.Errorf("queue stream %s: %w", cfg.Name, err)
+	case HoldsBatches(s):
+		batches = cfg.Name
+	default:
+		if _, err := q.js.Stream(ctx, batches); errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = createStream(ctx, q.js, q.topo.BatchConfig(queue))
+			if err != nil {
+				return "", err
+			}
+		} else if err != nil {
+			return "", fmt.Errorf("batch stream %s: %w", batches, err)
+		}
 	}
 	kv, err := q.js.KeyValue(ctx, QueuesBucket)
 	if err != nil {
-		return fmt.Errorf("queues bucket: %w", err)
+		return "", fmt.Errorf("queues bucket: %w", err)
 	}
 	// Read before creating: a process that may not write the bucket (an
 	// SDK worker's NATS user) serves a queue that exists.
 	if _, err := kv.Get(ctx, queue); errors.Is(err, jetstream.ErrKeyNotFound) {
 		rec, _ := Marshal(&domain.QueueRecord{Name: queue, CreatedAt: time.Now().UTC()})
 		if _, err := kv.Create(ctx, queue, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("register queue %s: %w", queue, err)
+			return "", fmt.Errorf("register queue %s: %w", queue, err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("queue %s: %w", queue, err)
+		return "", fmt.Errorf("queue %s: %w", queue, err)
 	}
 	q.mu.Lock()
-	q.known[queue] = true
+	q.known[queue] = batches
 	q.mu.Unlock()
+	return batches, nil
+}
+
+// createStream creates a stream; one made meanwhile by another process is
+// as good.
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+	}
 	return nil
 }
 
@@ -268,4 +333,46 @@ func Consumers(ctx context.Context, s jetstream.Stream) ([]*jetstream.ConsumerIn
 		return out, err
 	}
 	return out, nil
+}
+
+// QueueStreams returns a queue's streams as they are, making none: its
+// queue stream, then its batch stream unless the queue stream holds the
+// batches itself (LegacyQueueSubjects) or the batch stream is missing. The
+// queue stream's error is returned as is (jetstream.ErrStreamNotFound for
+// a queue never used).
+func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) ([]jetstream.Stream, error) {
+	qs, err := js.Stream(ctx, QueueStream(queue))
+	if err != nil {
+		return nil, err
+	}
+	if HoldsBatches(qs) {
+		return []jetstream.Stream{qs}, nil
+	}
+	bs, err := js.Stream(ctx, BatchStream(queue))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return []jetstream.Stream{qs}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []jetstream.Stream{qs, bs}, nil
+}
+
+// HoldsBatches reports whether the queue stream qs holds its queue's
+// batches itself (made before batch streams).
+func HoldsBatches(qs jetstream.Stream) bool {
+	cfg := qs.CachedInfo().Config
+	q, _ := QueueOfStream(cfg.Name)
+	return slices.Contains(cfg.Subjects, LegacyQueueSubjects(q)[0])
+}
+
+// Captures reports whether stream s captures subject (one of its subjects
+// matches it).
+func Captures(s jetstream.Stream, subject string) bool {
+	for _, f := range s.CachedInfo().Config.Subjects {
+		if SubjectMatches(f, subject) {
+			return true
+		}
+	}
+	return false
 }

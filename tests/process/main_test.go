@@ -169,22 +169,24 @@ func (s *system) waitRunning(id, worker string) {
 	})
 }
 
-// waitDrained waits until a queue's stream holds no work item and no
-// schedule: every item was settled, none was left behind.
+// waitDrained waits until a queue's streams hold no work item, no batch
+// and no schedule: every item was settled, none was left behind.
 func (s *system) waitDrained(queue string) {
 	s.t.Helper()
 	ctx := testkit.Ctx(s.t)
-	qs, err := testkit.StoreOf(s.t, s.client).JS.Stream(ctx, streams.QueueStream(queue))
+	qss, err := streams.QueueStreams(ctx, testkit.StoreOf(s.t, s.client).JS, queue)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	testkit.WaitFor(s.t, 20*time.Second, func() error {
-		info, err := qs.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs != 0 {
-			return testkit.Errorf("queue %s holds %d messages", queue, info.State.Msgs)
+		for _, qs := range qss {
+			info, err := qs.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.State.Msgs != 0 {
+				return testkit.Errorf("queue %s: %s holds %d messages", queue, info.Config.Name, info.State.Msgs)
+			}
 		}
 		return nil
 	})

@@ -139,21 +139,25 @@ func TestAdmissionCrashPoints(t *testing.T) {
 	}
 }
 
-// queueItems is how many messages (work items, schedules) the queue's
-// stream holds; 0 if it has none yet.
+// queueItems is how many messages (work items, batches, schedules) the
+// queue's streams hold; 0 if it has none yet.
 func (s *system) queueItems(queue string) uint64 {
 	s.t.Helper()
 	ctx := testkit.Ctx(s.t)
-	qs, err := testkit.StoreOf(s.t, s.client).JS.Stream(ctx, streams.QueueStream(queue))
+	qss, err := streams.QueueStreams(ctx, testkit.StoreOf(s.t, s.client).JS, queue)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0
 	}
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	info, err := qs.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
+	var n uint64
+	for _, qs := range qss {
+		info, err := qs.Info(ctx)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		n += info.State.Msgs
 	}
-	return info.State.Msgs
+	return n
 }

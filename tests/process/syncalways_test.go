@@ -48,13 +48,34 @@ func (s *system) startServeSync() {
 }
 
 // serve --sync always killed (SIGKILL: the embedded server with it) while
-// jobs are submitted and run: every job whose submit was acknowledged is
-// in the log after the restart and succeeds, whatever the jobs bucket and
-// the queue stream (asynchronous) lost, and the state rebuilt from the log
-// equals the bucket.
+// jobs are submitted and run, and fan-outs' batches run: every job whose
+// submit was acknowledged is in the log after the restart and succeeds,
+// whatever the jobs bucket and the queue stream (asynchronous) lost, each
+// fan-out runs all its batches (their stream fsyncs), and the state rebuilt
+// from the log equals the bucket.
 func TestSyncAlwaysServeKilled(t *testing.T) {
 	s := startSyncAlways(t)
 	s.worker("B", nil, "--concurrency", "8")
+	var fans []string
+	for range 2 {
+		job, err := s.client.Submit(testkit.Ctx(t), "demo.fanout", map[string]int{"batches": 300, "batch_ms": 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fans = append(fans, job.ID)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, id := range fans {
+			j, err := s.client.Get(testkit.Ctx(t), id)
+			if err != nil {
+				return err
+			}
+			if j.State != jetflow.Waiting {
+				return testkit.Errorf("fan-out %s is %s", id, j.State)
+			}
+		}
+		return nil
+	})
 
 	ctx, stop := context.WithCancel(testkit.Ctx(t))
 	var mu sync.Mutex
@@ -85,6 +106,12 @@ func TestSyncAlwaysServeKilled(t *testing.T) {
 		}
 		return nil
 	})
+	// 600 batches of 50 ms on 8 slots take about 4 s: they are running.
+	for _, id := range fans {
+		if j, err := s.client.Get(ctx, id); err != nil || j.State != jetflow.Waiting {
+			t.Fatalf("fan-out %s before the kill: %v %v (its batches ran before the submits)", id, j, err)
+		}
+	}
 	s.serve.Kill(t)
 	wantKilled(t, s.serve)
 	stop()
@@ -98,6 +125,12 @@ func TestSyncAlwaysServeKilled(t *testing.T) {
 		done := testkit.WaitTerminal(t, s.client, id, 60*time.Second)
 		if done.State != jetflow.Succeeded {
 			t.Fatalf("job %s ended %s (%+v)", id, done.State, done.Error)
+		}
+	}
+	for _, id := range fans {
+		done := testkit.WaitTerminal(t, s.client, id, 60*time.Second)
+			if done.State != jetflow.Succeeded || done.Fanout == nil || done.Fanout.Succeeded != 300 || done.Fanout.Total != 300 {
+			t.Fatalf("fan-out %s ended %s (%+v), its batches %+v", id, done.State, done.Error, done.Fanout)
 		}
 	}
 	s.waitDrained("default")

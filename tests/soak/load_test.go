@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -383,7 +384,11 @@ func (ld *load) duplicate(stop <-chan struct{}) {
 		js, err := jetstream.New(ld.client.Conn())
 		var qs jetstream.Stream
 		if err == nil {
-			qs, err = js.Stream(ctx, streams.QueueStream(domain.DefaultQueue))
+			stream := streams.QueueStream(domain.DefaultQueue)
+			if strings.Contains(subj, ".batch.") {
+				stream = streams.BatchStream(domain.DefaultQueue)
+			}
+			qs, err = js.Stream(ctx, stream)
 		}
 		if err == nil {
 			var m *jetstream.RawStreamMsg

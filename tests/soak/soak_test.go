@@ -195,7 +195,7 @@ func batchItems(s *system, parent string) string {
 	defer cancel()
 	var b strings.Builder
 	req := map[string]any{"seq": 1, "next_by_subj": streams.BatchSubject(domain.DefaultQueue, "demo.batch", parent), "batch": 1000}
-	_, err := streams.DirectBatch(ctx, s.client.Conn(), streams.QueueStream(domain.DefaultQueue), req, func(m *nats.Msg) error {
+	_, err := streams.DirectBatch(ctx, s.client.Conn(), streams.BatchStream(domain.DefaultQueue), req, func(m *nats.Msg) error {
 		var item domain.BatchItem
 		_ = streams.Unmarshal(m.Data, &item)
 		fmt.Fprintf(&b, "  queue item seq %s (stored %s): piece %d\n", m.Header.Get("Nats-Sequence"), m.Header.Get("Nats-Time-Stamp"), item.Piece)
@@ -207,7 +207,7 @@ func batchItems(s *system, parent string) string {
 	js, err := jetstream.New(s.client.Conn())
 	var c jetstream.Consumer
 	if err == nil {
-		c, err = js.Consumer(ctx, streams.QueueStream(domain.DefaultQueue), engine.BatchConsumerName("demo.batch"))
+		c, err = js.Consumer(ctx, streams.BatchStream(domain.DefaultQueue), engine.BatchConsumerName("demo.batch"))
 	}
 	if err == nil {
 		var ci *jetstream.ConsumerInfo
@@ -222,9 +222,9 @@ func batchItems(s *system, parent string) string {
 	return b.String()
 }
 
-// queueItems is how many messages a queue's stream holds (work items not
-// yet acked, schedules not yet fired) on subjects other than skip's, and
-// how many on each.
+// queueItems is how many messages a queue's streams hold (work items and
+// batches not yet acked, schedules not yet fired) on subjects other than
+// skip's, and how many on each.
 func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]uint64, error) {
 	ctx, cancel := callCtx(10 * time.Second)
 	defer cancel()
@@ -232,19 +232,21 @@ func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]
 	if err != nil {
 		return 0, nil, err
 	}
-	qs, err := js.Stream(ctx, streams.QueueStream(queue))
-	if err != nil {
-		return 0, nil, err
-	}
-	info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.QueueSubjects(queue)[0]))
+	qss, err := streams.QueueStreams(ctx, js, queue)
 	if err != nil {
 		return 0, nil, err
 	}
 	n, left := 0, map[string]uint64{}
-	for subj, k := range info.State.Subjects {
-		if !skip[subj] {
-			n += int(k)
-			left[subj] = k
+	for _, qs := range qss {
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.LegacyQueueSubjects(queue)[0]))
+		if err != nil {
+			return 0, nil, err
+		}
+		for subj, k := range info.State.Subjects {
+			if !skip[subj] {
+				n += int(k)
+				left[subj] = k
+			}
 		}
 	}
 	return n, left, nil
@@ -261,12 +263,16 @@ func describeLeft(t *testing.T, s *system, queue string, left map[string]uint64)
 		t.Logf("describe the items left: %v", err)
 		return
 	}
-	qs, err := js.Stream(ctx, streams.QueueStream(queue))
+	qss, err := streams.QueueStreams(ctx, js, queue)
 	if err != nil {
 		t.Logf("describe the items left: %v", err)
 		return
 	}
 	for subj := range left {
+		qs := qss[0]
+		if len(qss) > 1 && streams.Captures(qss[1], subj) {
+			qs = qss[1]
+		}
 		next := uint64(1)
 		for range 5 {
 			m, err := qs.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
@@ -288,14 +294,16 @@ func describeLeft(t *testing.T, s *system, queue string, left map[string]uint64)
 				item.Job.RunAt.Format(time.RFC3339Nano), now)
 		}
 	}
-	infos, err := streams.Consumers(ctx, qs)
-	if err != nil {
-		t.Logf("consumers of the queue: %v", err)
-	}
-	for _, ci := range infos {
-		t.Logf("consumer %s (filter %q): pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered %d, ack floor %d, ack wait %s",
-			ci.Name, ci.Config.FilterSubject, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting,
-			ci.Delivered.Stream, ci.AckFloor.Stream, ci.Config.AckWait)
+	for _, qs := range qss {
+		infos, err := streams.Consumers(ctx, qs)
+		if err != nil {
+			t.Logf("consumers of the queue: %v", err)
+		}
+		for _, ci := range infos {
+			t.Logf("consumer %s (filter %q): pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered %d, ack floor %d, ack wait %s",
+				ci.Name, ci.Config.FilterSubject, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting,
+				ci.Delivered.Stream, ci.AckFloor.Stream, ci.Config.AckWait)
+		}
 	}
 }
 

@@ -511,29 +511,11 @@ func (s Scope) Contains(subject string) bool {
 		return true
 	}
 	for _, f := range s.Filters() {
-		if subjectMatches(f, subject) {
+		if streams.SubjectMatches(f, subject) {
 			return true
 		}
 	}
 	return false
-}
-
-// subjectMatches reports whether a NATS subject matches filter (tokens,
-// '*' one token, '>' the rest).
-func subjectMatches(filter, subject string) bool {
-	for {
-		ft, frest, fmore := strings.Cut(filter, ".")
-		st, srest, smore := strings.Cut(subject, ".")
-		switch {
-		case ft == ">":
-			return true
-		case ft != "*" && ft != st:
-			return false
-		case !fmore || !smore:
-			return fmore == smore
-		}
-		filter, subject = frest, srest
-	}
 }
 
 // Scope is a part of the log: a namespace, queue, type or job ("" all).

@@ -179,45 +179,16 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 	look := l.passes%strandedEvery == 0
 	next := map[string]bool{}
 	for _, q := range queues {
-		qs, err := l.store.JS().Stream(ctx, streams.QueueStream(q.Name))
+		qss, err := streams.QueueStreams(ctx, l.store.JS(), q.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		var stored map[string]uint64
-		if look {
-			if stored, err = storedItems(ctx, qs, q.Name); err != nil {
+		for _, qs := range qss {
+			if out, err = l.inFlightOn(ctx, qs, q.Name, look, next, out); err != nil {
 				return nil, err
-			}
-		}
-		consumers, err := streams.Consumers(ctx, qs)
-		if err != nil {
-			return nil, fmt.Errorf("consumers of queue %s: %w", q.Name, err)
-		}
-		for _, info := range consumers {
-			// The promoter's too: a fired schedule stranded so would leave
-			// its job scheduled for good.
-			if look && (store.IsWorkConsumer(info.Name) || info.Name == PromoterConsumer) {
-				if err := l.stranded(ctx, qs, info, stored, l.suspects, next); err != nil {
-					l.log.Warn("stranded items", "consumer", info.Name, "err", err)
-				}
-			}
-			if !strings.HasPrefix(info.Name, "run_") || info.NumAckPending == 0 {
-				continue
-			}
-			from, upTo := info.AckFloor.Stream+1, info.Delivered.Stream
-			err := streams.ReadRange(ctx, l.store.NC(), qs.CachedInfo().Config.Name, info.Config.FilterSubject, from, upTo,
-				info.NumAckPending+16, func(seq uint64, data []byte) error {
-					item, err := streams.DecodeWorkItem(data)
-					if err == nil {
-						out = append(out, inFlight{seq: seq, job: item.Job.ID, lease: info.Config.AckWait})
-					}
-					return nil
-				})
-			if err != nil {
-				return nil, fmt.Errorf("items in flight on %s: %w", info.Config.FilterSubject, err)
 			}
 		}
 	}
@@ -227,8 +198,50 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 	return out, nil
 }
 
+// inFlightOn appends to out the items in flight on qs, one of queue's
+// streams, and, on a look, puts back its stranded items.
+func (l *LeaseSweeper) inFlightOn(ctx context.Context, qs jetstream.Stream, queue string, look bool, next map[string]bool, out []inFlight) ([]inFlight, error) {
+	var stored map[string]uint64
+	var err error
+	if look {
+		if stored, err = storedItems(ctx, qs, queue); err != nil {
+			return nil, err
+		}
+	}
+	consumers, err := streams.Consumers(ctx, qs)
+	if err != nil {
+		return nil, fmt.Errorf("consumers of queue %s: %w", queue, err)
+	}
+	for _, info := range consumers {
+		// The promoter's too: a fired schedule stranded so would leave
+		// its job scheduled for good.
+		if look && (store.IsWorkConsumer(info.Name) || info.Name == PromoterConsumer) {
+			if err := l.stranded(ctx, qs, info, stored, l.suspects, next); err != nil {
+				l.log.Warn("stranded items", "consumer", info.Name, "err", err)
+			}
+		}
+		if !strings.HasPrefix(info.Name, "run_") || info.NumAckPending == 0 {
+			continue
+		}
+		from, upTo := info.AckFloor.Stream+1, info.Delivered.Stream
+		err := streams.ReadRange(ctx, l.store.NC(), qs.CachedInfo().Config.Name, info.Config.FilterSubject, from, upTo,
+			info.NumAckPending+16, func(seq uint64, data []byte) error {
+				item, err := streams.DecodeWorkItem(data)
+				if err == nil {
+					out = append(out, inFlight{seq: seq, job: item.Job.ID, lease: info.Config.AckWait})
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("items in flight on %s: %w", info.Config.FilterSubject, err)
+		}
+	}
+	return out, nil
+}
+
 // storedItems counts the run, batch and fired-schedule (due) items stored on
-// each subject of a queue.
+// each subject of a queue's stream qs (a stream without some of them
+// counts none).
 func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[string]uint64, error) {
 	stored := map[string]uint64{}
 	for _, filter := range []string{streams.RunFilter(queue), streams.BatchesFilter(queue), streams.DueSubject(queue)} {

@@ -168,13 +168,14 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 		if len(msgs) == 0 {
 			continue
 		}
+		stopBeat := inProgress(msgs, p.ackWait()/3)
 		// Give writers the lag to project their own events first.
 		if meta, err := msgs[len(msgs)-1].Metadata(); err == nil {
 			if wait := time.Until(meta.Timestamp.Add(p.cfg.Lag)); wait > 0 && !sleepCtx(ctx, wait) {
+				stopBeat()
 				return // unacked: redelivered to the next projector
 			}
 		}
-		stopBeat := inProgress(msgs, p.ackWait()/3)
 		ended, err := p.verify(ctx, msgs)
 		stopBeat()
 		if err != nil && ctx.Err() != nil {
@@ -229,14 +230,22 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 var ackWaitSet, _ = time.ParseDuration(os.Getenv("JETFLOW_PROJECTOR_ACK_WAIT"))
 
 // ackWait is how long the server waits for a batch's acknowledgement
-// before it delivers the batch again: the lag it sleeps first, and a
-// minute (or ackWaitSet).
+// before it delivers the batch again (or ackWaitSet). A Projector tells the
+// server every third of it that its batch is in progress, from the moment
+// it has it (through the lag it sleeps first, the verification and the
+// cascades), so this bounds only how long the events a killed Projector
+// held wait for the next: after a crash, the records and work items it
+// would have repaired (under sync always, work items a crash took from the
+// queue stream) come within it.
 func (p *Projector) ackWait() time.Duration {
 	if ackWaitSet > 0 {
 		return ackWaitSet
 	}
-	return p.cfg.Lag + time.Minute
+	return projectorAckWait
 }
+
+// projectorAckWait: see ackWait.
+const projectorAckWait = 10 * time.Second
 
 // inProgress tells the server, every interval until the returned stop is
 // called, that msgs are still being worked on: a batch whose verification

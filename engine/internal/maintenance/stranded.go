@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -39,7 +38,7 @@ func (l *LeaseSweeper) stranded(ctx context.Context, qs jetstream.Stream, info *
 	filter := info.Config.FilterSubject
 	var n uint64
 	for subj, c := range stored {
-		if subjectMatches(filter, subj) {
+		if streams.SubjectMatches(filter, subj) {
 			n += c
 		}
 	}
@@ -75,19 +74,4 @@ func (l *LeaseSweeper) stranded(ctx context.Context, qs jetstream.Stream, info *
 		}
 	}
 	return nil
-}
-
-// subjectMatches reports whether subject matches filter (tokens, '*' and a
-// trailing '>').
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, t := range f {
-		if t == ">" {
-			return len(s) > i
-		}
-		if i >= len(s) || (t != "*" && t != s[i]) {
-			return false
-		}
-	}
-	return len(f) == len(s)
 }

@@ -94,8 +94,10 @@ func parseBatchID(id string) (batchRef, error) {
 	if len(tok) >= 12 {
 		tok = append(tok[:2], tok[4:]...) // $JS.ACK.<domain>.<account hash>.<stream>...
 	}
-	if len(tok) < 9 || tok[0] != "$JS" || tok[1] != "ACK" || !strings.HasPrefix(tok[2], streams.QueueStreamPfx) ||
-		!strings.HasPrefix(tok[3], "batch_") {
+	if len(tok) < 9 || tok[0] != "$JS" || tok[1] != "ACK" || !strings.HasPrefix(tok[3], "batch_") {
+		return batchRef{}, errNoBatch(id)
+	}
+	if _, ok := streams.QueueOfStream(tok[2]); !ok {
 		return batchRef{}, errNoBatch(id)
 	}
 	ref.stream = tok[2]
@@ -211,13 +213,14 @@ func (r *Remote) lookBatch(ctx context.Context, id string) (*heldBatch, error) {
 		return nil, &commands.TransitionError{JobID: ref.parent, Event: "batch report", From: parent.Job.State}
 	}
 	b := &heldBatch{ref: ref, parent: parent}
-	qs, err := r.stream(ctx, strings.TrimPrefix(ref.stream, streams.QueueStreamPfx))
+	queue, _ := streams.QueueOfStream(ref.stream)
+	qx, err := r.stream(ctx, queue)
 	var raw *jetstream.RawStreamMsg
-	if err == nil && qs == nil {
+	if err == nil && (qx == nil || qx.batch.CachedInfo().Config.Name != ref.stream) {
 		err = jetstream.ErrStreamNotFound
 	}
 	if err == nil {
-		raw, err = qs.GetMsg(ctx, ref.seq)
+		raw, err = qx.batch.GetMsg(ctx, ref.seq)
 	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("batch %s is no longer in its queue (settled, or taken over after a lost lease): %w", id, commands.ErrNotClaimant)

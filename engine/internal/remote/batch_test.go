@@ -18,16 +18,18 @@ import (
 func TestBatchIDs(t *testing.T) {
 	parent := domain.NewID()
 	at := time.UnixMilli(time.Now().UnixMilli())
-	for _, ack := range []string{
-		"$JS.ACK.JETFLOW_Q_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0",
-		"$JS.ACK.hub.ACCHASH.JETFLOW_Q_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0.rnd",
+	for ack, stream := range map[string]string{
+		"$JS.ACK.JETFLOW_B_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0":                 "JETFLOW_B_gpu",
+		"$JS.ACK.hub.ACCHASH.JETFLOW_B_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0.rnd": "JETFLOW_B_gpu",
+		// a queue stream made before batch streams holds its batches
+		"$JS.ACK.JETFLOW_Q_gpu.batch_emb~2Ebatch.3.42.40.1732000000000000000.0": "JETFLOW_Q_gpu",
 	} {
 		id := batchID(at, parent, ack)
 		if !IsBatchID(id) || len(id) > MaxBatchIDLen || strings.ContainsAny(id, "/+=.") {
 			t.Fatalf("id %q", id)
 		}
 		ref, err := parseBatchID(id)
-		if err != nil || !ref.claimed.Equal(at) || ref.parent != parent || ref.stream != "JETFLOW_Q_gpu" || ref.seq != 42 || ref.delivered != 3 {
+		if err != nil || !ref.claimed.Equal(at) || ref.parent != parent || ref.stream != stream || ref.seq != 42 || ref.delivered != 3 {
 			t.Fatalf("%s: %+v %v", ack, ref, err)
 		}
 		if BatchParent(id) != parent {
@@ -37,6 +39,7 @@ func TestBatchIDs(t *testing.T) {
 	for _, id := range []string{
 		"bt-", "bt-***", domain.NewID(), "bt-" + strings.Repeat("A", 1100),
 		batchID(at, parent, "$JS.ACK.KV_jetflow_jobs.batch_x.1.2.3.4.0"),      // not a queue's stream
+		batchID(at, parent, "$JS.ACK.JETFLOW_EVENTS.batch_x.1.2.3.4.0"),       // nor this
 		batchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.run_emb.1.2.3.4.0"),        // a job's consumer
 		batchID(at, parent, "$JS.ACK.JETFLOW_Q_gpu.batch_emb.0.2.3.4.0"),      // delivered 0
 		batchID(at, "not-an-id", "$JS.ACK.JETFLOW_Q_gpu.batch_emb.1.2.3.4.0"), // parent
@@ -48,12 +51,15 @@ func TestBatchIDs(t *testing.T) {
 	}
 }
 
+func isQueueStream(s string) bool { _, ok := streams.QueueOfStream(s); return ok }
+
 // FuzzBatchID: a worker's PATCH /batches/{id} names any string; it is a
 // batch (of a queue's batch consumer, with a job id as parent) or not
 // found, never a crash.
 func FuzzBatchID(f *testing.F) {
 	at := time.UnixMilli(1_800_000_000_000)
 	f.Add(batchID(at, domain.NewID(), "$JS.ACK.JETFLOW_Q_gpu.batch_emb.3.42.40.1732000000000000000.0"))
+	f.Add(batchID(at, domain.NewID(), "$JS.ACK.JETFLOW_B_gpu.batch_emb.3.42.40.1732000000000000000.0"))
 	f.Add(batchID(at, domain.NewID(), "$JS.ACK.d.h.JETFLOW_Q_gpu.batch_emb.3.42.40.1732000000000000000.0.r"))
 	f.Add("bt-")
 	f.Add("bt-AAAAAAAAAAAA")
@@ -65,7 +71,7 @@ func FuzzBatchID(f *testing.F) {
 			}
 			return
 		}
-		if !IsBatchID(id) || !domain.ValidID(ref.parent) || !strings.HasPrefix(ref.stream, streams.QueueStreamPfx) || ref.seq == 0 || ref.delivered < 1 {
+		if !IsBatchID(id) || !domain.ValidID(ref.parent) || !isQueueStream(ref.stream) || ref.seq == 0 || ref.delivered < 1 {
 			t.Fatalf("%q accepted as %+v", id, ref)
 		}
 	})

@@ -35,7 +35,7 @@ type Remote struct {
 
 	mu      sync.Mutex
 	ensured map[string]jetstream.Consumer // queue + "/" + type
-	streams map[string]jetstream.Stream
+	streams map[string]*queueStreams
 	names   []string // the queues that exist, as of namesAt
 	namesAt time.Time
 }
@@ -70,7 +70,7 @@ func New(s *store.Store, lease time.Duration, log *slog.Logger) *Remote {
 		log = slog.Default()
 	}
 	return &Remote{store: s, lease: lease, log: log.With("component", "remote"),
-		ensured: map[string]jetstream.Consumer{}, streams: map[string]jetstream.Stream{}}
+		ensured: map[string]jetstream.Consumer{}, streams: map[string]*queueStreams{}}
 }
 
 type runConsumer struct {
@@ -104,27 +104,32 @@ func (r *Remote) queueNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// stream returns a queue's stream, nil if the queue does not exist (a
+// queueStreams are a queue's streams: the one of its run items and the one
+// of its batches (the same on a queue made before batch streams).
+type queueStreams struct{ run, batch jetstream.Stream }
+
+// stream returns a queue's streams, nil if the queue does not exist (a
 // claim does not create queues: it only has nothing to claim there until a
 // job is submitted to it).
-func (r *Remote) stream(ctx context.Context, q string) (jetstream.Stream, error) {
+func (r *Remote) stream(ctx context.Context, q string) (*queueStreams, error) {
 	r.mu.Lock()
-	qs := r.streams[q]
+	qx := r.streams[q]
 	r.mu.Unlock()
-	if qs != nil {
-		return qs, nil
+	if qx != nil {
+		return qx, nil
 	}
-	qs, err := r.store.JS().Stream(ctx, streams.QueueStream(q))
+	qss, err := streams.QueueStreams(ctx, r.store.JS(), q)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	qx = &queueStreams{run: qss[0], batch: qss[len(qss)-1]}
 	r.mu.Lock()
-	r.streams[q] = qs
+	r.streams[q] = qx
 	r.mu.Unlock()
-	return qs, nil
+	return qx, nil
 }
 
 // consumer returns the run consumer of a type (or the batch consumer of a
@@ -332,14 +337,14 @@ func (r *Remote) ClaimWork(ctx context.Context, sc Scope, wait time.Duration) (C
 func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) ([]*runConsumer, error) {
 	var cands []*runConsumer
 	for _, q := range queues {
-		qs, err := r.stream(ctx, q)
+		qx, err := r.stream(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		if qs == nil {
+		if qx == nil {
 			continue
 		}
-		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
+		info, err := qx.run.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			r.mu.Lock()
 			delete(r.streams, q)
@@ -353,7 +358,7 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 			if info.State.Subjects[streams.RunSubject(q, t)] == 0 {
 				continue
 			}
-			c, err := r.consumer(ctx, q, t, false, qs)
+			c, err := r.consumer(ctx, q, t, false, qx.run)
 			if err != nil {
 				return nil, err
 			}
@@ -364,7 +369,7 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 		}
 		// Batches are on a subject per parent: one more request says which
 		// batch types have any.
-		binfo, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.BatchesFilter(q)))
+		binfo, err := qx.batch.Info(ctx, jetstream.WithSubjectFilter(streams.BatchesFilter(q)))
 		if err != nil {
 			return nil, fmt.Errorf("queue %s: %w", q, err)
 		}
@@ -380,7 +385,7 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 			if !has {
 				continue
 			}
-			c, err := r.consumer(ctx, q, t, true, qs)
+			c, err := r.consumer(ctx, q, t, true, qx.batch)
 			if err != nil {
 				return nil, err
 			}

@@ -71,10 +71,17 @@ func (s *Store) EnsureRunConsumer(ctx context.Context, queue, jobType string, le
 }
 
 // EnsureConsumer creates or updates a work consumer of a queue, paused if
-// the queue is paused.
+// the queue is paused: on the queue's batch stream for a consumer of
+// batches (its filter is a batch type's), on its queue stream for any
+// other.
 func (s *Store) EnsureConsumer(ctx context.Context, queue string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	if err := s.queues.Ensure(ctx, queue); err != nil {
+	batches, err := s.queues.BatchStream(ctx, queue)
+	if err != nil {
 		return nil, err
+	}
+	stream := streams.QueueStream(queue)
+	if strings.HasPrefix(cfg.FilterSubject, strings.TrimSuffix(streams.BatchesFilter(queue), ">")) {
+		stream = batches
 	}
 	rec, err := s.Queue(ctx, queue)
 	if err != nil {
@@ -83,14 +90,14 @@ func (s *Store) EnsureConsumer(ctx context.Context, queue string, cfg jetstream.
 	if rec.Paused {
 		cfg.PauseUntil = &pausedForever
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, streams.QueueStream(queue), cfg)
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", cfg.Durable, queue, err)
 	}
 	// A pause that landed between reading the queue and updating the
 	// consumer would have been undone by the update: apply it again.
 	if rec, err := s.Queue(ctx, queue); err == nil && rec.Paused && cfg.PauseUntil == nil {
-		if _, err := s.js.PauseConsumer(ctx, streams.QueueStream(queue), cfg.Durable, pausedForever); err != nil {
+		if _, err := s.js.PauseConsumer(ctx, stream, cfg.Durable, pausedForever); err != nil {
 			return nil, err
 		}
 	}

@@ -352,14 +352,19 @@ func (s *Store) purgeBatches(ctx context.Context, queue, batchType, parent strin
 	return nil
 }
 
-// purgeQueueSubject removes what a queue's stream holds on subject.
+// purgeQueueSubject removes what a queue's streams hold on subject.
 func (s *Store) purgeQueueSubject(ctx context.Context, queue, subject string) error {
-	stream, err := s.js.Stream(ctx, streams.QueueStream(queue))
+	qss, err := streams.QueueStreams(ctx, s.js, queue)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
-	if err == nil {
-		err = stream.Purge(ctx, jetstream.WithPurgeSubject(subject))
+	for _, stream := range qss {
+		if !streams.Captures(stream, subject) {
+			continue
+		}
+		if err = stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			break
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("purge %s: %w", subject, err)

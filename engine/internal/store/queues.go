@@ -60,27 +60,29 @@ func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (
 			return nil, fmt.Errorf("queue %s: %w", queue, err)
 		}
 	}
-	stream := streams.QueueStream(queue)
-	qs, err := s.js.Stream(ctx, stream)
+	qss, err := streams.QueueStreams(ctx, s.js, queue)
 	if err != nil {
 		return nil, err
 	}
-	names := qs.ConsumerNames(ctx)
-	for name := range names.Name() {
-		if !IsWorkConsumer(name) {
-			continue
+	for _, qs := range qss {
+		stream := qs.CachedInfo().Config.Name
+		names := qs.ConsumerNames(ctx)
+		for name := range names.Name() {
+			if !IsWorkConsumer(name) {
+				continue
+			}
+			if paused {
+				_, err = s.js.PauseConsumer(ctx, stream, name, pausedForever)
+			} else {
+				_, err = s.js.ResumeConsumer(ctx, stream, name)
+			}
+			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return nil, fmt.Errorf("queue %s consumer %s: %w", queue, name, err)
+			}
 		}
-		if paused {
-			_, err = s.js.PauseConsumer(ctx, stream, name, pausedForever)
-		} else {
-			_, err = s.js.ResumeConsumer(ctx, stream, name)
+		if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+			return nil, err
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, fmt.Errorf("queue %s consumer %s: %w", queue, name, err)
-		}
-	}
-	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return nil, err
 	}
 	return rec, nil
 }
@@ -194,40 +196,42 @@ func (s *Store) QueueStats(ctx context.Context, queue string) (*QueueStats, erro
 func (s *Store) queueStats(ctx context.Context, rec *domain.QueueRecord) (*QueueStats, error) {
 	queue := rec.Name
 	st := &QueueStats{Name: queue, Paused: rec.Paused}
-	stream, err := s.js.Stream(ctx, streams.QueueStream(queue))
+	qss, err := streams.QueueStreams(ctx, s.js, queue)
 	if err != nil {
 		return nil, err
 	}
 	prefix := "jetflow.q." + queue + "."
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-	if err != nil {
-		return nil, err
-	}
 	items := map[string]uint64{} // items stored, by the filter of the consumer that takes them
-	for subj, n := range info.State.Subjects {
-		switch kind, _, _ := strings.Cut(strings.TrimPrefix(subj, prefix), "."); kind {
-		case "sched":
-			st.Delayed++
-		case "run":
-			items[subj] += n
-		case "batch": // one subject per parent; the consumer filters them all
-			items[subj[:strings.LastIndexByte(subj, '.')]+".*"] += n
+	for _, stream := range qss {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+		if err != nil {
+			return nil, err
 		}
-	}
-	consumers, err := streams.Consumers(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	for _, ci := range consumers {
-		if !IsWorkConsumer(ci.Name) {
-			continue
+		for subj, n := range info.State.Subjects {
+			switch kind, _, _ := strings.Cut(strings.TrimPrefix(subj, prefix), "."); kind {
+			case "sched":
+				st.Delayed++
+			case "run":
+				items[subj] += n
+			case "batch": // one subject per parent; the consumer filters them all
+				items[subj[:strings.LastIndexByte(subj, '.')]+".*"] += n
+			}
 		}
-		// The queue stream is a work queue: one consumer per subject.
-		for _, subj := range append([]string{ci.Config.FilterSubject}, ci.Config.FilterSubjects...) {
-			delete(items, subj)
+		consumers, err := streams.Consumers(ctx, stream)
+		if err != nil {
+			return nil, err
 		}
-		st.Waiting += ci.NumPending
-		st.Held += ci.NumAckPending
+		for _, ci := range consumers {
+			if !IsWorkConsumer(ci.Name) {
+				continue
+			}
+			// A queue's streams are work queues: one consumer per subject.
+			for _, subj := range append([]string{ci.Config.FilterSubject}, ci.Config.FilterSubjects...) {
+				delete(items, subj)
+			}
+			st.Waiting += ci.NumPending
+			st.Held += ci.NumAckPending
+		}
 	}
 	for _, n := range items {
 		st.Waiting += n // no consumer yet: every item waits
