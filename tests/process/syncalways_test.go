@@ -129,7 +129,7 @@ func TestSyncAlwaysServeKilled(t *testing.T) {
 	}
 	for _, id := range fans {
 		done := testkit.WaitTerminal(t, s.client, id, 60*time.Second)
-			if done.State != jetflow.Succeeded || done.Fanout == nil || done.Fanout.Succeeded != 300 || done.Fanout.Total != 300 {
+		if done.State != jetflow.Succeeded || done.Fanout == nil || done.Fanout.Succeeded != 300 || done.Fanout.Total != 300 {
 			t.Fatalf("fan-out %s ended %s (%+v), its batches %+v", id, done.State, done.Error, done.Fanout)
 		}
 	}
