@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jetflow/jetflow/internal/domain"
 )
@@ -96,4 +97,20 @@ func valueErr(field string, value any, format string, args ...any) error {
 		v = fmt.Sprintf("%q", s)
 	}
 	return &InputError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
+}
+
+// DueSlack is how much earlier than its run_at a job may be promoted: what
+// a message schedule's precision (about a second) and clocks that differ a
+// little between the server and an engine make early.
+const DueSlack = 2 * time.Second
+
+// NotDueError is Due's answer for a job whose run_at is more than DueSlack
+// away: the promoter asks again then.
+type NotDueError struct {
+	JobID string
+	RunAt time.Time
+}
+
+func (e *NotDueError) Error() string {
+	return fmt.Sprintf("job %s is due at %s, not yet", e.JobID, e.RunAt.Format(time.RFC3339Nano))
 }

@@ -255,3 +255,31 @@ func ExampleCheck() {
 	fmt.Println(err, errors.Is(err, commands.ErrInvalidTransition), errors.Is(err, commands.ErrTerminal))
 	// Output: job 01J: job.started: succeeded -> running is not allowed true true
 }
+
+// A scheduled job is due from DueSlack before its run_at: a fired schedule
+// that comes earlier (one of an earlier delay, brought back by a crash) is
+// told when to ask again, and writes nothing.
+func TestDueNotBeforeRunAt(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		runAt time.Time
+		due   bool
+	}{
+		{time.Time{}, true},
+		{now.Add(-time.Minute), true},
+		{now.Add(commands.DueSlack - time.Millisecond), true},
+		{now.Add(commands.DueSlack + time.Millisecond), false},
+		{now.Add(30 * time.Second), false},
+	} {
+		j := job(domain.StateScheduled)
+		j.RunAt = c.runAt
+		ev, err := commands.Due(j, false, "promoter", now)
+		var notYet *commands.NotDueError
+		switch {
+		case c.due && (err != nil || ev == nil || ev.Type != domain.EvDue):
+			t.Errorf("run_at %v: %v %v, want due", c.runAt.Sub(now), ev, err)
+		case !c.due && (!errors.As(err, &notYet) || ev != nil || !notYet.RunAt.Equal(c.runAt) || notYet.JobID != "J"):
+			t.Errorf("run_at %v: %v %v, want not due yet", c.runAt.Sub(now), ev, err)
+		}
+	}
+}

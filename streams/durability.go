@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,6 +36,16 @@ func (t Topology) ResolveSync(ctx context.Context, js jetstream.JetStream) Topol
 	}
 	return t
 }
+
+// AsyncDurableAfter bounds how long a write acknowledged by an asynchronous
+// stream or bucket (AsyncDerived) may still be lost to a power loss: the
+// embedded server's sync interval under sync always (one second, which it
+// refuses to lengthen in that mode) and a margin.
+const AsyncDurableAfter = 1500 * time.Millisecond
+
+// AsyncDerived reports whether the jobs bucket and the queue streams
+// created under t persist asynchronously (see asyncDerived).
+func (t Topology) AsyncDerived() bool { return t.asyncDerived() }
 
 // asyncDerived reports whether the jobs bucket and the queue streams
 // created now persist asynchronously: under sync always, on a single

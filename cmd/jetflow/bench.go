@@ -99,6 +99,7 @@ func cmdBench(c *cli, args []string) int {
 	fs.BoolVar(&c.json, "json", false, "print one JSON object")
 	c.natsFlags(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile here (plain jobs: enqueue and drain; --fanout and --workflow: the run)")
+	memprofile := fs.String("memprofile", "", "write a heap profile here as the latency phase starts (plain jobs): what the process (engine and embedded server) holds after the burst, as of the last GC")
 	cpuSplitOn := fs.Bool("cpu-split", false, "split the CPU per job into the server's, the engine's and the Go runtime's by a CPU profile (the profiler costs a few percent of throughput; also with --cpuprofile)")
 	fanout := fs.Bool("fanout", false, "fan-out mode: one parent, --jobs batches, --workers batch handlers; reports batches/s")
 	workflow := fs.String("workflow", "", "workflow mode: one workflow of --jobs steps (default 1000 chain, 10000 wide): chain (step end -> next step start p50/p99) or wide (--layers layers; steps/s)")
@@ -138,6 +139,8 @@ func cmdBench(c *cli, args []string) int {
 		when("sync", !validSync(syncMode), `want "always" or a duration over 0`),
 		when("sync", url != "", embeddedOnly),
 		when("cpuprofile", *cpuprofile == "", "must not be empty"),
+		when("memprofile", *memprofile == "", "must not be empty"),
+		when("memprofile", *workflow != "" || *fanout || rate == 0, "only for plain jobs with a latency phase (not with --workflow, --fanout or --rate 0)"),
 		when("max-running", limits.MaxRunning < 0 || limits.MaxRunning > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
 		when("max-running-per-user", limits.MaxRunningPerUser < 0 || limits.MaxRunningPerUser > jetflow.MaxQueueLimit, fmt.Sprintf("must be 0 to %d", jetflow.MaxQueueLimit)),
 		when("max-running", *fanout, notFanout),
@@ -396,6 +399,13 @@ func cmdBench(c *cli, args []string) int {
 	}
 	res.SettleMs = float64(time.Since(settle0).Microseconds()) / 1000
 	res.CPUSettleMicrosPerJob = float64((cpuTime() - settleCPU0).Microseconds()) / float64(jobs)
+
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			c.errorf("--memprofile: %v", err)
+			return exitFailed
+		}
+	}
 
 	// Phase 3: latency at a steady rate, workers idle-waiting.
 	if rate > 0 && latDur > 0 {
@@ -665,4 +675,18 @@ func submitInBatches(ctx context.Context, cl *jetflow.Client, n, batch int, requ
 		}
 	}
 	return nil
+}
+
+// writeHeapProfile writes the heap profile as of the last GC to path (no
+// GC is forced: that would change what the phase after it measures).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -109,9 +109,9 @@ func workerPublish(ns string) []string {
 	out := []string{
 		"$JS.API.STREAM.INFO.*",
 		// The durable consumers its handlers pull from, shared by every
-		// worker of a type: run_<type> and batch_<type> on a queue stream
-		// (their filter is the last tokens; only a queue's stream
-		// captures jetflow.q.>).
+		// worker of a type: run_<type> on a queue stream, batch_<type> on
+		// a queue's batch stream (their filter is the last tokens; only a
+		// queue's streams capture jetflow.q.>).
 		"$JS.API.CONSUMER.CREATE.*.*.jetflow.q.*.run.*",
 		"$JS.API.CONSUMER.CREATE.*.*.jetflow.q.*.batch.*.*",
 		"$JS.API.CONSUMER.MSG.NEXT.*.*",

@@ -176,7 +176,11 @@ func (p *Projector) loop(ctx context.Context, cons jetstream.Consumer) {
 				return // unacked: redelivered to the next projector
 			}
 		}
-		ended, err := p.verify(ctx, msgs)
+		ended, durable, err := p.verify(ctx, msgs)
+		if wait := time.Until(durable); err == nil && wait > 0 && !sleepCtx(ctx, wait) {
+			stopBeat()
+			return // unacked: redelivered to the next projector
+		}
 		stopBeat()
 		if err != nil && ctx.Err() != nil {
 			continue // unacked: redelivered to the next projector
@@ -293,12 +297,21 @@ type endedJob struct {
 // whose verification always fails is. False: ctx ended first; the events
 // of the jobs whose cascades did not start are left unacknowledged.
 func (p *Projector) cascadeBeside(ctx context.Context, cascades *sync.WaitGroup, ended []endedJob) bool {
-	for _, e := range ended {
-		stopBeat := inProgress(e.msgs, p.ackWait()/3)
+	// Every job's events are beaten from now on, those that wait for a
+	// slot too: else they would come again (to another Projector) while
+	// this one still has them.
+	beats := make([]func(), len(ended))
+	for i, e := range ended {
+		beats[i] = inProgress(e.msgs, p.ackWait()/3)
+	}
+	for i, e := range ended {
+		stopBeat := beats[i]
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
-			stopBeat()
+			for _, stop := range beats[i:] {
+				stop()
+			}
 			return false
 		}
 		cascades.Add(1)
@@ -339,8 +352,13 @@ type event struct {
 // verify checks one batch of events against the jobs bucket, and returns
 // the jobs whose last event is in it and who ended without succeeding and
 // have children: their cascades are still to run (cascadeBeside), even
-// when the rest of the batch failed and comes again.
-func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJob, error) {
+// when the rest of the batch failed and comes again. durable is when what
+// the batch's acknowledgement vouches for (the follow-ups a writer in this
+// process saw done, the repairs made here) cannot be lost any more
+// (Store.DurableAfter): not before it.
+func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJob, time.Time, error) {
+	hold := p.store.DurableAfter()
+	var durable time.Time
 	type seen struct {
 		last     uint64 // highest event sequence of the job in this batch
 		lastType string // its type
@@ -386,7 +404,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 		// Rare: a type registered or deleted, a namespace's settings set.
 		if err := p.store.Repair(ctx, ev); err != nil {
 			if errors.Is(err, ctx.Err()) {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 			p.log.Error("repair registry record", "event", ev.Type, "of", ev.JobID, "err", err)
 		}
@@ -397,7 +415,11 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 	read := make([]string, 0, len(order))
 	for _, id := range order {
 		s := jobs[id]
-		switch p.store.Seen(id, s.last) {
+		seen, at := p.store.Seen(id, s.last)
+		if seen != store.NotSeen && at.Add(hold).After(durable) {
+			durable = at.Add(hold)
+		}
+		switch seen {
 		case store.Settled:
 			settled++
 			continue
@@ -424,7 +446,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 	order = read
 	recs, err := p.store.Records(ctx, order)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var futs []streams.Future
 	var ended []endedJob // ended without succeeding: their cascades, if they have children
@@ -441,7 +463,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 			}
 			if err != nil {
 				if errors.Is(err, ctx.Err()) {
-					return nil, err
+					return nil, time.Time{}, err
 				}
 				p.log.Error("repair job", "job", id, "err", err)
 				repairErr = fmt.Errorf("repair job %s: %w", id, err)
@@ -471,8 +493,11 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 	}
 	for _, f := range futs {
 		if _, err := f.Wait(ctx); err != nil {
-			return nil, fmt.Errorf("re-dispatch: %w", err)
+			return nil, time.Time{}, fmt.Errorf("re-dispatch: %w", err)
 		}
+	}
+	if len(futs) > 0 && time.Now().Add(hold).After(durable) {
+		durable = time.Now().Add(hold) // what was sent again is as fresh as that
 	}
 	// A job that ended without succeeding: its children (pieces or
 	// linked) are cancelled before its events are acknowledged
@@ -487,7 +512,7 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 		}
 		need, err := p.store.ToCascade(ctx, jobs)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		keep := make(map[*domain.Job]bool, len(need))
 		for _, j := range need {
@@ -500,13 +525,13 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 	// may have lost: the batch is verified again, whole (the notes are
 	// gone).
 	if settled > 0 && !p.store.Steady(mark) {
-		return ended, errors.New("the connection was lost or came back while the batch was verified")
+		return ended, durable, errors.New("the connection was lost or came back while the batch was verified")
 	}
 	p.settled.Add(settled)
 	// Not acked: a record that could not be read or written (a node or a
 	// stream leader lost a moment) is repaired, and what its writer does
 	// after the append repeated, when the batch comes again.
-	return ended, repairErr
+	return ended, durable, repairErr
 }
 
 // maxVerifyDeliveries is how many times a batch whose verification fails

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/maintenance"
 	"github.com/jetflow/jetflow/engine/internal/store"
@@ -167,4 +169,67 @@ func appendOrphan(t *testing.T, st *store.Store) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestProjectorHoldsItsAckUntilTheRepairIsDurable: under sync always the
+// queue streams persist asynchronously (a power loss takes what they
+// acknowledged in the last sync interval), so the Projector, having sent
+// again the work item of a job whose writer died after its append,
+// acknowledges that event only streams.AsyncDurableAfter later: a power
+// loss before then finds the event unacknowledged, and the item is sent
+// again.
+func TestProjectorHoldsItsAckUntilTheRepairIsDurable(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st, err := store.Open(ctx, testkit.Conn(t, srv), streams.Topology{Sync: streams.SyncAlways}, "engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Log = testkit.Logger(t)
+	if st.DurableAfter() != streams.AsyncDurableAfter {
+		t.Fatalf("durable after %v under sync always", st.DurableAfter())
+	}
+	p := maintenance.NewProjector(st, maintenance.ProjectorConfig{Lag: 50 * time.Millisecond, Log: testkit.Logger(t)})
+	startProjector(t, p)
+	if err := st.Queues().Ensure(ctx, domain.DefaultQueue); err != nil { // as a submit makes it before its append
+		t.Fatal(err)
+	}
+	orphan := appendOrphan(t, st)
+	rec := func() (store.Snapshot, error) { return st.Record(ctx, orphan) }
+	var sent time.Time
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		qs, err := st.JS().Stream(ctx, streams.QueueStream(domain.DefaultQueue))
+		if err != nil {
+			return err
+		}
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.RunSubject(domain.DefaultQueue, "orphan")))
+		if err != nil {
+			return err
+		}
+		if len(info.State.Subjects) == 0 {
+			return testkit.Errorf("no work item yet")
+		}
+		sent = time.Now()
+		return nil
+	})
+	snap, err := rec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, err := p.Floor(ctx); err != nil || floor >= snap.Job.Seq {
+		t.Fatalf("ack floor %d (%v) as the item sent again at %d appeared", floor, err, snap.Job.Seq)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		floor, err := p.Floor(ctx)
+		if err != nil {
+			return err
+		}
+		if floor < snap.Job.Seq {
+			return testkit.Errorf("ack floor %d, the event at %d", floor, snap.Job.Seq)
+		}
+		return nil
+	})
+	if held := time.Since(sent); held < streams.AsyncDurableAfter-500*time.Millisecond {
+		t.Fatalf("acknowledged %v after the item was sent again, want about %v", held, streams.AsyncDurableAfter)
+	}
 }

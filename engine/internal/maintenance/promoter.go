@@ -165,6 +165,14 @@ func (p *Promoter) promote(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack() // no longer scheduled (cancelled, or promoted already)
 		return
 	}
+	var notYet *commands.NotDueError
+	if errors.As(err, &notYet) {
+		// A fired schedule of an earlier delay of the job (a crash brought
+		// it back): it asks again when the job is due, when the job's own
+		// schedule fires too (whichever comes second finds it promoted).
+		_ = m.NakWithDelay(max(time.Until(notYet.RunAt), time.Second))
+		return
+	}
 	if err != nil {
 		p.log.Warn("promote", "job", item.Job.ID, "err", err)
 		_ = m.NakWithDelay(time.Second)

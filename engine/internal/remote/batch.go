@@ -216,7 +216,7 @@ func (r *Remote) lookBatch(ctx context.Context, id string) (*heldBatch, error) {
 	queue, _ := streams.QueueOfStream(ref.stream)
 	qx, err := r.stream(ctx, queue)
 	var raw *jetstream.RawStreamMsg
-	if err == nil && (qx == nil || qx.batch.CachedInfo().Config.Name != ref.stream) {
+	if err == nil && (qx == nil || qx.batch == nil || qx.batch.CachedInfo().Config.Name != ref.stream) {
 		err = jetstream.ErrStreamNotFound
 	}
 	if err == nil {

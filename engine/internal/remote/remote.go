@@ -105,7 +105,8 @@ func (r *Remote) queueNames(ctx context.Context) ([]string, error) {
 }
 
 // queueStreams are a queue's streams: the one of its run items and the one
-// of its batches (the same on a queue made before batch streams).
+// of its batches (the same on a queue made before batch streams; nil when
+// its batch stream is missing).
 type queueStreams struct{ run, batch jetstream.Stream }
 
 // stream returns a queue's streams, nil if the queue does not exist (a
@@ -125,7 +126,15 @@ func (r *Remote) stream(ctx context.Context, q string) (*queueStreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	qx = &queueStreams{run: qss[0], batch: qss[len(qss)-1]}
+	qx = &queueStreams{run: qss[0]}
+	switch {
+	case len(qss) > 1:
+		qx.batch = qss[1]
+	case streams.HoldsBatches(qss[0]):
+		qx.batch = qss[0]
+	default:
+		return qx, nil // its batch stream is missing: looked up again next time
+	}
 	r.mu.Lock()
 	r.streams[q] = qx
 	r.mu.Unlock()
@@ -364,7 +373,7 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 			}
 			cands = append(cands, &c)
 		}
-		if len(batchTypes) == 0 {
+		if len(batchTypes) == 0 || qx.batch == nil {
 			continue
 		}
 		// Batches are on a subject per parent: one more request says which

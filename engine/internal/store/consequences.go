@@ -658,6 +658,7 @@ type followUps struct {
 type followUp struct {
 	seq     uint64
 	settled bool
+	at      time.Time // when the writer saw it done
 }
 
 const maxFollowUps = 1 << 17
@@ -682,7 +683,7 @@ func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
 		f.m = make(map[string]followUp, 1024)
 	}
 	if seq > f.m[id].seq {
-		f.m[id] = followUp{seq: seq, settled: settled}
+		f.m[id] = followUp{seq: seq, settled: settled, at: time.Now()}
 	}
 }
 
@@ -696,7 +697,7 @@ func (f *followUps) clear() {
 
 // take reports what was seen done of job id's event at seq, and forgets
 // what it knew of the job up to seq.
-func (f *followUps) take(id string, seq uint64) FollowUp {
+func (f *followUps) take(id string, seq uint64) (FollowUp, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	got, ok := f.m[id]
@@ -705,11 +706,11 @@ func (f *followUps) take(id string, seq uint64) FollowUp {
 	}
 	switch {
 	case !ok || got.seq != seq:
-		return NotSeen
+		return NotSeen, time.Time{}
 	case got.settled:
-		return Settled
+		return Settled, got.at
 	default:
-		return FollowedUp
+		return FollowedUp, got.at
 	}
 }
 
@@ -751,6 +752,19 @@ func (s *Store) FollowMark() uint64 { return s.followedUp.gen.Load() }
 func (s *Store) Steady(mark uint64) bool { return s.nc.IsConnected() && s.FollowMark() == mark }
 
 // Seen reports what a writer in this process saw done of job id's event
-// at seq (followUps); it is then forgotten (the Projector asks once per
-// event it verifies).
-func (s *Store) Seen(id string, seq uint64) FollowUp { return s.followedUp.take(id, seq) }
+// at seq (followUps), and when; it is then forgotten (the Projector asks
+// once per event it verifies).
+func (s *Store) Seen(id string, seq uint64) (FollowUp, time.Time) { return s.followedUp.take(id, seq) }
+
+// DurableAfter is how long after the server acknowledged a write to the
+// jobs bucket or a queue stream it may still be lost to a power loss: under
+// sync always on a single server they persist asynchronously
+// (streams.Topology.AsyncDerived), fsynced every sync interval; else 0.
+// The Projector acknowledges an event only once what it vouches for (a
+// writer's follow-ups, its own repairs) is that old.
+func (s *Store) DurableAfter() time.Duration {
+	if s.topo.AsyncDerived() {
+		return streams.AsyncDurableAfter
+	}
+	return 0
+}

@@ -20,32 +20,33 @@ import (
 // then implies was published and acknowledged.
 func TestFollowUps(t *testing.T) {
 	f := &followUps{}
+	take := func(id string, seq uint64) FollowUp { got, _ := f.take(id, seq); return got }
 	f.note("a", 5, false, 0)
-	if f.take("a", 4) != NotSeen {
+	if take("a", 4) != NotSeen {
 		t.Fatal("an earlier event of the job taken as done")
 	}
-	if f.take("a", 5) != FollowedUp {
+	if take("a", 5) != FollowedUp {
 		t.Fatal("the noted event not taken")
 	}
-	if f.take("a", 5) != NotSeen {
+	if take("a", 5) != NotSeen {
 		t.Fatal("taken twice")
 	}
 	f.note("b", 3, true, 0)
-	if f.take("b", 7) != NotSeen || f.take("b", 3) != NotSeen {
+	if take("b", 7) != NotSeen || take("b", 3) != NotSeen {
 		t.Fatal("a later event taken as done, or the note kept past it")
 	}
 	f.note("c", 1, false, 0)
 	f.clear()
 	f.note("d", 9, true, 1)
 	f.note("e", 9, true, 0) // a write from before the clear
-	if f.take("c", 1) != NotSeen || f.take("d", 9) != Settled || f.take("e", 9) != NotSeen {
+	if take("c", 1) != NotSeen || take("d", 9) != Settled || take("e", 9) != NotSeen {
 		t.Fatal("kept through a clear")
 	}
 	for i := range maxFollowUps {
 		f.note(strconv.Itoa(i), 1, false, 1)
 	}
 	f.note("past", 1, false, 1)
-	if f.take("0", 1) != NotSeen || f.take("past", 1) != FollowedUp {
+	if take("0", 1) != NotSeen || take("past", 1) != FollowedUp {
 		t.Fatal("the cap did not start over")
 	}
 
@@ -88,9 +89,14 @@ func TestFollowUps(t *testing.T) {
 		{"a plain job that failed", job("f1", domain.StateFailed, 3, ""), ev(domain.EvFailed, domain.StateFailed, 3), 0, true, NotSeen},
 		{"a queued job cancelled", job("x1", domain.StateCancelled, 2, ""), ev(domain.EvCancelled, domain.StateCancelled, 2), 0, true, NotSeen},
 	} {
+		before := time.Now()
 		s.afterDone(c.next, c.ev, c.published, c.projected, mark)
-		if got := s.Seen(c.next.Rec.ID, c.ev.Seq); got != c.want {
+		got, at := s.Seen(c.next.Rec.ID, c.ev.Seq)
+		if got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
+		if (got == NotSeen) != at.IsZero() || got != NotSeen && (at.Before(before) || at.After(time.Now())) {
+			t.Errorf("%s: seen %v at %v (noted after %v)", c.what, got, at, before)
 		}
 	}
 
@@ -118,11 +124,14 @@ func TestFollowUps(t *testing.T) {
 		t.Fatal("a write across a reconnection taken as steady, or one after it not")
 	}
 	s.afterDone(job("r2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, mark)
-	if s.Seen("r1", 3) != NotSeen || s.Seen("r2", 3) != NotSeen {
+	if r1, _ := s.Seen("r1", 3); r1 != NotSeen {
+		t.Fatal("a note from before the reconnection taken")
+	}
+	if r2, _ := s.Seen("r2", 3); r2 != NotSeen {
 		t.Fatal("a note from before the reconnection, or a write across it, taken")
 	}
 	s.afterDone(job("r3", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, s.FollowMark())
-	if s.Seen("r3", 3) != Settled {
+	if r3, _ := s.Seen("r3", 3); r3 != Settled {
 		t.Fatal("a write after the reconnection not noted")
 	}
 }
