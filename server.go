@@ -19,7 +19,9 @@ type ServerConfig struct {
 	// SyncAlways fsyncs before every acknowledgement. Otherwise the server
 	// fsyncs every SyncInterval (default DefaultSyncInterval), which loses
 	// nothing on a process crash and at most the last interval on a power
-	// loss.
+	// loss. With SyncAlways, the streams that persist asynchronously in
+	// that mode (the jobs bucket, the queue streams) are fsynced every
+	// SyncInterval, which may then be at most DefaultSyncInterval.
 	SyncAlways   bool
 	SyncInterval time.Duration
 	Name         string

@@ -44,6 +44,12 @@ func Start(cfg Config) (*server.Server, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultSyncInterval
 	}
+	if cfg.SyncAlways && cfg.SyncInterval > DefaultSyncInterval {
+		// The jobs bucket and the queue streams persist asynchronously in
+		// that mode, fsynced every SyncInterval, and the Projector holds
+		// what it vouches for that long (streams.AsyncDurableAfter).
+		return nil, fmt.Errorf("embedded server: a sync interval of %s with SyncAlways: at most %s", cfg.SyncInterval, DefaultSyncInterval)
+	}
 	if cfg.Name == "" {
 		cfg.Name = "jetflow"
 	}
