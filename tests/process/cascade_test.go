@@ -103,7 +103,11 @@ func TestCoordinatorKilledAfterMakingChildren(t *testing.T) {
 	if err != nil || len(kids) != 20 {
 		t.Fatalf("children: %v, %d", err, len(kids))
 	}
-	s.worker("W2", nil, "--concurrency", "20")
+	// W2 runs the children only: a worker that ran demo.fanout too would
+	// take the parent's item once its short lease (1 s, the consumer's ack
+	// wait from then on: the workers of a type share it) let it write off
+	// W1's, and run the parent again.
+	s.worker("W2", nil, "--concurrency", "20", "--exec", "demo.sleep=sleep 600")
 	for _, k := range kids {
 		s.waitRunning(k.ID, "W2")
 	}
