@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow/jetflow/engine"
@@ -196,5 +197,35 @@ func TestSyncAlwaysTopology(t *testing.T) {
 		if got := (streams.Topology{}).ResolveSync(ctx, js).Sync; got != tc.sync {
 			t.Fatalf("sync %s: after another process's Ensure: %q", tc.sync, got)
 		}
+	}
+}
+
+// Stored tells a publish that stored its message from one the stream
+// dropped as a duplicate of its message id (what the Projector's repairs
+// go by: only what they stored must wait for the next sync).
+func TestFutureStored(t *testing.T) {
+	js, err := jetstream.New(testkit.Conn(t, testkit.Server(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testkit.Ctx(t)
+	if err := (streams.Topology{}).Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.NewQueues(js, streams.Topology{}).Ensure(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	w := streams.Writer{JS: js}
+	m := func() *nats.Msg {
+		return &nats.Msg{Subject: streams.RunSubject("q", "t"), Data: []byte("x"), Header: nats.Header{}}
+	}
+	for i, want := range []bool{true, false} {
+		stored, err := w.PublishAsync(m(), jetstream.WithMsgID("one")).Stored(ctx)
+		if err != nil || stored != want {
+			t.Fatalf("publish %d: stored %v (%v), want %v", i+1, stored, err, want)
+		}
+	}
+	if _, err := w.PublishAsync(&nats.Msg{Subject: "nowhere.at.all", Data: []byte("x")}).Stored(ctx); err == nil {
+		t.Fatal("a publish no stream takes: stored")
 	}
 }

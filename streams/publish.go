@@ -72,6 +72,28 @@ func (f Future) Wait(ctx context.Context) (uint64, error) {
 	}
 }
 
+// Stored waits for the message as Wait does, and reports whether this
+// publish stored it: false when the stream dropped it as a duplicate of one
+// it holds (its message id, within the duplicate window). An append through
+// a group commit is always stored.
+func (f Future) Stored(ctx context.Context) (bool, error) {
+	if f.err != nil || f.group != nil {
+		_, err := f.Wait(ctx)
+		return err == nil, err
+	}
+	select {
+	case ack := <-f.paf.Ok():
+		return !ack.Duplicate, nil
+	case err := <-f.paf.Err():
+		if IsConflict(err) {
+			return false, fmt.Errorf("%w: %v", domain.ErrConflict, err)
+		}
+		return false, err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
 // PublishAsync starts publishing m. The wait for a free slot in the window is
 // bounded by the publisher's stall wait.
 func (w Writer) PublishAsync(m *nats.Msg, opts ...jetstream.PublishOpt) Future {

@@ -491,13 +491,19 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 			ended = append(ended, endedJob{snap.Job, msgs})
 		}
 	}
+	repaired := false // a follow-up sent again was missing: stored now
 	for _, f := range futs {
-		if _, err := f.Wait(ctx); err != nil {
+		stored, err := f.Stored(ctx)
+		if err != nil {
 			return nil, time.Time{}, fmt.Errorf("re-dispatch: %w", err)
 		}
+		repaired = repaired || stored
 	}
-	if len(futs) > 0 && time.Now().Add(hold).After(durable) {
-		durable = time.Now().Add(hold) // what was sent again is as fresh as that
+	if repaired && time.Now().Add(hold).After(durable) {
+		// What was sent again is as fresh as that. (A follow-up dropped
+		// here as a duplicate was sent by its writer, as a rule right after
+		// the event: more than the sync interval before the lag ran out.)
+		durable = time.Now().Add(hold)
 	}
 	// A job that ended without succeeding: its children (pieces or
 	// linked) are cancelled before its events are acknowledged
