@@ -623,7 +623,7 @@ func TestBatchesOnAQueueStreamMadeBeforeBatchStreams(t *testing.T) {
 	h := newHarness(t)
 	const queue = "older"
 	cfg := (streams.Topology{}).QueueConfig(queue)
-	cfg.Subjects = streams.LegacyQueueSubjects(queue)
+	cfg.Subjects = []string{streams.LegacyQueueSubject(queue)}
 	if _, err := h.st.JS.CreateStream(h.ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -44,14 +44,10 @@ func (t Topology) ResolveSync(ctx context.Context, js jetstream.JetStream) Topol
 const AsyncDurableAfter = 1500 * time.Millisecond
 
 // AsyncDerived reports whether the jobs bucket and the queue streams
-// created under t persist asynchronously (see asyncDerived).
-func (t Topology) AsyncDerived() bool { return t.asyncDerived() }
-
-// asyncDerived reports whether the jobs bucket and the queue streams
-// created now persist asynchronously: under sync always, on a single
+// created under t persist asynchronously: under sync always, on a single
 // server's file storage (JetStream refuses the async persist mode on
 // replicated streams).
-func (t Topology) asyncDerived() bool {
+func (t Topology) AsyncDerived() bool {
 	return t.Sync == SyncAlways && t.Replicas <= 1 && !t.MemoryStorage
 }
 
@@ -60,7 +56,7 @@ func (t Topology) asyncDerived() bool {
 // config cannot say, and which cannot be changed once the stream exists).
 // An existing bucket is left as it is.
 func (t Topology) ensureJobsBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValueConfig) {
-	if !t.asyncDerived() {
+	if !t.AsyncDerived() {
 		return
 	}
 	if _, err := js.Stream(ctx, "KV_"+kv.Bucket); err == nil {

@@ -93,14 +93,14 @@ func QueueStream(queue string) string { return QueueStreamPfx + queue }
 // QueueSubjects are the subjects a queue's stream captures: its run items,
 // its delays and their firings. A queue's batches have a stream of their
 // own (BatchStream), except on a queue stream made by a build before that
-// (LegacyQueueSubjects), which holds them too.
+// (LegacyQueueSubject), which holds them too.
 func QueueSubjects(queue string) []string {
 	return []string{RunFilter(queue), "jetflow.q." + queue + ".sched.*", DueSubject(queue)}
 }
 
-// LegacyQueueSubjects is what a queue stream made before batch streams
+// LegacyQueueSubject is what a queue stream made before batch streams
 // captures: everything of the queue, its batches too.
-func LegacyQueueSubjects(queue string) []string { return []string{"jetflow.q." + queue + ".>"} }
+func LegacyQueueSubject(queue string) string { return "jetflow.q." + queue + ".>" }
 
 // BatchStream is the name of a queue's batch stream: the work items of its
 // fan-outs' batches, kept apart from its run items because, unlike them,

@@ -112,7 +112,7 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 		AllowMsgSchedules: true,
 		AllowDirect:       true,
 	}
-	if t.asyncDerived() {
+	if t.AsyncDerived() {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
 	return cfg
@@ -335,27 +335,39 @@ func Consumers(ctx context.Context, s jetstream.Stream) ([]*jetstream.ConsumerIn
 	return out, nil
 }
 
-// QueueStreams returns a queue's streams as they are, making none: its
-// queue stream, then its batch stream unless the queue stream holds the
-// batches itself (LegacyQueueSubjects) or the batch stream is missing. The
+// QueueSet is a queue's streams: Run, its queue stream (run items,
+// delays, fired schedules), and Batches, the stream that holds its
+// batches: its batch stream, Run itself on a queue stream made before
+// batch streams (LegacyQueueSubject), nil when the batch stream is missing.
+type QueueSet struct{ Run, Batches jetstream.Stream }
+
+// All lists the set's streams, each once.
+func (s QueueSet) All() []jetstream.Stream {
+	if s.Batches == nil || s.Batches == s.Run {
+		return []jetstream.Stream{s.Run}
+	}
+	return []jetstream.Stream{s.Run, s.Batches}
+}
+
+// QueueStreams returns a queue's streams as they are, making none. The
 // queue stream's error is returned as is (jetstream.ErrStreamNotFound for
 // a queue never used).
-func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) ([]jetstream.Stream, error) {
+func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) (QueueSet, error) {
 	qs, err := js.Stream(ctx, QueueStream(queue))
 	if err != nil {
-		return nil, err
+		return QueueSet{}, err
 	}
 	if HoldsBatches(qs) {
-		return []jetstream.Stream{qs}, nil
+		return QueueSet{Run: qs, Batches: qs}, nil
 	}
 	bs, err := js.Stream(ctx, BatchStream(queue))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return []jetstream.Stream{qs}, nil
+		return QueueSet{Run: qs}, nil
 	}
 	if err != nil {
-		return nil, err
+		return QueueSet{}, err
 	}
-	return []jetstream.Stream{qs, bs}, nil
+	return QueueSet{Run: qs, Batches: bs}, nil
 }
 
 // HoldsBatches reports whether the queue stream qs holds its queue's
@@ -363,11 +375,12 @@ func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) ([]
 func HoldsBatches(qs jetstream.Stream) bool {
 	cfg := qs.CachedInfo().Config
 	q, _ := QueueOfStream(cfg.Name)
-	return slices.Contains(cfg.Subjects, LegacyQueueSubjects(q)[0])
+	return slices.Contains(cfg.Subjects, LegacyQueueSubject(q))
 }
 
 // Captures reports whether stream s captures subject (one of its subjects
-// matches it).
+// matches it). subject may be a filter: its wildcards then match as
+// tokens, so a filter that one of s's subjects covers is captured.
 func Captures(s jetstream.Stream, subject string) bool {
 	for _, f := range s.CachedInfo().Config.Subjects {
 		if SubjectMatches(f, subject) {

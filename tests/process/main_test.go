@@ -179,7 +179,7 @@ func (s *system) waitDrained(queue string) {
 		s.t.Fatal(err)
 	}
 	testkit.WaitFor(s.t, 20*time.Second, func() error {
-		for _, qs := range qss {
+		for _, qs := range qss.All() {
 			info, err := qs.Info(ctx)
 			if err != nil {
 				return err

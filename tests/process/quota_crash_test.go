@@ -152,7 +152,7 @@ func (s *system) queueItems(queue string) uint64 {
 		s.t.Fatal(err)
 	}
 	var n uint64
-	for _, qs := range qss {
+	for _, qs := range qss.All() {
 		info, err := qs.Info(ctx)
 		if err != nil {
 			s.t.Fatal(err)

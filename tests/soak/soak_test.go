@@ -237,8 +237,8 @@ func queueItems(s *system, queue string, skip map[string]bool) (int, map[string]
 		return 0, nil, err
 	}
 	n, left := 0, map[string]uint64{}
-	for _, qs := range qss {
-		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.LegacyQueueSubjects(queue)[0]))
+	for _, qs := range qss.All() {
+		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(streams.LegacyQueueSubject(queue)))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -269,9 +269,9 @@ func describeLeft(t *testing.T, s *system, queue string, left map[string]uint64)
 		return
 	}
 	for subj := range left {
-		qs := qss[0]
-		if len(qss) > 1 && streams.Captures(qss[1], subj) {
-			qs = qss[1]
+		qs := qss.Run
+		if qss.Batches != nil && streams.Captures(qss.Batches, subj) {
+			qs = qss.Batches
 		}
 		next := uint64(1)
 		for range 5 {
@@ -294,7 +294,7 @@ func describeLeft(t *testing.T, s *system, queue string, left map[string]uint64)
 				item.Job.RunAt.Format(time.RFC3339Nano), now)
 		}
 	}
-	for _, qs := range qss {
+	for _, qs := range qss.All() {
 		infos, err := streams.Consumers(ctx, qs)
 		if err != nil {
 			t.Logf("consumers of the queue: %v", err)

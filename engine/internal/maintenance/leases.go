@@ -186,7 +186,7 @@ func (l *LeaseSweeper) inFlight(ctx context.Context) ([]inFlight, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, qs := range qss {
+		for _, qs := range qss.All() {
 			if out, err = l.inFlightOn(ctx, qs, q.Name, look, next, out); err != nil {
 				return nil, err
 			}
@@ -240,11 +240,13 @@ func (l *LeaseSweeper) inFlightOn(ctx context.Context, qs jetstream.Stream, queu
 }
 
 // storedItems counts the run, batch and fired-schedule (due) items stored on
-// each subject of a queue's stream qs (a stream without some of them
-// counts none).
+// each subject of a queue's stream qs (of those it captures).
 func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[string]uint64, error) {
 	stored := map[string]uint64{}
 	for _, filter := range []string{streams.RunFilter(queue), streams.BatchesFilter(queue), streams.DueSubject(queue)} {
+		if !streams.Captures(qs, filter) {
+			continue
+		}
 		info, err := qs.Info(ctx, jetstream.WithSubjectFilter(filter))
 		if err != nil {
 			return nil, fmt.Errorf("items of queue %s: %w", queue, err)

@@ -76,16 +76,7 @@ func TestProjectorVerifiesWhileACascadeRuns(t *testing.T) {
 	}
 	released = true
 	close(release)
-	testkit.WaitFor(t, 20*time.Second, func() error {
-		floor, err := p.Floor(ctx)
-		if err != nil {
-			return err
-		}
-		if floor < cancelled.Job.Seq {
-			return testkit.Errorf("ack floor %d, the cancel at %d", floor, cancelled.Job.Seq)
-		}
-		return nil
-	})
+	waitAcked(t, p, cancelled.Job.Seq)
 }
 
 // TestProjectorCascadesBesideABatchThatFails: a parent cancelled by a
@@ -134,6 +125,22 @@ func startProjector(t *testing.T, p *maintenance.Projector) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(context.Background()) })
+}
+
+// waitAcked waits until the Projector's consumer acknowledged every event
+// up to seq.
+func waitAcked(t *testing.T, p *maintenance.Projector, seq uint64) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		floor, err := p.Floor(testkit.Ctx(t))
+		if err != nil {
+			return err
+		}
+		if floor < seq {
+			return testkit.Errorf("ack floor %d, the event at %d", floor, seq)
+		}
+		return nil
+	})
 }
 
 // submitWithChild submits a job no worker runs and a child linked to it.
@@ -219,16 +226,7 @@ func TestProjectorHoldsItsAckUntilTheRepairIsDurable(t *testing.T) {
 	if floor, err := p.Floor(ctx); err != nil || floor >= snap.Job.Seq {
 		t.Fatalf("ack floor %d (%v) as the item sent again at %d appeared", floor, err, snap.Job.Seq)
 	}
-	testkit.WaitFor(t, 20*time.Second, func() error {
-		floor, err := p.Floor(ctx)
-		if err != nil {
-			return err
-		}
-		if floor < snap.Job.Seq {
-			return testkit.Errorf("ack floor %d, the event at %d", floor, snap.Job.Seq)
-		}
-		return nil
-	})
+	waitAcked(t, p, snap.Job.Seq)
 	if held := time.Since(sent); held < streams.AsyncDurableAfter-500*time.Millisecond {
 		t.Fatalf("acknowledged %v after the item was sent again, want about %v", held, streams.AsyncDurableAfter)
 	}

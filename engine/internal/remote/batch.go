@@ -214,13 +214,13 @@ func (r *Remote) lookBatch(ctx context.Context, id string) (*heldBatch, error) {
 	}
 	b := &heldBatch{ref: ref, parent: parent}
 	queue, _ := streams.QueueOfStream(ref.stream)
-	qx, err := r.stream(ctx, queue)
+	qx, ok, err := r.stream(ctx, queue)
 	var raw *jetstream.RawStreamMsg
-	if err == nil && (qx == nil || qx.batch == nil || qx.batch.CachedInfo().Config.Name != ref.stream) {
+	if err == nil && (!ok || qx.Batches == nil || qx.Batches.CachedInfo().Config.Name != ref.stream) {
 		err = jetstream.ErrStreamNotFound
 	}
 	if err == nil {
-		raw, err = qx.batch.GetMsg(ctx, ref.seq)
+		raw, err = qx.Batches.GetMsg(ctx, ref.seq)
 	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("batch %s is no longer in its queue (settled, or taken over after a lost lease): %w", id, commands.ErrNotClaimant)

@@ -35,7 +35,7 @@ type Remote struct {
 
 	mu      sync.Mutex
 	ensured map[string]jetstream.Consumer // queue + "/" + type
-	streams map[string]*queueStreams
+	streams map[string]streams.QueueSet
 	names   []string // the queues that exist, as of namesAt
 	namesAt time.Time
 }
@@ -70,7 +70,7 @@ func New(s *store.Store, lease time.Duration, log *slog.Logger) *Remote {
 		log = slog.Default()
 	}
 	return &Remote{store: s, lease: lease, log: log.With("component", "remote"),
-		ensured: map[string]jetstream.Consumer{}, streams: map[string]*queueStreams{}}
+		ensured: map[string]jetstream.Consumer{}, streams: map[string]streams.QueueSet{}}
 }
 
 type runConsumer struct {
@@ -104,41 +104,29 @@ func (r *Remote) queueNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// queueStreams are a queue's streams: the one of its run items and the one
-// of its batches (the same on a queue made before batch streams; nil when
-// its batch stream is missing).
-type queueStreams struct{ run, batch jetstream.Stream }
-
-// stream returns a queue's streams, nil if the queue does not exist (a
-// claim does not create queues: it only has nothing to claim there until a
-// job is submitted to it).
-func (r *Remote) stream(ctx context.Context, q string) (*queueStreams, error) {
+// stream returns a queue's streams, ok false if the queue does not exist
+// (a claim does not create queues: it only has nothing to claim there
+// until a job is submitted to it).
+func (r *Remote) stream(ctx context.Context, q string) (qx streams.QueueSet, ok bool, err error) {
 	r.mu.Lock()
-	qx := r.streams[q]
+	qx, ok = r.streams[q]
 	r.mu.Unlock()
-	if qx != nil {
-		return qx, nil
+	if ok {
+		return qx, true, nil
 	}
-	qss, err := streams.QueueStreams(ctx, r.store.JS(), q)
+	qx, err = streams.QueueStreams(ctx, r.store.JS(), q)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil
+		return qx, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return qx, false, err
 	}
-	qx = &queueStreams{run: qss[0]}
-	switch {
-	case len(qss) > 1:
-		qx.batch = qss[1]
-	case streams.HoldsBatches(qss[0]):
-		qx.batch = qss[0]
-	default:
-		return qx, nil // its batch stream is missing: looked up again next time
+	if qx.Batches != nil { // else its batch stream is missing: looked up again next time
+		r.mu.Lock()
+		r.streams[q] = qx
+		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	r.streams[q] = qx
-	r.mu.Unlock()
-	return qx, nil
+	return qx, true, nil
 }
 
 // consumer returns the run consumer of a type (or the batch consumer of a
@@ -346,14 +334,14 @@ func (r *Remote) ClaimWork(ctx context.Context, sc Scope, wait time.Duration) (C
 func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) ([]*runConsumer, error) {
 	var cands []*runConsumer
 	for _, q := range queues {
-		qx, err := r.stream(ctx, q)
+		qx, ok, err := r.stream(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		if qx == nil {
+		if !ok {
 			continue
 		}
-		info, err := qx.run.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
+		info, err := qx.Run.Info(ctx, jetstream.WithSubjectFilter(streams.RunFilter(q)))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			r.mu.Lock()
 			delete(r.streams, q)
@@ -367,18 +355,18 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 			if info.State.Subjects[streams.RunSubject(q, t)] == 0 {
 				continue
 			}
-			c, err := r.consumer(ctx, q, t, false, qx.run)
+			c, err := r.consumer(ctx, q, t, false, qx.Run)
 			if err != nil {
 				return nil, err
 			}
 			cands = append(cands, &c)
 		}
-		if len(batchTypes) == 0 || qx.batch == nil {
+		if len(batchTypes) == 0 || qx.Batches == nil {
 			continue
 		}
 		// Batches are on a subject per parent: one more request says which
 		// batch types have any.
-		binfo, err := qx.batch.Info(ctx, jetstream.WithSubjectFilter(streams.BatchesFilter(q)))
+		binfo, err := qx.Batches.Info(ctx, jetstream.WithSubjectFilter(streams.BatchesFilter(q)))
 		if err != nil {
 			return nil, fmt.Errorf("queue %s: %w", q, err)
 		}
@@ -394,7 +382,7 @@ func (r *Remote) byAge(ctx context.Context, queues, types, batchTypes []string) 
 			if !has {
 				continue
 			}
-			c, err := r.consumer(ctx, q, t, true, qx.batch)
+			c, err := r.consumer(ctx, q, t, true, qx.Batches)
 			if err != nil {
 				return nil, err
 			}

@@ -80,7 +80,7 @@ func (s *Store) EnsureConsumer(ctx context.Context, queue string, cfg jetstream.
 		return nil, err
 	}
 	stream := streams.QueueStream(queue)
-	if strings.HasPrefix(cfg.FilterSubject, strings.TrimSuffix(streams.BatchesFilter(queue), ">")) {
+	if streams.SubjectMatches(streams.BatchesFilter(queue), cfg.FilterSubject) {
 		stream = batches
 	}
 	rec, err := s.Queue(ctx, queue)

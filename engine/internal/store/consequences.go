@@ -358,7 +358,7 @@ func (s *Store) purgeQueueSubject(ctx context.Context, queue, subject string) er
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
-	for _, stream := range qss {
+	for _, stream := range qss.All() {
 		if !streams.Captures(stream, subject) {
 			continue
 		}

@@ -64,7 +64,7 @@ func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool) (
 	if err != nil {
 		return nil, err
 	}
-	for _, qs := range qss {
+	for _, qs := range qss.All() {
 		stream := qs.CachedInfo().Config.Name
 		names := qs.ConsumerNames(ctx)
 		for name := range names.Name() {
@@ -202,7 +202,7 @@ func (s *Store) queueStats(ctx context.Context, rec *domain.QueueRecord) (*Queue
 	}
 	prefix := "jetflow.q." + queue + "."
 	items := map[string]uint64{} // items stored, by the filter of the consumer that takes them
-	for _, stream := range qss {
+	for _, stream := range qss.All() {
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 		if err != nil {
 			return nil, err
