@@ -34,21 +34,39 @@ const (
 // Overdue reports which deadline j passed at now (reapTimeout,
 // reapQueueTimeout, reapStalled), or "" if none.
 func Overdue(j *domain.Job, p ReapPolicy, now time.Time) string {
+	due, ok := DueAt(j, p)
+	if !ok || !now.After(due) {
+		return ""
+	}
 	switch {
 	case Held(j):
-		if TimedOut(j, p.Grace, now) {
-			return reapTimeout
-		}
+		return reapTimeout
 	case j.State == domain.StateQueued:
-		if j.Spec.QueueTimeout > 0 && now.Sub(j.QueuedAt) > j.Spec.QueueTimeout {
-			return reapQueueTimeout
+		return reapQueueTimeout
+	default:
+		return reapStalled
+	}
+}
+
+// DueAt is the instant after which Overdue names a deadline of j, as long
+// as j does not change (every change is an event); ok is false when j has
+// no deadline the reaper enforces, in its state. The reaper looks at a job
+// again only once this instant has passed, or after its next event.
+func DueAt(j *domain.Job, p ReapPolicy) (due time.Time, ok bool) {
+	switch {
+	case Held(j):
+		d, ok := Deadline(j)
+		return d.Add(p.Grace), ok
+	case j.State == domain.StateQueued:
+		if j.Spec.QueueTimeout > 0 {
+			return j.QueuedAt.Add(j.Spec.QueueTimeout), true
 		}
 	case j.State == domain.StateWaiting:
-		if st := stallTimeout(j, p); st > 0 && now.Sub(j.UpdatedAt) > st {
-			return reapStalled
+		if st := stallTimeout(j, p); st > 0 {
+			return j.UpdatedAt.Add(st), true
 		}
 	}
-	return ""
+	return time.Time{}, false
 }
 
 func stallTimeout(j *domain.Job, p ReapPolicy) time.Duration {

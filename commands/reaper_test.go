@@ -44,6 +44,18 @@ func TestOverdueAndReap(t *testing.T) {
 			if got := commands.Overdue(&j, p, now); got != tc.want {
 				t.Fatalf("Overdue = %q, want %q", got, tc.want)
 			}
+			// DueAt is the edge of Overdue: nothing up to it, the same
+			// deadline just after it; no edge, never anything.
+			if due, ok := commands.DueAt(&j, p); ok {
+				if got := commands.Overdue(&j, p, due); got != "" {
+					t.Fatalf("Overdue at DueAt %v = %q, want nothing yet", due, got)
+				}
+				if got := commands.Overdue(&j, p, due.Add(time.Nanosecond)); got == "" || (tc.want != "" && got != tc.want) {
+					t.Fatalf("Overdue just after DueAt = %q, want %q", got, tc.want)
+				}
+			} else if got := commands.Overdue(&j, p, now.Add(100*365*24*time.Hour)); got != "" {
+				t.Fatalf("no DueAt, yet Overdue a century later = %q", got)
+			}
 			ev, why, err := commands.Reap(&j, p, "reaper", now)
 			if tc.want == "" {
 				if !errors.Is(err, commands.ErrInvalidTransition) || ev != nil {

@@ -99,13 +99,15 @@ func NewEngine(s *Store, cfg EngineConfig) *Engine {
 		Files:     maintenance.NewFileSweeper(st, maintenance.FileSweeperConfig{Grace: cfg.FileGrace, Interval: cfg.FileSweepInterval, Log: log}),
 		Stats:     maintenance.NewStatsKeeper(st, maintenance.StatsConfig{Flush: cfg.StatsFlush, Log: log}),
 	}
+	reaper := maintenance.NewReaper(st, cfg.Reaper)
+	reaper.Follow(e.Stats)
 	e.Scheduler = maintenance.NewScheduler(st, maintenance.SchedulerConfig{Schedules: s.Schedules, MisfireGrace: cfg.MisfireGrace, Log: log})
 	led := []Component{
 		maintenance.NewFanIn(st, maintenance.FanInConfig{Log: log, WorkflowGrace: cfg.WorkflowGrace}),
 		maintenance.NewLeaseSweeper(st, maintenance.LeaseSweeperConfig{Interval: cfg.LeaseSweepInterval, Log: log}),
 		maintenance.NewTypeSweeper(st, maintenance.TypeSweeperConfig{Grace: cfg.TypeGrace, Interval: cfg.TypeSweepInterval, Types: s.Types, Log: log}),
 		e.Files,
-		maintenance.NewReaper(st, cfg.Reaper),
+		reaper,
 		maintenance.NewPurger(st, cfg.Purger),
 		maintenance.NewAdmitter(st, maintenance.AdmitterConfig{Log: log}),
 		e.Stats,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -14,14 +15,17 @@ import (
 
 // Defaults of ReaperConfig.
 const (
-	defaultReaperInterval = 10 * time.Second
-	defaultReaperGrace    = time.Minute
-	defaultStallTimeout   = time.Hour
+	defaultReaperInterval  = 10 * time.Second
+	defaultReaperGrace     = time.Minute
+	defaultStallTimeout    = time.Hour
+	defaultReaperReconcile = 5 * time.Minute
+	defaultReaperLooks     = 1000
+	defaultReaperLive      = 1 << 20
 )
 
 // ReaperConfig configures the Reaper.
 type ReaperConfig struct {
-	Interval time.Duration // how often the jobs bucket is scanned
+	Interval time.Duration // how often it looks for jobs that are due
 	// Grace is added to a job's execution timeout before the reaper fails
 	// it: a worker that still holds the job has its handler cancelled at the
 	// timeout and records the failure itself well within it.
@@ -29,13 +33,26 @@ type ReaperConfig struct {
 	// StallTimeout fails a waiting parent none of whose pieces finished for
 	// this long, unless its fan-out set its own.
 	StallTimeout time.Duration
-	Log          *slog.Logger
+	// Reconcile is how often a Reaper that follows the log (Follow) reads
+	// every record all the same (default 5 min): what its list of live
+	// jobs missed is found then.
+	Reconcile time.Duration
+	// Looks is the most jobs a pass reads one by one (default 1000); with
+	// more to look at, it reads the whole bucket instead.
+	Looks int
+	// Live is the most live jobs the list keeps (default 1,048,576); with
+	// more, every pass reads the whole bucket until they are half as many.
+	Live int
+	Log  *slog.Logger
 }
 
 func (c ReaperConfig) withDefaults() ReaperConfig {
 	orDefault(&c.Interval, defaultReaperInterval)
 	orDefault(&c.Grace, defaultReaperGrace)
 	orDefault(&c.StallTimeout, defaultStallTimeout)
+	orDefault(&c.Reconcile, defaultReaperReconcile)
+	orDefault(&c.Looks, defaultReaperLooks)
+	orDefault(&c.Live, defaultReaperLive)
 	return c
 }
 
@@ -44,10 +61,17 @@ func (c ReaperConfig) validate() error { return nil }
 // Reaper ends jobs that nobody else will: a claimed or running job past its
 // execution timeout (plus the grace) that no worker reported on, a queued
 // job past its queue timeout, a waiting parent whose pieces stalled
-// (job.stalled); commands.Overdue and commands.Reap decide. It scans the
-// jobs bucket every interval; every write is a revision-checked transition
-// decided on the job as it is then, so a job that finished while the
-// reaper looked is never overwritten.
+// (job.stalled); commands.Overdue and commands.Reap decide. Every write is
+// a revision-checked transition decided on the job as it is then, so a job
+// that finished while the reaper looked is never overwritten.
+//
+// Every Interval it looks for the jobs that are due. On its own it reads
+// every record in the jobs bucket to find them. Following the log (Follow:
+// the StatsKeeper's reading of it, which the engine runs beside it) it
+// keeps the list of live jobs and when each is due (commands.DueAt), and
+// reads only the jobs that may be due; it reads the whole bucket at its
+// first pass, every Reconcile, when there are more than Looks jobs to look
+// at, and while the feed is behind the log.
 //
 // One Reaper runs at a time, under a Leader.
 type Reaper struct {
@@ -55,32 +79,107 @@ type Reaper struct {
 	store *store.Store
 	cfg   ReaperConfig
 	log   *slog.Logger
+
+	live     *liveJobs // nil: not following the log
+	stale    time.Duration
+	lastFull time.Time // of this run (zero: the next pass reads the bucket)
+	lastLive int       // live jobs the last read of the bucket found
+
+	fullReads, looks atomic.Int64 // what passes read (tests)
 }
 
 // NewReaper returns a Reaper.
 func NewReaper(s *store.Store, cfg ReaperConfig) *Reaper {
 	cfg = cfg.withDefaults()
 	r := &Reaper{store: s, cfg: cfg, log: logger(cfg.Log, "reaper")}
-	r.periodic = periodic{every: cfg.Interval, log: r.log, check: cfg.validate, pass: r.Scan}
+	r.periodic = periodic{every: cfg.Interval, log: r.log, check: cfg.validate, pass: r.Scan,
+		begin: func() { r.lastFull = time.Time{} }}
 	return r
+}
+
+// Follow makes r keep its list of live jobs from the events k reads. Call
+// it before either starts; both run under the same Leader.
+func (r *Reaper) Follow(k *StatsKeeper) {
+	r.live = newLiveJobs(r.cfg.Live)
+	// Behind: the feed reads in bursts, once a Flush; one that did not
+	// reach the log's end for a few of them is catching up (or failing),
+	// and its list is not to be trusted alone.
+	r.stale = 5*k.cfg.Flush + r.cfg.Interval
+	k.live = r.live
 }
 
 func (r *Reaper) policy() commands.ReapPolicy {
 	return commands.ReapPolicy{Grace: r.cfg.Grace, StallTimeout: r.cfg.StallTimeout}
 }
 
-// Scan looks at every job once and ends those that are due.
+// Reads reports how many passes read the whole bucket, and how many jobs
+// passes read one by one.
+func (r *Reaper) Reads() (full, looks int64) { return r.fullReads.Load(), r.looks.Load() }
+
+// Scan looks for the jobs that are due, and ends them.
 func (r *Reaper) Scan(ctx context.Context) error {
-	var due []string
 	now := time.Now()
+	if r.live == nil || r.lastFull.IsZero() || now.Sub(r.lastFull) >= r.cfg.Reconcile || !r.live.fresh(now, r.stale) {
+		return r.scanAll(ctx, now)
+	}
+	ids := r.live.toLook(now, r.cfg.Looks)
+	if len(ids) > r.cfg.Looks {
+		return r.scanAll(ctx, now)
+	}
+	p := r.policy()
+	for _, id := range ids {
+		cur, err := r.store.Current(ctx, id)
+		if errors.Is(err, commands.ErrNotFound) {
+			r.live.forget(id)
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.log.Warn("read", "job", id, "err", err)
+			continue // still to look at: the next pass reads it again
+		}
+		r.looks.Add(1)
+		due, ok := commands.DueAt(cur.Job, p)
+		r.live.learn(cur.Job, due, ok)
+		if !cur.Job.State.Terminal() && commands.Overdue(cur.Job, p, now) != "" {
+			r.reap(ctx, id)
+		}
+	}
+	return ctx.Err()
+}
+
+// scanAll reads every record once, ends those that are due, and (following
+// the log) puts the live ones in the list.
+func (r *Reaper) scanAll(ctx context.Context, now time.Time) error {
+	var due []string
+	p := r.policy()
+	if r.live != nil {
+		r.live.reset(r.lastLive)
+	}
+	live := 0
 	err := r.store.Scan(ctx, func(j *domain.Job) {
-		if !j.State.Terminal() && commands.Overdue(j, r.policy(), now) != "" {
+		if j.State.Terminal() {
+			if r.live != nil {
+				r.live.learn(j, time.Time{}, false)
+			}
+			return
+		}
+		live++
+		if r.live != nil {
+			at, ok := commands.DueAt(j, p)
+			r.live.learn(j, at, ok)
+		}
+		if commands.Overdue(j, p, now) != "" {
 			due = append(due, j.ID)
 		}
 	})
 	if err != nil {
 		return err
 	}
+	r.fullReads.Add(1)
+	r.lastFull, r.lastLive = now, live
 	for _, id := range due {
 		r.reap(ctx, id)
 	}

@@ -81,6 +81,7 @@ type StatsKeeper struct {
 	life  lifecycle.Loop
 
 	folded atomic.Uint64 // the last event folded and written (tests)
+	live   *liveJobs     // the Reaper's, fed with every move read (Reaper.Follow), or nil
 }
 
 // NewStatsKeeper returns a StatsKeeper.
@@ -249,6 +250,9 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 		if n == 0 {
 			caughtUp = true
 		}
+		if caughtUp && k.live != nil {
+			k.live.caughtUp(time.Now())
+		}
 		if n < defaultStatsBatch { // caught up: the next burst after the flush
 			select {
 			case <-ctx.Done():
@@ -309,6 +313,9 @@ func (s *statsSession) foldMsg(ctx context.Context, subject string, data []byte,
 	if !ok || !ok1 || !ok2 || streams.DecodeEventHead(data, ev) != nil { // the move only: no spec, payload or result
 		s.last = seq
 		return nil
+	}
+	if l := s.k.live; l != nil {
+		l.moved(ev.JobID, ev.To, seq)
 	}
 	ns, _ := streams.ParseToken(nsTok)
 	effect, series := s.fold.Fold(ev, ns, q)
