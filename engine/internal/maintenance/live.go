@@ -25,6 +25,7 @@ type liveJobs struct {
 	max   int       // more than this and passes read the bucket (over)
 	over  bool      // the list overflowed: not kept until a full read finds few enough
 	fedAt time.Time // when the feed last read to the log's end
+	epoch uint32    // of the read of the whole bucket under way, or the last
 }
 
 type liveJob struct {
@@ -32,6 +33,7 @@ type liveJob struct {
 	known bool      // due (or never) is known for the job as of seq
 	never bool      // no deadline in its state: looked at again after its next event
 	due   time.Time // after this, the reaper looks at it
+	seen  uint32    // the epoch of the last read of the whole bucket that saw it
 }
 
 func newLiveJobs(max int) *liveJobs {
@@ -126,15 +128,51 @@ func (l *liveJobs) forget(id string) {
 	l.mu.Unlock()
 }
 
-// reset starts a read of the whole bucket: an overflowed list is kept again
-// when the last such read found at most half its room of live jobs (the
-// jobs it holds and those the read adds).
-func (l *liveJobs) reset(lastLive int) {
+// clear empties the list, as at a new leader term: what the feed of an
+// earlier term left in it may be long gone (a job purged while another
+// engine led is never read again).
+func (l *liveJobs) clear() {
+	l.mu.Lock()
+	l.jobs, l.over, l.fedAt = map[string]liveJob{}, false, time.Time{}
+	l.mu.Unlock()
+}
+
+// readAll starts a read of the whole bucket and returns its seen, which
+// marks each job the read saw (seed, then sweep). An overflowed list is
+// kept again when the last such read found at most half its room of live
+// jobs (the jobs it holds and those the read adds).
+func (l *liveJobs) readAll(lastLive int) (seed func(j *domain.Job, due time.Time, ok bool)) {
 	l.mu.Lock()
 	if l.over && lastLive <= l.max/2 {
 		l.over = false
 	}
+	l.epoch++
+	epoch := l.epoch
 	l.mu.Unlock()
+	return func(j *domain.Job, due time.Time, ok bool) {
+		l.learn(j, due, ok)
+		l.mu.Lock()
+		if e, held := l.jobs[j.ID]; held {
+			e.seen = epoch
+			l.jobs[j.ID] = e
+		}
+		l.mu.Unlock()
+	}
+}
+
+// sweep ends the read of the whole bucket begun last: it drops the jobs
+// once read (known) that the read did not see and whose last event seen is
+// at most upTo, the log's last event when the read began: their record is
+// gone (purged). Jobs with events after it stay, and so do jobs never read
+// (a record may not be written yet: the next pass reads the log).
+func (l *liveJobs) sweep(upTo uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, e := range l.jobs {
+		if e.known && e.seen != l.epoch && e.seq <= upTo {
+			delete(l.jobs, id)
+		}
+	}
 }
 
 // len is how many jobs the list holds.

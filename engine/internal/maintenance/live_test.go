@@ -81,13 +81,38 @@ func TestLiveJobs(t *testing.T) {
 	if n := l.len(); n != 0 {
 		t.Fatalf("overflowed list keeps %d", n)
 	}
-	l.reset(2) // the last full read found 2 of room 3: more than half
+	l.readAll(2) // the last full read found 2 of room 3: more than half
 	if l.fresh(now, time.Hour) {
 		t.Fatal("kept again with 2 live jobs of room 3")
 	}
-	l.reset(1)
+	l.readAll(1)
 	l.moved("g", domain.StateQueued, 22)
 	if n := l.len(); n != 1 || !l.fresh(now, time.Hour) {
 		t.Fatalf("after a read that found 1: held %d, fresh %v", n, l.fresh(now, time.Hour))
+	}
+
+	// A read of the whole bucket drops what it did not see, once read,
+	// with no event since it began (purged); it keeps jobs never read (their
+	// record may not be written yet) and jobs with later events.
+	l = newLiveJobs(10)
+	l.caughtUp(now)
+	l.learn(job("gone", domain.StateQueued, 30), time.Time{}, false)
+	l.learn(job("seen", domain.StateQueued, 31), time.Time{}, false)
+	l.moved("unread", domain.StateQueued, 32)
+	l.learn(job("later", domain.StateQueued, 33), time.Time{}, false)
+	seed := l.readAll(0)
+	seed(job("seen", domain.StateQueued, 31), time.Time{}, false)
+	l.moved("later", domain.StateRunning, 41)
+	l.sweep(40)
+	got := l.toLook(now, 10)
+	slices.Sort(got)
+	if n := l.len(); n != 3 || !slices.Equal(got, []string{"later", "unread"}) {
+		t.Fatalf("after a sweep: held %d, to look at %v", n, got)
+	}
+
+	// A new term starts empty and not fresh.
+	l.clear()
+	if n := l.len(); n != 0 || l.fresh(now, time.Hour) {
+		t.Fatalf("after clear: held %d, fresh %v", n, l.fresh(now, time.Hour))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,9 +70,10 @@ func (c ReaperConfig) validate() error { return nil }
 // every record in the jobs bucket to find them. Following the log (Follow:
 // the StatsKeeper's reading of it, which the engine runs beside it) it
 // keeps the list of live jobs and when each is due (commands.DueAt), and
-// reads only the jobs that may be due; it reads the whole bucket at its
-// first pass, every Reconcile, when there are more than Looks jobs to look
-// at, and while the feed is behind the log.
+// reads only the jobs that may be due; it reads the whole bucket at the
+// first pass of a leader term, settleRead after it, then every Reconcile,
+// when there are more than Looks jobs to look at, and while the feed is
+// behind the log.
 //
 // One Reaper runs at a time, under a Leader.
 type Reaper struct {
@@ -80,21 +82,39 @@ type Reaper struct {
 	cfg   ReaperConfig
 	log   *slog.Logger
 
-	live     *liveJobs // nil: not following the log
-	stale    time.Duration
-	lastFull time.Time // of this run (zero: the next pass reads the bucket)
-	lastLive int       // live jobs the last read of the bucket found
+	live  *liveJobs // nil: not following the log
+	stale time.Duration
+
+	mu       sync.Mutex // a pass of an earlier term may outlive its Stop
+	nextFull time.Time  // when a pass reads the whole bucket (zero: the next)
+	lastLive int        // live jobs the last read of the bucket found
 
 	fullReads, looks atomic.Int64 // what passes read (tests)
 }
+
+// settleRead is when, after a leader term's first read of the whole
+// bucket, the Reaper reads it once more: a record behind its event then
+// (its writer crashed between the two) is repaired by the Projector within
+// its lag and ack wait, with no event the list would see.
+const settleRead = 30 * time.Second
 
 // NewReaper returns a Reaper.
 func NewReaper(s *store.Store, cfg ReaperConfig) *Reaper {
 	cfg = cfg.withDefaults()
 	r := &Reaper{store: s, cfg: cfg, log: logger(cfg.Log, "reaper")}
-	r.periodic = periodic{every: cfg.Interval, log: r.log, check: cfg.validate, pass: r.Scan,
-		begin: func() { r.lastFull = time.Time{} }}
+	r.periodic = periodic{every: cfg.Interval, log: r.log, check: cfg.validate, pass: r.Scan, begin: r.begin}
 	return r
+}
+
+// begin starts a leader term: the first pass reads the whole bucket, and
+// the list starts empty (what an earlier term left in it may be long gone).
+func (r *Reaper) begin() {
+	r.mu.Lock()
+	r.nextFull = time.Time{}
+	r.mu.Unlock()
+	if r.live != nil {
+		r.live.clear()
+	}
 }
 
 // Follow makes r keep its list of live jobs from the events k reads. Call
@@ -119,7 +139,10 @@ func (r *Reaper) Reads() (full, looks int64) { return r.fullReads.Load(), r.look
 // Scan looks for the jobs that are due, and ends them.
 func (r *Reaper) Scan(ctx context.Context) error {
 	now := time.Now()
-	if r.live == nil || r.lastFull.IsZero() || now.Sub(r.lastFull) >= r.cfg.Reconcile || !r.live.fresh(now, r.stale) {
+	r.mu.Lock()
+	full := r.live == nil || !now.Before(r.nextFull)
+	r.mu.Unlock()
+	if full || !r.live.fresh(now, r.stale) {
 		return r.scanAll(ctx, now)
 	}
 	ids := r.live.toLook(now, r.cfg.Looks)
@@ -129,8 +152,9 @@ func (r *Reaper) Scan(ctx context.Context) error {
 	p := r.policy()
 	for _, id := range ids {
 		cur, err := r.store.Current(ctx, id)
-		if errors.Is(err, commands.ErrNotFound) {
-			r.live.forget(id)
+		var bad *commands.InputError
+		if errors.Is(err, commands.ErrNotFound) || errors.As(err, &bad) {
+			r.live.forget(id) // purged, or not a job id
 			continue
 		}
 		if err != nil {
@@ -155,21 +179,31 @@ func (r *Reaper) Scan(ctx context.Context) error {
 func (r *Reaper) scanAll(ctx context.Context, now time.Time) error {
 	var due []string
 	p := r.policy()
+	var seed func(j *domain.Job, due time.Time, ok bool)
+	var upTo uint64
+	r.mu.Lock()
+	first, lastLive := r.nextFull.IsZero(), r.lastLive
+	r.mu.Unlock()
 	if r.live != nil {
-		r.live.reset(r.lastLive)
+		info, err := r.store.Events().Info(ctx)
+		if err != nil {
+			return err
+		}
+		upTo = info.State.LastSeq
+		seed = r.live.readAll(lastLive)
 	}
 	live := 0
 	err := r.store.Scan(ctx, func(j *domain.Job) {
 		if j.State.Terminal() {
-			if r.live != nil {
-				r.live.learn(j, time.Time{}, false)
+			if seed != nil {
+				seed(j, time.Time{}, false)
 			}
 			return
 		}
 		live++
-		if r.live != nil {
+		if seed != nil {
 			at, ok := commands.DueAt(j, p)
-			r.live.learn(j, at, ok)
+			seed(j, at, ok)
 		}
 		if commands.Overdue(j, p, now) != "" {
 			due = append(due, j.ID)
@@ -178,8 +212,17 @@ func (r *Reaper) scanAll(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	if r.live != nil {
+		r.live.sweep(upTo)
+	}
 	r.fullReads.Add(1)
-	r.lastFull, r.lastLive = now, live
+	next := now.Add(r.cfg.Reconcile)
+	if first {
+		next = now.Add(min(settleRead, r.cfg.Reconcile))
+	}
+	r.mu.Lock()
+	r.nextFull, r.lastLive = next, live
+	r.mu.Unlock()
 	for _, id := range due {
 		r.reap(ctx, id)
 	}

@@ -116,6 +116,18 @@ func TestReaperFollowingTheLogReadsOnlyWhatMayBeDue(t *testing.T) {
 	if n < 2 || n > 8 {
 		t.Fatalf("read %d jobs one by one, want 2 to 8", n)
 	}
+
+	// A new leader term (Start) begins with a read of the whole bucket.
+	if err := rp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rp.Stop(ctx) })
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if f, _ := rp.Reads(); f != full+1 {
+			return fmt.Errorf("%d reads of the whole bucket, want %d", f, full+1)
+		}
+		return nil
+	})
 }
 
 func dur(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
