@@ -133,6 +133,7 @@ type Worker struct {
 	setupErr error                                     // a handler that cannot be registered: Start returns it
 	batches  map[string]map[string]engine.BatchHandler // queue ("": every queue) -> batch type -> handler
 	runtimes map[string]*engine.Runtime                // by queue
+	starting map[string]*engine.Runtime                // by queue: new queues' runtimes being started, not yet in runtimes
 	started  bool
 	stopping bool               // quieted: it claims nothing more and serves no new queue
 	stopped  bool               // Stop was called
@@ -286,6 +287,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	w.runtimes = map[string]*engine.Runtime{}
+	w.starting = map[string]*engine.Runtime{}
 	for queue := range queues {
 		if err := w.startQueueLocked(ctx, queue); err != nil {
 			w.stopRuntimesLocked(ctx)
@@ -435,12 +437,19 @@ func (w *Worker) serveNewQueue(ctx context.Context, queue string) {
 		return
 	}
 	rt, err := w.newRuntimeLocked(queue)
+	if err == nil {
+		// Quiet and Stop reach it while it starts: it then claims nothing.
+		w.starting[queue] = rt
+	}
 	w.mu.Unlock()
 	if err == nil {
 		err = rt.Start(ctx)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		w.mu.Lock()
+		delete(w.starting, queue)
+		w.mu.Unlock()
+		if ctx.Err() == nil && !errors.Is(err, ErrShutdown) {
 			w.cfg.Logger.Error("serve a new queue", "queue", queue, "err", err)
 		}
 		return
@@ -450,6 +459,7 @@ func (w *Worker) serveNewQueue(ctx context.Context, queue string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.starting, queue)
 	if w.runtimes == nil { // stopped (Stop waits for this watch: not reached)
 		rt.Stop(context.Background())
 		return
@@ -487,9 +497,9 @@ func adapt(h Handler) engine.Handler {
 // Quiet makes the worker claim nothing more: what its fetches still bring
 // is handed back for other workers, and it serves no new queue. Running
 // handlers go on, their leases renewed, until Stop (which quiets the
-// worker first). A claim in flight when Quiet is called runs as well, and
-// so may the few a new queue's runtime, starting as Quiet is called, claims
-// before it is quieted. Quiet on a worker not started does nothing.
+// worker first). A claim in flight when Quiet is called runs as well; a
+// new queue's runtime starting as Quiet is called claims nothing. Quiet on
+// a worker not started does nothing.
 func (w *Worker) Quiet() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -502,6 +512,9 @@ func (w *Worker) quietLocked() {
 	w.stopping = true
 	for _, rt := range w.runtimes {
 		rt.Quiet()
+	}
+	for _, rt := range w.starting {
+		rt.Quiet() // at once: a runtime quieted as it starts ends its start unstarted
 	}
 }
 

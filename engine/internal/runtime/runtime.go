@@ -141,6 +141,7 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	started   bool
+	starting  bool // Start is making its consumers (without the lock)
 	stopped   bool // claiming stopped (Quiet)
 	stopBegun bool
 	graceEnd  bool // Stop's grace is over: it has taken the runs it cancels
@@ -204,33 +205,69 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 // ErrShutdown).
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopped || r.stopBegun {
-		return fmt.Errorf("runtime of queue %s: quieted or stopped, it does not start again: %w", r.cfg.Queue, ErrShutdown)
+		r.mu.Unlock()
+		return r.notAgain()
 	}
-	if r.started {
+	if r.started || r.starting {
+		r.mu.Unlock()
 		return nil
 	}
-	if err := r.store.Queues().Ensure(ctx, r.cfg.Queue); err != nil {
+	// The network calls below run without the lock, so that Quiet and
+	// Stop, called meanwhile, return at once: the start then ends before
+	// its first fetch.
+	r.starting = true
+	r.mu.Unlock()
+	qs, sub, sources, err := r.connect(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starting = false
+	if err == nil && (r.stopped || r.stopBegun) {
+		_ = sub.Unsubscribe()
+		leavePresence(ctx, r)
+		err = r.notAgain()
+	}
+	if err != nil {
 		return err
+	}
+	r.qs, r.cancelSb = qs, sub
+	for _, s := range sources {
+		r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
+	}
+	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
+	go r.renewLeases(r.tickStop, r.tickDone)
+	r.started = true
+	return nil
+}
+
+func (r *Runtime) notAgain() error {
+	return fmt.Errorf("runtime of queue %s: quieted or stopped, it does not start again: %w", r.cfg.Queue, ErrShutdown)
+}
+
+// source is a consumer a runtime pulls from, and what receives its items.
+type source struct {
+	cons jetstream.Consumer
+	cb   func(jetstream.Msg)
+}
+
+// connect makes what Start needs: the queue's streams, the worker's
+// presence, the cancel subscription and every consumer (all first: pulling
+// starts only once none can fail).
+func (r *Runtime) connect(ctx context.Context) (jetstream.Stream, *nats.Subscription, []source, error) {
+	if err := r.store.Queues().Ensure(ctx, r.cfg.Queue); err != nil {
+		return nil, nil, nil, err
 	}
 	qs, err := r.store.JS().Stream(ctx, streams.QueueStream(r.cfg.Queue))
 	if err != nil {
-		return fmt.Errorf("queue stream: %w", err)
+		return nil, nil, nil, fmt.Errorf("queue stream: %w", err)
 	}
-	r.qs = qs
 	if err := joinPresence(ctx, r); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	sub, err := r.store.NC().Subscribe(streams.CancelSubject, r.onCancel)
 	if err != nil {
 		leavePresence(ctx, r)
-		return fmt.Errorf("subscribe cancels: %w", err)
-	}
-	// Every consumer first: pulling starts only once none can fail.
-	type source struct {
-		cons jetstream.Consumer
-		cb   func(jetstream.Msg)
+		return nil, nil, nil, fmt.Errorf("subscribe cancels: %w", err)
 	}
 	var sources []source
 	for jobType := range r.cfg.Handlers {
@@ -238,7 +275,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if err != nil {
 			_ = sub.Unsubscribe()
 			leavePresence(ctx, r)
-			return err
+			return nil, nil, nil, err
 		}
 		sources = append(sources, source{cons, r.receive})
 	}
@@ -247,18 +284,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if err != nil {
 			_ = sub.Unsubscribe()
 			leavePresence(ctx, r)
-			return err
+			return nil, nil, nil, err
 		}
 		sources = append(sources, source{cons, r.receiveBatch})
 	}
-	r.cancelSb = sub
-	for _, s := range sources {
-		r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
-	}
-	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
-	go r.renewLeases(r.tickStop, r.tickDone)
-	r.started = true
-	return nil
+	return qs, sub, sources, nil
 }
 
 // claims are the jobs this runtime holds now: what its worker's heartbeat
