@@ -341,12 +341,16 @@ func Consumers(ctx context.Context, s jetstream.Stream) ([]*jetstream.ConsumerIn
 // batch streams (LegacyQueueSubject), nil when the batch stream is missing.
 type QueueSet struct{ Run, Batches jetstream.Stream }
 
-// All lists the set's streams, each once.
+// All lists the set's streams, each once (none for the zero set).
 func (s QueueSet) All() []jetstream.Stream {
-	if s.Batches == nil || s.Batches == s.Run {
-		return []jetstream.Stream{s.Run}
+	var out []jetstream.Stream
+	if s.Run != nil {
+		out = append(out, s.Run)
 	}
-	return []jetstream.Stream{s.Run, s.Batches}
+	if s.Batches != nil && s.Batches != s.Run {
+		out = append(out, s.Batches)
+	}
+	return out
 }
 
 // QueueStreams returns a queue's streams as they are, making none. The

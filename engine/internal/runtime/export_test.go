@@ -16,3 +16,10 @@ func (r *Runtime) GraceOver() bool {
 	defer r.mu.Unlock()
 	return r.graceEnd
 }
+
+// SetConnectHook sets the function Start calls as it begins to make its
+// consumers; it is reset when the test ends.
+func SetConnectHook(cleanup func(func()), f func(r *Runtime)) {
+	connectHook = f
+	cleanup(func() { connectHook = nil })
+}

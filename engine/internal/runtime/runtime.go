@@ -141,8 +141,9 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	started   bool
-	starting  bool // Start is making its consumers (without the lock)
-	stopped   bool // claiming stopped (Quiet)
+	starting  bool          // Start is making its consumers (without the lock)
+	startDone chan struct{} // closed when that Start ends
+	stopped   bool          // claiming stopped (Quiet)
 	stopBegun bool
 	graceEnd  bool // Stop's grace is over: it has taken the runs it cancels
 	pullers   []*pull.Puller
@@ -202,33 +203,50 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 
 // Start begins claiming. It is idempotent while the runtime runs; once
 // it was quieted or stopped it starts no more (an error wrapping
-// ErrShutdown).
+// ErrShutdown). A Start called while another is under way waits for it,
+// then does the same. Quiet or Stop called while Start makes its consumers
+// return at once: Start then ends before its first fetch, releases what it
+// made, and returns ErrShutdown.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
+	for r.starting {
+		done := r.startDone
+		r.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+	}
 	if r.stopped || r.stopBegun {
 		r.mu.Unlock()
 		return r.notAgain()
 	}
-	if r.started || r.starting {
+	if r.started {
 		r.mu.Unlock()
 		return nil
 	}
 	// The network calls below run without the lock, so that Quiet and
-	// Stop, called meanwhile, return at once: the start then ends before
-	// its first fetch.
-	r.starting = true
+	// Stop, called meanwhile, return at once.
+	r.starting, r.startDone = true, make(chan struct{})
 	r.mu.Unlock()
 	qs, sub, sources, err := r.connect(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.starting = false
-	if err == nil && (r.stopped || r.stopBegun) {
-		_ = sub.Unsubscribe()
-		leavePresence(ctx, r)
-		err = r.notAgain()
-	}
+	defer func() {
+		r.starting = false
+		close(r.startDone)
+		r.mu.Unlock()
+	}()
 	if err != nil {
 		return err
+	}
+	if r.stopped || r.stopBegun {
+		r.mu.Unlock() // leaving the presence may write the worker's record
+		_ = sub.Unsubscribe()
+		leavePresence(ctx, r)
+		r.mu.Lock()
+		return r.notAgain()
 	}
 	r.qs, r.cancelSb = qs, sub
 	for _, s := range sources {
@@ -244,6 +262,10 @@ func (r *Runtime) notAgain() error {
 	return fmt.Errorf("runtime of queue %s: quieted or stopped, it does not start again: %w", r.cfg.Queue, ErrShutdown)
 }
 
+// connectHook, when set (tests), is called as Start begins to make its
+// consumers, without the runtime's lock.
+var connectHook func(r *Runtime)
+
 // source is a consumer a runtime pulls from, and what receives its items.
 type source struct {
 	cons jetstream.Consumer
@@ -254,6 +276,9 @@ type source struct {
 // presence, the cancel subscription and every consumer (all first: pulling
 // starts only once none can fail).
 func (r *Runtime) connect(ctx context.Context) (jetstream.Stream, *nats.Subscription, []source, error) {
+	if h := connectHook; h != nil {
+		h(r)
+	}
 	if err := r.store.Queues().Ensure(ctx, r.cfg.Queue); err != nil {
 		return nil, nil, nil, err
 	}
@@ -652,7 +677,8 @@ func (r *Runtime) Quiet() {
 // then cancels the rest and requeues their jobs (job.requeued) so that
 // another worker takes them over at once. A claim that lands before the
 // grace ends runs like the others; one that lands after it is given back
-// without running. It is idempotent.
+// without running. It is idempotent. Stop called while Start makes its
+// consumers returns at once; that Start releases what it made as it ends.
 func (r *Runtime) Stop(ctx context.Context) {
 	r.mu.Lock()
 	if !r.started || r.stopBegun {

@@ -358,6 +358,9 @@ func (s *Store) purgeQueueSubject(ctx context.Context, queue, subject string) er
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("purge %s: %w", subject, err)
+	}
 	for _, stream := range qss.All() {
 		if !streams.Captures(stream, subject) {
 			continue
