@@ -11,6 +11,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // TestReaperFollowingTheLogReadsOnlyWhatMayBeDue: a Reaper that follows the
@@ -131,3 +132,76 @@ func TestReaperFollowingTheLogReadsOnlyWhatMayBeDue(t *testing.T) {
 }
 
 func dur(d time.Duration) *commands.Duration { v := commands.Duration(d); return &v }
+
+// TestReaperFindsWhatItsListMissed: a job whose move the list never saw
+// (the StatsKeeper's checkpoint was past it when this term began) and whose
+// record was behind its event at the term's first read is found by a later
+// read of the whole bucket, once the Projector repaired the record.
+func TestReaperFindsWhatItsListMissed(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := storetest.Open(t, testkit.Conn(t, srv), "client")
+	est := storetest.Open(t, testkit.Conn(t, srv), "engine")
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "orphaned", Timeout: dur(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its claim's event lands; its record's write is lost (its writer died).
+	ev, err := commands.Start(sub.Job, "dead", 1, time.Now().UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := (streams.Writer{JS: st.JS()}).AppendAsync(streams.JobSubject(sub.Job), ev, sub.Job.Seq).Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An earlier term's StatsKeeper folded it and wrote its checkpoint.
+	first := maintenance.NewStatsKeeper(est, maintenance.StatsConfig{Flush: 20 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if f := first.Folded(); f < seq {
+			return fmt.Errorf("folded %d of %d", f, seq)
+		}
+		return nil
+	})
+	first.Stop(ctx)
+
+	keeper := maintenance.NewStatsKeeper(est, maintenance.StatsConfig{Flush: 20 * time.Millisecond, Log: testkit.Logger(t)})
+	rp := maintenance.NewReaper(est, maintenance.ReaperConfig{Interval: time.Hour, Grace: 100 * time.Millisecond,
+		StallTimeout: time.Hour, Reconcile: time.Second, Log: testkit.Logger(t)})
+	rp.Follow(keeper)
+	if err := keeper.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keeper.Stop(ctx) })
+	if err := rp.Scan(ctx); err != nil { // the term's first read: the record says queued
+		t.Fatal(err)
+	}
+	if snap, err := st.Record(ctx, sub.Job.ID); err != nil || snap.Job.State != domain.StateQueued {
+		t.Fatalf("record before the repair: %v", err)
+	}
+	proj := maintenance.NewProjector(est, maintenance.ProjectorConfig{Lag: 50 * time.Millisecond, Log: testkit.Logger(t)})
+	if err := proj.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proj.Stop(ctx) })
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		if err := rp.Scan(ctx); err != nil {
+			return err
+		}
+		snap, err := st.Current(ctx, sub.Job.ID)
+		if err != nil {
+			return err
+		}
+		if j := snap.Job; j.State != domain.StateFailed || j.Error == nil || j.Error.Code != commands.CodeTimeout {
+			return fmt.Errorf("job %s %+v", j.State, j.Error)
+		}
+		return nil
+	})
+	// Found by a read of the whole bucket: the list never held it to look at.
+	if f, looks := rp.Reads(); f < 2 || looks != 0 {
+		t.Fatalf("%d reads of the whole bucket and %d looks, want a later read that found it, no look", f, looks)
+	}
+}
