@@ -1,6 +1,7 @@
 package maintenance_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -51,14 +52,7 @@ func TestReaperFollowingTheLogReadsOnlyWhatMayBeDue(t *testing.T) {
 	}
 	patient := submit(commands.SubmitRequest{Type: "nobody"})
 
-	keeper := maintenance.NewStatsKeeper(est, maintenance.StatsConfig{Flush: 20 * time.Millisecond, Log: testkit.Logger(t)})
-	rp := maintenance.NewReaper(est, maintenance.ReaperConfig{Interval: time.Hour, Grace: 100 * time.Millisecond,
-		StallTimeout: time.Hour, Reconcile: time.Hour, Log: testkit.Logger(t)})
-	rp.Follow(keeper)
-	if err := keeper.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { keeper.Stop(ctx) })
+	rp := followingReaper(t, est, time.Hour)
 
 	// The first pass reads the bucket; once the feed read to the log's
 	// end, passes read nothing: the patient job has no deadline.
@@ -168,14 +162,7 @@ func TestReaperFindsWhatItsListMissed(t *testing.T) {
 	})
 	first.Stop(ctx)
 
-	keeper := maintenance.NewStatsKeeper(est, maintenance.StatsConfig{Flush: 20 * time.Millisecond, Log: testkit.Logger(t)})
-	rp := maintenance.NewReaper(est, maintenance.ReaperConfig{Interval: time.Hour, Grace: 100 * time.Millisecond,
-		StallTimeout: time.Hour, Reconcile: time.Second, Log: testkit.Logger(t)})
-	rp.Follow(keeper)
-	if err := keeper.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { keeper.Stop(ctx) })
+	rp := followingReaper(t, est, time.Second)
 	if err := rp.Scan(ctx); err != nil { // the term's first read: the record says queued
 		t.Fatal(err)
 	}
@@ -204,4 +191,20 @@ func TestReaperFindsWhatItsListMissed(t *testing.T) {
 	if f, looks := rp.Reads(); f < 2 || looks != 0 {
 		t.Fatalf("%d reads of the whole bucket and %d looks, want a later read that found it, no look", f, looks)
 	}
+}
+
+// followingReaper is a Reaper following the log through a StatsKeeper it
+// starts (stopped when the test ends); its passes run when the test calls
+// Scan (Interval an hour), with a grace of 100 ms.
+func followingReaper(t *testing.T, st *store.Store, reconcile time.Duration) *maintenance.Reaper {
+	t.Helper()
+	keeper := maintenance.NewStatsKeeper(st, maintenance.StatsConfig{Flush: 20 * time.Millisecond, Log: testkit.Logger(t)})
+	rp := maintenance.NewReaper(st, maintenance.ReaperConfig{Interval: time.Hour, Grace: 100 * time.Millisecond,
+		StallTimeout: time.Hour, Reconcile: reconcile, Log: testkit.Logger(t)})
+	rp.Follow(keeper)
+	if err := keeper.Start(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keeper.Stop(context.Background()) })
+	return rp
 }
