@@ -6,9 +6,8 @@
 // what it holds, and records each attempt's end (outcome.go: the handler's
 // return becomes a commands.Outcome, decided on the job as it is and
 // written by Store.Apply, then Store.RecordOutcome settles the item). It
-// also makes a
-// coordinator's fan-out (FanOut), reads a step's inputs, and keeps the
-// worker's presence record.
+// also makes a coordinator's fan-out (FanOut), reads a step's inputs, and
+// keeps the worker's presence record.
 //
 // Quiet stops claiming; Stop quiets, gives running handlers the shutdown
 // grace, then cancels and requeues what is left. Both return at once while
