@@ -375,12 +375,23 @@ func (b *browser) until(what, expr string) {
 		if err == nil {
 			return
 		}
-		if !strings.Contains(err.Error(), "navigated or closed") || time.Now().After(deadline) {
+		if !navigating(err) || time.Now().After(deadline) {
 			shot(b.t, b.ctx, "failed")
 			b.t.Fatalf("%s (%s): %v", what, expr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// navigating reports whether err is a poll cut short by the page's
+// navigation (a form submit, a reload): the document it ran in went away
+// (chromedp's own error), or its execution context did before chromedp saw
+// the navigation (CDP error -32000). The poll is run again on the new page.
+func navigating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated or closed") ||
+		strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed")
 }
 
 // shot saves a full-page screenshot as a test artifact and prints its path.
