@@ -59,17 +59,11 @@ func (f Future) Wait(ctx context.Context) (uint64, error) {
 	if f.group != nil {
 		return waitGroup(ctx, f.group)
 	}
-	select {
-	case ack := <-f.paf.Ok():
-		return ack.Sequence, nil
-	case err := <-f.paf.Err():
-		if IsConflict(err) {
-			return 0, fmt.Errorf("%w: %v", domain.ErrConflict, err)
-		}
+	ack, err := f.ack(ctx)
+	if err != nil {
 		return 0, err
-	case <-ctx.Done():
-		return 0, ctx.Err()
 	}
+	return ack.Sequence, nil
 }
 
 // Stored waits for the message as Wait does, and reports whether this
@@ -81,16 +75,26 @@ func (f Future) Stored(ctx context.Context) (bool, error) {
 		_, err := f.Wait(ctx)
 		return err == nil, err
 	}
+	ack, err := f.ack(ctx)
+	if err != nil {
+		return false, err
+	}
+	return !ack.Duplicate, nil
+}
+
+// ack waits for the acknowledgement of a plain publish; a refused
+// expected-sequence check is a domain.ErrConflict.
+func (f Future) ack(ctx context.Context) (*jetstream.PubAck, error) {
 	select {
 	case ack := <-f.paf.Ok():
-		return !ack.Duplicate, nil
+		return ack, nil
 	case err := <-f.paf.Err():
 		if IsConflict(err) {
-			return false, fmt.Errorf("%w: %v", domain.ErrConflict, err)
+			return nil, fmt.Errorf("%w: %v", domain.ErrConflict, err)
 		}
-		return false, err
+		return nil, err
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 

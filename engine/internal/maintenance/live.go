@@ -58,10 +58,16 @@ func (l *liveJobs) moved(id string, to domain.State, seq uint64) {
 		}
 	case l.over:
 	default:
-		l.jobs[id] = liveJob{seq: seq}
-		if len(l.jobs) > l.max {
-			l.over, l.jobs = true, map[string]liveJob{}
-		}
+		l.putLocked(id, liveJob{seq: seq})
+	}
+}
+
+// putLocked stores e as job id's entry; past max the list overflows: it is
+// dropped, and kept again only once a full read finds few enough.
+func (l *liveJobs) putLocked(id string, e liveJob) {
+	l.jobs[id] = e
+	if len(l.jobs) > l.max {
+		l.over, l.jobs = true, map[string]liveJob{}
 	}
 }
 
@@ -104,20 +110,26 @@ func (l *liveJobs) toLook(now time.Time, limit int) []string {
 // added when it is live (seed: from a read of the whole bucket).
 func (l *liveJobs) learn(j *domain.Job, due time.Time, ok bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.learnLocked(j, due, ok, 0)
+	l.mu.Unlock()
+}
+
+// learnLocked is learn; seen is the epoch of the full read j comes from (0
+// for a look), marked on the job's entry.
+func (l *liveJobs) learnLocked(j *domain.Job, due time.Time, ok bool, seen uint32) {
 	e, held := l.jobs[j.ID]
-	if held && j.Seq < e.seq {
-		return
+	if seen == 0 {
+		seen = e.seen
 	}
 	switch {
+	case held && j.Seq < e.seq:
+		e.seen = seen
+		l.jobs[j.ID] = e
 	case j.State.Terminal():
 		delete(l.jobs, j.ID)
 	case !held && l.over:
 	default:
-		l.jobs[j.ID] = liveJob{seq: j.Seq, known: true, never: !ok, due: due}
-		if len(l.jobs) > l.max {
-			l.over, l.jobs = true, map[string]liveJob{}
-		}
+		l.putLocked(j.ID, liveJob{seq: j.Seq, known: true, never: !ok, due: due, seen: seen})
 	}
 }
 
@@ -150,12 +162,8 @@ func (l *liveJobs) readAll(lastLive int) (seed func(j *domain.Job, due time.Time
 	epoch := l.epoch
 	l.mu.Unlock()
 	return func(j *domain.Job, due time.Time, ok bool) {
-		l.learn(j, due, ok)
 		l.mu.Lock()
-		if e, held := l.jobs[j.ID]; held {
-			e.seen = epoch
-			l.jobs[j.ID] = e
-		}
+		l.learnLocked(j, due, ok, epoch)
 		l.mu.Unlock()
 	}
 }

@@ -39,7 +39,8 @@ type ReaperConfig struct {
 	// jobs missed is found then.
 	Reconcile time.Duration
 	// Looks is the most jobs a pass reads one by one (default 1000); with
-	// more to look at, it reads the whole bucket instead.
+	// more to look at, or more than an eighth of the records the last full
+	// read found (lookCost), it reads the whole bucket instead.
 	Looks int
 	// Live is the most live jobs the list keeps (default 1,048,576); with
 	// more, every pass reads the whole bucket until they are half as many.
@@ -149,16 +150,14 @@ func (r *Reaper) Scan(ctx context.Context) error {
 	now := time.Now()
 	r.mu.Lock()
 	full := r.live == nil || !now.Before(r.nextFull)
+	limit := min(r.cfg.Looks, r.lastRead/lookCost) // more looks cost more than a full read
 	r.mu.Unlock()
 	if full || !r.live.fresh(now, r.stale) {
 		return r.scanAll(ctx, now)
 	}
-	ids := r.live.toLook(now, r.cfg.Looks)
-	r.mu.Lock()
-	lastRead := r.lastRead
-	r.mu.Unlock()
-	if len(ids) > r.cfg.Looks || len(ids)*lookCost > lastRead {
-		return r.scanAll(ctx, now) // cheaper than the looks
+	ids := r.live.toLook(now, limit)
+	if len(ids) > limit {
+		return r.scanAll(ctx, now)
 	}
 	p := r.policy()
 	for _, id := range ids {
@@ -178,8 +177,8 @@ func (r *Reaper) Scan(ctx context.Context) error {
 		r.looks.Add(1)
 		due, ok := commands.DueAt(cur.Job, p)
 		r.live.learn(cur.Job, due, ok)
-		if !cur.Job.State.Terminal() && commands.Overdue(cur.Job, p, now) != "" {
-			r.reap(ctx, id)
+		if commands.Overdue(cur.Job, p, now) != "" {
+			r.reap(ctx, cur)
 		}
 	}
 	return ctx.Err()
@@ -236,16 +235,19 @@ func (r *Reaper) scanAll(ctx context.Context, now time.Time) error {
 	r.nextFull, r.lastLive, r.lastRead = next, live, read
 	r.mu.Unlock()
 	for _, id := range due {
-		r.reap(ctx, id)
+		// The record read may be behind the log: decided on the job as
+		// the log has it.
+		if cur, err := r.store.Current(ctx, id); err == nil {
+			r.reap(ctx, cur)
+		}
 	}
 	return ctx.Err()
 }
 
-func (r *Reaper) reap(ctx context.Context, id string) {
-	cur, err := r.store.Current(ctx, id)
-	if err != nil {
-		return
-	}
+// reap ends job cur if it is still overdue, decided again as it is when
+// written.
+func (r *Reaper) reap(ctx context.Context, cur store.Snapshot) {
+	id := cur.Job.ID
 	var did string
 	var on *domain.Job
 	began := time.Now()

@@ -233,29 +233,25 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Unlock()
 	qs, sub, sources, err := r.connect(ctx)
 	r.mu.Lock()
-	defer func() {
-		r.starting = false
-		close(r.startDone)
-		r.mu.Unlock()
-	}()
-	if err != nil {
-		return err
+	abort := err == nil && (r.stopped || r.stopBegun)
+	if err == nil && !abort {
+		r.qs, r.cancelSb = qs, sub
+		for _, s := range sources {
+			r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
+		}
+		r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
+		go r.renewLeases(r.tickStop, r.tickDone)
+		r.started = true
 	}
-	if r.stopped || r.stopBegun {
-		r.mu.Unlock() // leaving the presence may write the worker's record
+	r.starting = false
+	close(r.startDone)
+	r.mu.Unlock()
+	if abort { // quieted or stopped meanwhile: release what connect made
 		_ = sub.Unsubscribe()
-		leavePresence(ctx, r)
-		r.mu.Lock()
+		leavePresence(ctx, r) // may write the worker's record: not under the lock
 		return r.notAgain()
 	}
-	r.qs, r.cancelSb = qs, sub
-	for _, s := range sources {
-		r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
-	}
-	r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
-	go r.renewLeases(r.tickStop, r.tickDone)
-	r.started = true
-	return nil
+	return err
 }
 
 func (r *Runtime) notAgain() error {
