@@ -39,17 +39,18 @@ type batchRun struct {
 
 // receiveBatch is the fetch callback of batch consumers.
 func (r *Runtime) receiveBatch(msg jetstream.Msg) {
-	if !r.acquire(msg) {
+	p, ok := r.acquire(msg, false)
+	if !ok {
 		return
 	}
-	go r.run(msg, r.processBatch)
+	go r.run(msg, p, r.processBatch)
 }
 
 // processBatch runs one batch, then settles it: its outcome is classified
 // as a job's is (classifyOutcome), decided by commands.DecideBatch, and
 // recorded as a piece event of its parent before the item is acked. As in
 // process, the slot is freed (handOver) while the outcome is recorded.
-func (r *Runtime) processBatch(msg jetstream.Msg, free func()) {
+func (r *Runtime) processBatch(msg jetstream.Msg, p *place) {
 	ctx := context.Background()
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -102,9 +103,18 @@ func (r *Runtime) processBatch(msg jetstream.Msg, free func()) {
 		_ = pull.GiveBack(msg) // for another worker
 		return
 	}
-	_, herr := callHandler(func() ([]byte, error) {
-		return nil, h(hctx, &BatchTask{Parent: item.Parent, Piece: item.Piece, Attempt: attempt, Payload: item.Payload})
-	})
+	var herr error
+	if err := p.seat(hctx, item.Timeout); err != nil {
+		// Stopped or cancelled while it waited for a handler slot: it
+		// ends as a handler that returned at once on its context's end.
+		cancel(err) // (keeps the cause of a context ended already)
+		herr = hctx.Err()
+		p.leave()
+	} else {
+		_, herr = callHandler(func() ([]byte, error) {
+			return nil, h(hctx, &BatchTask{Parent: item.Parent, Piece: item.Piece, Attempt: attempt, Payload: item.Payload})
+		})
+	}
 	cause := context.Cause(hctx)
 	cancelTimeout()
 	cancel(nil)
@@ -115,7 +125,7 @@ func (r *Runtime) processBatch(msg jetstream.Msg, free func()) {
 	o, _ := classifyOutcome(nil, herr, cause, item.Timeout)
 	step := commands.DecideBatch(&item, attempt, o, errors.Is(cause, ErrJobCancelled))
 	func() {
-		defer r.handOver(free)()
+		defer r.handOver(p.free, 0)()
 		err = r.settleBatch(ctx, msg, &item, attempt, step)
 	}()
 	if span != nil {

@@ -47,6 +47,9 @@ var (
 	errLeaseLost = errors.New("jetflow: lease lost")
 	// ErrShutdown: the worker is shutting down; the job will be requeued.
 	ErrShutdown = errors.New("jetflow: worker shutting down")
+	// errNotSeated: a job claimed ahead of the handlers found no free
+	// slot in time (ahead.go): it goes back to its queue.
+	errNotSeated = errors.New("jetflow: claimed ahead, no handler slot freed in time")
 	// ErrTimeout: the job's execution timeout passed.
 	ErrTimeout = errors.New("jetflow: execution timeout")
 )

@@ -23,3 +23,7 @@ func SetConnectHook(cleanup func(func()), f func(r *Runtime)) {
 	connectHook = f
 	cleanup(func() { connectHook = nil })
 }
+
+// AheadAllowed is how many jobs the runtime may claim ahead of its
+// handlers now.
+func (r *Runtime) AheadAllowed() int { return r.aheadAllowed() }

@@ -39,6 +39,8 @@ func classifyOutcome(result []byte, herr, cause error, timeout time.Duration) (c
 		herr = &PermanentError{Err: fmt.Errorf("handler result: %w", err)}
 	case errors.Is(cause, ErrShutdown):
 		return commands.Outcome{Kind: commands.GivenBack, Reason: "worker shut down"}, nil
+	case errors.Is(cause, errNotSeated):
+		return commands.Outcome{Kind: commands.GivenBack, Reason: "claimed ahead of the worker's handlers, none freed in time: given back for another worker"}, nil
 	case errors.Is(cause, errLeaseLost):
 		// The runtime stopped the handler: it found its attempt no longer
 		// holding the job. If it still does after all (the record it read

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,7 @@ type Config struct {
 	Queue         string
 	Handlers      map[string]Handler      // by job type
 	Batches       map[string]BatchHandler // by batch type
-	Concurrency   int                     // handlers running at once in this process
+	Concurrency   int                     // handlers running at once in this process (jobs may be claimed ahead of them: ahead.go)
 	Lease         time.Duration           // how long a silent worker keeps a job (the consumer's AckWait)
 	ShutdownGrace time.Duration           // how long Stop lets running handlers finish
 	MaxAckPending int                     // jobs of one type in flight across all workers of the queue
@@ -130,14 +131,30 @@ type Runtime struct {
 	log   *slog.Logger
 	qs    jetstream.Stream
 
-	slots chan struct{} // handlers running (Config.Concurrency)
+	// slots: items being claimed and run (Config.Concurrency), besides
+	// those claimed ahead (ahead); running: handlers running
+	// (Config.Concurrency). An item takes a handler slot in its turn in the
+	// line (ahead.go), whose last turn is line (guarded by mu).
+	slots   chan struct{}
+	running chan struct{}
+	line    chan struct{}
 	// completing: attempts whose handler returned and whose outcome is
 	// being recorded. A handler's slot is free once its outcome is handed
 	// here, so the next claim does not wait for the last outcome's write
-	// (under sync always, a group commit); at most Concurrency wait.
-	completing chan struct{}
-	stopping   chan struct{}
-	wg         sync.WaitGroup // running process() calls
+	// (under sync always, a group commit); at most completingFactor ×
+	// Concurrency wait, and of them at most Concurrency with a result
+	// larger than bigResult (completingBig).
+	completing    chan struct{}
+	completingBig chan struct{}
+	// ahead: items claimed while every slot is busy, their handler to start
+	// when a slot frees (ahead.go); at most aheadAllowed, never past
+	// aheadFactor × Concurrency.
+	ahead       chan struct{}
+	claimTime   meanTime    // how long a claim takes to land
+	handlerTime meanTime    // how long a handler runs
+	unseated    atomic.Bool // a job claimed ahead found no slot in time; none is until a handler ends
+	stopping    chan struct{}
+	wg          sync.WaitGroup // running process() calls
 
 	mu        sync.Mutex
 	started   bool
@@ -197,7 +214,8 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{cfg: cfg, store: s, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
-		slots: make(chan struct{}, cfg.Concurrency), completing: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}),
+		slots: make(chan struct{}, cfg.Concurrency), running: make(chan struct{}, cfg.Concurrency), completing: make(chan struct{}, completingFactor*cfg.Concurrency), completingBig: make(chan struct{}, cfg.Concurrency),
+		ahead: make(chan struct{}, aheadFactor*cfg.Concurrency), stopping: make(chan struct{}),
 		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}, nil
 }
 
@@ -323,65 +341,87 @@ func (r *Runtime) claims() []string {
 	return ids
 }
 
-// fetchSize is how many items a fetch asks for: the slots free now, so that
-// fetched items do not wait here while their lease runs, but at least half
-// of all slots, so that a busy runtime does not fetch one item at a time.
-func (r *Runtime) fetchSize() int { return max(cap(r.slots)-len(r.slots), (cap(r.slots)+1)/2) }
+// fetchSize is how many items a fetch asks for: the slots free now and the
+// places ahead allowed now, so that fetched items do not wait here while
+// their lease runs, but at least half of all slots, so that a busy runtime
+// does not fetch one item at a time.
+func (r *Runtime) fetchSize() int {
+	free := cap(r.slots) - len(r.slots) + max(r.aheadAllowed()-len(r.ahead), 0)
+	return max(free, (cap(r.slots)+1)/2)
+}
 
 // receive is the consume callback of job consumers.
 func (r *Runtime) receive(msg jetstream.Msg) {
-	if !r.acquire(msg) {
+	p, ok := r.acquire(msg, true)
+	if !ok {
 		return
 	}
-	go r.run(msg, r.process)
+	go r.run(msg, p, r.process)
 }
 
-// run calls process with msg in the slot acquire took, and gives the slot
-// back when process freed it (handOver) or returned.
-func (r *Runtime) run(msg jetstream.Msg, process func(msg jetstream.Msg, free func())) {
-	held := true
-	free := func() {
-		if held {
-			held = false
-			<-r.slots
-		}
-	}
+// run calls process with msg in the place acquire took, and gives it back
+// when process freed it (handOver) or returned.
+func (r *Runtime) run(msg jetstream.Msg, p *place, process func(msg jetstream.Msg, p *place)) {
 	defer func() {
-		free()
+		p.free()
 		r.wg.Done()
 	}()
-	process(msg, free)
+	process(msg, p)
 }
 
-// handOver is called when a handler returned: once its outcome has a place
-// among those being recorded (at most Concurrency), its slot is freed for
-// the next item. The caller calls the returned func when the outcome is
-// recorded.
-func (r *Runtime) handOver(free func()) (recorded func()) {
+// handOver is called when a handler returned with a result of size bytes:
+// once its outcome has a place among those being recorded, its slot is
+// freed for the next item. The caller calls the returned func when the
+// outcome is recorded.
+func (r *Runtime) handOver(free func(), size int) (recorded func()) {
 	r.completing <- struct{}{}
+	big := size > bigResult
+	if big {
+		r.completingBig <- struct{}{}
+	}
 	free()
-	return func() { <-r.completing }
+	return func() {
+		if big {
+			<-r.completingBig
+		}
+		<-r.completing
+	}
 }
 
-// acquire waits for a free slot for msg; it returns false (after letting
-// another worker have the message) when the runtime is stopping.
-func (r *Runtime) acquire(msg jetstream.Msg) bool {
+// acquire waits for a free slot for msg, or, with mayAhead, a place
+// ahead of the handlers if one is allowed (ahead.go); it returns false
+// (after letting another worker have the message) when the runtime is
+// stopping.
+func (r *Runtime) acquire(msg jetstream.Msg, mayAhead bool) (*place, bool) {
+	p := &place{r: r, held: true}
 	select {
-	case <-r.stopping:
-		_ = pull.GiveBack(msg) // for another worker
-		return false
 	case r.slots <- struct{}{}:
+	default:
+		var ahead chan struct{} // nil: not allowed now
+		if mayAhead && len(r.ahead) < r.aheadAllowed() {
+			ahead = r.ahead
+		}
+		select {
+		case <-r.stopping:
+			_ = pull.GiveBack(msg) // for another worker
+			return nil, false
+		case r.slots <- struct{}{}:
+		case ahead <- struct{}{}:
+			p.ahead = true
+		}
 	}
 	r.mu.Lock()
 	if r.stopped { // claiming stopped while we waited for the slot
 		r.mu.Unlock()
-		<-r.slots
+		p.free()
 		_ = pull.GiveBack(msg)
-		return false
+		return nil, false
 	}
 	r.wg.Add(1) // under mu, so never after Stop's Wait began
+	p.prev, p.turn = r.line, make(chan struct{})
+	r.line = p.turn
 	r.mu.Unlock()
-	return true
+	return p, true
 }
 
 // isStopping reports whether Stop began.
@@ -394,10 +434,10 @@ func (r *Runtime) isStopping() bool {
 	}
 }
 
-// process takes one work item from claim to its outcome. It calls free
-// once the handler returned and its outcome has a place among those being
-// recorded: the handler's slot is then another item's.
-func (r *Runtime) process(msg jetstream.Msg, free func()) {
+// process takes one work item from claim to its outcome. It frees its
+// place once the handler returned and its outcome has a place among those
+// being recorded: the handler's slot is then another item's.
+func (r *Runtime) process(msg jetstream.Msg, p *place) {
 	ctx := context.Background()
 	d := store.DecodeDelivery(msg, r.log)
 	if d == nil {
@@ -420,7 +460,9 @@ func (r *Runtime) process(msg jetstream.Msg, free func()) {
 	if tr := tracing.Tracer(); tr != nil {
 		ctx, span = tracing.StartAttempt(ctx, tr, &d.Item.Job)
 	}
+	claimStart := time.Now()
 	snap, ok := r.store.Claim(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
+	r.claimTime.add(time.Since(claimStart))
 	if !ok {
 		r.mu.Lock()
 		if r.inflight[d.Item.Job.ID] == nil { // not a duplicate of a job this runtime runs
@@ -472,8 +514,19 @@ func (r *Runtime) process(msg jetstream.Msg, free func()) {
 		// Stop's grace ended while the parent was asked about.
 		herr = ErrShutdown
 	default:
+		if err := p.seat(hctx, snap.Job.Spec.Timeout); err != nil {
+			// Claimed ahead, and no slot came first: it ends as a handler
+			// that returned at once on its context's end.
+			cancel(err) // (keeps the cause of a context ended already)
+			herr = hctx.Err()
+			break
+		}
+		began := time.Now()
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
+		r.handlerTime.add(time.Since(began))
+		r.unseated.Store(false)
 	}
+	p.leave() // (if it did not start its handler) the next item's turn
 	cause := context.Cause(hctx)
 	cancelTimeout()
 	cancel(nil)
@@ -489,7 +542,7 @@ func (r *Runtime) process(msg jetstream.Msg, free func()) {
 	// longer than a lease.
 	if !settled { // else Stop requeued it after the grace period; our result is void
 		func() {
-			defer r.handOver(free)()
+			defer r.handOver(p.free, len(result))()
 			r.complete(ctx, rn, result, herr, cause)
 		}()
 	}
@@ -800,8 +853,8 @@ func (r *Runtime) stopLocked() (wait func()) {
 	}
 }
 
-// Running is the number of attempts this runtime holds: handlers running
-// and outcomes being recorded (at most twice Concurrency).
+// Running is the number of attempts this runtime holds: claimed ahead of
+// the handlers, handlers running, and outcomes being recorded.
 func (r *Runtime) Running() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
