@@ -229,6 +229,38 @@ func TestLeaseLostCountsRequeues(t *testing.T) {
 	}
 }
 
+// A lease is written off only for the attempt whose holder's heartbeat
+// was read: when the job's work item was redelivered and another worker
+// holds the job's next attempt under the same item, the old holder's beat
+// says nothing of the new one's lease.
+func TestWriteOffLeaseJudgesTheHolderItWasReadFor(t *testing.T) {
+	now := time.Now()
+	judged := job(domain.StateRunning)
+	judged.Worker, judged.LeaseItem, judged.Attempt = "A", 9, 1
+	judged.UpdatedAt = now.Add(-time.Minute)
+	gone := commands.Beat{} // A has no record: it is gone
+	for _, c := range []struct {
+		name   string
+		change func(j *domain.Job)
+		ok     bool
+	}{
+		{"as judged", func(*domain.Job) {}, true},
+		{"another holder, same item", func(j *domain.Job) { j.Worker, j.Attempt = "B", 2 }, false},
+		{"the next attempt of the same holder", func(j *domain.Job) { j.Attempt = 2 }, false},
+		{"another item", func(j *domain.Job) { j.LeaseItem = 10 }, false},
+	} {
+		j := *judged
+		c.change(&j)
+		ev, err := commands.WriteOffLease(&j, judged, gone, 4*time.Second, "engine", now)
+		if c.ok != (err == nil) {
+			t.Errorf("%s: %v, %v", c.name, ev, err)
+		}
+		if !c.ok && !errors.Is(err, commands.ErrInvalidTransition) {
+			t.Errorf("%s: %v, want ErrInvalidTransition", c.name, err)
+		}
+	}
+}
+
 func TestCheckClaimant(t *testing.T) {
 	j := job(domain.StateRunning)
 	j.Worker, j.LeaseItem, j.Attempt = "A", 9, 2

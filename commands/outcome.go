@@ -208,13 +208,17 @@ func CheckReport(j *domain.Job, worker string, r Report, progress *domain.Progre
 	return err
 }
 
-// WriteOffLease decides that j, held under work item `item`, lost its lease:
-// requeued, or failed once it lost MaxLeaseRequeues leases (LeaseLost). It
-// is refused unless j is still held under that item and its lease ran out
-// by b (LeaseExpired): the sweeper and a claimer that judged a lease on an
-// earlier read decide again on the job as it is.
-func WriteOffLease(j *domain.Job, item uint64, b Beat, lease time.Duration, actor string, now time.Time) (*domain.Event, error) {
-	if !Held(j) || j.LeaseItem != item || !LeaseExpired(j, b, lease, now) {
+// WriteOffLease decides that j lost its lease: requeued, or failed once
+// it lost MaxLeaseRequeues leases (LeaseLost). b is the holder's last
+// heartbeat as read when j was as judged says. It is refused unless j is
+// still held by the same attempt of the same holder under the same work item
+// (an item redelivered to another worker can carry the job's next attempt:
+// b would be the wrong holder's) and its lease ran out by b (LeaseExpired):
+// the sweeper and a claimer that judged a lease on an earlier read decide
+// again on the job as it is.
+func WriteOffLease(j, judged *domain.Job, b Beat, lease time.Duration, actor string, now time.Time) (*domain.Event, error) {
+	if !Held(j) || j.LeaseItem != judged.LeaseItem || j.Worker != judged.Worker || j.Attempt != judged.Attempt ||
+		!LeaseExpired(j, b, lease, now) {
 		return nil, &TransitionError{JobID: j.ID, Event: domain.EvLeaseExpiredRequeue, From: j.State, To: domain.StateQueued}
 	}
 	return LeaseLost(j, actor, now)

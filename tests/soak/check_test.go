@@ -206,6 +206,12 @@ func (r *report) checkHistory(j *jobLog, s *system) {
 				r.bad(invLeaseLive, j, "%s at %s, holder %s never stopped before it", e.typ, e.at.Format("15:04:05.000"), holder)
 			}
 		case domain.EvRequeued:
+			if strings.HasPrefix(e.message, "claimed ahead") {
+				// A job claimed ahead of a live worker's handlers that
+				// found no slot in time (engine/internal/runtime/ahead.go).
+				r.requeues["given back by a live worker: claimed ahead, no slot in time"]++
+				continue
+			}
 			if w := s.all[e.actor]; w == nil || w.sig != syscall.SIGTERM || e.at.Before(w.signalled) {
 				r.bad(invRequeueLive, j, "requeued by %s, not stopped", e.actor)
 			} else {

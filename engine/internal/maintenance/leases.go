@@ -223,9 +223,17 @@ func (l *LeaseSweeper) inFlightOn(ctx context.Context, qs jetstream.Stream, queu
 		if !strings.HasPrefix(info.Name, "run_") || info.NumAckPending == 0 {
 			continue
 		}
+		// Every item stored in the range, not only NumAckPending of them:
+		// besides those in flight, it may hold items the consumer counts as
+		// acked whose deletion a server crash undid (under sync always the
+		// queue streams persist asynchronously), until stranded puts them
+		// back; read first, they would hide the items in flight after them.
 		from, upTo := info.AckFloor.Stream+1, info.Delivered.Stream
+		if upTo < from {
+			continue
+		}
 		err := streams.ReadRange(ctx, l.store.NC(), qs.CachedInfo().Config.Name, info.Config.FilterSubject, from, upTo,
-			info.NumAckPending+16, func(seq uint64, data []byte) error {
+			int(min(upTo-from+1, 1<<30)), func(seq uint64, data []byte) error {
 				item, err := streams.DecodeWorkItem(data)
 				if err == nil {
 					out = append(out, inFlight{seq: seq, job: item.Job.ID, lease: info.Config.AckWait})
@@ -266,10 +274,11 @@ func storedItems(ctx context.Context, qs jetstream.Stream, queue string) (map[st
 // other is dropped as a duplicate.
 func (l *LeaseSweeper) expire(ctx context.Context, it inFlight, cur store.Snapshot, beat commands.Beat) bool {
 	var on *domain.Job
+	judged := *cur.Job // as the beat was read for it
 	began := time.Now()
 	_, ev, err := l.store.Apply(ctx, "lease", cur, func(j *domain.Job) (*domain.Event, error) {
 		on = j
-		return commands.WriteOffLease(j, it.seq, beat, it.lease, l.store.Actor(), time.Now().UTC())
+		return commands.WriteOffLease(j, &judged, beat, it.lease, l.store.Actor(), time.Now().UTC())
 	})
 	if errors.Is(err, commands.ErrInvalidTransition) {
 		return false

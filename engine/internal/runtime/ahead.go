@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,27 +18,28 @@ import (
 // be claimed ahead: its claim is written while the handlers run, and its
 // handler starts the moment a slot frees.
 //
-// How many may be claimed ahead is the number of slots expected to free
-// during one claim (Concurrency × claim latency ÷ handler duration, both
-// running averages), at most aheadFactor × Concurrency. With handlers much
-// slower than a claim it is 0, and nothing is hoarded: a job claimed ahead
-// waits about one claim's time for its slot, which it would have waited
-// before its claim anyway. Such a job is running as its record says (it is
-// this worker's, listed in its heartbeats, its lease renewed), with its
-// handler not started yet. Its cancel, its timeout and Stop end the wait,
-// and so does seatWait (when the handlers running turned out slower than
-// the average said): the job is then given back to its queue, no attempt
-// spent, for another worker, and none is claimed ahead again until a
-// handler ends (else a worker whose slots are all stuck would claim and give
-// back the same jobs over and over).
+// How many may be claimed ahead is four times the number of slots expected
+// to free during one claim: the claim's latency (a running average) × the
+// handlers' ends per second (over the last one to two seconds), at most
+// aheadFactor × Concurrency. With handlers much slower
+// than a claim it is 0, and nothing is hoarded: a job claimed ahead waits
+// a few claims' time for its slot at most, about what it would have waited
+// before its claim anyway. Such a job is running as its record says (it is this
+// worker's, listed in its heartbeats, its lease renewed), with its handler
+// not started yet. Its cancel and its timeout end the wait, as they would
+// end its handler; so do Stop (it has not started: another worker may run
+// it now) and seatWait (when the handlers turned out slower than the
+// average said): the job is then given back to its queue, no retry spent,
+// and none is claimed ahead for seatWait after that (else a worker whose
+// slots are stuck would claim and give back the same jobs over and over).
 //
-// Handlers start in the order their items were fetched, claimed ahead or
-// not (a queue with priorities orders its starts so): every item waits for
-// the one fetched before it to start its handler (or to leave) before it
-// takes a handler slot (the line: place.prev, place.turn).
+// Handler slots go to the items claimed, in the order the items were
+// fetched (a queue with priorities orders its starts so): a slot waits for
+// an item fetched earlier whose claim is on its way, for at most holdFor
+// (about two claims); then it goes to the next.
 //
 // Only jobs are claimed ahead; a fan-out's batches are not (they have no
-// claim to write), but they keep their turn in the line.
+// claim to write), but they take their slots in the same order.
 
 // Bounds of claims ahead.
 const (
@@ -45,6 +48,11 @@ const (
 	// minSeatWait: an item claimed ahead waits at least this long for a
 	// handler slot (and 4 claim latencies) before it is given back.
 	minSeatWait = time.Second
+	// maxClaimSample bounds one claim's weight in the claims' average (a
+	// claim answered with an error reads the log back for up to minutes).
+	maxClaimSample = time.Second
+	// minHold: a slot waits at least this long for an earlier item's claim.
+	minHold = time.Millisecond
 	// completingFactor: at most this many times Concurrency outcomes are
 	// being recorded at once (a group commit carries those of many slots).
 	completingFactor = 8
@@ -54,57 +62,198 @@ const (
 	bigResult = 64 << 10
 )
 
-// place is what an item holds while it is processed: a place among the
-// items being claimed and run (in r.slots, or, claimed ahead, in r.ahead),
-// then a handler slot (r.running), and its turn in the line. One goroutine
-// (the item's) uses it.
-type place struct {
-	r       *Runtime
-	ahead   bool // its place is in r.ahead, not in r.slots
-	held    bool // it holds its place
-	running bool // it holds a handler slot
-	// prev is closed when the item fetched before this one started its
-	// handler or left; turn, when this one did.
-	prev <-chan struct{}
-	turn chan struct{}
+// seats hands out a runtime's places (the items it is processing: at most
+// Concurrency, and those claimed ahead besides) and its handler slots
+// (Concurrency), the slots in fetch order.
+type seats struct {
+	r    *Runtime
+	conc int
+
+	mu       sync.Mutex
+	inFlight int           // places held
+	running  int           // handler slots held
+	ticket   uint64        // the next item's
+	claiming []*place      // jobs whose claim is on its way, by ticket (so by since too)
+	waiting  []*place      // items waiting for a slot, by ticket
+	freed    chan struct{} // closed (and made again) when a place is given back
+	recheck  time.Time     // when a grant is scheduled (a hold ends), zero if none
 }
 
-// free gives back what p holds: its handler slot, its place, its turn.
+func newSeats(r *Runtime, conc int) *seats {
+	return &seats{r: r, conc: conc, freed: make(chan struct{})}
+}
+
+// place is what an item holds while it is processed: its place (its
+// ticket), and, once granted, a handler slot. Its fields are guarded by
+// the seats' mu.
+type place struct {
+	s        *seats
+	ticket   uint64
+	since    time.Time // when it was fetched
+	ahead    bool      // taken beyond Concurrency: claimed ahead
+	held     bool      // it holds its place
+	claiming bool      // in s.claiming
+	waiting  bool      // in s.waiting
+	running  bool      // it holds a handler slot
+	granted  chan struct{}
+}
+
+// take takes a place for an item, claimed ahead if mayAhead allows it,
+// without waiting; it returns nil, and a channel closed when a place is
+// given back, when none is free. A job's place is among those claiming.
+func (s *seats) take(mayAhead bool) (*place, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := s.conc
+	if mayAhead {
+		limit += s.r.aheadAllowed()
+	}
+	if s.inFlight >= limit {
+		return nil, s.freed
+	}
+	s.inFlight++
+	p := &place{s: s, ticket: s.ticket, since: time.Now(), ahead: s.inFlight > s.conc, held: true}
+	s.ticket++
+	if mayAhead {
+		p.claiming = true
+		s.claiming = append(s.claiming, p) // the largest ticket yet
+	}
+	return p, nil
+}
+
+// free gives back what p holds: its handler slot, its place.
 func (p *place) free() {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaveLocked(p)
 	if p.running {
 		p.running = false
-		<-p.r.running
+		s.running--
 	}
 	if p.held {
 		p.held = false
-		if p.ahead {
-			<-p.r.ahead
-		} else {
-			<-p.r.slots
-		}
+		s.inFlight--
+		close(s.freed)
+		s.freed = make(chan struct{})
 	}
-	p.leave()
+	s.grantLocked()
 }
 
-// leave gives up p's turn in the line: the next item may start.
+// leave takes p out of the claiming and the waiting (its claim failed, or
+// it will not start): a slot no longer waits for it.
 func (p *place) leave() {
-	if p.turn != nil {
-		close(p.turn)
-		p.turn = nil
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaveLocked(p)
+	s.grantLocked()
+}
+
+func (s *seats) leaveLocked(p *place) {
+	if p.claiming {
+		p.claiming = false
+		s.claiming = remove(s.claiming, p)
+	}
+	if p.waiting {
+		p.waiting = false
+		s.waiting = remove(s.waiting, p)
 	}
 }
 
-// seat waits for p's turn in the line, then for a handler slot. It returns
-// why not when something comes first: ctx's end (its cause), or, for an
-// item claimed ahead, the runtime stopping (ErrShutdown: it has not started,
-// so another worker may run it now) or seatWait passing (errNotSeated). The job's execution timeout runs from its claim, as the
-// Reaper reckons it, so that wait is also bounded by a tenth of timeout.
+// remove removes p from ps, sorted by ticket.
+func remove(ps []*place, p *place) []*place {
+	i, ok := slices.BinarySearchFunc(ps, p.ticket, func(q *place, t uint64) int { return compare(q.ticket, t) })
+	if !ok {
+		return ps
+	}
+	return slices.Delete(ps, i, i+1)
+}
+
+func compare(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// grantLocked gives the free slots to the items waiting, lowest ticket
+// first; it holds a slot back while an item fetched before the first one
+// waiting is still being claimed, for at most holdFor since that item was
+// fetched.
+func (s *seats) grantLocked() {
+	for s.running < s.conc && len(s.waiting) > 0 {
+		w := s.waiting[0]
+		if until, ok := s.holdLocked(w.ticket); ok {
+			s.scheduleLocked(until)
+			return
+		}
+		s.waiting = s.waiting[1:]
+		w.waiting, w.running = false, true
+		s.running++
+		close(w.granted)
+	}
+}
+
+// holdLocked reports whether an item fetched before ticket is still being
+// claimed, and fetched within holdFor: until when a slot waits for it.
+func (s *seats) holdLocked(ticket uint64) (time.Time, bool) {
+	if len(s.claiming) == 0 || s.claiming[0].ticket > ticket {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	hold := s.r.holdFor()
+	// claiming is in fetch order: the recent ones are at its end.
+	i, _ := slices.BinarySearchFunc(s.claiming, now.Add(-hold), func(q *place, t time.Time) int { return q.since.Compare(t) })
+	if i == len(s.claiming) || s.claiming[i].ticket > ticket {
+		return time.Time{}, false
+	}
+	return s.claiming[i].since.Add(hold), true
+}
+
+// scheduleLocked has the slots granted again at until, unless that is
+// scheduled already.
+func (s *seats) scheduleLocked(until time.Time) {
+	if !s.recheck.IsZero() && !s.recheck.After(until) {
+		return
+	}
+	s.recheck = until
+	time.AfterFunc(time.Until(until), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.recheck.After(until) {
+			s.recheck = time.Time{}
+		}
+		s.grantLocked()
+	})
+}
+
+// seat waits for a handler slot for p. It returns why not when something
+// comes first: ctx's end (its cause), or, for an item claimed ahead, the
+// runtime stopping (ErrShutdown) or seatWait passing (errNotSeated). The
+// job's execution timeout runs from its claim, as the Reaper reckons it, so
+// that wait is also bounded by a tenth of timeout.
 func (p *place) seat(ctx context.Context, timeout time.Duration) error {
+	s := p.s
+	s.mu.Lock()
+	ahead := p.ahead
+	p.granted = make(chan struct{})
+	granted := p.granted
+	s.leaveLocked(p)
+	p.waiting = true
+	i, _ := slices.BinarySearchFunc(s.waiting, p.ticket, func(q *place, t uint64) int { return compare(q.ticket, t) })
+	s.waiting = slices.Insert(s.waiting, i, p)
+	s.grantLocked()
+	s.mu.Unlock()
+
 	var expired <-chan time.Time // nil: no bound
 	var stopping <-chan struct{} // nil: runs in Stop's grace like a running handler
-	if p.ahead {
-		stopping = p.r.stopping
-		wait := p.r.seatWait()
+	if ahead {
+		stopping = s.r.stopping
+		wait := s.r.seatWait()
 		if timeout > 0 {
 			wait = min(wait, timeout/10)
 		}
@@ -112,32 +261,41 @@ func (p *place) seat(ctx context.Context, timeout time.Duration) error {
 		defer t.Stop()
 		expired = t.C
 	}
-	// wait waits for ready to be closed or for a place in slot.
-	wait := func(ready <-chan struct{}, slot chan<- struct{}) error {
-		select {
-		case <-ready:
-		case slot <- struct{}{}:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-stopping:
-			return ErrShutdown
-		case <-expired:
-			p.r.unseated.Store(true)
-			return errNotSeated
-		}
+	var err error
+	select {
+	case <-granted:
 		return nil
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	case <-stopping:
+		err = ErrShutdown
+	case <-expired:
+		s.r.unseatedUntil.Store(time.Now().Add(s.r.seatWait()).UnixNano())
+		err = errNotSeated
 	}
-	if p.prev != nil {
-		if err := wait(p.prev, nil); err != nil {
-			return err
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaveLocked(p)
+	if p.running { // granted meanwhile: the slot is the next one's
+		p.running = false
+		s.running--
 	}
-	if err := wait(nil, p.r.running); err != nil {
-		return err
+	s.grantLocked()
+	return err
+}
+
+// fetchSize is how many items a fetch of jobs (mayAhead) or batches asks
+// for: the places free now, so that fetched items do not wait here while
+// their lease runs, but at least half of Concurrency, so that a busy
+// runtime does not fetch one item at a time.
+func (s *seats) fetchSize(mayAhead bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := s.conc
+	if mayAhead {
+		limit += s.r.aheadAllowed()
 	}
-	p.running = true
-	p.leave()
-	return nil
+	return max(limit-s.inFlight, (s.conc+1)/2)
 }
 
 // seatWait bounds how long an item claimed ahead waits for a slot before
@@ -147,15 +305,75 @@ func (r *Runtime) seatWait() time.Duration {
 	return max(minSeatWait, 4*time.Duration(r.claimTime.get()))
 }
 
-// aheadAllowed is how many items may be claimed ahead now: the slots
-// expected to free during one claim, at most aheadFactor × Concurrency.
+// holdFor is how long a slot waits for an item fetched earlier whose claim
+// is on its way: two claims.
+func (r *Runtime) holdFor() time.Duration {
+	return max(minHold, 2*time.Duration(r.claimTime.get()))
+}
+
+// handlerEnded records that a handler ended at now.
+func (r *Runtime) handlerEnded(now time.Time) { r.ends.add(now) }
+
+// aheadAllowed is how many items may be claimed ahead now: four times the
+// slots expected to free during one claim, at most aheadFactor × Concurrency.
 func (r *Runtime) aheadAllowed() int {
-	c, h := r.claimTime.get(), r.handlerTime.get()
-	if c == 0 || h == 0 || r.unseated.Load() {
-		return 0 // nothing measured yet, or a job found no slot in time
+	return r.aheadAllowedAt(time.Now())
+}
+
+func (r *Runtime) aheadAllowedAt(now time.Time) int {
+	if now.UnixNano() < r.unseatedUntil.Load() {
+		return 0 // a job found no slot in time lately
 	}
-	n := int(int64(cap(r.slots)) * c / max(h, 1))
-	return min(n, cap(r.ahead))
+	if n := r.fixedAhead.Load(); n > 0 {
+		return int(n)
+	}
+	c := time.Duration(r.claimTime.get())
+	n := 4 * c.Seconds() * r.ends.perSecond(now)
+	return int(min(n, float64(aheadFactor*r.cfg.Concurrency)))
+}
+
+// endWindow is the window over which handlers' ends are counted.
+const endWindow = time.Second
+
+// endRate counts events per second over the last one to two endWindows:
+// the window under way and the one before it.
+type endRate struct {
+	mu        sync.Mutex
+	start     time.Time // of the window under way (zero: none yet)
+	cur, prev int       // events in it, and in the one before
+	hasPrev   bool      // the one before it counted
+}
+
+func (e *endRate) add(now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.roll(now)
+	e.cur++
+}
+
+// perSecond is the rate over the window under way and the one before it
+// (over at least a tenth of a window).
+func (e *endRate) perSecond(now time.Time) float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.roll(now)
+	if e.start.IsZero() {
+		return 0
+	}
+	over := now.Sub(e.start)
+	if e.hasPrev {
+		over += endWindow
+	}
+	return float64(e.cur+e.prev) / max(over, endWindow/10).Seconds()
+}
+
+func (e *endRate) roll(now time.Time) {
+	switch d := now.Sub(e.start); {
+	case e.start.IsZero() || d >= 2*endWindow:
+		e.start, e.cur, e.prev, e.hasPrev = now, 0, 0, false
+	case d >= endWindow:
+		e.start, e.cur, e.prev, e.hasPrev = e.start.Add(endWindow), 0, e.cur, true
+	}
 }
 
 // meanTime is a running average of durations (in ns; the last one weighs

@@ -5,33 +5,43 @@ import (
 	"time"
 )
 
-// How many jobs may be claimed ahead: the slots expected to free during
-// one claim, bounded, and none before anything is measured or after a job
-// found no slot in time.
+// How many jobs may be claimed ahead: four times the slots expected to
+// free during one claim, bounded, and none before anything is measured,
+// when no handler ended for long, or lately after a job found no slot in
+// time.
 func TestAheadAllowed(t *testing.T) {
+	now := time.Now()
 	for _, tc := range []struct {
-		name           string
-		claim, handler time.Duration // 0: not measured
-		unseated       bool
-		want           int
+		name     string
+		claim    time.Duration // 0: not measured
+		ends     int           // handlers ended in the last second
+		ago      time.Duration // ... that long ago
+		unseated time.Duration // a job found no slot in time this long ago (0: never)
+		want     int
 	}{
-		{"nothing measured", 0, 0, false, 0},
-		{"no handler ended yet", 10 * time.Millisecond, 0, false, 0},
-		{"handlers far faster than a claim: the bound", 10 * time.Millisecond, time.Microsecond, false, aheadFactor * 50},
-		{"handlers 10x a claim", 10 * time.Millisecond, 100 * time.Millisecond, false, 5},
-		{"handlers 1000x a claim: none", 10 * time.Millisecond, 10 * time.Second, false, 0},
-		{"a job found no slot in time", 10 * time.Millisecond, time.Microsecond, true, 0},
+		{"nothing measured", 0, 0, 0, 0, 0},
+		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0},
+		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, aheadFactor * 50},
+		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 40},
+		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0},
+		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0},
+		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, time.Millisecond, 0},
+		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 2 * minSeatWait, aheadFactor * 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Runtime{slots: make(chan struct{}, 50), ahead: make(chan struct{}, aheadFactor*50)}
+			r := &Runtime{cfg: Config{Concurrency: 50}}
 			if tc.claim > 0 {
 				r.claimTime.add(tc.claim)
 			}
-			if tc.handler > 0 {
-				r.handlerTime.add(tc.handler)
+			// The ends spread over the second before ago; the window under
+			// way began then.
+			for i := range tc.ends {
+				r.ends.add(now.Add(-tc.ago - endWindow + time.Duration(i)*endWindow/time.Duration(tc.ends)))
 			}
-			r.unseated.Store(tc.unseated)
-			if got := r.aheadAllowed(); got != tc.want {
+			if tc.unseated > 0 {
+				r.unseatedUntil.Store(now.Add(-tc.unseated).Add(r.seatWait()).UnixNano())
+			}
+			if got := r.aheadAllowedAt(now); got != tc.want {
 				t.Fatalf("aheadAllowed = %d, want %d", got, tc.want)
 			}
 		})

@@ -47,6 +47,7 @@ func TestClaimAhead(t *testing.T) {
 			if err := rt.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
+			rt.SetAhead(1) // as handlers far faster than a claim would make it
 			stopped := make(chan struct{})
 			t.Cleanup(func() {
 				select {
@@ -88,9 +89,6 @@ func TestClaimAhead(t *testing.T) {
 			slow := submit("slow")
 			<-blocking // the only slot is taken
 			id := submit("fast")
-			if n := rt.AheadAllowed(); n < 1 {
-				t.Fatalf("fast handlers, the slot taken: %d may be claimed ahead, want 1 or more", n)
-			}
 			waitClaimed(id) // claimed ahead, the slot still taken
 			events := func() []string {
 				var got []string
@@ -177,5 +175,171 @@ func TestClaimAhead(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// A job never fails on its execution timeout without having run, claimed
+// ahead or waiting behind one that was: here the only slot runs a job that
+// was claimed ahead, and the next job, with a timeout of 1.5 s, must wait
+// unclaimed, or be claimed ahead and given back, not time out.
+func TestNoTimeoutWithoutRunning(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	claimed := make(chan string, 16)
+	runtime.SetClaimedHook(t.Cleanup, func(id string) { claimed <- id })
+	blocking, release := make(chan struct{}, 2), make(chan struct{}, 2)
+	ran := make(chan string, 16)
+	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, srv), "w"), engine.RuntimeConfig{
+		WorkerID: "w", Concurrency: 1, Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{
+			"fast": func(_ context.Context, task *engine.Task) ([]byte, error) {
+				ran <- task.Job.ID
+				return nil, nil
+			},
+			"slow": func(context.Context, *engine.Task) ([]byte, error) {
+				blocking <- struct{}{}
+				<-release
+				return nil, nil
+			},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt.SetAhead(1) // as handlers far faster than a claim would make it
+	t.Cleanup(func() {
+		release <- struct{}{}
+		release <- struct{}{}
+		rt.Stop(context.Background())
+	})
+	submit := func(typ string, timeout time.Duration) string {
+		t.Helper()
+		req := &commands.SubmitRequest{Type: typ}
+		if timeout > 0 {
+			d := commands.Duration(timeout)
+			req.Timeout = &d
+		}
+		res, err := st.Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Snapshot.Job.ID
+	}
+	waitClaimed := func(id string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case got := <-claimed:
+				if got == id {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("%s not claimed", id)
+			}
+		}
+	}
+	warm := submit("fast", 0)
+	if got := <-ran; got != warm {
+		t.Fatalf("ran %s, want %s", got, warm)
+	}
+	submit("slow", 0)
+	<-blocking // the slot is taken
+	ahead := submit("slow", 0)
+	waitClaimed(ahead) // claimed ahead
+	release <- struct{}{}
+	<-blocking // the job claimed ahead runs in the slot
+	const timeout = 1500 * time.Millisecond
+	id := submit("fast", timeout)
+	deadline := time.Now().Add(timeout + time.Second)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if time.Now().Before(deadline) {
+			return fmt.Errorf("its timeout has not passed yet")
+		}
+		return nil
+	})
+	var got []string
+	if err := st.History(ctx, id, 0, false, func(e *domain.Event) error { got = append(got, e.Type); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(got, domain.EvFailed) || slices.Contains(got, domain.EvRetryScheduled) {
+		t.Fatalf("events %v: it failed without running", got)
+	}
+	release <- struct{}{}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		snap, err := st.Record(ctx, id)
+		if err != nil {
+			return err
+		}
+		if snap.Job.State != domain.StateSucceeded || snap.Job.Retries != 0 {
+			return fmt.Errorf("%s after %d retries, want succeeded after none", snap.Job.State, snap.Job.Retries)
+		}
+		return nil
+	})
+	if got := <-ran; got != id {
+		t.Fatalf("ran %s, want %s", got, id)
+	}
+}
+
+// A job whose claim is slow does not hold back the start of a job fetched
+// after it when a slot is free: a slot waits for an earlier claim only
+// about two claims' time.
+func TestASlowClaimHoldsBackNoOtherStart(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "client")
+	stall := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-stall:
+		default:
+			close(stall)
+		}
+	})
+	var first string
+	stalled := make(chan struct{})
+	runtime.SetClaimedHook(t.Cleanup, func(id string) {
+		if id == first {
+			close(stalled)
+			<-stall // its claim landed; it waits here as a slow claim would
+		}
+	})
+	ran := make(chan string, 4)
+	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, srv), "w"), engine.RuntimeConfig{
+		WorkerID: "w", Concurrency: 4, Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{"work": func(_ context.Context, task *engine.Task) ([]byte, error) {
+			ran <- task.Job.ID
+			return nil, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = res.Snapshot.Job.ID
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-stalled
+	res, err = st.Submit(ctx, &commands.SubmitRequest{Type: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ran:
+		if got != res.Snapshot.Job.ID {
+			t.Fatalf("ran %s, want %s", got, res.Snapshot.Job.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second job did not start while the first one's claim was slow")
+	}
+	close(stall)
+	if got := <-ran; got != first {
+		t.Fatalf("ran %s, want %s", got, first)
 	}
 }

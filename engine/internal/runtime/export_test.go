@@ -27,3 +27,8 @@ func SetConnectHook(cleanup func(func()), f func(r *Runtime)) {
 // AheadAllowed is how many jobs the runtime may claim ahead of its
 // handlers now.
 func (r *Runtime) AheadAllowed() int { return r.aheadAllowed() }
+
+// SetAhead makes the runtime claim up to n jobs ahead of its handlers
+// whatever its estimate says (but not lately after one found no slot in
+// time).
+func (r *Runtime) SetAhead(n int) { r.fixedAhead.Store(int32(n)) }

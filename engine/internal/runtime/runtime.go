@@ -131,13 +131,10 @@ type Runtime struct {
 	log   *slog.Logger
 	qs    jetstream.Stream
 
-	// slots: items being claimed and run (Config.Concurrency), besides
-	// those claimed ahead (ahead); running: handlers running
-	// (Config.Concurrency). An item takes a handler slot in its turn in the
-	// line (ahead.go), whose last turn is line (guarded by mu).
-	slots   chan struct{}
-	running chan struct{}
-	line    chan struct{}
+	// seats: the items being processed (Concurrency, and those claimed
+	// ahead besides) and the handler slots (Concurrency), given in fetch
+	// order (ahead.go).
+	seats *seats
 	// completing: attempts whose handler returned and whose outcome is
 	// being recorded. A handler's slot is free once its outcome is handed
 	// here, so the next claim does not wait for the last outcome's write
@@ -146,15 +143,12 @@ type Runtime struct {
 	// larger than bigResult (completingBig).
 	completing    chan struct{}
 	completingBig chan struct{}
-	// ahead: items claimed while every slot is busy, their handler to start
-	// when a slot frees (ahead.go); at most aheadAllowed, never past
-	// aheadFactor × Concurrency.
-	ahead       chan struct{}
-	claimTime   meanTime    // how long a claim takes to land
-	handlerTime meanTime    // how long a handler runs
-	unseated    atomic.Bool // a job claimed ahead found no slot in time; none is until a handler ends
-	stopping    chan struct{}
-	wg          sync.WaitGroup // running process() calls
+	claimTime     meanTime     // how long a claim takes to land
+	ends          endRate      // handlers' ends per second, over the last second or two
+	unseatedUntil atomic.Int64 // a job claimed ahead found no slot in time: none is until then (UnixNano)
+	fixedAhead    atomic.Int32 // set by tests: claimed ahead in place of the estimate
+	stopping      chan struct{}
+	wg            sync.WaitGroup // running process() calls
 
 	mu        sync.Mutex
 	started   bool
@@ -213,10 +207,11 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, store: s, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
-		slots: make(chan struct{}, cfg.Concurrency), running: make(chan struct{}, cfg.Concurrency), completing: make(chan struct{}, completingFactor*cfg.Concurrency), completingBig: make(chan struct{}, cfg.Concurrency),
-		ahead: make(chan struct{}, aheadFactor*cfg.Concurrency), stopping: make(chan struct{}),
-		inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}, nil
+	r := &Runtime{cfg: cfg, store: s, log: cfg.Log.With("queue", cfg.Queue, "worker", cfg.WorkerID),
+		completing: make(chan struct{}, completingFactor*cfg.Concurrency), completingBig: make(chan struct{}, cfg.Concurrency),
+		stopping: make(chan struct{}), inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}
+	r.seats = newSeats(r, cfg.Concurrency)
+	return r, nil
 }
 
 // Start begins claiming. It is idempotent while the runtime runs; once
@@ -255,7 +250,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err == nil && !abort {
 		r.qs, r.cancelSb = qs, sub
 		for _, s := range sources {
-			r.pullers = append(r.pullers, pull.Start(s.cons, r.fetchSize, s.cb, r.log))
+			r.pullers = append(r.pullers, pull.Start(s.cons, s.size, s.cb, r.log))
 		}
 		r.tickStop, r.tickDone = make(chan struct{}), make(chan struct{})
 		go r.renewLeases(r.tickStop, r.tickDone)
@@ -283,6 +278,7 @@ var connectHook func(r *Runtime)
 // source is a consumer a runtime pulls from, and what receives its items.
 type source struct {
 	cons jetstream.Consumer
+	size func() int // how many to fetch
 	cb   func(jetstream.Msg)
 }
 
@@ -316,7 +312,7 @@ func (r *Runtime) connect(ctx context.Context) (jetstream.Stream, *nats.Subscrip
 			leavePresence(ctx, r)
 			return nil, nil, nil, err
 		}
-		sources = append(sources, source{cons, r.receive})
+		sources = append(sources, source{cons, func() int { return r.seats.fetchSize(true) }, r.receive})
 	}
 	for batchType := range r.cfg.Batches {
 		cons, err := r.store.EnsureConsumer(ctx, r.cfg.Queue, store.BatchConsumerConfig(r.cfg.Queue, batchType, r.cfg.Lease, r.cfg.MaxAckPending))
@@ -325,7 +321,7 @@ func (r *Runtime) connect(ctx context.Context) (jetstream.Stream, *nats.Subscrip
 			leavePresence(ctx, r)
 			return nil, nil, nil, err
 		}
-		sources = append(sources, source{cons, r.receiveBatch})
+		sources = append(sources, source{cons, func() int { return r.seats.fetchSize(false) }, r.receiveBatch})
 	}
 	return qs, sub, sources, nil
 }
@@ -339,15 +335,6 @@ func (r *Runtime) claims() []string {
 		return true
 	})
 	return ids
-}
-
-// fetchSize is how many items a fetch asks for: the slots free now and the
-// places ahead allowed now, so that fetched items do not wait here while
-// their lease runs, but at least half of all slots, so that a busy runtime
-// does not fetch one item at a time.
-func (r *Runtime) fetchSize() int {
-	free := cap(r.slots) - len(r.slots) + max(r.aheadAllowed()-len(r.ahead), 0)
-	return max(free, (cap(r.slots)+1)/2)
 }
 
 // receive is the consume callback of job consumers.
@@ -388,40 +375,32 @@ func (r *Runtime) handOver(free func(), size int) (recorded func()) {
 	}
 }
 
-// acquire waits for a free slot for msg, or, with mayAhead, a place
-// ahead of the handlers if one is allowed (ahead.go); it returns false
-// (after letting another worker have the message) when the runtime is
-// stopping.
+// acquire waits for a place for msg (ahead.go: claimed ahead, with
+// mayAhead, if one is allowed); it returns false (after letting another
+// worker have the message) when the runtime is stopping.
 func (r *Runtime) acquire(msg jetstream.Msg, mayAhead bool) (*place, bool) {
-	p := &place{r: r, held: true}
-	select {
-	case r.slots <- struct{}{}:
-	default:
-		var ahead chan struct{} // nil: not allowed now
-		if mayAhead && len(r.ahead) < r.aheadAllowed() {
-			ahead = r.ahead
+	for {
+		p, freed := r.seats.take(mayAhead)
+		if p == nil {
+			select {
+			case <-r.stopping:
+				_ = pull.GiveBack(msg) // for another worker
+				return nil, false
+			case <-freed:
+				continue
+			}
 		}
-		select {
-		case <-r.stopping:
-			_ = pull.GiveBack(msg) // for another worker
+		r.mu.Lock()
+		if r.stopped { // claiming stopped while we waited for a place
+			r.mu.Unlock()
+			p.free()
+			_ = pull.GiveBack(msg)
 			return nil, false
-		case r.slots <- struct{}{}:
-		case ahead <- struct{}{}:
-			p.ahead = true
 		}
-	}
-	r.mu.Lock()
-	if r.stopped { // claiming stopped while we waited for the slot
+		r.wg.Add(1) // under mu, so never after Stop's Wait began
 		r.mu.Unlock()
-		p.free()
-		_ = pull.GiveBack(msg)
-		return nil, false
+		return p, true
 	}
-	r.wg.Add(1) // under mu, so never after Stop's Wait began
-	p.prev, p.turn = r.line, make(chan struct{})
-	r.line = p.turn
-	r.mu.Unlock()
-	return p, true
 }
 
 // isStopping reports whether Stop began.
@@ -462,7 +441,7 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 	}
 	claimStart := time.Now()
 	snap, ok := r.store.Claim(ctx, r.qs, d, r.cfg.WorkerID, false, r.cfg.Lease, r.log)
-	r.claimTime.add(time.Since(claimStart))
+	r.claimTime.add(min(time.Since(claimStart), maxClaimSample))
 	if !ok {
 		r.mu.Lock()
 		if r.inflight[d.Item.Job.ID] == nil { // not a duplicate of a job this runtime runs
@@ -521,10 +500,8 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 			herr = hctx.Err()
 			break
 		}
-		began := time.Now()
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
-		r.handlerTime.add(time.Since(began))
-		r.unseated.Store(false)
+		r.handlerEnded(time.Now())
 	}
 	p.leave() // (if it did not start its handler) the next item's turn
 	cause := context.Cause(hctx)

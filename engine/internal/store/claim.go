@@ -229,10 +229,10 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			_ = d.Msg.NakWithDelay(max(wait, time.Second))
 			return snap, false
 		}
-		held := j.LeaseItem
+		judged := *j // as the beat was read for it
 		began := time.Now()
 		next, ev, err := s.Apply(ctx, "lease", snap, func(j *domain.Job) (*domain.Event, error) {
-			return commands.WriteOffLease(j, held, beat, lease, worker, time.Now().UTC())
+			return commands.WriteOffLease(j, &judged, beat, lease, worker, time.Now().UTC())
 		})
 		if err != nil && !errors.Is(err, commands.ErrInvalidTransition) {
 			log.Warn("lease expiry failed; the item will be redelivered", "job", j.ID, "err", err)
