@@ -21,7 +21,9 @@ import (
 // How many may be claimed ahead is four times the number of slots expected
 // to free during one claim: the claim's latency (a running average) × the
 // handlers' ends per second (over the last one to two seconds), at most
-// aheadFactor × Concurrency. With handlers much slower
+// aheadFactor × Concurrency; and none while a handler that ended in those
+// seconds ran for more than half of minSeatWait (a mix of fast and slow
+// handlers would leave jobs claimed ahead waiting behind the slow ones). With handlers much slower
 // than a claim it is 0, and nothing is hoarded: a job claimed ahead waits
 // a few claims' time for its slot at most, about what it would have waited
 // before its claim anyway. Such a job is running as its record says (it is this
@@ -311,8 +313,8 @@ func (r *Runtime) holdFor() time.Duration {
 	return max(minHold, 2*time.Duration(r.claimTime.get()))
 }
 
-// handlerEnded records that a handler ended at now.
-func (r *Runtime) handlerEnded(now time.Time) { r.ends.add(now) }
+// handlerEnded records that a handler ended at now after running for d.
+func (r *Runtime) handlerEnded(now time.Time, d time.Duration) { r.ends.add(now, d) }
 
 // aheadAllowed is how many items may be claimed ahead now: four times the
 // slots expected to free during one claim, at most aheadFactor × Concurrency.
@@ -327,52 +329,59 @@ func (r *Runtime) aheadAllowedAt(now time.Time) int {
 	if n := r.fixedAhead.Load(); n > 0 {
 		return int(n)
 	}
+	perSecond, slowest := r.ends.rate(now)
+	if slowest > minSeatWait/2 {
+		return 0 // a handler that slow could keep a job claimed ahead past seatWait
+	}
 	c := time.Duration(r.claimTime.get())
-	n := 4 * c.Seconds() * r.ends.perSecond(now)
+	n := 4 * c.Seconds() * perSecond
 	return int(min(n, float64(aheadFactor*r.cfg.Concurrency)))
 }
 
 // endWindow is the window over which handlers' ends are counted.
 const endWindow = time.Second
 
-// endRate counts events per second over the last one to two endWindows:
-// the window under way and the one before it.
+// endRate counts handlers' ends per second, and keeps the longest handler,
+// over the last one to two endWindows: the window under way and the one
+// before it.
 type endRate struct {
-	mu        sync.Mutex
-	start     time.Time // of the window under way (zero: none yet)
-	cur, prev int       // events in it, and in the one before
-	hasPrev   bool      // the one before it counted
+	mu              sync.Mutex
+	start           time.Time     // of the window under way (zero: none yet)
+	cur, prev       int           // ends in it, and in the one before
+	curMax, prevMax time.Duration // the longest handler of each
+	hasPrev         bool          // the one before it counted
 }
 
-func (e *endRate) add(now time.Time) {
+func (e *endRate) add(now time.Time, d time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.roll(now)
 	e.cur++
+	e.curMax = max(e.curMax, d)
 }
 
-// perSecond is the rate over the window under way and the one before it
-// (over at least a tenth of a window).
-func (e *endRate) perSecond(now time.Time) float64 {
+// rate is the ends per second over the window under way and the one before
+// it (over at least a tenth of a window), and the longest handler of them.
+func (e *endRate) rate(now time.Time) (perSecond float64, slowest time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.roll(now)
 	if e.start.IsZero() {
-		return 0
+		return 0, 0
 	}
 	over := now.Sub(e.start)
 	if e.hasPrev {
 		over += endWindow
 	}
-	return float64(e.cur+e.prev) / max(over, endWindow/10).Seconds()
+	return float64(e.cur+e.prev) / max(over, endWindow/10).Seconds(), max(e.curMax, e.prevMax)
 }
 
 func (e *endRate) roll(now time.Time) {
 	switch d := now.Sub(e.start); {
 	case e.start.IsZero() || d >= 2*endWindow:
-		e.start, e.cur, e.prev, e.hasPrev = now, 0, 0, false
+		e.start, e.cur, e.prev, e.curMax, e.prevMax, e.hasPrev = now, 0, 0, 0, 0, false
 	case d >= endWindow:
-		e.start, e.cur, e.prev, e.hasPrev = e.start.Add(endWindow), 0, e.cur, true
+		e.start, e.cur, e.prev, e.curMax, e.prevMax, e.hasPrev = e.start.Add(endWindow), 0, e.cur, 0, e.curMax, true
 	}
 }
 

@@ -16,17 +16,20 @@ func TestAheadAllowed(t *testing.T) {
 		claim    time.Duration // 0: not measured
 		ends     int           // handlers ended in the last second
 		ago      time.Duration // ... that long ago
+		slowest  time.Duration // the longest of them
 		unseated time.Duration // a job found no slot in time this long ago (0: never)
 		want     int
 	}{
-		{"nothing measured", 0, 0, 0, 0, 0},
-		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0},
-		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, aheadFactor * 50},
-		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 40},
-		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0},
-		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0},
-		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, time.Millisecond, 0},
-		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 2 * minSeatWait, aheadFactor * 50},
+		{"nothing measured", 0, 0, 0, 0, 0, 0},
+		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0, 0},
+		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, 0, aheadFactor * 50},
+		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 0, 40},
+		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0, 0},
+		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0, 0},
+		{"1,000 ends, one of a handler that ran 600 ms: none", 10 * time.Millisecond, 1000, 0, 600 * time.Millisecond, 0, 0},
+		{"1,000 ends, the longest 400 ms", 10 * time.Millisecond, 1000, 0, 400 * time.Millisecond, 0, 40},
+		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, 0, time.Millisecond, 0},
+		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 0, 2 * minSeatWait, aheadFactor * 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runtime{cfg: Config{Concurrency: 50}}
@@ -36,7 +39,11 @@ func TestAheadAllowed(t *testing.T) {
 			// The ends spread over the second before ago; the window under
 			// way began then.
 			for i := range tc.ends {
-				r.ends.add(now.Add(-tc.ago - endWindow + time.Duration(i)*endWindow/time.Duration(tc.ends)))
+				d := time.Microsecond
+				if i == tc.ends/2 {
+					d = max(d, tc.slowest)
+				}
+				r.ends.add(now.Add(-tc.ago-endWindow+time.Duration(i)*endWindow/time.Duration(tc.ends)), d)
 			}
 			if tc.unseated > 0 {
 				r.unseatedUntil.Store(now.Add(-tc.unseated).Add(r.seatWait()).UnixNano())

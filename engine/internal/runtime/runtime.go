@@ -500,8 +500,9 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 			herr = hctx.Err()
 			break
 		}
+		began := time.Now()
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
-		r.handlerEnded(time.Now())
+		r.handlerEnded(time.Now(), time.Since(began))
 	}
 	p.leave() // (if it did not start its handler) the next item's turn
 	cause := context.Cause(hctx)
