@@ -21,8 +21,12 @@ import (
 // How many may be claimed ahead is four times the number of slots expected
 // to free during one claim: the claim's latency (a running average) × the
 // handlers' ends per second (over the last one to two seconds), at most
-// aheadFactor × Concurrency; and none while a handler that ended in those
-// seconds ran for more than half of minSeatWait (a mix of fast and slow
+// aheadFactor × Concurrency; none unless the log group-commits (a single
+// server under sync always, where a claim waits 10-30 ms for its group: in
+// the default mode, about 1 ms a claim, claims ahead gained nothing on plain
+// jobs and cost a wide workflow a third of its steps/s, for a reason not
+// found yet); and none while a handler that ended in those seconds ran
+// for more than half of minSeatWait (a mix of fast and slow
 // handlers would leave jobs claimed ahead waiting behind the slow ones). With handlers much slower
 // than a claim it is 0, and nothing is hoarded: a job claimed ahead waits
 // a few claims' time for its slot at most, about what it would have waited
@@ -329,11 +333,14 @@ func (r *Runtime) aheadAllowedAt(now time.Time) int {
 	if n := r.fixedAhead.Load(); n > 0 {
 		return int(n)
 	}
+	if !r.grouped {
+		return 0 // claims are quick (see above)
+	}
+	c := time.Duration(r.claimTime.get())
 	perSecond, slowest := r.ends.rate(now)
 	if slowest > minSeatWait/2 {
 		return 0 // a handler that slow could keep a job claimed ahead past seatWait
 	}
-	c := time.Duration(r.claimTime.get())
 	n := 4 * c.Seconds() * perSecond
 	return int(min(n, float64(aheadFactor*r.cfg.Concurrency)))
 }
