@@ -24,10 +24,11 @@ import (
 // aheadFactor × Concurrency; none unless the log group-commits (a single
 // server under sync always, where a claim waits 10-30 ms for its group: in
 // the default mode, about 1 ms a claim, claims ahead gained nothing on plain
-// jobs and cost a wide workflow a third of its steps/s, for a reason not
-// found yet); and none while a handler that ended in those seconds ran
-// for more than half of minSeatWait (a mix of fast and slow
-// handlers would leave jobs claimed ahead waiting behind the slow ones). With handlers much slower
+// jobs and cost a wide workflow a third of its steps/s: the steps claimed
+// at once each read their parent's new events, the same ones, in
+// Store.ParentEnded); and none while a handler that ended in those seconds
+// ran for more than half of minSeatWait (a mix of fast and slow handlers
+// would leave jobs claimed ahead waiting behind the slow ones). With handlers much slower
 // than a claim it is 0, and nothing is hoarded: a job claimed ahead waits
 // a few claims' time for its slot at most, about what it would have waited
 // before its claim anyway. Such a job is running as its record says (it is this
