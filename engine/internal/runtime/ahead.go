@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -21,24 +22,25 @@ import (
 // How many may be claimed ahead is four times the number of slots expected
 // to free during one claim: the claim's latency (a running average) × the
 // handlers' ends per second (over the last one to two seconds), at most
-// aheadFactor × Concurrency; none unless the log group-commits (a single
-// server under sync always, where a claim waits 10-30 ms for its group: in
+// aheadFactor × Concurrency. None unless the log group-commits (a single
+// server under sync always, where a claim waits 10-30 ms for its group; in
 // the default mode, about 1 ms a claim, claims ahead gained nothing on plain
 // jobs and cost a wide workflow a third of its steps/s: the steps claimed
 // at once each read their parent's new events, the same ones, in
-// Store.ParentEnded); and none while a handler that ended in those seconds
-// ran for more than half of minSeatWait (a mix of fast and slow handlers
-// would leave jobs claimed ahead waiting behind the slow ones). With handlers much slower
-// than a claim it is 0, and nothing is hoarded: a job claimed ahead waits
-// a few claims' time for its slot at most, about what it would have waited
-// before its claim anyway. Such a job is running as its record says (it is this
-// worker's, listed in its heartbeats, its lease renewed), with its handler
-// not started yet. Its cancel and its timeout end the wait, as they would
-// end its handler; so do Stop (it has not started: another worker may run
-// it now) and seatWait (when the handlers turned out slower than the
-// average said): the job is then given back to its queue, no retry spent,
-// and none is claimed ahead for seatWait after that (else a worker whose
-// slots are stuck would claim and give back the same jobs over and over).
+// Store.ParentEnded). None while a handler that ended in those seconds ran
+// for more than half of minSeatWait (a mix of fast and slow handlers would
+// leave jobs claimed ahead waiting behind the slow ones). With handlers
+// much slower than a claim it is 0, and nothing is hoarded: a job claimed
+// ahead waits a few claims' time for its slot at most, about what it would
+// have waited before its claim anyway. Such a job is running as its record
+// says (it is this worker's, listed in its heartbeats, its lease renewed),
+// with its handler not started yet. Its cancel and its timeout end the
+// wait, as they would end its handler; so do Stop (it has not started:
+// another worker may run it now) and seatWait (when the handlers turned
+// out slower than the average said): the job is then given back to its
+// queue, no retry spent, and none is claimed ahead for seatWait after that
+// (else a worker whose slots are stuck would claim and give back the same
+// jobs over and over).
 //
 // Handler slots go to the items claimed, in the order the items were
 // fetched (a queue with priorities orders its starts so): a slot waits for
@@ -82,7 +84,8 @@ type seats struct {
 	ticket   uint64        // the next item's
 	claiming []*place      // jobs whose claim is on its way, by ticket (so by since too)
 	waiting  []*place      // items waiting for a slot, by ticket
-	freed    chan struct{} // closed (and made again) when a place is given back
+	freed    chan struct{} // closed (and made again) when a place is given back and awaited
+	awaited  bool          // someone waits on freed
 	recheck  time.Time     // when a grant is scheduled (a hold ends), zero if none
 }
 
@@ -111,11 +114,8 @@ type place struct {
 func (s *seats) take(mayAhead bool) (*place, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	limit := s.conc
-	if mayAhead {
-		limit += s.r.aheadAllowed()
-	}
-	if s.inFlight >= limit {
+	if s.inFlight >= s.limit(mayAhead) {
+		s.awaited = true
 		return nil, s.freed
 	}
 	s.inFlight++
@@ -141,8 +141,10 @@ func (p *place) free() {
 	if p.held {
 		p.held = false
 		s.inFlight--
-		close(s.freed)
-		s.freed = make(chan struct{})
+		if s.awaited {
+			close(s.freed)
+			s.freed, s.awaited = make(chan struct{}), false
+		}
 	}
 	s.grantLocked()
 }
@@ -168,23 +170,16 @@ func (s *seats) leaveLocked(p *place) {
 	}
 }
 
+// byTicket orders places by ticket (for slices.BinarySearchFunc).
+func byTicket(q *place, ticket uint64) int { return cmp.Compare(q.ticket, ticket) }
+
 // remove removes p from ps, sorted by ticket.
 func remove(ps []*place, p *place) []*place {
-	i, ok := slices.BinarySearchFunc(ps, p.ticket, func(q *place, t uint64) int { return compare(q.ticket, t) })
+	i, ok := slices.BinarySearchFunc(ps, p.ticket, byTicket)
 	if !ok {
 		return ps
 	}
 	return slices.Delete(ps, i, i+1)
-}
-
-func compare(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // grantLocked gives the free slots to the items waiting, lowest ticket
@@ -251,7 +246,7 @@ func (p *place) seat(ctx context.Context, timeout time.Duration) error {
 	granted := p.granted
 	s.leaveLocked(p)
 	p.waiting = true
-	i, _ := slices.BinarySearchFunc(s.waiting, p.ticket, func(q *place, t uint64) int { return compare(q.ticket, t) })
+	i, _ := slices.BinarySearchFunc(s.waiting, p.ticket, byTicket)
 	s.waiting = slices.Insert(s.waiting, i, p)
 	s.grantLocked()
 	s.mu.Unlock()
@@ -298,11 +293,16 @@ func (p *place) seat(ctx context.Context, timeout time.Duration) error {
 func (s *seats) fetchSize(mayAhead bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	limit := s.conc
+	return max(s.limit(mayAhead)-s.inFlight, (s.conc+1)/2)
+}
+
+// limit is how many places items may hold: Concurrency, and with mayAhead
+// those that may be claimed ahead now.
+func (s *seats) limit(mayAhead bool) int {
 	if mayAhead {
-		limit += s.r.aheadAllowed()
+		return s.conc + s.r.aheadAllowed()
 	}
-	return max(limit-s.inFlight, (s.conc+1)/2)
+	return s.conc
 }
 
 // seatWait bounds how long an item claimed ahead waits for a slot before

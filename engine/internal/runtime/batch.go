@@ -109,7 +109,6 @@ func (r *Runtime) processBatch(msg jetstream.Msg, p *place) {
 		// ends as a handler that returned at once on its context's end.
 		cancel(err) // (keeps the cause of a context ended already)
 		herr = hctx.Err()
-		p.leave()
 	} else {
 		_, herr = callHandler(func() ([]byte, error) {
 			return nil, h(hctx, &BatchTask{Parent: item.Parent, Piece: item.Piece, Attempt: attempt, Payload: item.Payload})

@@ -481,6 +481,7 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 
 	var result []byte
 	var herr error
+	seated := false // seat took it out of those claiming, started or not
 	switch {
 	case late:
 		// The claim landed after Stop's grace, when Stop had already
@@ -495,6 +496,7 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 		// Stop's grace ended while the parent was asked about.
 		herr = ErrShutdown
 	default:
+		seated = true
 		if err := p.seat(hctx, snap.Job.Spec.Timeout); err != nil {
 			// Claimed ahead, and no slot came first: it ends as a handler
 			// that returned at once on its context's end.
@@ -504,9 +506,12 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 		}
 		began := time.Now()
 		result, herr = callHandler(func() ([]byte, error) { return h(hctx, &Task{Job: snap.Job, run: rn}) })
-		r.handlerEnded(time.Now(), time.Since(began))
+		end := time.Now()
+		r.handlerEnded(end, end.Sub(began))
 	}
-	p.leave() // (if it did not start its handler) the next item's turn
+	if !seated {
+		p.leave() // it will not start: no slot waits for its claim
+	}
 	cause := context.Cause(hctx)
 	cancelTimeout()
 	cancel(nil)
