@@ -608,12 +608,14 @@ var ErrParentGone = errors.New("parent job is no longer running")
 // one that ended without succeeding (commands.ChildBlocked), or is gone.
 // Read after the child's own start (or claim) is in the log, it sees every
 // parent cancelled before that: a child whose parent is cancelled never
-// runs.
+// runs. Children that ask at once share a read begun after they asked
+// (parentReads).
 func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 	if j.Spec.Parent == "" {
 		return false
 	}
-	if st, ok := s.parentState(ctx, j.Spec.Parent); ok {
+	st, ok := s.parentRd.do(ctx, j.Spec.Parent, func() (domain.State, bool) { return s.parentState(ctx, j.Spec.Parent) })
+	if ok {
 		return commands.ChildBlocked(&domain.Job{State: st})
 	}
 	p, err := s.Current(ctx, j.Spec.Parent)

@@ -71,6 +71,7 @@ type Store struct {
 
 	cascading sync.Map    // parent id -> struct{}: cascades in flight in this process
 	parents   parentHeads // parents' states as ParentEnded last saw them
+	parentRd  parentReads // ParentEnded's reads under way, shared
 
 	followedUp *followUps // jobs whose event's work item or piece event this process saw acknowledged
 
