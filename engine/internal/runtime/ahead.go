@@ -11,25 +11,28 @@ import (
 
 // Claims ahead of the handlers.
 //
-// A claim is a write that the runtime waits for: under sync always, one
-// group commit of the log (a few ms on a real disk). Were the claim made in
-// a handler's slot, a fast handler's slot would spend most of its time
-// waiting for claims, and each group commit would carry at most the slots
-// that freed during the last one. So while every slot is busy, an item may
-// be claimed ahead: its claim is written while the handlers run, and its
-// handler starts the moment a slot frees.
+// A claim is a write that the runtime waits for: about 1 ms on one server
+// in the default mode, a group commit of the log under sync always (10-30
+// ms on this machine's disk), a replicated write on a cluster (several
+// ms). Were the claim made in a handler's slot, a fast handler's slot would
+// spend much of its time waiting for claims (under sync always each group
+// commit would carry at most the slots that freed during the last one). So
+// while every slot is busy, an item may be claimed ahead: its claim is
+// written while the handlers run, and its handler starts the moment a slot
+// frees.
 //
 // How many may be claimed ahead is four times the number of slots expected
 // to free during one claim: the claim's latency (a running average) × the
 // handlers' ends per second (over the last one to two seconds), at most
-// aheadFactor × Concurrency. None unless the log group-commits (a single
-// server under sync always, where a claim waits 10-30 ms for its group; in
-// the default mode, about 1 ms a claim, claims ahead gained nothing on plain
-// jobs and cost a wide workflow a third of its steps/s: the steps claimed
-// at once each read their parent's new events, the same ones, in
-// Store.ParentEnded). None while a handler that ended in those seconds ran
-// for more than half of minSeatWait (a mix of fast and slow handlers would
-// leave jobs claimed ahead waiting behind the slow ones). With handlers
+// aheadFactor × Concurrency, so it follows the claim's cost: a few in
+// the default mode, up to the bound under sync always and on a cluster.
+// (Until the steps of a workflow claimed at once shared their reads of the
+// workflow's new events, Store.ParentEnded, claims ahead cost a wide
+// workflow a third of its steps/s in the default mode, and were kept to
+// sync always; since, they gain it 10-15 %.) None while a handler that
+// ended in those seconds ran for more than half of minSeatWait (a mix of
+// fast and slow handlers would leave jobs claimed ahead waiting behind the
+// slow ones). With handlers
 // much slower than a claim it is 0, and nothing is hoarded: a job claimed
 // ahead waits a few claims' time for its slot at most, about what it would
 // have waited before its claim anyway. Such a job is running as its record
@@ -333,9 +336,6 @@ func (r *Runtime) aheadAllowedAt(now time.Time) int {
 	}
 	if n := r.fixedAhead.Load(); n > 0 {
 		return int(n)
-	}
-	if !r.grouped {
-		return 0 // claims are quick (see above)
 	}
 	c := time.Duration(r.claimTime.get())
 	perSecond, slowest := r.ends.rate(now)

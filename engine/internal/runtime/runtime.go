@@ -147,7 +147,6 @@ type Runtime struct {
 	ends          endRate      // handlers' ends per second, over the last second or two
 	unseatedUntil atomic.Int64 // a job claimed ahead found no slot in time: none is until then (UnixNano)
 	fixedAhead    atomic.Int32 // set by tests: claimed ahead in place of the estimate
-	grouped       bool         // the log group-commits (sync always): claims may be made ahead
 	stopping      chan struct{}
 	wg            sync.WaitGroup // running process() calls
 
@@ -212,7 +211,6 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 		completing: make(chan struct{}, completingFactor*cfg.Concurrency), completingBig: make(chan struct{}, cfg.Concurrency),
 		stopping: make(chan struct{}), inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}
 	r.seats = newSeats(r, cfg.Concurrency)
-	r.grouped = s.GroupCommit() != nil
 	return r, nil
 }
 
