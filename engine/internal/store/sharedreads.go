@@ -33,6 +33,7 @@ type parentFlight struct {
 	state    domain.State
 	ok       bool
 	finished bool // set under parentReads.mu once the read ended
+	askers   int  // who take its answer, its maker included (under parentReads.mu)
 }
 
 // do returns read's answer for parent id, from a read that began after do
@@ -50,12 +51,13 @@ func (p *parentReads) do(ctx context.Context, id string, read func() (domain.Sta
 		p.m[id] = r
 	}
 	if r.next == nil && (r.running == nil || r.running.finished) { // nothing under way: read now
-		f := &parentFlight{done: make(chan struct{})}
+		f := &parentFlight{done: make(chan struct{}), askers: 1}
 		r.running = f
 		p.mu.Unlock()
 		return p.run(id, r, f, read)
 	}
 	if f := r.next; f != nil { // join the next read, which begins later
+		f.askers++
 		p.mu.Unlock()
 		select {
 		case <-f.done:
@@ -65,7 +67,7 @@ func (p *parentReads) do(ctx context.Context, id string, read func() (domain.Sta
 		}
 	}
 	// Make the next read, and begin it when the one under way ends.
-	f := &parentFlight{done: make(chan struct{})}
+	f := &parentFlight{done: make(chan struct{}), askers: 1}
 	r.next = f
 	before := r.running
 	p.mu.Unlock()
@@ -85,6 +87,7 @@ func (p *parentReads) do(ctx context.Context, id string, read func() (domain.Sta
 	p.mu.Lock()
 	if r.next != f { // (cannot happen: only its maker unlinks it)
 		p.mu.Unlock()
+		close(f.done) // those who joined read another way
 		return "", false
 	}
 	r.running, r.next = f, nil
