@@ -98,9 +98,9 @@ type WorkerConfig struct {
 	// Concurrency and Lease.
 	Queues map[string]QueueConfig
 	// Concurrency is how many handlers run at once on each queue not
-	// listed in Queues (default 10). While all of them are busy and they
-	// are fast next to a claim (a write the worker waits for: about 1 ms on
-	// one server, more under serve --sync always or on a cluster), the
+	// listed in Queues (default 10). Under serve --sync always and on a
+	// cluster, where a claim waits for an fsync or a replicated write,
+	// while all of them are busy and they are fast next to a claim, the
 	// worker claims the next jobs ahead of them (as many as are expected to
 	// free during four claims, at most 8 × Concurrency; none with handlers
 	// much slower than a claim): such a job is running in its

@@ -18,22 +18,23 @@ func TestAheadAllowed(t *testing.T) {
 		ago      time.Duration // ... that long ago
 		slowest  time.Duration // the longest of them
 		unseated time.Duration // a job found no slot in time this long ago (0: never)
+		quick    bool          // one server, the default mode: a claim is about a round trip
 		want     int
 	}{
-		{"nothing measured", 0, 0, 0, 0, 0, 0},
-		{"1 ms claims (the default mode), 10,000 ends a second", time.Millisecond, 10000, 0, 0, 0, 40},
-		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0, 0},
-		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, 0, aheadFactor * 50},
-		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 0, 40},
-		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0, 0},
-		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0, 0},
-		{"1,000 ends, one of a handler that ran 600 ms: none", 10 * time.Millisecond, 1000, 0, 600 * time.Millisecond, 0, 0},
-		{"1,000 ends, the longest 400 ms", 10 * time.Millisecond, 1000, 0, 400 * time.Millisecond, 0, 40},
-		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, 0, time.Millisecond, 0},
-		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 0, 2 * minSeatWait, aheadFactor * 50},
+		{"nothing measured", 0, 0, 0, 0, 0, false, 0},
+		{"the default mode: none", 10 * time.Millisecond, 10000, 0, 0, 0, true, 0},
+		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0, false, 0},
+		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, 0, false, aheadFactor * 50},
+		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 0, false, 40},
+		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0, false, 0},
+		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0, false, 0},
+		{"1,000 ends, one of a handler that ran 600 ms: none", 10 * time.Millisecond, 1000, 0, 600 * time.Millisecond, 0, false, 0},
+		{"1,000 ends, the longest 400 ms", 10 * time.Millisecond, 1000, 0, 400 * time.Millisecond, 0, false, 40},
+		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, 0, time.Millisecond, false, 0},
+		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 0, 2 * minSeatWait, false, aheadFactor * 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Runtime{cfg: Config{Concurrency: 50}}
+			r := &Runtime{cfg: Config{Concurrency: 50}, slowClaims: !tc.quick}
 			if tc.claim > 0 {
 				r.claimTime.add(tc.claim)
 			}

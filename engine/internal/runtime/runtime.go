@@ -147,6 +147,7 @@ type Runtime struct {
 	ends          endRate      // handlers' ends per second, over the last second or two
 	unseatedUntil atomic.Int64 // a job claimed ahead found no slot in time: none is until then (UnixNano)
 	fixedAhead    atomic.Int32 // set by tests: claimed ahead in place of the estimate
+	slowClaims    bool         // a claim waits for a group commit (sync always) or a replicated write (a cluster): claims may be made ahead
 	stopping      chan struct{}
 	wg            sync.WaitGroup // running process() calls
 
@@ -211,6 +212,7 @@ func New(s *store.Store, cfg Config) (*Runtime, error) {
 		completing: make(chan struct{}, completingFactor*cfg.Concurrency), completingBig: make(chan struct{}, cfg.Concurrency),
 		stopping: make(chan struct{}), inflight: map[string]*run{}, batches: map[string]*batchRun{}, parents: &parentCache{store: s}}
 	r.seats = newSeats(r, cfg.Concurrency)
+	r.slowClaims = s.GroupCommit() != nil || s.Topology().Replicas > 1
 	return r, nil
 }
 
