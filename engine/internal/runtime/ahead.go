@@ -32,8 +32,11 @@ import (
 // though they gain a wide workflow 10-15 % since the steps claimed at once
 // share their reads of the workflow's new events (Store.ParentEnded; before
 // that, they cost it a third). None while a handler that ended in those
-// seconds ran for more than half of minSeatWait (a mix of fast and slow
-// handlers would leave jobs claimed ahead waiting behind the slow ones).
+// seconds, or one still running, ran for more than half of minSeatWait (a
+// mix of fast and slow handlers would leave jobs claimed ahead waiting
+// behind the slow ones; counting only those that ended, a worker claimed
+// ahead while its first slow handlers were still running, and 1.8 % of the
+// soak's jobs were given back).
 // With handlers much slower than a claim it is 0, and nothing is hoarded:
 // a job claimed ahead waits a few claims' time for its slot at most, about
 // what it would have waited before its claim anyway. Such a job is running as its record
@@ -91,6 +94,11 @@ type seats struct {
 	freed    chan struct{} // closed (and made again) when a place is given back and awaited
 	awaited  bool          // someone waits on freed
 	recheck  time.Time     // when a grant is scheduled (a hold ends), zero if none
+	// granted are the places given a slot, in the order of their grants;
+	// those whose handler ended are dropped from its front as they come
+	// there, and all at once when it grows past twice Concurrency. Its
+	// first running one is the oldest handler running.
+	granted []*place
 }
 
 func newSeats(r *Runtime, conc int) *seats {
@@ -110,6 +118,7 @@ type place struct {
 	waiting  bool      // in s.waiting
 	running  bool      // it holds a handler slot
 	granted  chan struct{}
+	grantAt  time.Time // when it was given its slot
 }
 
 // take takes a place for an item, claimed ahead if mayAhead allows it,
@@ -191,6 +200,7 @@ func remove(ps []*place, p *place) []*place {
 // waiting is still being claimed, for at most holdFor since that item was
 // fetched.
 func (s *seats) grantLocked() {
+	var now time.Time
 	for s.running < s.conc && len(s.waiting) > 0 {
 		w := s.waiting[0]
 		if until, ok := s.holdLocked(w.ticket); ok {
@@ -200,8 +210,29 @@ func (s *seats) grantLocked() {
 		s.waiting = s.waiting[1:]
 		w.waiting, w.running = false, true
 		s.running++
+		if now.IsZero() {
+			now = time.Now()
+		}
+		w.grantAt = now
+		s.granted = append(s.granted, w)
 		close(w.granted)
 	}
+}
+
+// oldestRunningLocked is when the handler running longest was given its
+// slot (zero: none runs).
+func (s *seats) oldestRunningLocked() time.Time {
+	for len(s.granted) > 0 && !s.granted[0].running {
+		s.granted[0] = nil
+		s.granted = s.granted[1:]
+	}
+	if len(s.granted) > 2*s.conc { // ended handlers behind a long one
+		s.granted = slices.DeleteFunc(s.granted, func(p *place) bool { return !p.running })
+	}
+	if len(s.granted) == 0 {
+		return time.Time{}
+	}
+	return s.granted[0].grantAt
 }
 
 // holdLocked reports whether an item fetched before ticket is still being
@@ -304,7 +335,7 @@ func (s *seats) fetchSize(mayAhead bool) int {
 // those that may be claimed ahead now.
 func (s *seats) limit(mayAhead bool) int {
 	if mayAhead {
-		return s.conc + s.r.aheadAllowed()
+		return s.conc + s.r.aheadAllowedAt(time.Now(), s.oldestRunningLocked())
 	}
 	return s.conc
 }
@@ -328,10 +359,14 @@ func (r *Runtime) handlerEnded(now time.Time, d time.Duration) { r.ends.add(now,
 // aheadAllowed is how many items may be claimed ahead now: four times the
 // slots expected to free during one claim, at most aheadFactor × Concurrency.
 func (r *Runtime) aheadAllowed() int {
-	return r.aheadAllowedAt(time.Now())
+	r.seats.mu.Lock()
+	defer r.seats.mu.Unlock()
+	return r.aheadAllowedAt(time.Now(), r.seats.oldestRunningLocked())
 }
 
-func (r *Runtime) aheadAllowedAt(now time.Time) int {
+// aheadAllowedAt is aheadAllowed at now, the oldest handler running given
+// its slot at oldest (zero: none runs).
+func (r *Runtime) aheadAllowedAt(now, oldest time.Time) int {
 	if now.UnixNano() < r.unseatedUntil.Load() {
 		return 0 // a job found no slot in time lately
 	}
@@ -343,8 +378,11 @@ func (r *Runtime) aheadAllowedAt(now time.Time) int {
 	}
 	c := time.Duration(r.claimTime.get())
 	perSecond, slowest := r.ends.rate(now)
+	if !oldest.IsZero() {
+		slowest = max(slowest, now.Sub(oldest))
+	}
 	if slowest > minSeatWait/2 {
-		return 0 // a handler that slow could keep a job claimed ahead past seatWait
+		return 0 // a handler that slow (ended lately, or running) could keep a job claimed ahead past seatWait
 	}
 	n := 4 * c.Seconds() * perSecond
 	return int(min(n, float64(aheadFactor*r.cfg.Concurrency)))

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -17,21 +18,24 @@ func TestAheadAllowed(t *testing.T) {
 		ends     int           // handlers ended in the last second
 		ago      time.Duration // ... that long ago
 		slowest  time.Duration // the longest of them
+		running  time.Duration // the oldest handler running has run this long (0: none)
 		unseated time.Duration // a job found no slot in time this long ago (0: never)
 		quick    bool          // one server, the default mode: a claim is about a round trip
 		want     int
 	}{
-		{"nothing measured", 0, 0, 0, 0, 0, false, 0},
-		{"the default mode: none", 10 * time.Millisecond, 10000, 0, 0, 0, true, 0},
-		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0, false, 0},
-		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, 0, false, aheadFactor * 50},
-		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 0, false, 40},
-		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0, false, 0},
-		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0, false, 0},
-		{"1,000 ends, one of a handler that ran 600 ms: none", 10 * time.Millisecond, 1000, 0, 600 * time.Millisecond, 0, false, 0},
-		{"1,000 ends, the longest 400 ms", 10 * time.Millisecond, 1000, 0, 400 * time.Millisecond, 0, false, 40},
-		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, 0, time.Millisecond, false, 0},
-		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 0, 2 * minSeatWait, false, aheadFactor * 50},
+		{"nothing measured", 0, 0, 0, 0, 0, 0, false, 0},
+		{"the default mode: none", 10 * time.Millisecond, 10000, 0, 0, 0, 0, true, 0},
+		{"no handler ended", 10 * time.Millisecond, 0, 0, 0, 0, 0, false, 0},
+		{"10,000 ends a second: the bound", 10 * time.Millisecond, 10000, 0, 0, 0, 0, false, aheadFactor * 50},
+		{"1,000 ends a second", 10 * time.Millisecond, 1000, 0, 0, 0, 0, false, 40},
+		{"10 ends a second: none", 10 * time.Millisecond, 10, 0, 0, 0, 0, false, 0},
+		{"1,000 ends, but 3 s ago: none", 10 * time.Millisecond, 1000, 3 * time.Second, 0, 0, 0, false, 0},
+		{"1,000 ends, one of a handler that ran 600 ms: none", 10 * time.Millisecond, 1000, 0, 600 * time.Millisecond, 0, 0, false, 0},
+		{"1,000 ends, the longest 400 ms", 10 * time.Millisecond, 1000, 0, 400 * time.Millisecond, 0, 0, false, 40},
+		{"1,000 ends, a handler running for 600 ms: none", 10 * time.Millisecond, 1000, 0, 0, 600 * time.Millisecond, 0, false, 0},
+		{"1,000 ends, the oldest handler running for 400 ms", 10 * time.Millisecond, 1000, 0, 0, 400 * time.Millisecond, 0, false, 40},
+		{"a job found no slot in time just now", 10 * time.Millisecond, 10000, 0, 0, 0, time.Millisecond, false, 0},
+		{"a job found no slot in time long ago", 10 * time.Millisecond, 10000, 0, 0, 0, 2 * minSeatWait, false, aheadFactor * 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runtime{cfg: Config{Concurrency: 50}, slowClaims: !tc.quick}
@@ -50,7 +54,11 @@ func TestAheadAllowed(t *testing.T) {
 			if tc.unseated > 0 {
 				r.unseatedUntil.Store(now.Add(-tc.unseated).Add(r.seatWait()).UnixNano())
 			}
-			if got := r.aheadAllowedAt(now); got != tc.want {
+			var oldest time.Time
+			if tc.running > 0 {
+				oldest = now.Add(-tc.running)
+			}
+			if got := r.aheadAllowedAt(now, oldest); got != tc.want {
 				t.Fatalf("aheadAllowed = %d, want %d", got, tc.want)
 			}
 		})
@@ -73,5 +81,55 @@ func TestMeanTime(t *testing.T) {
 	z.add(0)
 	if z.get() != 1 {
 		t.Fatalf("mean of 0 is %d, want 1 (measured)", z.get())
+	}
+}
+
+// The oldest handler running is the first granted still running: a long
+// one stays the oldest while thousands of short ones start and end after
+// it, and the list behind it stays within twice Concurrency.
+func TestOldestRunning(t *testing.T) {
+	r := &Runtime{cfg: Config{Concurrency: 4}}
+	s := newSeats(r, 4)
+	r.seats = s
+	start := func() *place {
+		t.Helper()
+		p, _ := s.take(false)
+		if p == nil {
+			t.Fatal("no place free")
+		}
+		if err := p.seat(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	oldest := func() time.Time {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.oldestRunningLocked()
+	}
+	if !oldest().IsZero() {
+		t.Fatal("an oldest handler with none running")
+	}
+	long := start()
+	for range 10000 {
+		start().free()
+		if got := oldest(); !got.Equal(long.grantAt) {
+			t.Fatalf("oldest %v, want the long handler's grant %v", got, long.grantAt)
+		}
+		s.mu.Lock()
+		n := len(s.granted)
+		s.mu.Unlock()
+		if n > 2*4+1 {
+			t.Fatalf("%d places kept as granted behind the long handler", n)
+		}
+	}
+	next := start()
+	long.free()
+	if got := oldest(); !got.Equal(next.grantAt) {
+		t.Fatalf("oldest %v after the long handler ended, want %v", got, next.grantAt)
+	}
+	next.free()
+	if !oldest().IsZero() {
+		t.Fatal("an oldest handler with none running")
 	}
 }
