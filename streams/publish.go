@@ -31,6 +31,16 @@ func IsConflict(err error) bool {
 	return false
 }
 
+// IsUnavailable reports whether err says the server, or the stream, did not
+// answer: the connection is down, a request or a publish's acknowledgement
+// timed out, or no stream leader responded (a node lost, a leader being
+// elected). The same write may succeed a moment later.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrNoStreamResponse)
+}
+
 // Writer publishes to JetStream through the asynchronous publisher, so that
 // concurrent callers share one pipelined window of in-flight publishes
 // instead of one round trip each.

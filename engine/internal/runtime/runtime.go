@@ -562,6 +562,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 	if o.Kind == commands.GivenBack {
 		op = "requeue"
 	}
+	var failing time.Time // when writing the outcome first failed
 	for try := 0; ; try++ {
 		next, ev, err := r.store.RecordOutcome(ctx, op, rn.snap, rn.guard(), o)
 		if errors.Is(err, commands.ErrNotClaimant) || errors.Is(err, commands.ErrInvalidTransition) {
@@ -574,9 +575,17 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 			return
 		}
 		if err != nil {
-			if try < 5 {
-				time.Sleep(time.Duration(100<<try) * time.Millisecond)
-				continue
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if wait, ok := r.retryOutcome(try, failing, err); ok {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+					continue
+				case <-ctx.Done():
+					t.Stop()
+				}
 			}
 			// Leave the item to be redelivered: the lease expires and the job
 			// is requeued.
@@ -591,6 +600,29 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		}
 		return
 	}
+}
+
+// retryOutcome says whether, and after how long, an outcome whose write
+// failed try+1 times, the first at since, is written again: five times in
+// about 3 s whatever the error; then, while the server or the stream does
+// not answer (streams.IsUnavailable: a node lost, a stream leader being
+// elected, which on a cluster outlasts 3 s), once a second for as long as a
+// lease, unless the runtime is stopping. The job stays held meanwhile (its
+// heartbeats renew its lease); an outcome that comes after its lease went
+// to another worker is refused (ErrNotClaimant) and discarded.
+func (r *Runtime) retryOutcome(try int, since time.Time, err error) (time.Duration, bool) {
+	if try < 5 {
+		return time.Duration(100<<try) * time.Millisecond, true
+	}
+	select {
+	case <-r.stopping:
+		return 0, false
+	default:
+	}
+	if !streams.IsUnavailable(err) || time.Since(since) >= r.cfg.Lease {
+		return 0, false
+	}
+	return time.Second, true
 }
 
 // onCancel cancels the handler of a job that was just cancelled.
