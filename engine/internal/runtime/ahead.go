@@ -27,8 +27,10 @@ import (
 // aheadFactor × Concurrency. None unless a claim waits for more than a
 // round trip: for a group commit of the log (a single server under sync
 // always) or a replicated write (a cluster). On one server in the default
-// mode, about 1 ms a claim, claims ahead cost plain jobs about 10 % of
-// their throughput (more CPU a job, 2026-11-30, eight alternated pairs),
+// mode, about 1 ms a claim, claims ahead cost plain jobs 3-10 % of their
+// throughput (more CPU a job; 2026-11-30: 10 % over eight alternated pairs,
+// then 3-4 % between the medians of six; not the slots' holds, which
+// removed changed nothing),
 // though they gain a wide workflow 10-15 % since the steps claimed at once
 // share their reads of the workflow's new events (Store.ParentEnded; before
 // that, they cost it a third). None while a handler that ended in those
