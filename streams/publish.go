@@ -33,12 +33,22 @@ func IsConflict(err error) bool {
 
 // IsUnavailable reports whether err says the server, or the stream, did not
 // answer: the connection is down, a request or a publish's acknowledgement
-// timed out, or no stream leader responded (a node lost, a leader being
-// elected). The same write may succeed a moment later.
+// timed out (a read's own deadline too), no stream leader responded, or
+// JetStream answered 503 (a node lost, a leader being elected). The same
+// write may succeed a moment later. (A stream deleted also leaves no one to
+// answer: a caller retrying on this bounds its retries.)
 func IsUnavailable(err error) bool {
-	return errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrTimeout) ||
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrNoStreamResponse)
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // Writer publishes to JetStream through the asynchronous publisher, so that

@@ -217,20 +217,30 @@ func (s *seats) grantLocked() {
 		}
 		w.grantAt = now
 		s.granted = append(s.granted, w)
+		s.trimGrantedLocked()
 		close(w.granted)
+	}
+}
+
+// trimGrantedLocked drops from granted the places whose handler ended: those
+// at its front, and all of them once it holds more than twice Concurrency
+// (ended handlers behind a long one), so that it stays within that bound
+// whether or not anything asks for the oldest (a runtime of batches only
+// never does).
+func (s *seats) trimGrantedLocked() {
+	for len(s.granted) > 0 && !s.granted[0].running {
+		s.granted[0] = nil
+		s.granted = s.granted[1:]
+	}
+	if len(s.granted) > 2*s.conc {
+		s.granted = slices.DeleteFunc(s.granted, func(p *place) bool { return !p.running })
 	}
 }
 
 // oldestRunningLocked is when the handler running longest was given its
 // slot (zero: none runs).
 func (s *seats) oldestRunningLocked() time.Time {
-	for len(s.granted) > 0 && !s.granted[0].running {
-		s.granted[0] = nil
-		s.granted = s.granted[1:]
-	}
-	if len(s.granted) > 2*s.conc { // ended handlers behind a long one
-		s.granted = slices.DeleteFunc(s.granted, func(p *place) bool { return !p.running })
-	}
+	s.trimGrantedLocked()
 	if len(s.granted) == 0 {
 		return time.Time{}
 	}

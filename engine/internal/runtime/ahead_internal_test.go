@@ -123,6 +123,17 @@ func TestOldestRunning(t *testing.T) {
 			t.Fatalf("%d places kept as granted behind the long handler", n)
 		}
 	}
+	// Nobody asking for the oldest (a runtime of batches only), the list
+	// stays bounded all the same.
+	for range 10000 {
+		start().free()
+		s.mu.Lock()
+		n := len(s.granted)
+		s.mu.Unlock()
+		if n > 2*4+1 {
+			t.Fatalf("%d places kept as granted, nobody asking for the oldest", n)
+		}
+	}
 	next := start()
 	long.free()
 	if got := oldest(); !got.Equal(next.grantAt) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -31,6 +32,9 @@ func TestRetryOutcome(t *testing.T) {
 		{"sixth failure, no stream answered", 5, 3 * time.Second, unavailable, false, time.Second, true},
 		{"disconnected, 20 s in", 20, 20 * time.Second, fmt.Errorf("w: %w", nats.ErrDisconnected), false, time.Second, true},
 		{"a publish's acknowledgement timed out", 8, 5 * time.Second, jetstream.ErrAsyncPublishTimeout, false, time.Second, true},
+		{"a read's own deadline passed", 6, 4 * time.Second, fmt.Errorf("current: %w", context.DeadlineExceeded), false, time.Second, true},
+		{"JetStream answered 503", 6, 4 * time.Second, &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}, false, time.Second, true},
+		{"JetStream refused the request (400)", 6, 4 * time.Second, &jetstream.APIError{Code: 400, Description: "bad request"}, false, 0, false},
 		{"no answer for a lease", 31, 30 * time.Second, unavailable, false, 0, false},
 		{"no answer, the runtime stopping", 5, 3 * time.Second, unavailable, true, 0, false},
 		{"the runtime stopping, the first failures", 1, 0, unavailable, true, 200 * time.Millisecond, true},

@@ -579,13 +579,18 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 				failing = time.Now()
 			}
 			if wait, ok := r.retryOutcome(try, failing, err); ok {
+				var stopping <-chan struct{} // the first tries go on while the runtime stops, as before
+				if try >= outcomeTries {
+					stopping = r.stopping
+				}
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
 					continue
 				case <-ctx.Done():
-					t.Stop()
+				case <-stopping:
 				}
+				t.Stop()
 			}
 			// Leave the item to be redelivered: the lease expires and the job
 			// is requeued.
@@ -603,15 +608,19 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 }
 
 // retryOutcome says whether, and after how long, an outcome whose write
-// failed try+1 times, the first at since, is written again: five times in
-// about 3 s whatever the error; then, while the server or the stream does
-// not answer (streams.IsUnavailable: a node lost, a stream leader being
-// elected, which on a cluster outlasts 3 s), once a second for as long as a
-// lease, unless the runtime is stopping. The job stays held meanwhile (its
-// heartbeats renew its lease); an outcome that comes after its lease went
-// to another worker is refused (ErrNotClaimant) and discarded.
+// failed try+1 times, the first at since, is written again: outcomeTries
+// times in about 3 s whatever the error; then, while the server or the
+// stream does not answer (streams.IsUnavailable: a node lost, a stream
+// leader being elected, which on a cluster outlasts 3 s), once a second
+// for as long as a lease, unless the runtime is quieted or stopping (a
+// worker told to stop does not wait a lease for a cluster; the job then
+// waits out its lease, as it did before). The job stays held meanwhile
+// (its heartbeats renew its lease); an outcome that comes after its lease
+// went to another worker is refused (ErrNotClaimant) and discarded. One
+// write can itself wait for the publisher's timeout (30 s), so the last
+// one may end past the lease.
 func (r *Runtime) retryOutcome(try int, since time.Time, err error) (time.Duration, bool) {
-	if try < 5 {
+	if try < outcomeTries {
 		return time.Duration(100<<try) * time.Millisecond, true
 	}
 	select {
@@ -624,6 +633,10 @@ func (r *Runtime) retryOutcome(try int, since time.Time, err error) (time.Durati
 	}
 	return time.Second, true
 }
+
+// outcomeTries is how many times an outcome's write is tried again
+// whatever its error.
+const outcomeTries = 5
 
 // onCancel cancels the handler of a job that was just cancelled.
 func (r *Runtime) onCancel(m *nats.Msg) {
