@@ -368,16 +368,10 @@ func (r *Runtime) holdFor() time.Duration {
 // handlerEnded records that a handler ended at now after running for d.
 func (r *Runtime) handlerEnded(now time.Time, d time.Duration) { r.ends.add(now, d) }
 
-// aheadAllowed is how many items may be claimed ahead now: four times the
-// slots expected to free during one claim, at most aheadFactor × Concurrency.
-func (r *Runtime) aheadAllowed() int {
-	r.seats.mu.Lock()
-	defer r.seats.mu.Unlock()
-	return r.aheadAllowedAt(time.Now(), r.seats.oldestRunningLocked())
-}
-
-// aheadAllowedAt is aheadAllowed at now, the oldest handler running given
-// its slot at oldest (zero: none runs).
+// aheadAllowedAt is how many items may be claimed ahead at now, the
+// oldest handler running given its slot at oldest (zero: none runs): four
+// times the slots expected to free during one claim, at most aheadFactor ×
+// Concurrency. The seats' lock is held (seats.limit).
 func (r *Runtime) aheadAllowedAt(now, oldest time.Time) int {
 	if now.UnixNano() < r.unseatedUntil.Load() {
 		return 0 // a job found no slot in time lately

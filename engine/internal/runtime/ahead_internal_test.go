@@ -59,7 +59,7 @@ func TestAheadAllowed(t *testing.T) {
 				oldest = now.Add(-tc.running)
 			}
 			if got := r.aheadAllowedAt(now, oldest); got != tc.want {
-				t.Fatalf("aheadAllowed = %d, want %d", got, tc.want)
+				t.Fatalf("aheadAllowedAt = %d, want %d", got, tc.want)
 			}
 		})
 	}

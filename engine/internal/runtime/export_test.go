@@ -1,5 +1,7 @@
 package runtime
 
+import "time"
+
 // SetClaimedHook sets the function process calls after each claim lands;
 // it is reset when the test ends.
 func SetClaimedHook(cleanup func(func()), f func(id string)) {
@@ -26,7 +28,11 @@ func SetConnectHook(cleanup func(func()), f func(r *Runtime)) {
 
 // AheadAllowed is how many jobs the runtime may claim ahead of its
 // handlers now.
-func (r *Runtime) AheadAllowed() int { return r.aheadAllowed() }
+func (r *Runtime) AheadAllowed() int {
+	r.seats.mu.Lock()
+	defer r.seats.mu.Unlock()
+	return r.aheadAllowedAt(time.Now(), r.seats.oldestRunningLocked())
+}
 
 // SetAhead makes the runtime claim up to n jobs ahead of its handlers
 // whatever its estimate says (but not lately after one found no slot in
