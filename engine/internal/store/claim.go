@@ -159,7 +159,14 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 	cur := Snapshot{Job: &d.Item.Job, Rev: d.Item.Rev}
 	span := tracing.ClaimTrace(ctx) // the attempt's span, if tracing is on
 	for round := 0; round < 4; round++ {
-		snap, _, err := s.Apply(ctx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if s.topo.Replicas > 1 {
+			// A PubAck lost with a node would hold the claim for the
+			// publisher's whole timeout (30 s), longer than a lease: after
+			// a third of one, the read-back below says whether it landed.
+			actx, cancel = context.WithTimeout(ctx, max(lease/3, time.Second))
+		}
+		snap, _, err := s.Apply(actx, "claim", cur, func(j *domain.Job) (*domain.Event, error) {
 			now := time.Now().UTC()
 			if remote {
 				ev, err := commands.Claim(j, worker, item, now)
@@ -174,6 +181,7 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			}
 			return ev, err
 		})
+		cancel()
 		if err == nil {
 			return snap, true
 		}
@@ -259,6 +267,9 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 // away can wait for an answer that never comes), and a worker in this
 // process reads for readBackFor, longer than a restart of the server
 // takes.
+// errBehindLeader: a read-back answered by a replica behind the leader.
+var errBehindLeader = errors.New("the replica read is behind its leader")
+
 const (
 	readBackTry = 5 * time.Second
 	readBackFor = 2 * time.Minute
@@ -304,6 +315,18 @@ func (s *Store) readBackClaim(ctx context.Context, id, worker string, item uint6
 		return cur, false, false, err
 	}
 	j := cur.Job
+	if s.topo.Replicas > 1 {
+		// A replica behind the stream's leader may have answered, without
+		// the claim that is in the log: the job is judged only once it is
+		// read as far as the leader had it after that read.
+		last, err := streams.LastSeqOnLeader(ctx, s.nc, streams.EventsStream, streams.JobSubject(j))
+		if err != nil {
+			return cur, false, false, err
+		}
+		if j.Seq < last {
+			return cur, false, false, fmt.Errorf("job %s: read at event %d, the leader has %d: %w", id, j.Seq, last, errBehindLeader)
+		}
+	}
 	if !commands.Held(j) || j.Worker != worker || j.LeaseItem != item {
 		return cur, false, false, nil
 	}
