@@ -229,3 +229,90 @@ func TestFutureStored(t *testing.T) {
 		t.Fatal("a publish no stream takes: stored")
 	}
 }
+
+// Piece events (no expected sequence, a message id each) go through the
+// group commit too, sharing its atomic batches with the appends; a batch
+// holding a message id seen before (or twice) is refused whole, sent again
+// alone, and the duplicate is dropped: each message id is stored once, and
+// its every publish answers with that one's sequence.
+func TestGroupCommitPieceEventsOncePerMsgID(t *testing.T) {
+	w, js := groupWriter(t)
+	ctx := testkit.Ctx(t)
+	piece := func(id string) *nats.Msg {
+		return &nats.Msg{Subject: streams.PiecesPrefix + ".parent", Data: []byte(id), Header: nats.Header{}}
+	}
+	first, err := w.PublishEventAsync(piece("seen"), "seen").Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 1
+
+	// A burst of distinct pieces and appends: batched, every one stored.
+	before := w.Group.Stats()
+	const n = 200
+	futs := make([]streams.Future, n)
+	for i := range n {
+		if i%2 == 0 {
+			futs[i] = w.PublishEventAsync(piece(fmt.Sprint("p", i)), fmt.Sprint("p", i))
+		} else {
+			futs[i] = w.AppendDataAsync(fmt.Sprintf("%s.a.%d", streams.EventsPrefix, i), []byte("a"), 0, "")
+		}
+	}
+	seqs := map[uint64]bool{}
+	for i, f := range futs {
+		seq, err := f.Wait(ctx)
+		if err != nil || seqs[seq] {
+			t.Fatalf("message %d: seq %d (given before: %v), err %v", i, seq, seqs[seq], err)
+		}
+		seqs[seq] = true
+	}
+	stored += n
+	st := w.Group.Stats()
+	if st.Batches == before.Batches || st.Batched+st.Alone-before.Batched-before.Alone != n || st.Resent != before.Resent {
+		t.Fatalf("a burst of %d: before %+v, after %+v: want atomic batches, nothing sent again", n, before, st)
+	}
+
+	// A burst with a message id seen before and one sent twice.
+	before = st
+	futs = futs[:0]
+	for i := range n {
+		id := fmt.Sprint("q", i)
+		switch i {
+		case 50:
+			id = "seen"
+		case 120, 121:
+			id = "twice"
+		}
+		futs = append(futs, w.PublishEventAsync(piece(id), id))
+	}
+	seqs = map[uint64]bool{}
+	for i, f := range futs {
+		seq, err := f.Wait(ctx)
+		switch {
+		case err != nil:
+			t.Fatalf("piece %d: %v", i, err)
+		case i == 50 && seq != first:
+			t.Fatalf("the piece seen before answered seq %d, want %d", seq, first)
+		case i == 121 && !seqs[seq]:
+			t.Fatalf("the second of twice answered seq %d, not the first's", seq)
+		case i != 50 && i != 121 && seqs[seq]:
+			t.Fatalf("piece %d: seq %d given twice", i, seq)
+		}
+		seqs[seq] = true
+	}
+	stored += n - 2
+	if st := w.Group.Stats(); st.Resent == before.Resent {
+		t.Fatalf("no batch was sent again: before %+v, after %+v", before, st)
+	}
+	s, err := js.Stream(ctx, streams.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(stored) {
+		t.Fatalf("the log holds %d messages, want %d", info.State.Msgs, stored)
+	}
+}

@@ -135,6 +135,24 @@ func (w Writer) PublishAsync(m *nats.Msg, opts ...jetstream.PublishOpt) Future {
 	return Future{paf: paf}
 }
 
+// PublishEventAsync starts publishing m, a message on the event log's
+// stream with no expected-sequence check (a piece event), once per msgID
+// within the stream's duplicate window: through the group commit if the
+// Writer has one, so that under sync always it shares the fsync of the
+// appends sent with it instead of taking one of its own. (A group holding
+// a message id the stream has seen is refused whole, and each of it sent
+// again alone: the duplicate is then dropped, the others land.)
+func (w Writer) PublishEventAsync(m *nats.Msg, msgID string) Future {
+	if w.Group != nil {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(jetstream.MsgIDHeader, msgID)
+		return w.Group.append(m)
+	}
+	return w.PublishAsync(m, jetstream.WithMsgID(msgID))
+}
+
 // Publish publishes m and waits for its acknowledgement.
 func (w Writer) Publish(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (uint64, error) {
 	return w.PublishAsync(m, opts...).Wait(ctx)

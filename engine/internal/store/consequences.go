@@ -150,7 +150,7 @@ func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
 	if err != nil {
 		return streams.FailedFuture(err)
 	}
-	return s.w.PublishAsync(m, jetstream.WithMsgID(msgID))
+	return s.w.PublishEventAsync(m, msgID)
 }
 
 // SendBatches publishes the work items of a fan-out of batches, item(0)
