@@ -629,8 +629,8 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 }
 
 // followUps are the jobs whose writer, in this process, saw what an event
-// implies acknowledged: job id -> the event's sequence, and whether the
-// whole of it was seen done. The Projector repeats what a writer may have
+// implies acknowledged: job id -> the events' sequences (its last few),
+// and whether the whole of each was seen done. The Projector repeats what a writer may have
 // died before doing; for these it knows the writer did not:
 //   - followed up: the writer published the event's follow-ups (Kind.After:
 //     its work item, its piece event, its plan) and saw them acknowledged;
@@ -656,17 +656,33 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 // event log: the log's stream, by the time it was created.
 type followUps struct {
 	mu  sync.Mutex
-	m   map[string]followUp
-	gen atomic.Uint64 // raised by every clear: a write's mark from before one notes nothing
+	m   map[string]jobFollowUps // by value: no allocation of its own per job
+	gen atomic.Uint64           // raised by every clear: a write's mark from before one notes nothing
+}
+
+// jobFollowUps are the last events of one job seen done, oldest first. The
+// Projector reads the log some time behind its writers, so by the time it
+// reads one of a job's events the job has often moved on (a step is
+// submitted, admitted, started and ended within that time); each event is
+// kept, so that a batch of the Projector's ending at an earlier one still
+// finds it.
+type jobFollowUps struct {
+	n int
+	e [maxJobFollowUps]followUp
 }
 
 type followUp struct {
 	seq     uint64
+	at      int64 // when the writer saw it done (UnixNano)
 	settled bool
-	at      time.Time // when the writer saw it done
 }
 
-const maxFollowUps = 1 << 17
+const (
+	maxFollowUps = 1 << 17
+	// maxJobFollowUps: the events of one job kept, the latest (a job's
+	// life is four to six events).
+	maxJobFollowUps = 4
+)
 
 // logFollowUps are the follow-ups of each event log this process wrote to.
 var logFollowUps sync.Map // creation time of the events stream (UnixNano) -> *followUps
@@ -677,7 +693,8 @@ func followUpsOf(evs jetstream.Stream) *followUps {
 }
 
 // note notes job id's event at seq, unless the follow-ups were cleared
-// since mark (mark: their generation when the write started).
+// since mark (mark: their generation when the write started). An event
+// older than the job's last noted one is not noted.
 func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -685,11 +702,19 @@ func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
 		return
 	}
 	if f.m == nil || len(f.m) >= maxFollowUps {
-		f.m = make(map[string]followUp, 1024)
+		f.m = make(map[string]jobFollowUps, 1024)
 	}
-	if seq > f.m[id].seq {
-		f.m[id] = followUp{seq: seq, settled: settled, at: time.Now()}
+	j := f.m[id]
+	if j.n > 0 && seq <= j.e[j.n-1].seq {
+		return
 	}
+	if j.n == maxJobFollowUps {
+		copy(j.e[:], j.e[1:])
+		j.n--
+	}
+	j.e[j.n] = followUp{seq: seq, settled: settled, at: time.Now().UnixNano()}
+	j.n++
+	f.m[id] = j
 }
 
 // clear forgets every job, and every write under way.
@@ -705,17 +730,30 @@ func (f *followUps) clear() {
 func (f *followUps) take(id string, seq uint64) (FollowUp, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	got, ok := f.m[id]
-	if ok && got.seq <= seq {
+	j, ok := f.m[id]
+	if !ok {
+		return NotSeen, time.Time{}
+	}
+	var got followUp
+	k := 0 // the first kept
+	for ; k < j.n && j.e[k].seq <= seq; k++ {
+		if j.e[k].seq == seq {
+			got = j.e[k]
+		}
+	}
+	if k == j.n {
 		delete(f.m, id)
+	} else if k > 0 {
+		j.n = copy(j.e[:], j.e[k:j.n])
+		f.m[id] = j
 	}
 	switch {
-	case !ok || got.seq != seq:
+	case got.seq == 0:
 		return NotSeen, time.Time{}
 	case got.settled:
-		return Settled, got.at
+		return Settled, time.Unix(0, got.at)
 	default:
-		return FollowedUp, got.at
+		return FollowedUp, time.Unix(0, got.at)
 	}
 }
 

@@ -35,6 +35,24 @@ func TestFollowUps(t *testing.T) {
 	if take("b", 7) != NotSeen || take("b", 3) != NotSeen {
 		t.Fatal("a later event taken as done, or the note kept past it")
 	}
+	// A job's last few events are each kept: the Projector, behind the
+	// writers, reads an event of a job that moved on since.
+	f.note("s", 5, true, 0)
+	f.note("s", 7, false, 0)
+	f.note("s", 6, true, 0) // older than the last noted: not noted
+	f.note("s", 9, true, 0)
+	if take("s", 5) != Settled || take("s", 6) != NotSeen || take("s", 7) != FollowedUp || take("s", 7) != NotSeen || take("s", 9) != Settled {
+		t.Fatal("a job's earlier events not kept each")
+	}
+	for seq := range uint64(maxJobFollowUps + 2) {
+		f.note("m", 10+seq, true, 0)
+	}
+	if take("m", 10) != NotSeen || take("m", 11) != NotSeen || take("m", 12) != Settled {
+		t.Fatalf("not the last %d kept", maxJobFollowUps)
+	}
+	if take("m", 14) != Settled || take("m", 13) != NotSeen || take("m", 15) != Settled || take("m", 15) != NotSeen {
+		t.Fatal("a later event's take did not forget the earlier ones, or forgot the later")
+	}
 	f.note("c", 1, false, 0)
 	f.clear()
 	f.note("d", 9, true, 1)
