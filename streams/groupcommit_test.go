@@ -304,6 +304,15 @@ func TestGroupCommitPieceEventsOncePerMsgID(t *testing.T) {
 	if st := w.Group.Stats(); st.Resent == before.Resent {
 		t.Fatalf("no batch was sent again: before %+v, after %+v", before, st)
 	}
+	if got := logMsgs(t, js); got != uint64(stored) {
+		t.Fatalf("the log holds %d messages, want %d", got, stored)
+	}
+}
+
+// logMsgs is how many messages the event log holds.
+func logMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx := testkit.Ctx(t)
 	s, err := js.Stream(ctx, streams.EventsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +321,5 @@ func TestGroupCommitPieceEventsOncePerMsgID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != uint64(stored) {
-		t.Fatalf("the log holds %d messages, want %d", info.State.Msgs, stored)
-	}
+	return info.State.Msgs
 }
