@@ -12,3 +12,19 @@ func SetAnswerWait(d, long time.Duration) (restore func()) {
 	answerWait, answerWaitLong = d, long
 	return func() { answerWait, answerWaitLong = old, oldLong }
 }
+
+// Hold keeps g from sending: appends queue as they would behind a batch
+// on its way. The returned func lets it go on.
+func (g *GroupCommit) Hold() (release func()) {
+	g.mu.Lock()
+	busy := g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if busy {
+		panic("Hold: the group commit is sending")
+	}
+	return func() { go g.run() }
+}
+
+// ErrAbandoned for the external tests.
+var ErrAbandoned = errAbandoned

@@ -68,13 +68,27 @@ type GroupCommit struct {
 
 type groupMsg struct {
 	m    *nats.Msg
-	done chan groupResult
+	done chan struct{} // closed once res is set
+	res  groupResult
+	// Under the GroupCommit's mu: taken into a group (sent, or being
+	// sent), or abandoned by its writer before that (never sent).
+	taken, abandoned bool
 }
 
 type groupResult struct {
 	seq uint64
+	dup bool // sent again alone, and dropped by the stream as a duplicate of a message it holds
 	err error
 }
+
+// resolve sets gm's result, once, and wakes its every waiter.
+func (gm *groupMsg) resolve(r groupResult) {
+	gm.res = r
+	close(gm.done)
+}
+
+// errAbandoned: the writer of an append stopped waiting before it was sent.
+var errAbandoned = errors.New("group commit: abandoned by its writer before it was sent")
 
 // NewGroupCommit returns a group commit publishing through js.
 func NewGroupCommit(js jetstream.JetStream) *GroupCommit {
@@ -95,7 +109,7 @@ func (g *GroupCommit) Stats() GroupStats {
 
 // append queues m (its expected-sequence headers set) for the next group.
 func (g *GroupCommit) append(m *nats.Msg) Future {
-	gm := &groupMsg{m: m, done: make(chan groupResult, 1)}
+	gm := &groupMsg{m: m, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, gm)
 	start := !g.busy
@@ -104,28 +118,46 @@ func (g *GroupCommit) append(m *nats.Msg) Future {
 	if start {
 		go g.run()
 	}
-	return Future{group: gm.done}
+	return Future{group: gm, gc: g}
+}
+
+// abandon is called when the writer of gm stops waiting for it: if it was
+// not taken into a group yet it never will be, so that a write its writer
+// gave up on (a claim waited for longer than its bound, behind a batch
+// whose answer was lost) does not land later, unknown to it.
+func (g *GroupCommit) abandon(gm *groupMsg) {
+	g.mu.Lock()
+	if !gm.taken {
+		gm.abandoned = true
+	}
+	g.mu.Unlock()
 }
 
 // run sends groups until the queue is empty.
 func (g *GroupCommit) run() {
 	for {
 		g.mu.Lock()
-		n, size := 0, 0
-		for n < len(g.queue) && n < maxGroupMsgs {
-			size += len(g.queue[n].m.Data) + len(g.queue[n].m.Subject)
-			if n > 0 && size > maxGroupBytes {
+		var group []*groupMsg
+		k, size := 0, 0
+		for ; k < len(g.queue) && len(group) < maxGroupMsgs; k++ {
+			gm := g.queue[k]
+			if gm.abandoned {
+				gm.resolve(groupResult{err: errAbandoned}) // a later Wait returns
+				continue
+			}
+			size += len(gm.m.Data) + len(gm.m.Subject)
+			if len(group) > 0 && size > maxGroupBytes {
 				break
 			}
-			n++
+			gm.taken = true
+			group = append(group, gm)
 		}
-		if n == 0 {
+		g.queue = append([]*groupMsg(nil), g.queue[k:]...)
+		if len(group) == 0 {
 			g.busy = false
 			g.mu.Unlock()
 			return
 		}
-		group := g.queue[:n:n]
-		g.queue = append([]*groupMsg(nil), g.queue[n:]...)
 		g.mu.Unlock()
 		if len(group) < minGroupMsgs {
 			g.alone.Add(int64(len(group)))
@@ -142,7 +174,7 @@ func (g *GroupCommit) run() {
 				continue
 			}
 			for _, gm := range group {
-				gm.done <- groupResult{err: err}
+				gm.resolve(groupResult{err: err})
 			}
 		}
 	}
@@ -168,14 +200,14 @@ func (g *GroupCommit) plain(group []*groupMsg) {
 	}
 	for i, gm := range group {
 		if errs[i] != nil {
-			gm.done <- groupResult{err: fmt.Errorf("publish %s: %w", gm.m.Subject, errs[i])}
+			gm.resolve(groupResult{err: fmt.Errorf("publish %s: %w", gm.m.Subject, errs[i])})
 			continue
 		}
 		select {
 		case ack := <-futs[i].Ok():
-			gm.done <- groupResult{seq: ack.Sequence}
+			gm.resolve(groupResult{seq: ack.Sequence, dup: ack.Duplicate})
 		case err := <-futs[i].Err():
-			gm.done <- groupResult{err: err}
+			gm.resolve(groupResult{err: err})
 		}
 	}
 }
@@ -223,24 +255,27 @@ func (g *GroupCommit) atomic(group []*groupMsg) error {
 	g.batches.Add(1)
 	g.batched.Add(int64(n))
 	for i, gm := range group {
-		gm.done <- groupResult{seq: ack.Seq - uint64(n) + uint64(i) + 1}
+		gm.resolve(groupResult{seq: ack.Seq - uint64(n) + uint64(i) + 1})
 	}
 	return nil
 }
 
-// waitGroup waits for an append sent through a GroupCommit.
-func waitGroup(ctx context.Context, ch <-chan groupResult) (uint64, error) {
+// waitGroup waits for an append sent through GroupCommit g. One whose wait
+// ends before it was sent is never sent (GroupCommit.abandon).
+func waitGroup(ctx context.Context, g *GroupCommit, gm *groupMsg) (groupResult, error) {
 	select {
-	case r := <-ch:
+	case <-gm.done:
+		r := gm.res
 		if r.err != nil {
 			if IsConflict(r.err) {
-				return 0, fmt.Errorf("%w: %v", domain.ErrConflict, r.err)
+				return r, fmt.Errorf("%w: %v", domain.ErrConflict, r.err)
 			}
-			return 0, r.err
+			return r, r.err
 		}
-		return r.seq, nil
+		return r, nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		g.abandon(gm)
+		return groupResult{}, ctx.Err()
 	}
 }
 

@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -283,6 +284,9 @@ func TestGroupCommitPieceEventsOncePerMsgID(t *testing.T) {
 	}
 	seqs = map[uint64]bool{}
 	for i, f := range futs {
+		if stored, err := f.Stored(ctx); err != nil || stored != (i != 50 && i != 121) {
+			t.Fatalf("piece %d: stored %v, err %v", i, stored, err)
+		}
 		seq, err := f.Wait(ctx)
 		switch {
 		case err != nil:
@@ -318,4 +322,32 @@ func logMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// An append whose writer stopped waiting before it was sent (queued behind
+// a batch on its way) is never sent: it does not land later, unknown to
+// its writer. The others go on.
+func TestGroupCommitAbandonedNeverSent(t *testing.T) {
+	w, js := groupWriter(t)
+	ctx := testkit.Ctx(t)
+	release := w.Group.Hold()
+	gone := w.AppendDataAsync(streams.EventsPrefix+".gone", []byte("gone"), 0, "")
+	kept := w.AppendDataAsync(streams.EventsPrefix+".kept", []byte("kept"), 0, "")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := gone.Wait(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned wait: %v", err)
+	}
+	release()
+	seq, err := kept.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStored(t, js, seq, streams.EventsPrefix+".kept", []byte("kept"))
+	if _, err := gone.Wait(ctx); !errors.Is(err, streams.ErrAbandoned) {
+		t.Fatalf("the abandoned append, waited again: %v", err)
+	}
+	if got := logMsgs(t, js); got != 1 {
+		t.Fatalf("the log holds %d messages, want 1", got)
+	}
 }

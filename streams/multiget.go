@@ -158,8 +158,8 @@ func LastSeqOnLeader(ctx context.Context, nc *nats.Conn, stream, subject string)
 		return 0, fmt.Errorf("last message on %s: %w", subject, err)
 	}
 	switch {
-	case resp.Error != nil && resp.Error.Code == 404:
-		return 0, nil
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return 0, nil // (a stream not found is a 404 too, and an error)
 	case resp.Error != nil:
 		return 0, fmt.Errorf("last message on %s: %w", subject, resp.Error)
 	case resp.Message == nil:

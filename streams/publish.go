@@ -64,7 +64,8 @@ type Writer struct {
 // Future is a publish in flight.
 type Future struct {
 	paf   jetstream.PubAckFuture
-	group <-chan groupResult
+	group *groupMsg // an append through gc
+	gc    *GroupCommit
 	err   error
 }
 
@@ -77,7 +78,8 @@ func (f Future) Wait(ctx context.Context) (uint64, error) {
 		return 0, f.err
 	}
 	if f.group != nil {
-		return waitGroup(ctx, f.group)
+		r, err := waitGroup(ctx, f.gc, f.group)
+		return r.seq, err
 	}
 	ack, err := f.ack(ctx)
 	if err != nil {
@@ -88,12 +90,15 @@ func (f Future) Wait(ctx context.Context) (uint64, error) {
 
 // Stored waits for the message as Wait does, and reports whether this
 // publish stored it: false when the stream dropped it as a duplicate of one
-// it holds (its message id, within the duplicate window). An append through
-// a group commit is always stored.
+// it holds (its message id, within the duplicate window), through a group
+// commit too (a group holding such a message is sent again alone).
 func (f Future) Stored(ctx context.Context) (bool, error) {
-	if f.err != nil || f.group != nil {
-		_, err := f.Wait(ctx)
-		return err == nil, err
+	if f.err != nil {
+		return false, f.err
+	}
+	if f.group != nil {
+		r, err := waitGroup(ctx, f.gc, f.group)
+		return err == nil && !r.dup, err
 	}
 	ack, err := f.ack(ctx)
 	if err != nil {

@@ -188,7 +188,7 @@ func (r *rawRun) appends(nc *nats.Conn, js jetstream.JetStream, msgs []*nats.Msg
 		g := &GroupCommit{js: js, nc: nc}
 		group := make([]*groupMsg, len(msgs))
 		for i, m := range msgs {
-			group[i] = &groupMsg{m: m, done: make(chan groupResult, 1)}
+			group[i] = &groupMsg{m: m, done: make(chan struct{})}
 		}
 		return g.atomic(group)
 	}

@@ -197,7 +197,7 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 			if remote {
 				readFor = lease
 			}
-			if cur, ok := s.heldAfterError(ctx, d.Item.Job.ID, worker, item, lease, readFor); ok {
+			if cur, ok := s.heldAfterError(ctx, &d.Item.Job, worker, item, lease, readFor); ok {
 				log.Info("claim answered with an error, but the log has it", "job", cur.Job.ID, "err", err)
 				return cur, true
 			}
@@ -267,13 +267,13 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 // away can wait for an answer that never comes), and a worker in this
 // process reads for readBackFor, longer than a restart of the server
 // takes.
-// errBehindLeader: a read-back answered by a replica behind the leader.
-var errBehindLeader = errors.New("the replica read is behind its leader")
-
 const (
 	readBackTry = 5 * time.Second
 	readBackFor = 2 * time.Minute
 )
+
+// errBehindLeader: a read-back answered by a replica behind the leader.
+var errBehindLeader = errors.New("the replica read is behind its leader")
 
 // heldAfterError reads a job whose claim came back with an error until it
 // can, for up to readFor, and reports whether worker holds it under item
@@ -286,10 +286,10 @@ const (
 // cut off alone (the others connected) may have had its lease judged
 // meanwhile, so it waits for its own heartbeat, or for the write-off.
 // A job that is not found is not read again.
-func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint64, lease, readFor time.Duration) (Snapshot, bool) {
+func (s *Store) heldAfterError(ctx context.Context, job *domain.Job, worker string, item uint64, lease, readFor time.Duration) (Snapshot, bool) {
 	deadline := time.Now().Add(readFor)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		cur, mine, alive, err := s.readBackClaim(ctx, id, worker, item, lease)
+		cur, mine, alive, err := s.readBackClaim(ctx, job, worker, item, lease)
 		if err == nil && (!mine || alive) {
 			return cur, mine
 		}
@@ -305,28 +305,37 @@ func (s *Store) heldAfterError(ctx context.Context, id, worker string, item uint
 }
 
 // readBackClaim is one read of heldAfterError, within readBackTry: the job
-// as the log has it, whether worker holds it under item, and if so whether
-// its lease is alive, counted from the claim or from a heartbeat since
-// that lists the job (read only when the claim's own lease ran out).
-func (s *Store) readBackClaim(ctx context.Context, id, worker string, item uint64, lease time.Duration) (cur Snapshot, mine, alive bool, err error) {
+// (as its work item has it: job) as the log has it, whether worker holds
+// it under item, and if so whether its lease is alive, counted from the
+// claim or from a heartbeat since that lists the job (read only when the
+// claim's own lease ran out).
+func (s *Store) readBackClaim(ctx context.Context, job *domain.Job, worker string, item uint64, lease time.Duration) (cur Snapshot, mine, alive bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, readBackTry)
 	defer cancel()
-	if cur, err = s.Current(ctx, id); err != nil {
+	cur, err = s.Current(ctx, job.ID)
+	if s.topo.Replicas > 1 && (err == nil || errors.Is(err, commands.ErrNotFound)) {
+		// A replica behind the stream's leader may have answered, without
+		// the claim that is in the log (or without the job at all: a node
+		// that just came back): the job is judged only once it is read as
+		// far as the leader had it after that read.
+		read, subject := uint64(0), streams.JobSubject(job)
+		if err == nil {
+			read, subject = cur.Job.Seq, streams.JobSubject(cur.Job)
+		}
+		last, lerr := streams.LastSeqOnLeader(ctx, s.nc, streams.EventsStream, subject)
+		switch {
+		case lerr != nil:
+			return cur, false, false, lerr
+		case read < last:
+			return cur, false, false, fmt.Errorf("job %s: read at event %d, the leader has %d: %w", job.ID, read, last, errBehindLeader)
+		case err == nil && last == 0:
+			return cur, false, false, nil // the leader has no event of it (purged): not held
+		}
+	}
+	if err != nil {
 		return cur, false, false, err
 	}
 	j := cur.Job
-	if s.topo.Replicas > 1 {
-		// A replica behind the stream's leader may have answered, without
-		// the claim that is in the log: the job is judged only once it is
-		// read as far as the leader had it after that read.
-		last, err := streams.LastSeqOnLeader(ctx, s.nc, streams.EventsStream, streams.JobSubject(j))
-		if err != nil {
-			return cur, false, false, err
-		}
-		if j.Seq < last {
-			return cur, false, false, fmt.Errorf("job %s: read at event %d, the leader has %d: %w", id, j.Seq, last, errBehindLeader)
-		}
-	}
 	if !commands.Held(j) || j.Worker != worker || j.LeaseItem != item {
 		return cur, false, false, nil
 	}

@@ -61,7 +61,7 @@ func TestClaimReadBackOutlastsAServerRestart(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		snap, ok := store.HeldAfterError(st, ctx, sub.Job.ID, worker, item, 500*time.Millisecond, time.Minute)
+		snap, ok := store.HeldAfterError(st, ctx, sub.Job, worker, item, 500*time.Millisecond, time.Minute)
 		got <- answer{snap, ok}
 	}()
 	// Away for longer than the lease, and than a request's own timeout.

@@ -83,10 +83,10 @@ func (s *Store) RepeatAsync(snap Snapshot, lastType string) []streams.Future {
 		futs = append(futs, s.DispatchAsync(snap))
 	}
 	if do.plan {
-		futs = append(futs, s.PlanAsync(snap.Job))
+		futs = append(futs, s.repeatPiece(s.planOf(snap.Job)))
 	}
 	if do.piece {
-		futs = append(futs, s.PieceAsync(snap.Job))
+		futs = append(futs, s.repeatPiece(s.pieceOf(snap.Job)))
 	}
 	return futs
 }
@@ -123,7 +123,13 @@ func (s *Store) DispatchAsync(snap Snapshot) streams.Future {
 }
 
 // PieceAsync publishes what became of child j on its parent's piece subject.
-func (s *Store) PieceAsync(j *domain.Job) streams.Future {
+func (s *Store) PieceAsync(j *domain.Job) streams.Future { return s.PublishPiece(s.pieceOf(j)) }
+
+// PlanAsync publishes that parent j waits for its pieces.
+func (s *Store) PlanAsync(j *domain.Job) streams.Future { return s.PublishPiece(s.planOf(j)) }
+
+// pieceOf is the piece event of child j, and its message id.
+func (s *Store) pieceOf(j *domain.Job) (*domain.Event, string) {
 	typ := commands.PieceOutcome(j.State)
 	ev := &domain.Event{Type: typ, JobID: j.Spec.Parent, Time: j.FinishedAt, Piece: j.Spec.Piece,
 		Actor: s.actor, Fields: map[string]any{"child": j.ID}, Prev: j.LastHash}
@@ -132,25 +138,38 @@ func (s *Store) PieceAsync(j *domain.Job) streams.Future {
 		e.Stack = ""
 		ev.Error = &e
 	}
-	return s.PublishPiece(ev, j.ID+"-piece")
+	return ev, j.ID + "-piece"
 }
 
-// PlanAsync publishes that parent j waits for its pieces.
-func (s *Store) PlanAsync(j *domain.Job) streams.Future {
+// planOf is the piece event of parent j's plan, and its message id.
+func (s *Store) planOf(j *domain.Job) (*domain.Event, string) {
 	plan := j.Fanout.Plan
 	ev := &domain.Event{Type: domain.PcPlanned, JobID: j.ID, Time: j.UpdatedAt, Actor: s.actor,
 		Fields: map[string]any{"total": plan.Total}, Plan: &plan, Prev: j.LastHash}
-	return s.PublishPiece(ev, j.ID+"-plan-"+strconv.FormatUint(j.Seq, 10))
+	return ev, j.ID + "-plan-" + strconv.FormatUint(j.Seq, 10)
 }
 
 // PublishPiece publishes a piece event on its parent's piece subject,
-// once per message id within the duplicate window.
+// once per message id within the duplicate window (through the group
+// commit under sync always).
 func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
 	m, err := streams.EventMsg(streams.PieceSubject(ev.JobID), ev)
 	if err != nil {
 		return streams.FailedFuture(err)
 	}
 	return s.w.PublishEventAsync(m, msgID)
+}
+
+// repeatPiece publishes a piece event the Projector repeats, on its own,
+// never through the group commit: a repeat is most often a duplicate, and
+// a group holding a duplicate is refused whole by the server and sent
+// again one append at a time, each with an fsync of its own.
+func (s *Store) repeatPiece(ev *domain.Event, msgID string) streams.Future {
+	m, err := streams.EventMsg(streams.PieceSubject(ev.JobID), ev)
+	if err != nil {
+		return streams.FailedFuture(err)
+	}
+	return s.w.PublishAsync(m, jetstream.WithMsgID(msgID))
 }
 
 // SendBatches publishes the work items of a fan-out of batches, item(0)
