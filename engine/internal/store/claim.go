@@ -323,13 +323,15 @@ func (s *Store) readBackClaim(ctx context.Context, job *domain.Job, worker strin
 			read, subject = cur.Job.Seq, streams.JobSubject(cur.Job)
 		}
 		last, lerr := streams.LastSeqOnLeader(ctx, s.nc, streams.EventsStream, subject)
-		switch {
-		case lerr != nil:
+		if lerr != nil {
 			return cur, false, false, lerr
-		case read < last:
-			return cur, false, false, fmt.Errorf("job %s: read at event %d, the leader has %d: %w", job.ID, read, last, errBehindLeader)
-		case err == nil && last == 0:
-			return cur, false, false, nil // the leader has no event of it (purged): not held
+		}
+		gone, berr := againstLeader(read, last, err == nil)
+		switch {
+		case berr != nil:
+			return cur, false, false, fmt.Errorf("job %s: %w", job.ID, berr)
+		case gone:
+			return cur, false, false, nil // not held
 		}
 	}
 	if err != nil {
@@ -344,6 +346,22 @@ func (s *Store) readBackClaim(ctx context.Context, job *domain.Job, worker strin
 	}
 	beat, err := s.workers.beat(ctx, j)
 	return cur, true, err == nil && commands.LeaseLeft(j, beat, lease, time.Now()) > 0, nil
+}
+
+// againstLeader judges a read of a job against its stream's leader: read
+// is the last event the read found (found false: the job was not found),
+// last the leader's last event on the job's subject, asked for after the
+// read. A read behind the leader is errBehindLeader (read again); a job
+// found where the leader has no event of it is gone (purged meanwhile);
+// else the read stands, a job not found too.
+func againstLeader(read, last uint64, found bool) (gone bool, err error) {
+	switch {
+	case read < last:
+		return false, fmt.Errorf("read at event %d, the leader has %d: %w", read, last, errBehindLeader)
+	case found && last == 0:
+		return true, nil
+	}
+	return false, nil
 }
 
 // itemAlive reports whether the work item at seq of a queue's stream still
