@@ -153,11 +153,7 @@ func (s *Store) planOf(j *domain.Job) (*domain.Event, string) {
 // once per message id within the duplicate window (through the group
 // commit under sync always).
 func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
-	m, err := streams.EventMsg(streams.PieceSubject(ev.JobID), ev)
-	if err != nil {
-		return streams.FailedFuture(err)
-	}
-	return s.w.PublishEventAsync(m, msgID)
+	return s.publishPiece(ev, msgID, false)
 }
 
 // repeatPiece publishes a piece event the Projector repeats, on its own,
@@ -165,11 +161,18 @@ func (s *Store) PublishPiece(ev *domain.Event, msgID string) streams.Future {
 // a group holding a duplicate is refused whole by the server and sent
 // again one append at a time, each with an fsync of its own.
 func (s *Store) repeatPiece(ev *domain.Event, msgID string) streams.Future {
+	return s.publishPiece(ev, msgID, true)
+}
+
+func (s *Store) publishPiece(ev *domain.Event, msgID string, alone bool) streams.Future {
 	m, err := streams.EventMsg(streams.PieceSubject(ev.JobID), ev)
-	if err != nil {
+	switch {
+	case err != nil:
 		return streams.FailedFuture(err)
+	case alone:
+		return s.w.PublishAsync(m, jetstream.WithMsgID(msgID))
 	}
-	return s.w.PublishAsync(m, jetstream.WithMsgID(msgID))
+	return s.w.PublishEventAsync(m, msgID)
 }
 
 // SendBatches publishes the work items of a fan-out of batches, item(0)
@@ -649,8 +652,9 @@ func (s *Store) ParentEnded(ctx context.Context, j *domain.Job) bool {
 
 // followUps are the jobs whose writer, in this process, saw what an event
 // implies acknowledged: job id -> the events' sequences (its last few),
-// and whether the whole of each was seen done. The Projector repeats what a writer may have
-// died before doing; for these it knows the writer did not:
+// and whether the whole of each was seen done. The Projector repeats what
+// a writer may have died before doing; for these it knows the writer did
+// not:
 //   - followed up: the writer published the event's follow-ups (Kind.After:
 //     its work item, its piece event, its plan) and saw them acknowledged;
 //     the Projector skips the publish (which the stream would have dropped
