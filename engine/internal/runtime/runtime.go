@@ -193,6 +193,11 @@ type run struct {
 	// time, each on the snapshot the previous one left.
 	wmu  sync.Mutex
 	snap store.Snapshot
+	// The claim's record, left behind (snap.Behind), is written by
+	// recordTimer after store.ClaimRecordAfter unless the outcome was
+	// written first (ended, under wmu).
+	recordTimer *time.Timer
+	ended       bool
 
 	// Progress is coalesced: the last value waits there for its turn.
 	pmu      sync.Mutex
@@ -474,6 +479,9 @@ func (r *Runtime) process(msg jetstream.Msg, p *place) {
 		// (cut off from NATS, it missed the notice): that run lost the job.
 		old.cancel(errLeaseLost)
 	}
+	if snap.Behind {
+		rn.recordTimer = time.AfterFunc(store.ClaimRecordAfter, rn.writeClaimRecord)
+	}
 	r.inflight[snap.Job.ID] = rn
 	r.held.Store(snap.Job.ID, struct{}{})
 	late := r.graceEnd
@@ -546,6 +554,10 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 	rn.flushProgress(ctx) // the last progress is recorded before the outcome
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
+	rn.ended = true // the outcome's record folds in the claim's, if it was left behind
+	if rn.recordTimer != nil {
+		rn.recordTimer.Stop()
+	}
 	o, fo := classifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
 	children := 0 // children this attempt made, or may have made
 	if fo != nil {
@@ -605,6 +617,33 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		}
 		return
 	}
+}
+
+// writeClaimRecord writes the record of the attempt's claim, left behind
+// (store.DeferRecord), unless the outcome or another write of the attempt
+// wrote the job's record first. A write that fails leaves it to the next
+// write of the job, or to the Projector.
+func (rn *run) writeClaimRecord() {
+	rn.wmu.Lock()
+	defer rn.wmu.Unlock()
+	if rn.ended || !rn.snap.Behind {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	next, err := rn.rt.store.WriteRecord(ctx, rn.snap)
+	if err != nil {
+		if !rn.rt.isStopping() {
+			rn.rt.log.Warn("write the record of a claim; left to the job's next write", "job", rn.id, "err", err)
+		}
+		return
+	}
+	if next.Job.Seq != rn.snap.Job.Seq || rn.guard().Holds(next.Job) != nil {
+		return // read again after a race, and the job moved on: the outcome's write finds out
+	}
+	// The job is the same (its last event is): only where its record is
+	// changes (rn.snap.Job is read outside wmu).
+	rn.snap.Rev, rn.snap.Behind = next.Rev, false
 }
 
 // retryOutcome says whether, and after how long, an outcome whose write

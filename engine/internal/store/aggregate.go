@@ -44,6 +44,11 @@ type Kind[R any] struct {
 	RefOf func(ev *domain.Event) (Ref, bool)
 	// Written is told of every record written or rebuilt (a cache).
 	Written func(rec *R)
+	// Early, if not nil, says whether a record found behind its last
+	// event, ev, is only early: its writer writes it later (a claim's,
+	// DeferRecord). Current writes it all the same, but it is not a
+	// repair (not counted, logged at debug level).
+	Early func(ev *domain.Event) bool
 	// After publishes what a change implies (a job's dispatch and piece
 	// events), once its record is written; the Write waits for what it
 	// returns.
@@ -248,8 +253,12 @@ func (a *Aggregate[R]) Current(ctx context.Context, ref Ref) (Version[R], error)
 		}
 		rev, err := a.put(ref.Key, folded, v.Rev).Wait(ctx)
 		if err == nil {
-			a.s.repairs.Add(1)
-			a.s.Log.Info(a.k.Name+" record rebuilt from the log", a.k.Name, ref.Key, "seq", a.k.Seq(folded), "was", v.Rec != nil)
+			if a.k.Early != nil && v.Rec != nil && a.k.Early(last) {
+				a.s.Log.Debug(a.k.Name+" record written ahead of its writer", a.k.Name, ref.Key, "seq", a.k.Seq(folded))
+			} else {
+				a.s.repairs.Add(1)
+				a.s.Log.Info(a.k.Name+" record rebuilt from the log", a.k.Name, ref.Key, "seq", a.k.Seq(folded), "was", v.Rec != nil)
+			}
 			if a.k.Written != nil {
 				a.k.Written(folded)
 			}
@@ -360,6 +369,10 @@ type Write[R any] struct {
 	// be Cur.Last, instead of the event's own (a derived job id, which must
 	// be new on every subject).
 	ExpectOn string
+	// DeferRecord: the record is not written; its writer writes it later
+	// (Store.WriteRecord), unless a write of the record's next event, on
+	// the revision it has now (Next.Rev is Cur.Rev), folds this one in.
+	DeferRecord bool
 
 	// Next is the record as written, or, after a lost write of the record,
 	// as Current read it; Rec alone (Rev 0) when the record failed.
@@ -436,6 +449,10 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			continue
 		}
 		w.Next = Version[R]{Rec: next, Last: w.Ev.Seq}
+		if w.DeferRecord {
+			w.Next.Rev = w.Cur.Rev
+			continue
+		}
 		futs[i] = a.put(w.Ref.Key, next, w.Cur.Rev)
 	}
 	for i, w := range ws {
@@ -443,6 +460,10 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			continue
 		}
 		var err error
+		if w.DeferRecord && w.Next.Rec != nil {
+			wrote = true
+			continue
+		}
 		if w.Next.Rec == nil { // ended for good: its record goes
 			err = a.forget(ctx, w.Ref.Key, w.Cur)
 			if streams.IsConflict(err) {

@@ -158,6 +158,14 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 	}
 	cur := Snapshot{Job: &d.Item.Job, Rev: d.Item.Rev}
 	span := tracing.ClaimTrace(ctx) // the attempt's span, if tracing is on
+	var opts []Option
+	if !remote {
+		// The runtime writes the record of its claim once the handler has
+		// run ClaimRecordAfter, unless the attempt's outcome (or another
+		// write of it) comes first: a short job's record goes from queued
+		// to its outcome in one write.
+		opts = deferClaimRecord
+	}
 	for round := 0; round < 4; round++ {
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if s.topo.Replicas > 1 {
@@ -180,7 +188,7 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 				ev.Trace = span
 			}
 			return ev, err
-		})
+		}, opts...)
 		cancel()
 		if err == nil {
 			return snap, true
@@ -261,6 +269,16 @@ func (s *Store) Claim(ctx context.Context, qs jetstream.Stream, d *Delivery, wor
 	_ = d.Msg.NakWithDelay(time.Second)
 	return cur, false
 }
+
+// ClaimRecordAfter is how long after a local claim its record may still
+// be the job's record before it (queued): the runtime writes the claim's
+// record then if the attempt's outcome has not been written by then
+// (Store.WriteRecord). The log has the claim at once; reads that reconcile
+// with it (Current) see the job running, and the record of a job whose
+// worker died in between is repaired (Current, the Projector).
+const ClaimRecordAfter = 100 * time.Millisecond
+
+var deferClaimRecord = []Option{DeferRecord}
 
 // The read-back of a claim whose answer was lost (heldAfterError): each
 // read has readBackTry to answer (a request sent while the connection is

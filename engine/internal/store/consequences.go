@@ -698,6 +698,10 @@ type followUp struct {
 	seq     uint64
 	at      int64 // when the writer saw it done (UnixNano)
 	settled bool
+	// recordOnly: all the event implies was seen done but its record,
+	// which its writer writes later (a local claim's, Write.DeferRecord):
+	// settled by a later note of the job that is, whose record folds it in.
+	recordOnly bool
 }
 
 const (
@@ -717,8 +721,54 @@ func followUpsOf(evs jetstream.Stream) *followUps {
 
 // note notes job id's event at seq, unless the follow-ups were cleared
 // since mark (mark: their generation when the write started). An event
-// older than the job's last noted one is not noted.
+// older than the job's last noted one is not noted; the job's last one
+// noted again is settled, if settled. A settled event settles the job's
+// earlier ones noted recordOnly: its record, written at seq, is the fold
+// of every event before it (an append expects the job's last event, so
+// its writer's record had them all).
 func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
+	f.add(id, followUp{seq: seq, settled: settled}, mark)
+}
+
+// noteRecordOnly notes job id's event at seq as done but for its record,
+// which its writer writes later (Store.WriteRecord), or a later write of
+// the job's record folds in.
+func (f *followUps) noteRecordOnly(id string, seq uint64, mark uint64) {
+	f.add(id, followUp{seq: seq, recordOnly: true}, mark)
+}
+
+// recorded notes that job id's record was written at its event at seq
+// (Store.WriteRecord): its events up to seq noted recordOnly are settled.
+// Nothing else is noted.
+func (f *followUps) recorded(id string, seq uint64, mark uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen.Load() != mark {
+		return
+	}
+	j, ok := f.m[id]
+	if !ok {
+		return
+	}
+	if j.settle(seq, time.Now().UnixNano()) {
+		f.m[id] = j
+	}
+}
+
+// settle settles the events up to seq noted recordOnly, at (UnixNano),
+// and reports whether there were any.
+func (j *jobFollowUps) settle(seq uint64, at int64) bool {
+	found := false
+	for k := 0; k < j.n; k++ {
+		if e := &j.e[k]; e.recordOnly && e.seq <= seq {
+			e.settled, e.recordOnly, e.at = true, false, at
+			found = true
+		}
+	}
+	return found
+}
+
+func (f *followUps) add(id string, u followUp, mark uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gen.Load() != mark {
@@ -727,16 +777,24 @@ func (f *followUps) note(id string, seq uint64, settled bool, mark uint64) {
 	if f.m == nil || len(f.m) >= maxFollowUps {
 		f.m = make(map[string]jobFollowUps, 1024)
 	}
+	u.at = time.Now().UnixNano()
 	j := f.m[id]
-	if j.n > 0 && seq <= j.e[j.n-1].seq {
+	if u.settled {
+		j.settle(u.seq, u.at)
+	}
+	switch {
+	case j.n > 0 && u.seq == j.e[j.n-1].seq:
+		// Noted again: settled above, if it is now.
+	case j.n > 0 && u.seq < j.e[j.n-1].seq:
 		return
+	default:
+		if j.n == maxJobFollowUps {
+			copy(j.e[:], j.e[1:])
+			j.n--
+		}
+		j.e[j.n] = u
+		j.n++
 	}
-	if j.n == maxJobFollowUps {
-		copy(j.e[:], j.e[1:])
-		j.n--
-	}
-	j.e[j.n] = followUp{seq: seq, settled: settled, at: time.Now().UnixNano()}
-	j.n++
 	f.m[id] = j
 }
 
@@ -802,9 +860,14 @@ func (s *Store) afterDone(next Version[domain.Job], ev *domain.Event, published 
 	// A job that ended without succeeding is never settled: the Projector
 	// repeats its cascade (it may have children, linked or pieces) before
 	// it acknowledges the event.
-	settled := projected && j.Seq == ev.Seq && !commands.ChildBlocked(j) && published == did.count() && did.covers(implied(j, ev.Type))
-	if published > 0 || settled {
-		s.followedUp.note(j.ID, ev.Seq, settled, mark)
+	whole := j.Seq == ev.Seq && !commands.ChildBlocked(j) && published == did.count() && did.covers(implied(j, ev.Type))
+	switch {
+	case whole && !projected:
+		// Its record is written later (a deferred one), or by a later
+		// write of the job's record: settled then.
+		s.followedUp.noteRecordOnly(j.ID, ev.Seq, mark)
+	case published > 0 || whole:
+		s.followedUp.note(j.ID, ev.Seq, whole, mark)
 	}
 }
 

@@ -53,6 +53,25 @@ func TestFollowUps(t *testing.T) {
 	if take("m", 14) != Settled || take("m", 13) != NotSeen || take("m", 15) != Settled || take("m", 15) != NotSeen {
 		t.Fatal("a later event's take did not forget the earlier ones, or forgot the later")
 	}
+	// An event done but for its record (a claim's, deferred): followed up
+	// until a later settled event of the job, or its own record, settles it.
+	f.noteRecordOnly("d1", 2, 0)
+	f.note("d1", 3, true, 0)
+	f.noteRecordOnly("d2", 2, 0)
+	f.note("d2", 3, false, 0) // not settled: settles nothing
+	f.noteRecordOnly("d3", 2, 0)
+	f.recorded("d3", 2, 0)
+	f.recorded("d4", 2, 0) // not noted: notes nothing
+	f.note("d5", 1, false, 0)
+	f.note("d5", 2, true, 0) // settles only what was noted record only
+	if take("d1", 2) != Settled || take("d1", 3) != Settled || take("d2", 2) != FollowedUp || take("d3", 2) != Settled ||
+		take("d4", 2) != NotSeen || take("d5", 1) != FollowedUp {
+		t.Fatal("an event noted record only not settled by a later record, or something else settled")
+	}
+	f.noteRecordOnly("d6", 4, 0)
+	if take("d6", 4) != FollowedUp {
+		t.Fatal("an event noted record only, never settled, not followed up")
+	}
 	f.note("c", 1, false, 0)
 	f.clear()
 	f.note("d", 9, true, 1)
@@ -102,7 +121,8 @@ func TestFollowUps(t *testing.T) {
 		{"a plain job that succeeded", job("s1", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, Settled},
 		{"a child that succeeded, its piece event published", job("c1", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 1, true, Settled},
 		{"a child that succeeded, no piece event", job("c2", domain.StateSucceeded, 3, "p"), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, true, NotSeen},
-		{"a plain job that succeeded, its record not written", job("s2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, false, NotSeen},
+		{"a plain job that succeeded, its record not written", job("s2", domain.StateSucceeded, 3, ""), ev(domain.EvSucceeded, domain.StateSucceeded, 3), 0, false, FollowedUp},
+		{"a claim, its record deferred", job("r0", domain.StateRunning, 2, ""), ev(domain.EvStarted, domain.StateRunning, 2), 0, false, FollowedUp},
 		// Ended without succeeding: the Projector repeats its cascade.
 		{"a plain job that failed", job("f1", domain.StateFailed, 3, ""), ev(domain.EvFailed, domain.StateFailed, 3), 0, true, NotSeen},
 		{"a queued job cancelled", job("x1", domain.StateCancelled, 2, ""), ev(domain.EvCancelled, domain.StateCancelled, 2), 0, true, NotSeen},

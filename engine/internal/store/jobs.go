@@ -40,7 +40,15 @@ func jobKind(s *Store) Kind[domain.Job] {
 		After:     s.after,
 		Mark:      s.FollowMark,
 		AfterDone: s.afterDone,
+		Early:     claimEarly,
 	}
+}
+
+// claimEarly says whether a job's record behind ev may be a claim's whose
+// writer has not written it yet (DeferRecord): ev is a start, younger than
+// twice ClaimRecordAfter.
+func claimEarly(ev *domain.Event) bool {
+	return ev.Type == domain.EvStarted && time.Since(ev.Time) < 2*ClaimRecordAfter
 }
 
 func snapshot(v Version[domain.Job]) Snapshot { return Snapshot{Job: v.Rec, Rev: v.Rev} }
@@ -93,15 +101,38 @@ func (s *Store) Current(ctx context.Context, id string) (Snapshot, error) {
 
 // Read reads a job to show it: its record as it is, or, when only the log
 // has it yet (its submitter crashed between the event and the record), the
-// fold of its events (Current). One read, as for Record: a record behind
-// the log is shown as it is (the Projector repairs it), and nothing is
-// written. Decisions are taken on Current.
+// fold of its events (Current). One read, as for Record, but for a queued
+// record: an in-process worker's claim writes its record later
+// (DeferRecord), so a queued record is shown with the log's last event of
+// the job folded in (a second read; Behind, nothing written). Any other
+// record behind the log is shown as it is (the Projector repairs it).
+// Decisions are taken on Current.
 func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	snap, err := s.Record(ctx, id)
-	if errors.Is(err, commands.ErrNotFound) {
+	switch {
+	case errors.Is(err, commands.ErrNotFound):
 		return s.Current(ctx, id)
+	case err != nil || !commands.InQueue(snap.Job.State):
+		return snap, err
 	}
-	return snap, err
+	subject := streams.JobSubject(snap.Job)
+	m, err := s.lastMsg(ctx, subject)
+	if err != nil || m == nil || m.Sequence <= snap.Job.Seq {
+		return snap, err
+	}
+	last, err := streams.DecodeEvent(m.Data)
+	if err != nil {
+		return snap, fmt.Errorf("event %d on %s: %w", m.Sequence, subject, err)
+	}
+	last.Seq, last.Subject = m.Sequence, m.Subject
+	if s.jobs.k.Gone(last) != nil {
+		return s.Current(ctx, id) // purged: its record goes
+	}
+	folded, err := s.jobs.catchUp(ctx, snap.Job, subject, last)
+	if err != nil {
+		return snap, err
+	}
+	return Snapshot{Job: folded, Rev: snap.Rev, Behind: true}, nil
 }
 
 // An Option changes how Apply writes.
@@ -117,6 +148,10 @@ const (
 	// linked to it by parent are looked for when it ends (a cascade asked
 	// which of the children it cancels have any).
 	Childless
+	// DeferRecord: the event is appended and its record not written
+	// (Write.DeferRecord); the snapshot returned is Behind, and its caller
+	// writes the record (WriteRecord) unless its next write comes first.
+	DeferRecord
 )
 
 // has reports whether opts holds o.
@@ -145,7 +180,7 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 		if err != nil {
 			return cur, nil, err
 		}
-		w := &Write[domain.Job]{Ref: Ref{Key: cur.Job.ID}, Cur: version(cur), Ev: ev}
+		w := &Write[domain.Job]{Ref: Ref{Key: cur.Job.ID}, Cur: version(cur), Ev: ev, DeferRecord: has(opts, DeferRecord)}
 		s.jobs.Write(ctx, op, w)
 		if w.Lost && attempt < maxDecisions {
 			if cur, err = s.Current(ctx, cur.Job.ID); err != nil {
@@ -160,8 +195,30 @@ func (s *Store) Apply(ctx context.Context, op string, cur Snapshot, decide Decid
 			return cur, ev, w.Err
 		}
 		next := snapshot(w.Next)
+		next.Behind = w.DeferRecord
 		s.cascadeAfter(ctx, next, ev, opts)
 		return next, ev, nil
+	}
+}
+
+// WriteRecord writes the record of a snapshot that is Behind (Apply with
+// DeferRecord) at its revision. A record that moved meanwhile (a Current
+// repaired it, or another writer wrote the job) is read again as the log
+// has it (Current).
+func (s *Store) WriteRecord(ctx context.Context, cur Snapshot) (Snapshot, error) {
+	if !cur.Behind {
+		return cur, nil
+	}
+	mark := s.FollowMark()
+	rev, err := s.jobs.put(cur.Job.ID, cur.Job, cur.Rev).Wait(ctx)
+	switch {
+	case err == nil:
+		s.followedUp.recorded(cur.Job.ID, cur.Job.Seq, mark)
+		return Snapshot{Job: cur.Job, Rev: rev}, nil
+	case streams.IsConflict(err):
+		return s.Current(ctx, cur.Job.ID)
+	default:
+		return cur, fmt.Errorf("write the record of job %s: %w", cur.Job.ID, err)
 	}
 }
 

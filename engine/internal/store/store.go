@@ -21,6 +21,10 @@ import (
 type Snapshot struct {
 	Job *domain.Job
 	Rev uint64
+	// Behind: the bucket's record is at an earlier event of the job, at
+	// revision Rev (a write with DeferRecord); its writer writes it
+	// (WriteRecord), or the job's next write does.
+	Behind bool
 }
 
 // Decider turns a job's current state into the event that changes it, or a
