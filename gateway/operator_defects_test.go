@@ -146,8 +146,20 @@ func TestUnservedTypeIsSaid(t *testing.T) {
 	if page := string(e.do("GET", "/jobs/"+served.ID, nil).want(t, 200).body); strings.Contains(page, `id="unserved"`) {
 		t.Fatalf("a served job's page warns")
 	}
-	// Types: the free-form types, with their live workers and jobs.
-	page = string(e.do("GET", "/types", nil).want(t, 200).body)
+	// Types: the free-form types, with their live workers and jobs. The
+	// counts are the records'; a claim's record is written up to
+	// ClaimRecordAfter (100 ms) after the log has it.
+	row := func(typ string) string {
+		i := strings.Index(page, `<tr data-type="`+typ+`"`)
+		return page[i : i+strings.Index(page[i:], "</tr>")]
+	}
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		page = string(e.do("GET", "/types", nil).want(t, 200).body)
+		if !strings.Contains(page, `<tr data-type="demo.echo"`) || !strings.Contains(row("demo.echo"), `<td class="num running">1</td>`) {
+			return fmt.Errorf("demo.echo not counted running yet")
+		}
+		return nil
+	})
 	for _, want := range []string{
 		`<tr data-type="demo.echo" data-deleted="false">`, `<tr data-type="demo.ecko" data-deleted="false">`,
 		`>free-form</span></td>`, `<span class="badge st-paused">no worker</span>`,
@@ -155,10 +167,6 @@ func TestUnservedTypeIsSaid(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Fatalf("types page lacks %s:\n%s", want, page)
 		}
-	}
-	row := func(typ string) string {
-		i := strings.Index(page, `<tr data-type="`+typ+`"`)
-		return page[i : i+strings.Index(page[i:], "</tr>")]
 	}
 	if echo := row("demo.echo"); !strings.Contains(echo, `<td class="num live-workers" title="`) ||
 		!strings.Contains(echo, `">1</td>`) || !strings.Contains(echo, `<td class="num running">1</td>`) {

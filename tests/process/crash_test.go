@@ -46,6 +46,9 @@ func TestWorkerCrashPoints(t *testing.T) {
 		{"claim-appended", "claim:appended", "demo.echo", `{"n":1}`, 0, requeued, "B"},
 		{"claim-projected", "claim:projected", "demo.echo", `{"n":1}`, 0, requeued, "B"},
 		{"claim-done", "claim:done", "demo.echo", `{"n":1}`, 0, requeued, "B"},
+		// A handler past store.ClaimRecordAfter: the claim's record was
+		// written by the runtime, then the worker died.
+		{"claim-recorded", "claim:recorded", "demo.sleep", `{"seconds":0.5}`, 0, requeued, "B"},
 		// job.succeeded is in the log: the projector completes the record
 		// and the redelivered item finds a finished job.
 		{"complete-appended", "complete:appended", "demo.echo", `{"n":1}`, 0, echo, "A"},

@@ -383,7 +383,11 @@ func (f *FanIn) stopSteps(ctx context.Context, t *tally, idx []int) {
 		switch err := errs[k]; {
 		case err == nil:
 			w.stopped[i] = true
-			if c := curs[k].Job; c != nil && commands.CancelNotifies(c.State) {
+			// Read queued, it may have been running already: an in-process
+			// worker's claim writes its record later (store.DeferRecord),
+			// and the stop was then decided again on the log (Apply). A
+			// notice to a job no worker holds is ignored.
+			if c := curs[k].Job; c != nil && (commands.CancelNotifies(c.State) || commands.InQueue(c.State)) {
 				f.store.NotifyCancel(c.ID)
 			}
 		case errors.Is(err, commands.ErrTerminal):

@@ -559,6 +559,11 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		rn.recordTimer.Stop()
 	}
 	o, fo := classifyOutcome(result, herr, cause, rn.snap.Job.Spec.Timeout)
+	if fo != nil || len(result) > commands.MaxInlineResult {
+		// Making pieces, or storing a large result, can take a while
+		// before the outcome is written: the claim's record first.
+		rn.writeClaimRecordLocked()
+	}
 	children := 0 // children this attempt made, or may have made
 	if fo != nil {
 		children = len(fo.Children)
@@ -589,6 +594,7 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		if err != nil {
 			if failing.IsZero() {
 				failing = time.Now()
+				rn.writeClaimRecordLocked() // the outcome's retries may last a lease: the claim's record meanwhile
 			}
 			if wait, ok := r.retryOutcome(try, failing, err); ok {
 				var stopping <-chan struct{} // the first tries go on while the runtime stops, as before
@@ -626,7 +632,16 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 func (rn *run) writeClaimRecord() {
 	rn.wmu.Lock()
 	defer rn.wmu.Unlock()
-	if rn.ended || !rn.snap.Behind {
+	if rn.ended {
+		return
+	}
+	rn.writeClaimRecordLocked()
+}
+
+// writeClaimRecordLocked writes the claim's record, if it was left behind,
+// with wmu held.
+func (rn *run) writeClaimRecordLocked() {
+	if !rn.snap.Behind {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -644,6 +659,7 @@ func (rn *run) writeClaimRecord() {
 	// The job is the same (its last event is): only where its record is
 	// changes (rn.snap.Job is read outside wmu).
 	rn.snap.Rev, rn.snap.Behind = next.Rev, false
+	store.Crash("claim:recorded")
 }
 
 // retryOutcome says whether, and after how long, an outcome whose write

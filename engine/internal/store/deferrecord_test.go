@@ -9,6 +9,7 @@ import (
 	"github.com/jetflow/jetflow/engine/internal/storetest"
 	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
+	"github.com/jetflow/jetflow/streams"
 )
 
 // A write with DeferRecord appends its event and leaves the record where it
@@ -77,6 +78,15 @@ func TestDeferRecord(t *testing.T) {
 	again, err := st.WriteRecord(ctx, c)
 	if err != nil || again.Behind || again.Job.State != domain.StateRunning || again.Job.Seq != c.Job.Seq {
 		t.Fatalf("write a record written meanwhile: %v %+v", err, again)
+	}
+	// Another program's message last on a queued job's subject: the record
+	// is shown as it is.
+	d := submit()
+	if _, err := st.JS().Publish(ctx, streams.JobSubject(d.Job), []byte("not an event")); err != nil {
+		t.Fatal(err)
+	}
+	if read, err := st.Read(ctx, d.Job.ID); err != nil || read.Job.State != domain.StateQueued || read.Behind {
+		t.Fatalf("read under a foreign message: %v %+v", err, read.Job)
 	}
 	if n := st.Repairs().Load(); n != 0 {
 		t.Fatalf("%d repairs counted for records written ahead of their writer", n)

@@ -122,7 +122,7 @@ func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	}
 	last, err := streams.DecodeEvent(m.Data)
 	if err != nil {
-		return snap, fmt.Errorf("event %d on %s: %w", m.Sequence, subject, err)
+		return snap, nil // not jetflow's (another program publishing on its subjects): the record as it is
 	}
 	last.Seq, last.Subject = m.Sequence, m.Subject
 	if s.jobs.k.Gone(last) != nil {
@@ -130,7 +130,7 @@ func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	}
 	folded, err := s.jobs.catchUp(ctx, snap.Job, subject, last)
 	if err != nil {
-		return snap, err
+		return snap, nil // the same, or an event that does not fold: shown as the record has it
 	}
 	return Snapshot{Job: folded, Rev: snap.Rev, Behind: true}, nil
 }
