@@ -484,7 +484,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 				// a later writer got there first): Current reconciles it
 				// with the log, which has the event.
 				var v Version[R]
-				if v, err = a.Current(ctx, w.Ref); err == nil {
+				if v, err = a.currentSince(ctx, w.Ref, w.Ev.Seq); err == nil {
 					w.Next = v
 				}
 			}
@@ -530,6 +530,27 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 	}
 	crash(op + ":dispatched")
 }
+
+// currentSince is Current, read again while it is behind seq, an event
+// this process appended: on a cluster a replica that lags may answer a
+// read. A few tries, then the read as it is (its record behind the event
+// implies nothing to Kind.After; the Projector repairs it).
+func (a *Aggregate[R]) currentSince(ctx context.Context, ref Ref, seq uint64) (Version[R], error) {
+	for try := 1; ; try++ {
+		v, err := a.Current(ctx, ref)
+		if err != nil || v.Last >= seq || try == currentTries {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, nil
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
+	}
+}
+
+// currentTries bounds currentSince's reads.
+const currentTries = 5
 
 // appendAsync appends ev to subject on the condition that the last event
 // on subject (or on expectOn, if set) is expect (0: none yet).

@@ -53,13 +53,21 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 // event (a child that ended).
 type followUpSet struct{ dispatch, plan, piece bool }
 
-// afterOf is what a writer publishes after event ev made record j.
+// afterOf is what a writer publishes after event ev made record j. A
+// record behind ev (a read after a conflict that a lagging replica
+// answered, on a cluster) implies nothing: its state is not ev's, and the
+// Projector repeats what ev implies once it verifies it.
 func afterOf(j *domain.Job, ev *domain.Event) followUpSet {
-	piece := ev.To.Terminal() && j.Spec.Parent != ""
+	if j.Seq < ev.Seq {
+		return followUpSet{}
+	}
+	// A record moved on past ev is published from: its outcome is ev's
+	// as long as it is still ended (pieceOf reads it from the state).
+	piece := ev.To.Terminal() && j.State.Terminal() && j.Spec.Parent != ""
 	return followUpSet{
 		dispatch: commands.Dispatchable(ev.To) && j.Seq == ev.Seq,
 		piece:    piece,
-		plan:     !piece && ev.Type == domain.EvWaiting,
+		plan:     !piece && ev.Type == domain.EvWaiting && j.Fanout != nil,
 	}
 }
 
@@ -68,7 +76,7 @@ func afterOf(j *domain.Job, ev *domain.Event) followUpSet {
 func implied(j *domain.Job, lastType string) followUpSet {
 	return followUpSet{
 		dispatch: commands.Dispatchable(j.State),
-		plan:     commands.AwaitsPieces(j.State) && lastType == domain.EvWaiting,
+		plan:     commands.AwaitsPieces(j.State) && lastType == domain.EvWaiting && j.Fanout != nil,
 		piece:    j.State.Terminal() && j.Spec.Parent != "",
 	}
 }
