@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,4 +192,63 @@ func (h *harness) waitTerminal(id string) *domain.Job {
 		return nil
 	})
 	return j
+}
+
+// TestStatsKeeperKeepsOneConsumer: the StatsKeeper reads the log through
+// one server consumer for as long as its session lasts, not a new one for
+// every read (an ordered consumer's Fetch makes one each time: dozens a
+// second under load, each counting the log's pending messages), and
+// deletes it when it stops.
+func TestStatsKeeperKeepsOneConsumer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	statsConsumers := func() ([]string, error) {
+		var names []string
+		lister := h.st.Events.ConsumerNames(h.ctx)
+		for name := range lister.Name() {
+			if strings.HasPrefix(name, streams.StatsConsumerPrefix) {
+				names = append(names, name)
+			}
+		}
+		return names, lister.Err()
+	}
+	var first string
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		names, err := statsConsumers()
+		if err != nil || len(names) != 1 {
+			return fmt.Errorf("statistics consumers %v: %v", names, err)
+		}
+		first = names[0]
+		return nil
+	})
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Queue: "one", Handlers: map[string]engine.Handler{
+		"one.ok": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil },
+	}})
+	// Three rounds of events, each folded (at least one flush, one read, apart).
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 20; i++ {
+			h.waitTerminal(h.submit(commands.SubmitRequest{Type: "one.ok", Queue: "one"}).Job.ID)
+		}
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			info, err := h.st.Events.Info(h.ctx)
+			if err != nil {
+				return err
+			}
+			if got := h.eng.Stats.Folded(); got < info.State.LastSeq {
+				return fmt.Errorf("statistics folded up to %d of %d", got, info.State.LastSeq)
+			}
+			return nil
+		})
+	}
+	names, err := statsConsumers()
+	if err != nil || len(names) != 1 || names[0] != first {
+		t.Fatalf("statistics consumers after three rounds: %v (%v), want only %s", names, err, first)
+	}
+	h.eng.Stop(context.Background())
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if names, err := statsConsumers(); err != nil || len(names) != 0 {
+			return fmt.Errorf("statistics consumers after the engine stopped: %v (%v)", names, err)
+		}
+		return nil
+	})
 }
