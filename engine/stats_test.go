@@ -224,8 +224,8 @@ func TestStatsKeeperKeepsOneConsumer(t *testing.T) {
 	h.runtime(engine.RuntimeConfig{WorkerID: "w", Queue: "one", Handlers: map[string]engine.Handler{
 		"one.ok": func(context.Context, *engine.Task) ([]byte, error) { return nil, nil },
 	}})
-	// Three rounds of events, each folded (at least one flush, one read, apart).
-	for round := 0; round < 3; round++ {
+	round := func() {
+		t.Helper()
 		for i := 0; i < 20; i++ {
 			h.waitTerminal(h.submit(commands.SubmitRequest{Type: "one.ok", Queue: "one"}).Job.ID)
 		}
@@ -240,10 +240,34 @@ func TestStatsKeeperKeepsOneConsumer(t *testing.T) {
 			return nil
 		})
 	}
+	// Three rounds of events, each folded (at least one flush, one read, apart).
+	for range 3 {
+		round()
+	}
 	names, err := statsConsumers()
 	if err != nil || len(names) != 1 || names[0] != first {
 		t.Fatalf("statistics consumers after three rounds: %v (%v), want only %s", names, err, first)
 	}
+	// The server loses it (as a restart loses a memory consumer): another
+	// is made, and the events after are folded, each once.
+	if err := h.st.Events.DeleteConsumer(h.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	round()
+	names, err = statsConsumers()
+	if err != nil || len(names) != 1 || names[0] == first {
+		t.Fatalf("statistics consumers after the first was lost: %v (%v)", names, err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error { // written at the next flush
+		s, err := h.st.StatsSeries(h.ctx, "hour", projections.StatsDim{Queue: "one"}, time.Now())
+		if err != nil {
+			return err
+		}
+		if got := totalsOf(s); got.Submitted != 80 || got.Succeeded != 80 || got.Started != 80 {
+			return fmt.Errorf("totals of the queue after four rounds: %+v, want 80 submitted, started and succeeded", got)
+		}
+		return nil
+	})
 	h.eng.Stop(context.Background())
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		if names, err := statsConsumers(); err != nil || len(names) != 0 {

@@ -264,6 +264,12 @@ func (f *FanIn) catchUp(ctx context.Context, parent string, seq uint64) error {
 		if err != nil {
 			return err
 		}
+		if !snap.Job.State.Terminal() && !commands.AwaitsPieces(snap.Job.State) {
+			// A parent with a plan waits or has ended: read before its
+			// job.waiting (a replica that lags answered). Read again on
+			// redelivery, not decided on as it is.
+			return fmt.Errorf("parent %s read %s at event %d, after its plan", parent, snap.Job.State, snap.Job.Seq)
+		}
 		t.snap = snap
 		t.done = snap.Job.State.Terminal()
 	}

@@ -471,6 +471,12 @@ func (p *Projector) verify(ctx context.Context, msgs []jetstream.Msg) ([]endedJo
 			}
 			snap = fresh
 		}
+		if snap.Job.Seq < s.last {
+			// Read behind the event this batch has (a replica that lags
+			// answered, on a cluster): verified again when redelivered.
+			repairErr = fmt.Errorf("job %s read at event %d, before %d", id, snap.Job.Seq, s.last)
+			continue
+		}
 		if snap.Job.Seq != s.last {
 			continue // it moved on since; its later events are in a later batch
 		}

@@ -60,8 +60,8 @@ func (c StatsConfig) validate() error {
 // _10m and _1h (streams.StatsBucket), for the dashboard's charts and GET
 // /api/v1/stats/series.
 //
-// It is derived state, rebuilt from the log: it reads the log with an
-// ordered consumer from its checkpoint (the key "cursor" of the hour bucket:
+// It is derived state, rebuilt from the log: it reads the log with a
+// consumer of its own from its checkpoint (the key "cursor" of the hour bucket:
 // the last event it folded, and every series' depth then), or from the
 // log's first event when there is none. Every slot keeps the last event it
 // counted (StatsSlot.UpTo), so an event folded again after a crash between
@@ -199,22 +199,6 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// One consumer for the session, read with FetchNoWait. (An ordered
-	// consumer makes a new server consumer for every fetch, about 24 a
-	// second at 8k jobs/s, each counting its pending messages over the
-	// whole log; on a cluster each is a meta-group proposal.) Its
-	// deliveries are checked for gaps as an ordered consumer's are: a gap
-	// ends the session, which resumes from the checkpoint.
-	cfg := jetstream.ConsumerConfig{
-		Name:              streams.StatsConsumerPrefix + "_" + domain.NewID(),
-		FilterSubjects:    []string{streams.EventsPrefix + ".>"},
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		MaxDeliver:        1,
-		Replicas:          1,
-		MemoryStorage:     true,
-		InactiveThreshold: statsInactive,
-	}
 	if cur != nil {
 		s.last, s.lastAt = cur.Seq, cur.Time
 		for key, n := range cur.Depths {
@@ -225,21 +209,56 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 		if err := s.seedWaiting(ctx); err != nil {
 			return err
 		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cur.Seq+1
 		k.log.Info("statistics resume", "after", cur.Seq)
 	} else {
 		k.log.Info("statistics rebuild from the log")
 	}
-	cons, err := k.store.Events().CreateConsumer(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() {
+	// One consumer, read with FetchNoWait, from the event after the last
+	// one folded. (An ordered consumer makes a new server consumer for
+	// every fetch: about 24 a second at 8k jobs/s, each counting its
+	// pending messages over the whole log; on a cluster each is a
+	// meta-group proposal.) Its deliveries are checked for gaps, as an
+	// ordered consumer's are: a gap, or the consumer lost (a server
+	// restart), and it is made again from the event after the last folded.
+	var cons jetstream.Consumer
+	var name string
+	var delivered uint64 // the consumer's sequence of the last message read
+	drop := func() {
+		if name == "" {
+			return
+		}
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = k.store.Events().DeleteConsumer(dctx, cfg.Name) // else gone after statsInactive
-	}()
-	var delivered uint64 // the consumer's sequence of the last message read
+		_ = k.store.Events().DeleteConsumer(dctx, name) // else gone after its InactiveThreshold
+		name = ""
+	}
+	defer drop()
+	open := func() error {
+		drop()
+		cfg := jetstream.ConsumerConfig{
+			Name:              streams.StatsConsumerPrefix + "_" + domain.NewID(),
+			FilterSubjects:    []string{streams.EventsPrefix + ".>"},
+			DeliverPolicy:     jetstream.DeliverAllPolicy,
+			AckPolicy:         jetstream.AckNonePolicy,
+			MaxDeliver:        1,
+			Replicas:          1,
+			MemoryStorage:     true,
+			InactiveThreshold: max(statsInactive, 3*k.cfg.Flush), // it fetches once a flush at least
+		}
+		if s.last > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.last+1
+		}
+		c, err := k.store.Events().CreateConsumer(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		cons, name, delivered = c, cfg.Name, 0
+		return nil
+	}
+	if err := open(); err != nil {
+		return err
+	}
+	reopened := false // made again since the last fetch that read something
 	flush := time.NewTicker(k.cfg.Flush)
 	defer flush.Stop()
 	caughtUp := false
@@ -247,24 +266,23 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 		// Read in bursts, once a flush: what is there, at once (a pull
 		// waiting for more would be served an event at a time, beside
 		// the hot path's own deliveries).
-		batch, err := cons.FetchNoWait(defaultStatsBatch)
-		if err != nil {
-			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				return nil
+		batch, berr := cons.FetchNoWait(defaultStatsBatch)
+		n, gap := 0, false
+		for m := range messagesOf(batch) {
+			if gap {
+				continue // read again from the consumer made anew
 			}
-			return fmt.Errorf("fetch: %w", err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
 			meta, err := m.Metadata()
 			if err != nil {
 				continue
 			}
+			n++
 			if meta.Sequence.Consumer != delivered+1 {
 				// A message lost between the server and this client (a
-				// slow consumer's, a reconnection's).
-				return fmt.Errorf("delivery %d after %d: a gap", meta.Sequence.Consumer, delivered)
+				// slow consumer's, a reconnection's), or a consumer the
+				// server lost and made again.
+				gap, n = true, n-1
+				continue
 			}
 			delivered = meta.Sequence.Consumer
 			caughtUp = meta.NumPending == 0
@@ -272,9 +290,24 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 				return err
 			}
 		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoMessages) && ctx.Err() == nil {
-			return fmt.Errorf("fetch: %w", batch.Error())
+		if ctx.Err() != nil {
+			return nil
 		}
+		if berr == nil {
+			berr = batch.Error()
+		}
+		if gap || berr != nil && !errors.Is(berr, jetstream.ErrNoMessages) {
+			if reopened && n == 0 {
+				return fmt.Errorf("fetch: %v (gap %v)", berr, gap) // made again and still nothing: the session starts over
+			}
+			k.log.Info("statistics consumer made again", "after", s.last, "gap", gap, "err", berr)
+			if err := open(); err != nil {
+				return err
+			}
+			reopened = true
+			continue
+		}
+		reopened = false
 		if n == 0 {
 			caughtUp = true
 		}
@@ -301,6 +334,17 @@ func (k *StatsKeeper) session(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// messagesOf is batch's messages, none if there is no batch (its fetch
+// failed): a closed channel.
+func messagesOf(batch jetstream.MessageBatch) <-chan jetstream.Msg {
+	if batch == nil {
+		none := make(chan jetstream.Msg)
+		close(none)
+		return none
+	}
+	return batch.Messages()
 }
 
 func (s *statsSession) readCursor(ctx context.Context) (*StatsCursor, error) {

@@ -485,6 +485,14 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 				// with the log, which has the event.
 				var v Version[R]
 				if v, err = a.currentSince(ctx, w.Ref, w.Ev.Seq); err == nil {
+					if v.Rec != nil && a.k.Seq(v.Rec) < w.Ev.Seq {
+						// Still read behind the event: the record at the
+						// event is this write's own fold (the append was
+						// conditional on the record it folded into), with
+						// the revision read (a hint: a later write at it
+						// conflicts and reads again).
+						v.Rec, v.Last = w.Next.Rec, w.Ev.Seq
+					}
 					w.Next = v
 				}
 			}
@@ -531,14 +539,13 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 	crash(op + ":dispatched")
 }
 
-// currentSince is Current, read again while it is behind seq, an event
-// this process appended: on a cluster a replica that lags may answer a
-// read. A few tries, then the read as it is (its record behind the event
-// implies nothing to Kind.After; the Projector repairs it).
+// currentSince is Current, read again while its record is behind seq, an
+// event this process appended: on a cluster a replica that lags may answer
+// a read. A few tries, then the read as it is.
 func (a *Aggregate[R]) currentSince(ctx context.Context, ref Ref, seq uint64) (Version[R], error) {
 	for try := 1; ; try++ {
 		v, err := a.Current(ctx, ref)
-		if err != nil || v.Last >= seq || try == currentTries {
+		if err != nil || v.Rec == nil || a.k.Seq(v.Rec) >= seq || try == currentTries {
 			return v, err
 		}
 		select {
