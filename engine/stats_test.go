@@ -36,6 +36,22 @@ func totalsOf(s *projections.StatsSeries) statsTotals {
 	return t
 }
 
+// waitStatsFolded waits until h's StatsKeeper has folded the log to its
+// end.
+func waitStatsFolded(t *testing.T, h *harness) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		info, err := h.st.Events.Info(h.ctx)
+		if err != nil {
+			return err
+		}
+		if got := h.eng.Stats.Folded(); got < info.State.LastSeq {
+			return fmt.Errorf("statistics folded up to %d of %d", got, info.State.LastSeq)
+		}
+		return nil
+	})
+}
+
 // TestStatsFoldedFromTheLog: the StatsKeeper (leader) folds the log into
 // per-minute, ten-minute and hour slots per namespace and queue; the
 // series count every event once: after a restart from its checkpoint,
@@ -69,19 +85,7 @@ func TestStatsFoldedFromTheLog(t *testing.T) {
 	for _, id := range ids {
 		h.waitTerminal(id)
 	}
-	settle := func() {
-		t.Helper()
-		testkit.WaitFor(t, 20*time.Second, func() error {
-			info, err := h.st.Events.Info(h.ctx)
-			if err != nil {
-				return err
-			}
-			if got := h.eng.Stats.Folded(); got < info.State.LastSeq {
-				return fmt.Errorf("statistics folded up to %d of %d", got, info.State.LastSeq)
-			}
-			return nil
-		})
-	}
+	settle := func() { t.Helper(); waitStatsFolded(t, h) }
 	settle()
 	want := map[projections.StatsDim]statsTotals{
 		{}:                                    {Submitted: 14, Started: 12, Succeeded: 9, Failed: 3, Cancelled: 1, Depth: 1, Latencies: 1},
@@ -229,16 +233,7 @@ func TestStatsKeeperKeepsOneConsumer(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			h.waitTerminal(h.submit(commands.SubmitRequest{Type: "one.ok", Queue: "one"}).Job.ID)
 		}
-		testkit.WaitFor(t, 20*time.Second, func() error {
-			info, err := h.st.Events.Info(h.ctx)
-			if err != nil {
-				return err
-			}
-			if got := h.eng.Stats.Folded(); got < info.State.LastSeq {
-				return fmt.Errorf("statistics folded up to %d of %d", got, info.State.LastSeq)
-			}
-			return nil
-		})
+		waitStatsFolded(t, h)
 	}
 	// Three rounds of events, each folded (at least one flush, one read, apart).
 	for range 3 {
