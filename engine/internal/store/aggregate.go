@@ -485,7 +485,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 				// with the log, which has the event.
 				var v Version[R]
 				if v, err = a.currentSince(ctx, w.Ref, w.Ev.Seq); err == nil {
-					if v.Rec != nil && a.k.Seq(v.Rec) < w.Ev.Seq {
+					if v.Rec == nil || a.k.Seq(v.Rec) < w.Ev.Seq {
 						// Still read behind the event: the record at the
 						// event is this write's own fold (the append was
 						// conditional on the record it folded into), with
@@ -545,7 +545,7 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 func (a *Aggregate[R]) currentSince(ctx context.Context, ref Ref, seq uint64) (Version[R], error) {
 	for try := 1; ; try++ {
 		v, err := a.Current(ctx, ref)
-		if err != nil || v.Rec == nil || a.k.Seq(v.Rec) >= seq || try == currentTries {
+		if err != nil || v.Rec != nil && a.k.Seq(v.Rec) >= seq || try == currentTries {
 			return v, err
 		}
 		select {
