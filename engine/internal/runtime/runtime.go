@@ -594,7 +594,12 @@ func (r *Runtime) complete(ctx context.Context, rn *run, result []byte, herr, ca
 		if err != nil {
 			if failing.IsZero() {
 				failing = time.Now()
-				rn.writeClaimRecordLocked() // the outcome's retries may last a lease: the claim's record meanwhile
+			}
+			if !streams.IsUnavailable(err) {
+				// The outcome's retries may last a while: the claim's record
+				// meanwhile. (Not when the server did not answer: that write
+				// would wait for nothing, holding up the retries.)
+				rn.writeClaimRecordLocked()
 			}
 			if wait, ok := r.retryOutcome(try, failing, err); ok {
 				var stopping <-chan struct{} // the first tries go on while the runtime stops, as before

@@ -53,10 +53,10 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 // event (a child that ended).
 type followUpSet struct{ dispatch, plan, piece bool }
 
-// afterOf is what a writer publishes after event ev made record j. A
-// record behind ev (a read after a conflict that a lagging replica
-// answered, on a cluster) implies nothing: its state is not ev's, and the
-// Projector repeats what ev implies once it verifies it.
+// afterOf is what a writer publishes after event ev made record j. Write
+// passes the record at ev or past it (its own fold when a read after a
+// conflict stays behind); a record behind ev would imply nothing (its
+// state is not ev's: the Projector repeats what ev implies).
 func afterOf(j *domain.Job, ev *domain.Event) followUpSet {
 	if j.Seq < ev.Seq {
 		return followUpSet{}
