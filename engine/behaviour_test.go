@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -56,6 +57,40 @@ func TestClaimRace16Goroutines(t *testing.T) {
 	}
 	h.wantEvents(sub.Job.ID, domain.EvSubmitted, domain.EvStarted)
 	h.verify()
+}
+
+// The work item a submit publishes is made of its record's bytes
+// (streams.WorkItemOf): the same bytes as the work item encoded whole.
+func TestWorkItemIsTheRecord(t *testing.T) {
+	h := newHarness(t)
+	sub := h.submit(commands.SubmitRequest{Type: "item", Queue: "items", Payload: commands.RawJSON(`{"n":1}`)})
+	qs, err := h.st.JS.Stream(h.ctx, streams.QueueStream("items"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := qs.Info(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("%d work items, want 1", info.State.Msgs)
+	}
+	m, err := qs.GetMsg(h.ctx, info.State.FirstSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.st.Record(h.ctx, sub.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := streams.Marshal(&domain.WorkItem{Rev: rec.Rev, Job: *rec.Job})
+	if !bytes.Equal(m.Data, want) {
+		t.Fatalf("work item\n%x\nwant the record's\n%x", m.Data, want)
+	}
+	item, err := streams.DecodeWorkItem(m.Data)
+	if err != nil || item.Rev != sub.Rev || item.Job.ID != sub.Job.ID || item.Job.State != domain.StateQueued {
+		t.Fatalf("work item %+v, %v: want rev %d of %s, queued", item, err, sub.Rev, sub.Job.ID)
+	}
 }
 
 func TestDuplicateWorkItemsRunOnce(t *testing.T) {

@@ -127,6 +127,14 @@ func TestFastCodecIsReflection(t *testing.T) {
 				t.Fatalf("%d %s: fast encoding differs from msgpack's reflection\nfast %x\nwant %x\nvalue %+v", i, c.name, got, want, c.fast)
 			}
 		}
+		// A work item made from its job's record is the same bytes.
+		rec, err := EncodeJob(&item.Job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := WorkItemOf(item.Rev, rec), reflectBytes(t, (*reflectWorkItem)(&item)); !bytes.Equal(got, want) {
+			t.Fatalf("%d: WorkItemOf differs from msgpack's reflection\ngot  %x\nwant %x", i, got, want)
+		}
 	}
 	// Every field once, and none.
 	for _, v := range []any{&domain.Job{}, &domain.Event{}, &domain.WorkItem{}, (*domain.Job)(nil), (*domain.Event)(nil)} {
@@ -137,6 +145,10 @@ func TestFastCodecIsReflection(t *testing.T) {
 		if want := reflectBytes(t, v); !bytes.Equal(got, want) {
 			t.Fatalf("%T empty: fast %x want %x", v, got, want)
 		}
+	}
+	empty, _ := EncodeJob(&domain.Job{})
+	if got, want := WorkItemOf(0, empty), reflectBytes(t, &domain.WorkItem{}); !bytes.Equal(got, want) {
+		t.Fatalf("empty WorkItemOf %x want %x", got, want)
 	}
 }
 

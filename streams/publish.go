@@ -230,6 +230,17 @@ func (w Writer) DispatchAsync(item *domain.WorkItem) Future {
 	if err != nil {
 		return Future{err: fmt.Errorf("encode work item %s: %w", j.ID, err)}
 	}
+	return w.dispatch(j, data)
+}
+
+// DispatchRecordAsync is DispatchAsync of the work item {rev, j} whose job
+// is encoded already as record (EncodeJob(j), the bytes just written to
+// the jobs bucket): the job is not encoded a second time.
+func (w Writer) DispatchRecordAsync(j *domain.Job, rev uint64, record []byte) Future {
+	return w.dispatch(j, WorkItemOf(rev, record))
+}
+
+func (w Writer) dispatch(j *domain.Job, data []byte) Future {
 	switch {
 	case commands.InQueue(j.State):
 		return w.PublishAsync(&nats.Msg{Subject: RunSubject(j.Spec.Queue, j.Spec.Type), Data: data, Header: nats.Header{}},

@@ -82,6 +82,9 @@ type Version[R any] struct {
 	Rec  *R
 	Rev  uint64
 	Last uint64
+	// enc is Rec encoded as this process wrote it at Rev (nil: not known),
+	// so that what follows the write (a work item) does not encode it again.
+	enc []byte
 }
 
 // Aggregate reads and writes the records of one Kind: load (Current),
@@ -324,6 +327,11 @@ func (a *Aggregate[R]) put(key string, rec *R, rev uint64) streams.Future {
 	if err != nil {
 		return streams.FailedFuture(fmt.Errorf("encode %s %s: %w", a.k.Name, key, err))
 	}
+	return a.putData(key, data, rev)
+}
+
+// putData is put of a record encoded already.
+func (a *Aggregate[R]) putData(key string, data []byte, rev uint64) streams.Future {
 	return a.s.w.PublishAsync(&nats.Msg{Subject: "$KV." + a.k.Bucket + "." + key, Data: data, Header: nats.Header{}},
 		jetstream.WithExpectLastSequencePerSubject(rev))
 }
@@ -453,7 +461,13 @@ func (a *Aggregate[R]) Write(ctx context.Context, op string, ws ...*Write[R]) {
 			w.Next.Rev = w.Cur.Rev
 			continue
 		}
-		futs[i] = a.put(w.Ref.Key, next, w.Cur.Rev)
+		data, err := a.k.Encode(next)
+		if err != nil {
+			futs[i] = streams.FailedFuture(fmt.Errorf("encode %s %s: %w", a.k.Name, w.Ref.Key, err))
+			continue
+		}
+		futs[i] = a.putData(w.Ref.Key, data, w.Cur.Rev)
+		w.Next.enc = data
 	}
 	for i, w := range ws {
 		if !w.appended || w.Err != nil {

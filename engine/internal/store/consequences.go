@@ -37,7 +37,7 @@ func (s *Store) after(next Version[domain.Job], ev *domain.Event) []streams.Futu
 	var futs []streams.Future
 	do := afterOf(j, ev)
 	if do.dispatch {
-		futs = append(futs, s.DispatchAsync(snapshot(next)))
+		futs = append(futs, s.dispatchWritten(next))
 	}
 	if do.piece {
 		futs = append(futs, s.PieceAsync(j))
@@ -122,6 +122,15 @@ func (s *Store) Dispatch(ctx context.Context, snap Snapshot) error {
 	}
 	_, err := s.DispatchAsync(snap).Wait(ctx)
 	return err
+}
+
+// dispatchWritten is DispatchAsync of a record this process just wrote:
+// the work item is made of the record's bytes, not encoded again.
+func (s *Store) dispatchWritten(v Version[domain.Job]) streams.Future {
+	if v.enc != nil {
+		return s.w.DispatchRecordAsync(v.Rec, v.Rev, v.enc)
+	}
+	return s.DispatchAsync(snapshot(v))
 }
 
 // DispatchAsync publishes the work item or the schedule of a queued or
