@@ -24,53 +24,69 @@ const upgradeFrom = "9408d07"
 // engine and its worker killed with SIGKILL while it holds jobs running,
 // queued, waiting for a retry's delay, scheduled and a workflow half done,
 // is started again on the same store by this build's engine, with a
-// worker of each build. Every job ends
-// succeeded, each with one terminal event, none run again once it
-// succeeded, and the log and the records agree (replay --verify, audit
-// verify).
+// worker of each build (a rolling upgrade: the engine first, then its
+// workers). Every job ends succeeded, each with one terminal event, none
+// run again once it succeeded, and the log and the records agree (replay
+// --verify, audit verify).
 func TestUpgradeWithJobsInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	t.Parallel()
 	old := buildAt(t, upgradeFrom)
+	inFlightAcross(t, build{upgradeFrom, old}, build{"this build", binary})
+}
+
+// A rollback with jobs in flight: the same, from this build to
+// upgradeFrom's engine, with a worker of each build.
+func TestRollbackWithJobsInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Parallel()
+	old := buildAt(t, upgradeFrom)
+	inFlightAcross(t, build{"this build", binary}, build{upgradeFrom, old})
+}
+
+// build is a jetflow binary and its name.
+type build struct{ name, bin string }
+
+// inFlightAcross runs a system of build from with jobs in flight, kills it
+// (SIGKILL) mid-way and starts build to's engine on its store, with a
+// worker of each build; every job must succeed once.
+func inFlightAcross(t *testing.T, from, to build) {
 	s := &system{t: t, addr: testkit.FreeAddr(t), data: t.TempDir()}
 	s.url = "nats://" + s.addr
-	serveArgs := []string{"serve", "--data", s.data, "--nats-listen", s.addr, "--projector-lag", "300ms", "--http", "off"}
-	oldServe := testkit.StartProc(t, "serve "+upgradeFrom, nil, old, serveArgs...)
-	oldServe.WaitOutput(t, 30*time.Second, "jetflow is running")
-	oldWorker := testkit.StartProc(t, "worker "+upgradeFrom, nil, old,
-		"worker", "--nats", s.url, "--id", "old", "--lease", "1s", "--concurrency", "4")
-	oldWorker.WaitOutput(t, 30*time.Second, "worker old running")
+	serve := func(b build) *testkit.Proc {
+		p := testkit.StartProc(t, "serve of "+b.name, nil, b.bin,
+			"serve", "--data", s.data, "--nats-listen", s.addr, "--projector-lag", "300ms", "--http", "off")
+		p.WaitOutput(t, 30*time.Second, "jetflow is running")
+		return p
+	}
+	worker := func(b build, id string) *testkit.Proc {
+		p := testkit.StartProc(t, "worker "+id+" of "+b.name, nil, b.bin,
+			"worker", "--nats", s.url, "--id", id, "--lease", "1s", "--concurrency", "4")
+		p.WaitOutput(t, 30*time.Second, "worker "+id+" running")
+		return p
+	}
+	firstServe, firstWorker := serve(from), worker(from, "first")
 
-	// The old build's own client submits (the CLI): what is in flight is
-	// all its own writing.
+	// The first build's own client submits (the CLI): what is in flight
+	// is all its own writing.
 	submit := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(old, append(args, "--nats", s.url)...)
-		out, err := cmd.Output()
+		out, err := exec.Command(from.bin, append(args, "--nats", s.url)...).Output()
 		if err != nil {
-			t.Fatalf("%s %v: %v", upgradeFrom, args, err)
+			t.Fatalf("%s: %v: %v", from.name, args, err)
 		}
 		id, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\t")
 		if id == "" {
-			t.Fatalf("%s %v printed %q", upgradeFrom, args, out)
+			t.Fatalf("%s: %v printed %q", from.name, args, out)
 		}
 		return id
 	}
-	var ids []string
-	for range 16 {
-		ids = append(ids, submit("submit", "demo.sleep", `{"seconds":0.3}`))
-	}
-	// Fail once, then succeed: a retry at once, and retries waiting out
-	// a delay across the upgrade (message schedules).
-	for range 3 {
-		ids = append(ids, submit("submit", "demo.fail", `{"times":1}`, "--backoff", "0s"))
-		ids = append(ids, submit("submit", "demo.fail", `{"times":1}`, "--backoff", "3s"))
-	}
-	ids = append(ids, submit("submit", "demo.echo", `{"n":1}`, "--delay", "3s"))
 	wf := filepath.Join(t.TempDir(), "wf.json")
-	if err := os.WriteFile(wf, []byte(`{"name":"upgrade","steps":[
+	if err := os.WriteFile(wf, []byte(`{"name":"across","steps":[
 		{"name":"a","type":"demo.sleep","payload":{"seconds":0.3}},
 		{"name":"b","type":"demo.sleep","payload":{"seconds":0.3},"depends_on":["a"]},
 		{"name":"c","type":"demo.sleep","payload":{"seconds":0.3},"depends_on":["a"]},
@@ -78,32 +94,45 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	workflow := submit("workflow", "submit", wf)
+	var ids []string
+	// Fail once, then succeed: a retry at once, and retries waiting out
+	// a delay across the change (message schedules).
+	for range 3 {
+		ids = append(ids, submit("submit", "demo.fail", `{"times":1}`, "--backoff", "0s"))
+		ids = append(ids, submit("submit", "demo.fail", `{"times":1}`, "--backoff", "3s"))
+	}
+	ids = append(ids, submit("submit", "demo.echo", `{"n":1}`, "--delay", "3s"))
+	for range 16 {
+		ids = append(ids, submit("submit", "demo.sleep", `{"seconds":0.3}`))
+	}
 
-	// Mid-way: some jobs succeeded under the old build, others not yet.
-	succeeded := func() int {
-		out, err := exec.Command(old, "ls", "--state", "succeeded", "--limit", "1000", "--nats", s.url).Output()
-		if err != nil {
-			return 0
-		}
-		return strings.Count(string(out), "\n")
+	// Mid-way: some jobs succeeded under the first build, some running.
+	count := func(state string) (int, error) {
+		out, err := exec.Command(from.bin, "ls", "--state", state, "--limit", "1000", "--nats", s.url).Output()
+		return strings.Count(string(out), "\n"), err
 	}
 	testkit.WaitFor(t, 30*time.Second, func() error {
-		if n := succeeded(); n < 4 {
-			return testkit.Errorf("%d jobs succeeded under %s", n, upgradeFrom)
+		done, err := count("succeeded")
+		if err != nil {
+			return err
+		}
+		running, err := count("running")
+		if err != nil {
+			return err
+		}
+		if done < 4 || running == 0 {
+			return testkit.Errorf("%d jobs succeeded under %s, %d running", done, from.name, running)
 		}
 		return nil
 	})
-	oldWorker.Kill(t)
-	oldServe.Kill(t)
+	firstWorker.Kill(t)
+	firstServe.Kill(t)
 
-	// This build's engine on the same store, with a worker of each build
-	// (a rolling upgrade: the engine first, its workers one by one).
-	s.startServe()
+	// The second build's engine on the same store, with a worker of each.
+	serve(to)
+	worker(to, "second")
+	worker(from, "first-again")
 	s.client = testkit.Connect(t, s.url)
-	s.worker("new", nil, "--concurrency", "4")
-	oldWorker = testkit.StartProc(t, "worker "+upgradeFrom+" again", nil, old,
-		"worker", "--nats", s.url, "--id", "old2", "--lease", "1s", "--concurrency", "4")
-	oldWorker.WaitOutput(t, 30*time.Second, "worker old2 running")
 	ctx := testkit.Ctx(t)
 	done := testkit.WaitTerminal(t, s.client, workflow, 60*time.Second)
 	if done.State != jetflow.Succeeded {
@@ -119,7 +148,7 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	for _, st := range steps {
 		ids = append(ids, st.ID)
 	}
-	var oldRan, old2Ran, newRan int
+	ran := map[string]int{}
 	for _, id := range ids {
 		j := testkit.WaitTerminal(t, s.client, id, 60*time.Second)
 		if j.State != jetflow.Succeeded {
@@ -137,27 +166,23 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		if n := countOf(types, evSucceeded); n != 1 || types[len(types)-1] != evSucceeded {
 			t.Fatalf("job %s (%s): events %v, want one %s, last", id, j.Type, types, evSucceeded)
 		}
-		if slices.Contains(types, "job.failed") || slices.Contains(types, "job.cancelled") {
+		if slices.Contains(types, "job.failed") || slices.Contains(types, evCancelled) {
 			t.Fatalf("job %s (%s): events %v", id, j.Type, types)
 		}
-		switch j.Worker {
-		case "old":
-			oldRan++
-		case "old2":
-			old2Ran++
-		case "new":
-			newRan++
-		default:
+		if !slices.Contains([]string{"first", "second", "first-again"}, j.Worker) {
 			t.Fatalf("job %s (%s) succeeded under %q", id, j.Type, j.Worker)
 		}
+		ran[j.Worker]++
 	}
-	// Some finished before the upgrade, some after: it happened with jobs
+	// Some finished before the change, some after: it happened with jobs
 	// in flight.
-	if oldRan < 4 || old2Ran+newRan == 0 {
-		t.Fatalf("%d jobs finished by %s before the upgrade, %d after it (%d by its worker, %d by this build's): want at least 4 and 1",
-			oldRan, upgradeFrom, old2Ran+newRan, old2Ran, newRan)
+	after := ran["second"] + ran["first-again"]
+	if ran["first"] < 4 || after == 0 {
+		t.Fatalf("%d jobs finished by %s before, %d after (%d by its worker, %d by %s's): want at least 4 and 1",
+			ran["first"], from.name, after, ran["first-again"], ran["second"], to.name)
 	}
-	t.Logf("%d jobs finished by %s before the upgrade; after it %d by its worker, %d by this build's", oldRan, upgradeFrom, old2Ran, newRan)
+	t.Logf("%d jobs finished by %s before; after, on %s's engine, %d by %s's worker, %d by its own",
+		ran["first"], from.name, to.name, ran["first-again"], from.name, ran["second"])
 	s.waitDrained("default")
 	s.verify()
 }
