@@ -60,7 +60,7 @@ func TestClaimRace16Goroutines(t *testing.T) {
 }
 
 // The work item a submit publishes is made of its record's bytes
-// (streams.WorkItemOf): the same bytes as the work item encoded whole.
+// (streams.Writer.DispatchRecordAsync): the same bytes as the work item encoded whole.
 func TestWorkItemIsTheRecord(t *testing.T) {
 	h := newHarness(t)
 	sub := h.submit(commands.SubmitRequest{Type: "item", Queue: "items", Payload: commands.RawJSON(`{"n":1}`)})

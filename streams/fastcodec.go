@@ -144,10 +144,10 @@ func encodeFast(e *msgpack.Encoder, v any) (ok bool, err error) {
 	return false, nil
 }
 
-// WorkItemOf is the encoding of the work item {rev, job} whose job is
+// workItemOf is the encoding of the work item {rev, job} whose job is
 // encoded already as record (EncodeJob): the bytes Marshal writes for it,
 // without encoding the job again.
-func WorkItemOf(rev uint64, record []byte) []byte {
+func workItemOf(rev uint64, record []byte) []byte {
 	const head = 1 + 4 + 9 + 4 // fixmap(2), "rev", uint64, "job"
 	out := make([]byte, 0, head+len(record))
 	out = append(out, 0x82, 0xa3, 'r', 'e', 'v', 0xcf)

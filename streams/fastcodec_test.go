@@ -132,8 +132,8 @@ func TestFastCodecIsReflection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := WorkItemOf(item.Rev, rec), reflectBytes(t, (*reflectWorkItem)(&item)); !bytes.Equal(got, want) {
-			t.Fatalf("%d: WorkItemOf differs from msgpack's reflection\ngot  %x\nwant %x", i, got, want)
+		if got, want := workItemOf(item.Rev, rec), reflectBytes(t, (*reflectWorkItem)(&item)); !bytes.Equal(got, want) {
+			t.Fatalf("%d: workItemOf differs from msgpack's reflection\ngot  %x\nwant %x", i, got, want)
 		}
 	}
 	// Every field once, and none.
@@ -147,8 +147,8 @@ func TestFastCodecIsReflection(t *testing.T) {
 		}
 	}
 	empty, _ := EncodeJob(&domain.Job{})
-	if got, want := WorkItemOf(0, empty), reflectBytes(t, &domain.WorkItem{}); !bytes.Equal(got, want) {
-		t.Fatalf("empty WorkItemOf %x want %x", got, want)
+	if got, want := workItemOf(0, empty), reflectBytes(t, &domain.WorkItem{}); !bytes.Equal(got, want) {
+		t.Fatalf("empty workItemOf %x want %x", got, want)
 	}
 }
 

@@ -237,7 +237,7 @@ func (w Writer) DispatchAsync(item *domain.WorkItem) Future {
 // is encoded already as record (EncodeJob(j), the bytes just written to
 // the jobs bucket): the job is not encoded a second time.
 func (w Writer) DispatchRecordAsync(j *domain.Job, rev uint64, record []byte) Future {
-	return w.dispatch(j, WorkItemOf(rev, record))
+	return w.dispatch(j, workItemOf(rev, record))
 }
 
 func (w Writer) dispatch(j *domain.Job, data []byte) Future {

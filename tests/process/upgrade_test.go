@@ -17,7 +17,7 @@ import (
 // one: stop 45's landing, the last one whose in-process claims wrote their
 // records at once (since then a claim's record is folded into its
 // outcome's, store.DeferRecord) and whose work items were encoded whole
-// (now made of the record's bytes, streams.WorkItemOf).
+// (now made of the record's bytes, streams.Writer.DispatchRecordAsync).
 const upgradeFrom = "9408d07"
 
 // An upgrade with jobs in flight: a system of the build upgradeFrom, its
