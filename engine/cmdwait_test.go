@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -194,5 +195,34 @@ func TestCommandWireAsDocumented(t *testing.T) {
 	r = askAny(t, nc, "submit", map[string]any{"type": "wire.x", "run_at": "tomorrow"})
 	if e, _ := r["error"].(map[string]any); e["type"] != engine.ProblemMalformedRequest || e["field"] != "run_at" {
 		t.Fatalf("run_at not a time: %v", r)
+	}
+}
+
+// A wait that times out on a job an in-process worker runs, in the first
+// moments of its claim, while the claim's record is not written yet
+// (store.DeferRecord): the reply says running, as get does, not the
+// queued record the wait's watch saw first.
+func TestCommandWaitDeferredClaimRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	nc := testkit.Conn(t, h.srv)
+	started, release := make(chan string, 1), make(chan struct{})
+	defer close(release)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w1", Handlers: map[string]engine.Handler{
+		"cmd.held": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			started <- task.Job.ID
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	id := h.submit(commands.SubmitRequest{Type: "cmd.held"}).Job.ID
+	if got := <-started; got != id {
+		t.Fatalf("started %s, want %s", got, id)
+	}
+	r := askAny(t, nc, "wait", `{"id":"`+id+`","timeout":"20ms"}`)
+	if j, _ := r["job"].(map[string]any); j["state"] != "running" || j["worker"] != "w1" || r["timed_out"] != true {
+		t.Fatalf("wait on a running job: %v", r)
 	}
 }

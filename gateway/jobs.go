@@ -143,8 +143,8 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 			fail(w, r, err, id)
 			return
 		}
-		if job != nil {
-			snap.Job = job
+		if job != nil && (job.Seq >= snap.Job.Seq || job.State.Terminal()) {
+			snap.Job = job // not a record behind what Read folded (a claim's deferred record)
 		}
 	}
 	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))

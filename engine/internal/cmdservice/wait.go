@@ -189,8 +189,8 @@ func (c *CommandServer) wait(ctx context.Context, p *commands.Principal, decode 
 		if err != nil {
 			return failed(err, req.ID)
 		}
-		if last != nil {
-			j = last
+		if last != nil && (last.Seq >= j.Seq || last.State.Terminal()) {
+			j = last // not a record behind what Read folded (a claim's deferred record)
 		}
 	}
 	timedOut := !j.State.Terminal()

@@ -92,3 +92,22 @@ func TestDeferRecord(t *testing.T) {
 		t.Fatalf("%d repairs counted for records written ahead of their writer", n)
 	}
 }
+
+// Read shows a queued record as it is when the log cannot be read (its
+// stream gone here; a leader election on a cluster): the record was read,
+// so the job is shown, not an error.
+func TestReadQueuedRecordLogUnread(t *testing.T) {
+	st := storetest.Open(t, testkit.Conn(t, testkit.Server(t)), "test")
+	ctx := testkit.Ctx(t)
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "unread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.JS().DeleteStream(ctx, streams.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	read, err := st.Read(ctx, sub.Job.ID)
+	if err != nil || read.Job.State != domain.StateQueued || read.Rev != sub.Rev || read.Behind {
+		t.Fatalf("read with the log unread: %v %+v", err, read)
+	}
+}

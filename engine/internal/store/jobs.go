@@ -118,7 +118,7 @@ func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	subject := streams.JobSubject(snap.Job)
 	m, err := s.lastMsg(ctx, subject)
 	if err != nil || m == nil || m.Sequence <= snap.Job.Seq {
-		return snap, err
+		return snap, nil // the log not read (a leader election), or the record at its end: the record as it is
 	}
 	last, err := streams.DecodeEvent(m.Data)
 	if err != nil {
