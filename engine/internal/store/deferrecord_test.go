@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,54 @@ func TestReadQueuedRecordLogUnread(t *testing.T) {
 	read, err := st.Read(ctx, sub.Job.ID)
 	if err != nil || read.Job.State != domain.StateQueued || read.Rev != sub.Rev || read.Behind {
 		t.Fatalf("read with the log unread: %v %+v", err, read)
+	}
+}
+
+// An outcome appended whose record cannot be written (here: the jobs
+// bucket refuses a record that large) stands: RecordOutcome returns it as
+// written, its record Behind, settles the attempt, and a later Current
+// writes the record from the log.
+func TestOutcomeStandsWithoutItsRecord(t *testing.T) {
+	st := storetest.Open(t, testkit.Conn(t, testkit.Server(t)), "test")
+	ctx := testkit.Ctx(t)
+	sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, _, err := st.Apply(ctx, "claim", sub.Snapshot, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Start(j, "w1", 1, time.Now().UTC())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := st.JS().Stream(ctx, "KV_"+streams.JobsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kvs.CachedInfo().Config
+	small := cfg
+	small.MaxMsgSize = 2000
+	if _, err := st.JS().UpdateStream(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	result := []byte(`"` + strings.Repeat("x", 3000) + `"`)
+	var settled *domain.Job
+	done, ev, err := st.RecordOutcome(ctx, "complete", claimed, store.Attempt{Worker: "w1", Item: 1, Number: 1,
+		Settle: func(j *domain.Job) { settled = j }}, commands.Outcome{Kind: commands.Succeeded, Result: result})
+	if err != nil || ev == nil || ev.Type != domain.EvSucceeded || done.Job.State != domain.StateSucceeded || !done.Behind || settled == nil {
+		t.Fatalf("outcome without its record: %v %+v %+v behind %v settled %v", err, ev, done.Job, done.Behind, settled != nil)
+	}
+	if rec, _ := st.Record(ctx, sub.Job.ID); rec.Job.State != domain.StateRunning {
+		t.Fatalf("record %s, want running (not written)", rec.Job.State)
+	}
+	if _, err := st.JS().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := st.Current(ctx, sub.Job.ID)
+	if err != nil || cur.Job.State != domain.StateSucceeded || string(cur.Job.Result) != string(result) {
+		t.Fatalf("current after: %v %s", err, cur.Job.State)
+	}
+	if rec, _ := st.Record(ctx, sub.Job.ID); rec.Job.State != domain.StateSucceeded {
+		t.Fatalf("record %s after Current, want succeeded", rec.Job.State)
 	}
 }

@@ -36,6 +36,10 @@ func (a Attempt) Holds(j *domain.Job) error {
 // ErrInvalidTransition) writes nothing and settles nothing: the caller
 // releases the item.
 //
+// An outcome appended to the log whose record could not be written stands:
+// it is returned as written, its record Behind (Current and the Projector
+// write it from the log).
+//
 // A result over commands.MaxInlineResult is stored in the files bucket
 // first, as the attempt's own object (files.ResultJSONName), and the event
 // names it (Outcome.ResultRef). A crash between the two leaves an object no
@@ -59,6 +63,19 @@ func (s *Store) RecordOutcome(ctx context.Context, op string, cur Snapshot, a At
 		}
 		return o.Decide(j, a.Worker, time.Now().UTC(), u)
 	}, opts...)
+	if err != nil && ev != nil {
+		// The outcome is in the log, only its record was not written: it
+		// stands. The record, and what the outcome implies, are written
+		// from the log (Current, the Projector). Taken for a failure, the
+		// attempt would write its claim's record over it and report again,
+		// refused: its outcome "discarded" though it stands.
+		folded, ferr := s.jobs.k.Fold(decided, ev)
+		if ferr != nil {
+			return next, nil, err
+		}
+		s.Log.Warn("outcome written to the log; its record is left to the projector", "job", ev.JobID, "event", ev.Type, "err", err)
+		next, err = Snapshot{Job: folded, Rev: next.Rev, Behind: true}, nil
+	}
 	if err != nil {
 		return next, nil, err
 	}
