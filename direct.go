@@ -144,10 +144,16 @@ func (d direct) retry(ctx context.Context, id, key string, failedPieces bool) (*
 	return projections.View(res.Job), nil
 }
 
-// wait watches the job's record: no polling.
+// wait watches the job's record: no polling. A job the read shows ended
+// is answered at once: the read folds the log into a record behind it
+// (an outcome whose record is not written yet).
 func (d direct) wait(ctx context.Context, id string) (*projections.JobView, error) {
-	if _, err := d.get(ctx, id); err != nil {
+	v, err := d.get(ctx, id)
+	if err != nil {
 		return nil, err
+	}
+	if v.State.Terminal() {
+		return v, nil
 	}
 	w, err := d.store.KV.Watch(ctx, streams.KVKey(id))
 	if err != nil {

@@ -20,6 +20,17 @@ import (
 // archive.
 type fileHooks struct{ cl *jetflow.Client }
 
+// attemptHolds reports whether attempt still holds the job cur shows:
+// running at that attempt, or queued at the attempt before it, which is
+// this attempt's claim whose record is not written yet (an in-process
+// claim writes its record late, and a read that could not fold the log
+// shows the record as it is). A job whose attempt lost its lease is
+// requeued at that attempt, or taken by a later one.
+func attemptHolds(cur *jetflow.JobInfo, attempt int) bool {
+	return cur.State == jetflow.Running && cur.Attempts == attempt ||
+		cur.State == jetflow.Queued && cur.Attempts == attempt-1
+}
+
 // prepare writes the job's input files into the attempt's directory. Their
 // names are checked again, and written through an os.Root of the
 // directory: none lands outside it, whatever it is named.
@@ -90,15 +101,17 @@ func (h fileHooks) collect(ctx context.Context, job *jetflow.RawJob, a *shell.At
 	}
 	// An attempt that lost its job (its lease went to another attempt)
 	// must not replace the newer attempt's archive.
-	if cur, err := h.cl.Get(ctx, job.ID); err != nil {
+	cur, err := h.cl.Get(ctx, job.ID)
+	if err != nil {
 		return err
-	} else if cur.Attempts != job.Attempt || cur.State != jetflow.Running {
+	}
+	if !attemptHolds(cur, job.Attempt) {
 		return fmt.Errorf("result of job %s not stored: attempt %d no longer holds it (%s, attempt %d)",
 			job.ID, job.Attempt, cur.State, cur.Attempts)
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(files.WriteZip(pw, entries)) }()
-	_, err := h.cl.PutResult(ctx, job.ID, pr)
+	_, err = h.cl.PutResult(ctx, job.ID, pr)
 	_ = pr.CloseWithError(errors.New("result not stored"))
 	return err
 }

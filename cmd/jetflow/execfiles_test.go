@@ -74,3 +74,26 @@ func TestPrepareInputs(t *testing.T) {
 		t.Error("the replaced run.sh was placed")
 	}
 }
+
+// An --exec attempt stores its result only while it holds its job; a record
+// not yet written past the attempt's claim (queued at the attempt before)
+// is its own.
+func TestAttemptHolds(t *testing.T) {
+	for _, c := range []struct {
+		state    jetflow.State
+		attempts int
+		want     bool
+	}{
+		{jetflow.Running, 2, true},
+		{jetflow.Queued, 1, true},     // the claim's record not written yet
+		{jetflow.Queued, 2, false},    // requeued: its lease lost
+		{jetflow.Running, 3, false},   // a later attempt runs it
+		{jetflow.Succeeded, 2, false}, // ended (another worker's outcome)
+		{jetflow.Cancelled, 1, false}, // cancelled before its claim was recorded
+		{jetflow.Scheduled, 1, false}, // a retry waiting: not this attempt's
+	} {
+		if got := attemptHolds(&jetflow.JobInfo{State: c.state, Attempts: c.attempts}, 2); got != c.want {
+			t.Errorf("%s at attempt %d: holds %v, want %v", c.state, c.attempts, got, c.want)
+		}
+	}
+}
