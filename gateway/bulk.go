@@ -78,7 +78,8 @@ type bulkOp struct {
 	StartedAt    *time.Time `json:"started_at,omitempty"`
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 
-	namespace string // "": every one (who may read its progress)
+	namespace string       // "": every one (who may read its progress)
+	state     domain.State // the state the filter selected, if it named one
 }
 
 // bulkOps are the operations of this gateway. Their progress is also
@@ -263,7 +264,7 @@ func (g *Gateway) bulk(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	op := &bulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, FailedPieces: req.FailedPieces, Matched: len(ids), namespace: f.Namespace}
+	op := &bulkOp{Action: req.Action, Query: q.Encode(), DryRun: req.DryRun, FailedPieces: req.FailedPieces, Matched: len(ids), namespace: f.Namespace, state: f.State}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, op)
 		return
@@ -437,6 +438,19 @@ func (g *Gateway) runBulk(ctx context.Context, op *bulkOp, ids []string, reason 
 func (g *Gateway) bulkOne(ctx context.Context, op *bulkOp, id, reason string, retried map[string]bool) (changed, skipped bool, err error) {
 	switch op.Action {
 	case "cancel":
+		if op.state != "" {
+			// Selected in that state from the records: one that has moved
+			// on since is skipped, as a client reading it is shown it (a
+			// queued record an in-process claim has not written yet is
+			// read running: Store.Read folds the log's last event).
+			cur, err := g.store.Read(ctx, id)
+			if err != nil {
+				return false, errors.Is(err, commands.ErrNotFound), err
+			}
+			if cur.Job.State != op.state {
+				return false, true, nil
+			}
+		}
 		snap, err := g.store.Cancel(ctx, id, reason)
 		if errors.Is(err, commands.ErrTerminal) {
 			return false, true, nil

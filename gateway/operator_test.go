@@ -389,3 +389,34 @@ func TestBulkProgressOnEveryGateway(t *testing.T) {
 		t.Fatalf("an unknown operation: %d", code)
 	}
 }
+
+// A bulk cancel whose filter names a state skips a job that has moved on
+// since it was selected (as a read shows it): a job selected queued and
+// running by the time its turn comes is not cancelled.
+func TestBulkCancelSkipsMovedOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	job := e.submit(map[string]any{"type": "bulk.moved"})
+	sub, err := e.store.Record(e.ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.store.Apply(e.ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Start(j, "w1", 1, time.Now().UTC())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	op := &bulkOp{Action: "cancel", state: domain.StateQueued}
+	changed, skipped, err := e.g.bulkOne(e.ctx, op, job.ID, "r", nil)
+	if err != nil || changed || !skipped {
+		t.Fatalf("bulk cancel of a job selected queued, now running: changed %v skipped %v %v", changed, skipped, err)
+	}
+	if got := e.get(job.ID); got.State != domain.StateRunning {
+		t.Fatalf("job %s, want running", got.State)
+	}
+	// Without a state in the filter it is cancelled, as before.
+	changed, skipped, err = e.g.bulkOne(e.ctx, &bulkOp{Action: "cancel"}, job.ID, "r", nil)
+	if err != nil || !changed || skipped {
+		t.Fatalf("bulk cancel of a running job: changed %v skipped %v %v", changed, skipped, err)
+	}
+}

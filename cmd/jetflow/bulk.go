@@ -109,7 +109,7 @@ func cmdBulk(c *cli, args []string) int {
 		if *pieces {
 			res.Action = "retry-failed-pieces"
 		}
-		c.runBulk(ctx, cl, res, jobs, retried, *reason)
+		c.runBulk(ctx, cl, res, jobs, f.State, retried, *reason)
 		if code := c.printBulk(res); code != exitOK || res.Failed > 0 {
 			return exitFailed
 		}
@@ -142,7 +142,7 @@ func selectAll(ctx context.Context, cl *jetflow.Client, f jetflow.ListFilter, pa
 
 // runBulk changes each job, bulkWorkers at once; on a terminal a line
 // shows the progress.
-func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, jobs []*jetflow.JobInfo, retried map[string]bool, reason string) {
+func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, jobs []*jetflow.JobInfo, state jetflow.State, retried map[string]bool, reason string) {
 	if reason == "" {
 		reason = bulkReasonDflt
 	}
@@ -156,7 +156,7 @@ func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, 
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				changed, skipped, err := bulkOne(ctx, cl, res.Action, j, reason, retried)
+				changed, skipped, err := bulkOne(ctx, cl, res.Action, j, state, reason, retried)
 				mu.Lock()
 				done++
 				switch {
@@ -192,7 +192,7 @@ func (c *cli) runBulk(ctx context.Context, cl *jetflow.Client, res *bulkResult, 
 
 // bulkOne changes one job: changed, or skipped (the action does not apply
 // to it as it is), or an error.
-func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.JobInfo, reason string, retried map[string]bool) (changed, skipped bool, err error) {
+func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.JobInfo, state jetflow.State, reason string, retried map[string]bool) (changed, skipped bool, err error) {
 	switch action {
 	case "purge":
 		if !j.State.Terminal() {
@@ -206,6 +206,21 @@ func bulkOne(ctx context.Context, cl *jetflow.Client, action string, j *jetflow.
 	case "cancel":
 		if j.State.Terminal() {
 			return false, true, nil
+		}
+		if state != "" {
+			// Selected in that state from a list: one that has moved on
+			// since is skipped, as get shows it (a queued record an
+			// in-process claim has not written yet is read running).
+			cur, err := cl.Get(ctx, j.ID)
+			if errors.Is(err, jetflow.ErrNotFound) {
+				return false, true, nil // purged meanwhile
+			}
+			if err != nil {
+				return false, false, err
+			}
+			if cur.State != state {
+				return false, true, nil
+			}
 		}
 		got, err := cl.Cancel(ctx, j.ID, reason)
 		switch {

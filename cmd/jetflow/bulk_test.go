@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jetflow/jetflow"
+	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/internal/domain"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
@@ -270,4 +272,33 @@ func openPTY(t *testing.T) (master, tty *os.File) {
 		t.Fatal(err)
 	}
 	return m, s
+}
+
+// bulk cancel --state S skips a job that has moved on since the list
+// selected it (as get shows it): selected queued, running by its turn, it
+// is not cancelled.
+func TestCLIBulkCancelSkipsMovedOn(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := testkit.Ctx(t)
+	selected, err := e.cl.Submit(ctx, "bulk.moved", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testkit.StoreOf(t, e.cl)
+	sub, err := st.Record(ctx, selected.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Apply(ctx, "claim", sub, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Start(j, "w1", 1, time.Now().UTC())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	changed, skipped, err := bulkOne(ctx, e.cl, "cancel", selected, jetflow.Queued, "r", nil)
+	if err != nil || changed || !skipped {
+		t.Fatalf("bulk cancel of a job selected queued, now running: changed %v skipped %v %v", changed, skipped, err)
+	}
+	if got, err := e.cl.Get(ctx, selected.ID); err != nil || got.State != jetflow.Running {
+		t.Fatalf("job %+v %v, want running", got, err)
+	}
 }
