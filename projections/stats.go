@@ -253,11 +253,17 @@ func (f *StatsFold) Fold(ev *domain.Event, ns, q string) (statsEffect, *[4]*Stat
 	e := statsEffect{Time: ev.Time}
 	t := ev.Time.UnixNano()
 	ss := f.seriesOf(ns, q)
-	if ev.From == domain.StateQueued && ev.To != domain.StateNew && ev.To != domain.StateQueued {
+	switch {
+	case ev.From == domain.StateQueued && ev.To != domain.StateNew && ev.To != domain.StateQueued:
 		since := f.leave(ss, ev.JobID)
 		if since != 0 && (ev.To == domain.StateClaimed || ev.To == domain.StateRunning) {
 			e.Latency, e.HasLatency = max(0, float64(t-since)/1e9), true
 		}
+	case ev.From != domain.StateQueued && ev.To != domain.StateQueued:
+		// Seeded as waiting from a record behind the log (an in-process
+		// claim writes its record late): it left the queue before the
+		// fold's start, and its later moves say so.
+		delete(f.waiting, ev.JobID)
 	}
 	if ev.To == domain.StateQueued && ev.From != domain.StateQueued {
 		f.enter(ss, ev.JobID, t, true)

@@ -90,3 +90,27 @@ func TestStatsFoldBounded(t *testing.T) {
 		t.Fatal("a series past the bound is kept")
 	}
 }
+
+// A job seeded as waiting from a record behind the log (its claim's record
+// not written yet when the fold started from a checkpoint past the claim)
+// stops counting in the oldest wait at its next move, which does not leave
+// queued: a later start of another job is what the gauge then shows.
+func TestStatsFoldSeededBehindLeaves(t *testing.T) {
+	f := NewStatsFold()
+	t0 := time.Unix(1_800_000_000, 0)
+	f.SeedWaiting("stale", "n", "q", t0)
+	if got := f.Oldest(StatsDim{"n", "q"}); got != t0.UnixNano() {
+		t.Fatalf("oldest %d after the seed, want %d", got, t0.UnixNano())
+	}
+	// Its claim was before the checkpoint; its outcome comes now.
+	f.Fold(&domain.Event{JobID: "stale", Type: domain.EvSucceeded, From: domain.StateRunning, To: domain.StateSucceeded,
+		Time: t0.Add(time.Minute)}, "n", "q")
+	if got := f.Oldest(StatsDim{"n", "q"}); got != 0 {
+		t.Fatalf("oldest %d after the seeded job ended, want 0", got)
+	}
+	at := t0.Add(2 * time.Minute)
+	f.Fold(&domain.Event{JobID: "fresh", Type: domain.EvSubmitted, From: domain.StateNew, To: domain.StateQueued, Time: at}, "n", "q")
+	if got := f.Oldest(StatsDim{"n", "q"}); got != at.UnixNano() {
+		t.Fatalf("oldest %d, want the fresh job's %d", got, at.UnixNano())
+	}
+}
