@@ -1,5 +1,10 @@
 package commands
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Principal is who a request acts for: a token's holder. Its methods are
 // the rules of what it may see and do.
 type Principal struct {
@@ -15,6 +20,17 @@ func (p *Principal) Actor() string { return "token:" + p.Name + "/" + p.TokenID 
 // Sees reports whether the principal may see or touch namespace ns.
 func (p *Principal) Sees(ns string) bool {
 	return p.Namespace == AllNamespaces || p.Namespace == ns
+}
+
+// Unseen is err as a principal p that may not see a purged job of another
+// namespace is told it: the error of a job that does not exist, not its
+// purge (a GoneError says when and why). Any other err is returned as it is.
+func Unseen(p *Principal, id string, err error) error {
+	var gone *GoneError
+	if p.Scoped() && errors.As(err, &gone) && !p.Sees(gone.Namespace) {
+		return fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return err
 }
 
 // Scoped reports whether the principal is held to one namespace (a nil

@@ -20,9 +20,13 @@ var ErrGone = errors.New("gone")
 // GoneError is a job that retention purged: when, and why. The log keeps
 // its job.purged event after its record is deleted.
 type GoneError struct {
-	JobID  string
-	At     time.Time
-	Reason string
+	JobID string
+	// Namespace is the purged job's ("" if its event's subject did not
+	// say): a principal that does not see it is told the job does not
+	// exist (Unseen), as for any job of another namespace.
+	Namespace string
+	At        time.Time
+	Reason    string
 }
 
 func (e *GoneError) Error() string {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,20 @@ func TestCommandsCheckTokens(t *testing.T) {
 	want := "token:prod-a/" + ids["prodA"]
 	if len(ev.Events) != 2 || ev.Events[0].Actor != want || ev.Events[1].Actor != want {
 		t.Fatalf("events %+v, want submitted and cancelled by %s", ev.Events, want)
+	}
+	// A purged job of another namespace is not found, as a job that never
+	// was (its purge, when and why, is for its own namespace).
+	if n, err := st.Purge(ctx, jobA, "retention"); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	missing := "01M85MKVAX5K4A16TR1GJCD5RN"
+	for _, verb := range []string{"get", "wait", "events", "history", "children", "file.download"} {
+		got, none := send("prodB", verb, map[string]any{"id": jobA}), send("prodB", verb, map[string]any{"id": missing})
+		if status(got) != 404 || got.Error.Type != none.Error.Type || got.Error.Detail != strings.ReplaceAll(none.Error.Detail, missing, jobA) {
+			t.Errorf("%s of another namespace's purged job: %+v; of a missing one: %+v", verb, got.Error, none.Error)
+		}
+	}
+	if got := send("readA", "get", map[string]any{"id": jobA}); status(got) != 410 {
+		t.Errorf("get of its own namespace's purged job: %+v, want 410", got.Error)
 	}
 }

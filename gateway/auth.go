@@ -156,7 +156,7 @@ func (g *Gateway) visible(ctx context.Context, p *engine.Principal, id string) e
 	} else {
 		snap, err := g.store.Read(ctx, id)
 		if err != nil {
-			return err
+			return commands.Unseen(p, id, err) // another namespace's purged job: as one that does not exist
 		}
 		ns = snap.Job.Spec.Namespace
 	}

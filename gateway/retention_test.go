@@ -71,3 +71,34 @@ func TestPurgeDeletesFilesAndAnswersGoneEverywhere(t *testing.T) {
 	e.do("POST", "/api/v1/jobs/"+j.ID+"/cancel", `{}`).problem(t, 410, engine.ProblemGone)
 	e.do("POST", "/api/v1/jobs", `{"type":"shell.run","idempotency_key":"k1"}`).problem(t, 410, engine.ProblemGone)
 }
+
+// A purged job of another namespace answers a namespaced token as a job
+// that does not exist (404 not-found, the same detail), not with its purge
+// (410, when and why); its own namespace's token, and one of every
+// namespace, are told it was purged.
+func TestPurgedJobOfAnotherNamespaceIsNotFound(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	r := e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "t.gone", "queue": "q"}).want(t, 201)
+	j := r.job(t)
+	e.as("admin", "POST", "/api/v1/jobs/"+j.ID+"/cancel", map[string]any{}).want(t, 200)
+	if n, err := e.store.Purge(e.ctx, j.ID, "retention"); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() error { // until the gateway's index has seen the deletion
+		if e.g.index.Get(j.ID) != nil {
+			return fmt.Errorf("still in the index")
+		}
+		return nil
+	})
+	missing := "01M85MKVAX5K4A16TR1GJCD5RN"
+	for _, path := range []string{"", "/events", "/children", "/result", "/files"} {
+		got := e.as("readA", "GET", "/api/v1/jobs/"+j.ID+path, nil).problem(t, 404, engine.ProblemNotFound)
+		want := e.as("readA", "GET", "/api/v1/jobs/"+missing+path, nil).problem(t, 404, engine.ProblemNotFound)
+		if strings.ReplaceAll(got.Detail, j.ID, missing) != want.Detail || got.PurgedAt != nil {
+			t.Fatalf("%s: another namespace's purged job: %+v; a missing one: %+v", path, got, want)
+		}
+	}
+	e.as("prodB", "GET", "/api/v1/jobs/"+j.ID, nil).problem(t, 410, engine.ProblemGone)
+	e.as("admin", "GET", "/api/v1/jobs/"+j.ID, nil).problem(t, 410, engine.ProblemGone)
+}

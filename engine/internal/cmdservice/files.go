@@ -540,7 +540,7 @@ func (c *CommandServer) fileDownload(k *call) *cmdReply {
 		err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
 	}
 	if err != nil {
-		return fail(err, req.ID)
+		return fail(commands.Unseen(k.p, req.ID, err), req.ID)
 	}
 	if !snap.Job.State.Terminal() {
 		return &cmdReply{Job: projections.View(snap.Job)}

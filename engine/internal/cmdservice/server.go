@@ -646,7 +646,7 @@ func (c *CommandServer) answer(ctx context.Context, verb, reply string, asJSON b
 			err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
 		}
 		if err != nil {
-			return failed(err, req.ID)
+			return failed(commands.Unseen(p, req.ID, err), req.ID)
 		}
 		return &cmdReply{Job: projections.View(snap.Job)}
 	case "cancel":
@@ -820,7 +820,7 @@ func (c *CommandServer) sees(ctx context.Context, p *commands.Principal, id stri
 	}
 	snap, err := c.store.Read(ctx, id)
 	if err != nil {
-		return err
+		return commands.Unseen(p, id, err) // another namespace's purged job: as one that does not exist
 	}
 	if !p.Sees(snap.Job.Spec.Namespace) {
 		return fmt.Errorf("job %s: %w", id, commands.ErrNotFound)

@@ -165,7 +165,7 @@ func (c *CommandServer) wait(ctx context.Context, p *commands.Principal, decode 
 		err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
 	}
 	if err != nil {
-		return failed(err, req.ID)
+		return failed(commands.Unseen(p, req.ID, err), req.ID)
 	}
 	j := snap.Job
 	if !j.State.Terminal() && d > 0 {

@@ -35,7 +35,8 @@ func jobKind(s *Store) Kind[domain.Job] {
 			if ev.Type != domain.EvPurged {
 				return nil
 			}
-			return &commands.GoneError{JobID: ev.JobID, At: ev.Time, Reason: ev.Message}
+			ns, _, _, _ := streams.EventScope(ev.Subject)
+			return &commands.GoneError{JobID: ev.JobID, Namespace: ns, At: ev.Time, Reason: ev.Message}
 		},
 		After:     s.after,
 		Mark:      s.FollowMark,
