@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,93 @@ func TestCommandsCheckTokens(t *testing.T) {
 	}
 	if got := send("readA", "get", map[string]any{"id": jobA}); status(got) != 410 {
 		t.Errorf("get of its own namespace's purged job: %+v, want 410", got.Error)
+	}
+}
+
+// The workers command shows a namespaced token a worker of its namespace
+// without the claims of other namespaces' jobs it runs (a free-form type
+// runs every namespace's jobs); a token of every namespace sees them all.
+func TestCommandWorkersHideOtherNamespacesClaims(t *testing.T) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
+	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
+	if err := cs.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Stop(ctx) })
+	tok := map[string]string{}
+	for who, spec := range map[string]commands.TokenSpec{
+		"readA": {Name: "read-a", Namespace: "acme", Role: commands.RoleReader},
+		"admin": {Name: "root", Namespace: "*", Role: commands.RoleAdmin},
+	} {
+		_, tk, err := st.Tokens.Create(ctx, spec, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok[who] = tk
+	}
+	release := make(chan struct{})
+	defer close(release)
+	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, srv), "w-acme"), engine.RuntimeConfig{
+		WorkerID: "w-acme", Namespace: "acme", Lease: 3 * time.Second, Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{"t.free": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	var ids []string
+	for _, ns := range []string{"acme", "other"} {
+		sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "t.free", Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sub.Job.ID)
+	}
+	nc := testkit.Conn(t, srv)
+	claims := func(who string) []string {
+		t.Helper()
+		m := nats.NewMsg(streams.CommandPrefix + ".workers")
+		m.Data = []byte(`{}`)
+		m.Header.Set("Content-Type", "application/json")
+		m.Header.Set(engine.AuthHeader, "Bearer "+tok[who])
+		res, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			Workers []struct {
+				ID     string
+				Claims []string
+			}
+		}
+		if err := json.Unmarshal(res.Data, &a); err != nil {
+			t.Fatalf("%s: %v", res.Data, err)
+		}
+		for _, w := range a.Workers {
+			if w.ID == "w-acme" {
+				return w.Claims
+			}
+		}
+		t.Fatalf("%s: no worker w-acme: %s", who, res.Data)
+		return nil
+	}
+	testkit.WaitFor(t, 15*time.Second, func() error {
+		if got := claims("admin"); len(got) != 2 {
+			return fmt.Errorf("claims %v", got)
+		}
+		return nil
+	})
+	if got := claims("readA"); len(got) != 1 || got[0] != ids[0] {
+		t.Fatalf("a reader of acme sees claims %v, want only %s (not %s)", got, ids[0], ids[1])
 	}
 }

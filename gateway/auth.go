@@ -192,6 +192,31 @@ func seesWorker(r *http.Request, rec *workerRecord) error {
 	return errNoWorker(rec.ID)
 }
 
+// workerView is rec's view as the request's principal may see it: a
+// namespaced principal sees only the claims of its namespace's jobs (a
+// worker of a free-form type, or an HTTP worker of every namespace, runs
+// other namespaces' jobs too: their ids are not shown). A claim the index
+// does not know yet is left out.
+func (g *Gateway) workerView(r *http.Request, rec *workerRecord) *WorkerView {
+	v := g.workers.View(rec)
+	p := principal(r)
+	if !p.Scoped() {
+		return v
+	}
+	claims := make([]string, 0, len(v.Claims)) // not v.Claims[:0]: its array is the cached record's
+	for _, id := range v.Claims {
+		job := id
+		if engine.IsBatchID(id) {
+			job = engine.BatchParent(id)
+		}
+		if s := g.index.Get(job); s != nil && p.Sees(s.Namespace) {
+			claims = append(claims, id)
+		}
+	}
+	v.Claims = claims
+	return v
+}
+
 // seesType reports whether the request's principal may see a type of
 // scope: its namespace's and @global ones.
 func seesType(r *http.Request, scope string) bool { return principal(r).SeesType(scope) }

@@ -547,7 +547,7 @@ func (g *Gateway) pageWorkers(w http.ResponseWriter, r *http.Request) {
 	views := make([]*WorkerView, 0, len(recs))
 	for _, rec := range recs {
 		if visibleFrom(rec.Types, ns) && seesWorker(r, rec) == nil {
-			views = append(views, g.workers.View(rec))
+			views = append(views, g.workerView(r, rec))
 		}
 	}
 	d := map[string]any{"Workers": views, "Error": "", "Lease": g.cfg.Lease.Seconds(), "Namespace": ns}

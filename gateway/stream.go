@@ -82,7 +82,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 				views := make([]*WorkerView, 0, len(recs))
 				for _, rec := range recs {
 					if seesWorker(r, rec) == nil {
-						views = append(views, g.workers.View(rec))
+						views = append(views, g.workerView(r, rec))
 					}
 				}
 				if err := sse.send("workers", "", views); err != nil {

@@ -211,7 +211,7 @@ func (g *Gateway) listWorkers(w http.ResponseWriter, r *http.Request) {
 	}{Workers: make([]*WorkerView, 0, len(recs))}
 	for _, rec := range recs {
 		if seesWorker(r, rec) == nil {
-			out.Workers = append(out.Workers, g.workers.View(rec))
+			out.Workers = append(out.Workers, g.workerView(r, rec))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -227,7 +227,7 @@ func (g *Gateway) getWorker(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, g.workers.View(rec))
+	writeJSON(w, http.StatusOK, g.workerView(r, rec))
 }
 
 // heartbeatResponse answers a heartbeat.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -452,4 +453,68 @@ func TestClaimConcurrencyLimit(t *testing.T) {
 	id := e.submit(`{"type":"limited"}`).ID
 	e.claimJob(two, id)
 	e.do("POST", "/api/v1/tasks/claim", map[string]any{"worker_id": two}).problem(t, 409, problemConcurrencyLimit)
+}
+
+// A namespaced token sees a worker of its namespace without the claims of
+// other namespaces' jobs it runs (a free-form type runs every namespace's
+// jobs): their ids are not shown, in the list or the dashboard's page (the
+// event stream and an HTTP worker's view take the same view). A token of every namespace sees
+// them.
+func TestWorkerClaimsOfOtherNamespacesHidden(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	release := make(chan struct{})
+	defer close(release)
+	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, e.srv), "w-acme"), engine.RuntimeConfig{
+		WorkerID: "w-acme", Namespace: "acme", Lease: 3 * time.Second, Log: testkit.Logger(t),
+		Handlers: map[string]engine.Handler{"t.free": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	theirs := e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "t.free"}).want(t, 201).job(t)
+	ours := e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "t.free"}).want(t, 201).job(t)
+	claimsOf := func(who, path string) []string {
+		t.Helper()
+		var one WorkerView
+		var list struct{ Workers []WorkerView }
+		r := e.as(who, "GET", path, nil).want(t, 200)
+		if strings.HasSuffix(path, "/workers") {
+			r.json(t, &list)
+			for _, w := range list.Workers {
+				if w.ID == "w-acme" {
+					return w.Claims
+				}
+			}
+			t.Fatalf("%s: no worker w-acme in %s", who, r.body)
+		}
+		r.json(t, &one)
+		return one.Claims
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error { // both claimed, and the worker's record says so
+		if got := claimsOf("admin", "/api/v1/workers"); len(got) != 2 {
+			return fmt.Errorf("claims %v", got)
+		}
+		return nil
+	})
+	for _, path := range []string{"/api/v1/workers"} { // (GET /workers/{id} is an HTTP worker's)
+		if got := claimsOf("readA", path); len(got) != 1 || got[0] != ours.ID {
+			t.Errorf("%s as a reader of acme: claims %v, want only %s (not %s)", path, got, ours.ID, theirs.ID)
+		}
+		if got := claimsOf("admin", path); len(got) != 2 {
+			t.Errorf("%s as admin: claims %v, want both", path, got)
+		}
+	}
+	if r := e.as("readA", "GET", "/workers", nil).want(t, 200); strings.Contains(string(r.body), theirs.ID) || !strings.Contains(string(r.body), ours.ID) {
+		t.Errorf("the workers page shows a reader of acme the other namespace's claim, or not its own")
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine/internal/problems"
+	"github.com/jetflow/jetflow/engine/internal/remote"
 	"github.com/jetflow/jetflow/engine/internal/replay"
 	"github.com/jetflow/jetflow/engine/internal/store"
 	"github.com/jetflow/jetflow/internal/domain"
@@ -428,7 +429,48 @@ func (c *CommandServer) workers(k *call) *cmdReply {
 			out = append(out, store.ViewWorker(w.WorkerRecord, store.DefaultLease))
 		}
 	}
+	if k.p.Scoped() {
+		if err := c.scopeClaims(k.ctx, k.p, out); err != nil {
+			return fail(err, "")
+		}
+	}
 	return &cmdReply{Body: map[string]any{"workers": out}}
+}
+
+// scopeClaims leaves in each view only the claims of jobs of a namespace p
+// sees: a worker of a free-form type, or an HTTP worker of every
+// namespace, runs other namespaces' jobs too, whose ids are not shown. A
+// batch is its parent's.
+func (c *CommandServer) scopeClaims(ctx context.Context, p *commands.Principal, views []*store.WorkerView) error {
+	jobOf := func(id string) string {
+		if remote.IsBatchID(id) {
+			return remote.BatchParent(id)
+		}
+		return id
+	}
+	var ids []string
+	for _, v := range views {
+		for _, id := range v.Claims {
+			ids = append(ids, jobOf(id))
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	recs, err := c.store.Records(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		claims := make([]string, 0, len(v.Claims)) // not v.Claims[:0]: its array is the worker record's
+		for _, id := range v.Claims {
+			if r, ok := recs[jobOf(id)]; ok && r.Job != nil && p.Sees(r.Job.Spec.Namespace) {
+				claims = append(claims, id)
+			}
+		}
+		v.Claims = claims
+	}
+	return nil
 }
 
 // --- the log: verify, replay, purge (every namespace's jobs) ---
