@@ -1,13 +1,13 @@
 package engine_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/commands"
@@ -17,6 +17,20 @@ import (
 	"github.com/jetflow/jetflow/internal/testkit"
 	"github.com/jetflow/jetflow/streams"
 )
+
+// authCommandServer starts a server and the command service on it with
+// access control on.
+func authCommandServer(t *testing.T) (*server.Server, *engine.Store) {
+	srv := testkit.Server(t)
+	ctx := testkit.Ctx(t)
+	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
+	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
+	if err := cs.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Stop(ctx) })
+	return srv, st
+}
 
 type cmdAnswer struct {
 	Job *struct {
@@ -34,14 +48,8 @@ type cmdAnswer struct {
 // as an unknown id), lists and submits in the token's namespace, and names
 // the token as the actor of what it writes.
 func TestCommandsCheckTokens(t *testing.T) {
-	srv := testkit.Server(t)
+	srv, st := authCommandServer(t)
 	ctx := testkit.Ctx(t)
-	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
-	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
-	if err := cs.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Stop(ctx) })
 	nc := testkit.Conn(t, srv)
 	tok := map[string]string{}
 	ids := map[string]string{}
@@ -173,14 +181,8 @@ func TestCommandsCheckTokens(t *testing.T) {
 // without the claims of other namespaces' jobs it runs (a free-form type
 // runs every namespace's jobs); a token of every namespace sees them all.
 func TestCommandWorkersHideOtherNamespacesClaims(t *testing.T) {
-	srv := testkit.Server(t)
+	srv, st := authCommandServer(t)
 	ctx := testkit.Ctx(t)
-	st := testkit.Store(t, testkit.Conn(t, srv), "engine")
-	cs := cmdservice.New(engine.Internal(st), cmdservice.Config{Auth: true, Tokens: st.Tokens, Log: testkit.Logger(t)})
-	if err := cs.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Stop(ctx) })
 	tok := map[string]string{}
 	for who, spec := range map[string]commands.TokenSpec{
 		"readA": {Name: "read-a", Namespace: "acme", Role: commands.RoleReader},
@@ -192,24 +194,7 @@ func TestCommandWorkersHideOtherNamespacesClaims(t *testing.T) {
 		}
 		tok[who] = tk
 	}
-	release := make(chan struct{})
-	defer close(release)
-	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, srv), "w-acme"), engine.RuntimeConfig{
-		WorkerID: "w-acme", Namespace: "acme", Lease: 3 * time.Second, Log: testkit.Logger(t),
-		Handlers: map[string]engine.Handler{"t.free": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Stop(context.Background())
+	testkit.HoldingWorker(t, srv, "w-acme", "acme", "t.free")
 	var ids []string
 	for _, ns := range []string{"acme", "other"} {
 		sub, err := st.Submit(ctx, &commands.SubmitRequest{Type: "t.free", Namespace: ns})

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -463,24 +462,7 @@ func TestClaimConcurrencyLimit(t *testing.T) {
 func TestWorkerClaimsOfOtherNamespacesHidden(t *testing.T) {
 	t.Parallel()
 	e := newAuthEnv(t)
-	release := make(chan struct{})
-	defer close(release)
-	rt, err := engine.NewRuntime(testkit.Store(t, testkit.Conn(t, e.srv), "w-acme"), engine.RuntimeConfig{
-		WorkerID: "w-acme", Namespace: "acme", Lease: 3 * time.Second, Log: testkit.Logger(t),
-		Handlers: map[string]engine.Handler{"t.free": func(ctx context.Context, _ *engine.Task) ([]byte, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Stop(context.Background())
+	testkit.HoldingWorker(t, e.srv, "w-acme", "acme", "t.free")
 	theirs := e.as("prodB", "POST", "/api/v1/jobs", map[string]any{"type": "t.free"}).want(t, 201).job(t)
 	ours := e.as("prodA", "POST", "/api/v1/jobs", map[string]any{"type": "t.free"}).want(t, 201).job(t)
 	claimsOf := func(who, path string) []string {

@@ -133,3 +133,30 @@ func Client(t testing.TB, nc *nats.Conn, name string) *jetflow.Client {
 	}
 	return cl
 }
+
+// HoldingWorker starts an in-process worker id of namespace ns on srv
+// whose handler of jobType holds each job it claims until the test ends
+// (a 3 s lease: its record's claims are beaten every second).
+func HoldingWorker(t testing.TB, srv *server.Server, id, ns, jobType string) {
+	t.Helper()
+	release := make(chan struct{})
+	rt, err := engine.NewRuntime(Store(t, Conn(t, srv), id), engine.RuntimeConfig{
+		WorkerID: id, Namespace: ns, Lease: 3 * time.Second, Log: Logger(t),
+		Handlers: map[string]engine.Handler{jobType: func(ctx context.Context, _ *engine.Task) ([]byte, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		close(release)
+		rt.Stop(context.Background())
+	})
+}
