@@ -96,7 +96,7 @@ type storeAPI interface {
 	Tail(ctx context.Context, filter string, after uint64, since time.Time, limit int, wait time.Duration) ([]store.TailEvent, uint64, error)
 	View(ctx context.Context, j *domain.Job) *projections.JobView
 	ViewWorkflow(ctx context.Context, id string) (*projections.WorkflowView, error)
-	WaitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error)
+	WaitTerminal(ctx context.Context, id string, d time.Duration, shown *domain.Job) (*domain.Job, error)
 }
 
 // OpenStore connects a Store to JetStream, provisioning the topology.

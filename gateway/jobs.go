@@ -138,13 +138,9 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 		wctx, cancel := g.revocable(r)
 		defer cancel()
-		job, err := g.waitTerminal(wctx, id, d)
-		if err != nil {
+		if snap.Job, err = g.waitTerminal(wctx, id, d, snap.Job); err != nil {
 			fail(w, r, err, id)
 			return
-		}
-		if job != nil && (job.Seq >= snap.Job.Seq || job.State.Terminal()) {
-			snap.Job = job // not a record behind what Read folded (a claim's deferred record)
 		}
 	}
 	writeJSON(w, http.StatusOK, g.view(ctx, snap.Job))
@@ -187,14 +183,15 @@ func preferWait(h string, limit time.Duration) (time.Duration, bool) {
 }
 
 // waitTerminal watches a job's record until it is terminal or d passed,
-// and returns the last record seen (nil if none): Store.WaitTerminal, which
-// the NATS wait command uses too, ended early when the gateway stops.
-func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error) {
+// and returns the last record seen, or shown if none came past it:
+// Store.WaitTerminal, which the NATS wait command uses too, ended early
+// when the gateway stops.
+func (g *Gateway) waitTerminal(ctx context.Context, id string, d time.Duration, shown *domain.Job) (*domain.Job, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(g.base(), cancel)
 	defer stop()
-	return g.store.WaitTerminal(ctx, id, d)
+	return g.store.WaitTerminal(ctx, id, d, shown)
 }
 
 // POST /jobs/{id}/cancel, DELETE /jobs/{id}

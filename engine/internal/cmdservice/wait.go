@@ -185,12 +185,8 @@ func (c *CommandServer) wait(ctx context.Context, p *commands.Principal, decode 
 			}
 		})
 		defer stop()
-		last, err := c.store.WaitTerminal(wctx, req.ID, d)
-		if err != nil {
+		if j, err = c.store.WaitTerminal(wctx, req.ID, d, j); err != nil {
 			return failed(err, req.ID)
-		}
-		if last != nil && (last.Seq >= j.Seq || last.State.Terminal()) {
-			j = last // not a record behind what Read folded (a claim's deferred record)
 		}
 	}
 	timedOut := !j.State.Terminal()

@@ -330,9 +330,11 @@ func (s *Store) dropOrdered(cons jetstream.Consumer) {
 }
 
 // WaitTerminal watches job id's record until it is terminal or d passed,
-// and returns the last record seen (nil if none came): pushed by a watch
-// of the record, nothing polls.
-func (s *Store) WaitTerminal(ctx context.Context, id string, d time.Duration) (*domain.Job, error) {
+// and returns the last record seen, or shown (the job as its caller read
+// it, Read) if none came past it: a record behind shown (an in-process
+// claim writes its record late, and Read folds the log into it) is not
+// taken over it. Pushed by a watch of the record, nothing polls.
+func (s *Store) WaitTerminal(ctx context.Context, id string, d time.Duration, shown *domain.Job) (*domain.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	w, err := s.jobs.kv.Watch(ctx, streams.KVKey(id))
@@ -343,7 +345,7 @@ func (s *Store) WaitTerminal(ctx context.Context, id string, d time.Duration) (*
 		return nil, fmt.Errorf("watch job %s: %w", id, err)
 	}
 	defer func() { _ = w.Stop() }()
-	var last *domain.Job
+	last := shown
 	for {
 		select {
 		case <-ctx.Done():
@@ -359,9 +361,11 @@ func (s *Store) WaitTerminal(ctx context.Context, id string, d time.Duration) (*
 			if err != nil {
 				return nil, err
 			}
-			last = j
 			if j.State.Terminal() {
 				return j, nil
+			}
+			if last == nil || j.Seq >= last.Seq {
+				last = j
 			}
 		}
 	}
