@@ -266,6 +266,11 @@ func IsBatchID(id string) bool { return remote.IsBatchID(id) }
 // BatchParent is the parent of the batch id names ("" if it names none).
 func BatchParent(id string) string { return remote.BatchParent(id) }
 
+// ClaimsSeen are the claims of a worker that p may see (remote.ClaimsSeen).
+func ClaimsSeen(p *Principal, claims []string, nsOf func(job string) (string, bool)) []string {
+	return remote.ClaimsSeen(p, claims, nsOf)
+}
+
 // CheckRemoteScope refuses a worker scope over the limits.
 func CheckRemoteScope(queues, types []string) error { return remote.CheckRemoteScope(queues, types) }
 

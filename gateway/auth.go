@@ -192,28 +192,17 @@ func seesWorker(r *http.Request, rec *workerRecord) error {
 	return errNoWorker(rec.ID)
 }
 
-// workerView is rec's view as the request's principal may see it: a
-// namespaced principal sees only the claims of its namespace's jobs (a
-// worker of a free-form type, or an HTTP worker of every namespace, runs
-// other namespaces' jobs too: their ids are not shown). A claim the index
-// does not know yet is left out.
+// workerView is rec's view as the request's principal may see it: only
+// the claims of jobs of a namespace it sees (engine.ClaimsSeen), their
+// namespaces from the index (a claim it does not know yet is left out).
 func (g *Gateway) workerView(r *http.Request, rec *workerRecord) *WorkerView {
 	v := g.workers.View(rec)
-	p := principal(r)
-	if !p.Scoped() {
-		return v
-	}
-	claims := make([]string, 0, len(v.Claims)) // not v.Claims[:0]: its array is the cached record's
-	for _, id := range v.Claims {
-		job := id
-		if engine.IsBatchID(id) {
-			job = engine.BatchParent(id)
+	v.Claims = engine.ClaimsSeen(principal(r), v.Claims, func(job string) (string, bool) {
+		if s := g.index.Get(job); s != nil {
+			return s.Namespace, true
 		}
-		if s := g.index.Get(job); s != nil && p.Sees(s.Namespace) {
-			claims = append(claims, id)
-		}
-	}
-	v.Claims = claims
+		return "", false
+	})
 	return v
 }
 

@@ -437,21 +437,13 @@ func (c *CommandServer) workers(k *call) *cmdReply {
 	return &cmdReply{Body: map[string]any{"workers": out}}
 }
 
-// scopeClaims leaves in each view only the claims of jobs of a namespace p
-// sees: a worker of a free-form type, or an HTTP worker of every
-// namespace, runs other namespaces' jobs too, whose ids are not shown. A
-// batch is its parent's.
+// scopeClaims leaves in each view only the claims p may see
+// (remote.ClaimsSeen), the jobs' namespaces read in one batch.
 func (c *CommandServer) scopeClaims(ctx context.Context, p *commands.Principal, views []*store.WorkerView) error {
-	jobOf := func(id string) string {
-		if remote.IsBatchID(id) {
-			return remote.BatchParent(id)
-		}
-		return id
-	}
 	var ids []string
 	for _, v := range views {
 		for _, id := range v.Claims {
-			ids = append(ids, jobOf(id))
+			ids = append(ids, remote.ClaimJob(id))
 		}
 	}
 	if len(ids) == 0 {
@@ -461,14 +453,15 @@ func (c *CommandServer) scopeClaims(ctx context.Context, p *commands.Principal, 
 	if err != nil {
 		return err
 	}
-	for _, v := range views {
-		claims := make([]string, 0, len(v.Claims)) // not v.Claims[:0]: its array is the worker record's
-		for _, id := range v.Claims {
-			if r, ok := recs[jobOf(id)]; ok && r.Job != nil && p.Sees(r.Job.Spec.Namespace) {
-				claims = append(claims, id)
-			}
+	nsOf := func(job string) (string, bool) {
+		r, ok := recs[job]
+		if !ok || r.Job == nil {
+			return "", false
 		}
-		v.Claims = claims
+		return r.Job.Spec.Namespace, true
+	}
+	for _, v := range views {
+		v.Claims = remote.ClaimsSeen(p, v.Claims, nsOf)
 	}
 	return nil
 }

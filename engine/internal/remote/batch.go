@@ -333,6 +333,34 @@ func (r *Remote) renewBatch(ctx context.Context, id string) (held bool, due time
 	return true, b.deadline().Add(commands.DeadlineGrace), ackSubject{r.store.NC(), b.ref.ack}.renew()
 }
 
+// ClaimsSeen are the claims of a worker that p may see: those of jobs of
+// a namespace it sees (a batch is its parent's), nsOf telling a job's
+// namespace (false: not known, left out). A worker of a free-form type,
+// or an HTTP worker of every namespace, runs other namespaces' jobs too:
+// a namespaced principal is not shown their ids. A new slice: claims may
+// be a shared record's.
+func ClaimsSeen(p *commands.Principal, claims []string, nsOf func(job string) (string, bool)) []string {
+	if !p.Scoped() {
+		return claims
+	}
+	out := make([]string, 0, len(claims))
+	for _, id := range claims {
+		if ns, ok := nsOf(ClaimJob(id)); ok && p.Sees(ns) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ClaimJob is the job a worker's claim id is of: the parent of a batch,
+// else the id itself.
+func ClaimJob(id string) string {
+	if IsBatchID(id) {
+		return BatchParent(id)
+	}
+	return id
+}
+
 // BatchParent is the parent of the batch id names ("" if it names none).
 func BatchParent(id string) string {
 	ref, err := parseBatchID(id)
