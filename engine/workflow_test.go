@@ -540,3 +540,30 @@ func TestWorkflowCounterRebuiltFromTheLog(t *testing.T) {
 	}
 	h.verify()
 }
+
+// A step just claimed by an in-process worker, whose record is written
+// later (DeferRecord), is shown running in its workflow's view at once, as
+// Read shows the job alone: the view folds a queued step's last event.
+func TestWorkflowViewShowsAStepJustClaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	defer close(release)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w1", Handlers: map[string]engine.Handler{
+		"wf.held": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			started <- task.Job.ID
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	res := h.submitWorkflow(commands.WorkflowRequest{Name: "held", Steps: []commands.WorkflowStepRequest{
+		step("a", "wf.held"), step("b", "wf.held", "a")}})
+	if got := <-started; got != stepID(t, res, "a") {
+		t.Fatalf("started %s, want step a", got)
+	}
+	if got := h.statuses(res.Job.ID); fmt.Sprint(got) != "map[a:running b:pending]" {
+		t.Fatalf("statuses %v", got)
+	}
+}

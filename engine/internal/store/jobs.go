@@ -118,22 +118,38 @@ func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	}
 	subject := streams.JobSubject(snap.Job)
 	m, err := s.lastMsg(ctx, subject)
-	if err != nil || m == nil || m.Sequence <= snap.Job.Seq {
-		return snap, nil // the log not read (a leader election), or the record at its end: the record as it is
+	if err != nil || m == nil {
+		return snap, nil // the log not read (a leader election): the record as it is
 	}
-	last, err := streams.DecodeEvent(m.Data)
-	if err != nil {
-		return snap, nil // not jetflow's (another program publishing on its subjects): the record as it is
-	}
-	last.Seq, last.Subject = m.Sequence, m.Subject
-	if s.jobs.k.Gone(last) != nil {
+	shown, gone := s.foldQueued(ctx, snap, m.Sequence, m.Subject, m.Data)
+	if gone {
 		return s.Current(ctx, id) // purged: its record goes
+	}
+	return shown, nil
+}
+
+// foldQueued is a queued record as shown (Read): with the log's last event
+// of its job (seq, data on subject) folded in when it is past the record,
+// the record as it is when not, or when that event does not decode (not
+// jetflow's: another program publishing on its subjects) or fold. gone:
+// the last event purged the job.
+func (s *Store) foldQueued(ctx context.Context, snap Snapshot, seq uint64, subject string, data []byte) (shown Snapshot, gone bool) {
+	if seq <= snap.Job.Seq {
+		return snap, false // the record at the log's end
+	}
+	last, err := streams.DecodeEvent(data)
+	if err != nil {
+		return snap, false
+	}
+	last.Seq, last.Subject = seq, subject
+	if s.jobs.k.Gone(last) != nil {
+		return snap, true
 	}
 	folded, err := s.jobs.catchUp(ctx, snap.Job, subject, last)
 	if err != nil {
-		return snap, nil // the same, or an event that does not fold: shown as the record has it
+		return snap, false
 	}
-	return Snapshot{Job: folded, Rev: snap.Rev, Behind: true}, nil
+	return Snapshot{Job: folded, Rev: snap.Rev, Behind: true}, false
 }
 
 // An Option changes how Apply writes.

@@ -163,6 +163,47 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Snapshot,
 	return out, nil
 }
 
+// ReadRecords is Records to show the jobs, as Read shows one: the queued
+// records among them (an in-process claim writes its record later,
+// DeferRecord) with their job's last event folded in, read with one more
+// request per thousand. A purged job is left out; when the log cannot be
+// read, the records are shown as they are.
+func (s *Store) ReadRecords(ctx context.Context, ids []string) (map[string]Snapshot, error) {
+	out, err := s.Records(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var queued []string
+	for _, snap := range out {
+		if commands.InQueue(snap.Job.State) {
+			queued = append(queued, streams.JobSubject(snap.Job))
+		}
+	}
+	if len(queued) == 0 {
+		return out, nil
+	}
+	last, err := streams.MultiLast(ctx, s.nc, streams.EventsStream, queued)
+	if err != nil {
+		return out, nil // the log not read (a leader election): the records as they are
+	}
+	for id, snap := range out {
+		if !commands.InQueue(snap.Job.State) {
+			continue
+		}
+		m, ok := last[streams.JobSubject(snap.Job)]
+		if !ok || m.Deleted {
+			continue
+		}
+		shown, gone := s.foldQueued(ctx, snap, m.Seq, m.Subject, m.Data)
+		if gone {
+			delete(out, id)
+			continue
+		}
+		out[id] = shown
+	}
+	return out, nil
+}
+
 // View renders a job as clients see it (the JSON object of the API and the
 // CLI), with the queue position of a queued job, and for a pending one its
 // place among its queue's pending jobs and the limit that holds it now, as

@@ -267,8 +267,8 @@ func (s *Store) actorOr(actor string) string {
 	return s.actor
 }
 
-// ReadWorkflow reads a workflow's job and its steps' records, to show
-// them. A job that is not a workflow is not found as one.
+// ReadWorkflow reads a workflow's job and its steps, to show them (Read,
+// ReadRecords). A job that is not a workflow is not found as one.
 func (s *Store) ReadWorkflow(ctx context.Context, id string) (*domain.Job, []string, []*domain.Job, error) {
 	snap, err := s.Read(ctx, id)
 	if err != nil {
@@ -278,7 +278,7 @@ func (s *Store) ReadWorkflow(ctx context.Context, id string) (*domain.Job, []str
 		return nil, nil, nil, fmt.Errorf("job %s is not a workflow: %w", id, commands.ErrNotFound)
 	}
 	ids := StepIDs(snap.Job)
-	recs, err := s.Records(ctx, ids)
+	recs, err := s.ReadRecords(ctx, ids)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -365,7 +365,7 @@ func (s *Store) StepInputs(ctx context.Context, j *domain.Job, budget int) (map[
 	for i, in := range st.Inputs {
 		ids[i] = in.Job
 	}
-	recs, err := s.Records(ctx, ids)
+	recs, err := s.ReadRecords(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
