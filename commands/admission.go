@@ -81,7 +81,7 @@ type Slot struct {
 // keys and priority (the caller adds its state, age and sequence).
 func SlotOf(id string, spec *domain.Spec, l domain.QueueLimits) Slot {
 	return Slot{ID: id, User: SlotUser(spec.Namespace, spec.User), Key: slotKey(spec.Namespace, spec.ConcurrencyKey),
-		RateKey: RateKeyOf(l, spec), Priority: spec.Priority}
+		RateKey: rateKey(l, spec), Priority: spec.Priority}
 }
 
 type slotJob struct {
@@ -167,10 +167,10 @@ type rateWindow struct {
 	admitting int
 }
 
-// HoldAfter is how long a job waits in pending before admission records
+// holdAfter is how long a job waits in pending before admission records
 // why (job.pending): a job admitted sooner gets none, so a burst that the
 // slots absorb within a second costs no write per job.
-const HoldAfter = time.Second
+const holdAfter = time.Second
 
 // NewAdmission returns an empty admission for queue with limits l.
 func NewAdmission(queue string, l domain.QueueLimits) *Admission {
@@ -794,7 +794,7 @@ type Hold struct {
 	Hold domain.Hold
 }
 
-// Holds returns the jobs that have been pending for HoldAfter (as of
+// Holds returns the jobs that have been pending for holdAfter (as of
 // now) and whose records do not say why yet, with the limit that holds
 // them, at most max of them (max < 0: no bound); the rest wait for a
 // later call, and those admitted meanwhile need none. Each job is looked
@@ -803,7 +803,7 @@ func (a *Admission) Holds(now time.Time, max int) []Hold {
 	var out []Hold
 	n := 0
 	for _, j := range a.fresh {
-		if j.since.After(now.Add(-HoldAfter)) || max >= 0 && len(out) == max {
+		if j.since.After(now.Add(-holdAfter)) || max >= 0 && len(out) == max {
 			break // the rest came later, or wait for another call
 		}
 		n++
@@ -938,7 +938,7 @@ func (a *Admission) Counts() Counts {
 // Admitted is how many admissions rate window key (slotKey; "" the
 // queue's) counts as of now: those of the last rate period and those being
 // written.
-func (a *Admission) Admitted(key string, now time.Time) int {
+func (a *Admission) admittedIn(key string, now time.Time) int {
 	w := a.rates[key]
 	if w == nil || a.Limits.RateLimit <= 0 {
 		return 0

@@ -78,7 +78,7 @@ func TestAdmissionPerUserLimit(t *testing.T) {
 	}
 	run(a, got)
 	if early := a.Holds(time.Now(), -1); len(early) != 0 {
-		t.Fatalf("%d holds written before HoldAfter", len(early))
+		t.Fatalf("%d holds written before holdAfter", len(early))
 	}
 	holds := a.Holds(time.Now().Add(commands.HoldAfter), -1)
 	if len(holds) != 86 {

@@ -183,11 +183,11 @@ func LeaseLost(j *domain.Job, actor string, now time.Time) (*domain.Event, error
 
 // Due moves a scheduled job to its queue, or, in a queue with limits
 // (limited), to pending, where it waits for a slot. A job due more than
-// DueSlack later is not due yet (*NotDueError): the fired schedule that
+// dueSlack later is not due yet (*NotDueError): the fired schedule that
 // asks is one of an earlier delay of the job (a copy of it that a crash
 // brought back), and its own schedule fires later.
 func Due(j *domain.Job, limited bool, actor string, now time.Time) (*domain.Event, error) {
-	if DueLater(j.State) && j.RunAt.After(now.Add(DueSlack)) {
+	if DueLater(j.State) && j.RunAt.After(now.Add(dueSlack)) {
 		return nil, &NotDueError{JobID: j.ID, RunAt: j.RunAt}
 	}
 	if limited {

@@ -99,12 +99,12 @@ func valueErr(field string, value any, format string, args ...any) error {
 	return &InputError{Field: field, Value: v, Reason: fmt.Sprintf(format, args...)}
 }
 
-// DueSlack is how much earlier than its run_at a job may be promoted: what
+// dueSlack is how much earlier than its run_at a job may be promoted: what
 // a message schedule's precision (about a second) and clocks that differ a
 // little between the server and an engine make early.
-const DueSlack = 2 * time.Second
+const dueSlack = 2 * time.Second
 
-// NotDueError is Due's answer for a job whose run_at is more than DueSlack
+// NotDueError is Due's answer for a job whose run_at is more than dueSlack
 // away: the promoter asks again then.
 type NotDueError struct {
 	JobID string

@@ -1,5 +1,7 @@
 package commands
 
+import "time"
+
 // The rules' internals that the external tests (package commands_test) check.
 var Annotations = annotations
 var CheckConcurrencyKey = checkConcurrencyKey
@@ -32,3 +34,11 @@ var ScheduleJob = scheduleJob
 var TickJitter = tickJitter
 
 type Timetable = timetable
+
+const DueSlack = dueSlack
+const HoldAfter = holdAfter
+
+var RateKeyOf = rateKey
+var TimeOut = timeOut
+
+func (a *Admission) Admitted(key string, now time.Time) int { return a.admittedIn(key, now) }

@@ -288,7 +288,7 @@ func ExampleCheck() {
 	// Output: job 01J: job.started: succeeded -> running is not allowed true true
 }
 
-// A scheduled job is due from DueSlack before its run_at: a fired schedule
+// A scheduled job is due from dueSlack before its run_at: a fired schedule
 // that comes earlier (one of an earlier delay, brought back by a crash) is
 // told when to ask again, and writes nothing.
 func TestDueNotBeforeRunAt(t *testing.T) {

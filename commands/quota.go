@@ -119,11 +119,11 @@ func checkText(field string, max int, v string) error {
 	return nil
 }
 
-// RateKeyOf is the rate key a job of spec counts against in a queue with
+// rateKey is the rate key a job of spec counts against in a queue with
 // limits l (SlotUser-scoped: its namespace, "/", the key; a job with no
 // value has the namespace's empty key), or "" when the queue's rate limit
 // is not per key.
-func RateKeyOf(l domain.QueueLimits, spec *domain.Spec) string {
+func rateKey(l domain.QueueLimits, spec *domain.Spec) string {
 	if l.RateLimit <= 0 || l.RateKey == "" {
 		return ""
 	}
@@ -224,7 +224,7 @@ func limitsText(l domain.QueueLimits) string {
 
 // Admit moves a pending job to its queue: admission found it a slot. A
 // job of a queue with a rate limit per key is admitted under its rate key
-// (RateKeyOf), which the event keeps: a new admitter counts the
+// (rateKey), which the event keeps: a new admitter counts the
 // admissions of the last period per key from the log.
 func Admit(j *domain.Job, l domain.QueueLimits, actor string, now time.Time) (*domain.Event, error) {
 	to := domain.StateQueued
@@ -238,7 +238,7 @@ func Admit(j *domain.Job, l domain.QueueLimits, actor string, now time.Time) (*d
 	if to == domain.StateScheduled {
 		ev.RunAt = j.Spec.RunAt
 	}
-	ev.RateKey = RateKeyOf(l, &j.Spec)
+	ev.RateKey = rateKey(l, &j.Spec)
 	return ev, nil
 }
 

@@ -19,7 +19,7 @@ import (
 const StateRetryLater domain.State = "retry_later"
 
 // DeadlineGrace is how long after its deadline the attempt of a worker
-// outside the process is ended as TIMEOUT (TimeOut): its worker was told the
+// outside the process is ended as TIMEOUT (timeOut): its worker was told the
 // deadline, and the clocks of workers, gateways and engines differ a little.
 const DeadlineGrace = 2 * time.Second
 
@@ -54,14 +54,14 @@ func TimedOut(j *domain.Job, grace time.Duration, now time.Time) bool {
 // and nothing but the engine ends its attempt at its deadline.
 func HeldRemotely(j *domain.Job) bool { return Held(j) && j.LeaseAck != "" }
 
-// TimeOut ends the attempt of held job j whose deadline passed more than
+// timeOut ends the attempt of held job j whose deadline passed more than
 // grace ago, as a failure with code TIMEOUT: retried with backoff while
 // the job has retries left and its retry_on / no_retry_on let TIMEOUT
 // through (job.retry_scheduled), else failed for good (job.failed; a
 // claimed job that never started fails for good). It is refused
 // (ErrInvalidTransition) for a job that is not held or not past it: a
 // sweeper that judged an earlier read decides again on the job as it is.
-func TimeOut(j *domain.Job, grace time.Duration, actor string, now time.Time, jitter float64) (*domain.Event, error) {
+func timeOut(j *domain.Job, grace time.Duration, actor string, now time.Time, jitter float64) (*domain.Event, error) {
 	if !TimedOut(j, grace, now) {
 		return nil, &TransitionError{JobID: j.ID, Event: domain.EvFailed, From: j.State, To: domain.StateFailed}
 	}
@@ -70,7 +70,7 @@ func TimeOut(j *domain.Job, grace time.Duration, actor string, now time.Time, ji
 		true, actor, now, jitter)
 }
 
-// TimeOutHeld is TimeOut of the attempt a remote worker holds under work
+// TimeOutHeld is timeOut of the attempt a remote worker holds under work
 // item item: refused (ErrInvalidTransition) once the job is no longer held
 // remotely under that item (it was reported, released or written off
 // since it was seen).
@@ -78,7 +78,7 @@ func TimeOutHeld(j *domain.Job, item uint64, grace time.Duration, actor string, 
 	if !HeldRemotely(j) || j.LeaseItem != item {
 		return nil, &TransitionError{JobID: j.ID, Event: domain.EvFailed, From: j.State, To: domain.StateFailed}
 	}
-	return TimeOut(j, grace, actor, now, jitter)
+	return timeOut(j, grace, actor, now, jitter)
 }
 
 // BatchOutcome is the outcome a remote worker's report of a batch tells:

@@ -23,7 +23,7 @@ func heldJob(state domain.State, since time.Time) *domain.Job {
 }
 
 // A held job's deadline counts from its start (running) or its claim
-// (claimed); TimeOut ends it only once the grace passed too, with the
+// (claimed); timeOut ends it only once the grace passed too, with the
 // retry policy: a running job with retries left is retried, a claimed one
 // fails.
 func TestDeadlineAndTimeOut(t *testing.T) {

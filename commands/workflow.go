@@ -498,11 +498,11 @@ const (
 	StepSkipped
 )
 
-// Ended reports whether the step ended.
-func (o StepOutcome) Ended() bool { return o != StepOpen }
+// ended reports whether the step ended.
+func (o StepOutcome) ended() bool { return o != StepOpen }
 
 // Bad reports whether the step ended without succeeding.
-func (o StepOutcome) Bad() bool { return o.Ended() && o != StepSucceeded }
+func (o StepOutcome) Bad() bool { return o.ended() && o != StepSucceeded }
 
 func (o StepOutcome) String() string {
 	return [...]string{"open", "succeeded", "failed", "cancelled", "skipped"}[o]
@@ -553,12 +553,12 @@ const (
 // once every one succeeded. A step that was created runnable (not held)
 // is never admitted here, only stopped.
 func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) stepMove {
-	if out[i].Ended() {
+	if out[i].ended() {
 		return stepWait
 	}
 	if g.Policy(i) == domain.OnFailureAlways {
 		for _, d := range g.Steps[i].After {
-			if !out[d].Ended() {
+			if !out[d].ended() {
 				return stepWait
 			}
 		}
@@ -575,7 +575,7 @@ func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) stepMo
 		switch {
 		case out[d].Bad():
 			return StepStop
-		case !out[d].Ended():
+		case !out[d].ended():
 			all = false
 		}
 	}
@@ -593,7 +593,7 @@ func NextMove(g *domain.Workflow, out []StepOutcome, i int, failing bool) stepMo
 func WorkflowVerdict(g *domain.Workflow, out []StepOutcome) (done bool, failedStep int) {
 	if f := Failing(g, out); f >= 0 {
 		for i, o := range out {
-			if !o.Ended() && g.Policy(i) == domain.OnFailureAlways {
+			if !o.ended() && g.Policy(i) == domain.OnFailureAlways {
 				return false, f
 			}
 		}
@@ -602,7 +602,7 @@ func WorkflowVerdict(g *domain.Workflow, out []StepOutcome) (done bool, failedSt
 	firstBad, firstSkipped := -1, -1
 	for i, o := range out {
 		switch {
-		case !o.Ended():
+		case !o.ended():
 			return false, -1
 		case o == StepSkipped:
 			if firstSkipped < 0 {

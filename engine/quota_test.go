@@ -312,7 +312,7 @@ func TestQuotaAdmitterRebuildsFromTheLog(t *testing.T) {
 		})
 	}
 	counts(h.st, commands.Counts{Holding: 2, Pending: 8})
-	// Every pending job records why it waits (after commands.HoldAfter).
+	// Every pending job records why it waits (after a second: commands' holdAfter).
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		for _, id := range ids {
 			if j := h.get(id); j.State == domain.StatePending && (j.Hold == nil || j.Hold.Limit != domain.LimitQueue || j.Hold.Max != 2) {

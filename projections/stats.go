@@ -134,8 +134,8 @@ func (f *StatsFold) Depths() map[StatsDim]int {
 	return out
 }
 
-// Tracked reports whether the fold keeps series d.
-func (f *StatsFold) Tracked(d StatsDim) bool {
+// tracked reports whether the fold keeps series d.
+func (f *StatsFold) tracked(d StatsDim) bool {
 	_, ok := f.series[d]
 	return ok || (d == StatsDim{})
 }
@@ -158,7 +158,7 @@ func (f *StatsFold) seriesOf(ns, q string) *[4]*StatsFoldSeries {
 	}
 	var p [4]*StatsFoldSeries
 	for k, d := range statsDims(ns, q) {
-		if f.Tracked(d) || len(f.series) < f.MaxDims {
+		if f.tracked(d) || len(f.series) < f.MaxDims {
 			p[k] = f.add(d)
 		}
 	}
@@ -209,9 +209,9 @@ func (f *StatsFold) leave(ss *[4]*StatsFoldSeries, id string) int64 {
 	return since
 }
 
-// Oldest is since when the oldest queued job of series d waits (unix
+// oldestOf is since when the oldest queued job of series d waits (unix
 // nanoseconds; 0: none, or none followed).
-func (f *StatsFold) Oldest(d StatsDim) int64 {
+func (f *StatsFold) oldestOf(d StatsDim) int64 {
 	if s := f.series[d]; s != nil {
 		return s.oldest()
 	}

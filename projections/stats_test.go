@@ -86,7 +86,7 @@ func TestStatsFoldBounded(t *testing.T) {
 	if n, _ := f.Gauges(StatsDim{}); n != 2 {
 		t.Fatalf("everything's depth %d, want 2", n)
 	}
-	if f.Tracked(StatsDim{"m", "r"}) {
+	if f.tracked(StatsDim{"m", "r"}) {
 		t.Fatal("a series past the bound is kept")
 	}
 }
@@ -99,18 +99,18 @@ func TestStatsFoldSeededBehindLeaves(t *testing.T) {
 	f := NewStatsFold()
 	t0 := time.Unix(1_800_000_000, 0)
 	f.SeedWaiting("stale", "n", "q", t0)
-	if got := f.Oldest(StatsDim{"n", "q"}); got != t0.UnixNano() {
+	if got := f.oldestOf(StatsDim{"n", "q"}); got != t0.UnixNano() {
 		t.Fatalf("oldest %d after the seed, want %d", got, t0.UnixNano())
 	}
 	// Its claim was before the checkpoint; its outcome comes now.
 	f.Fold(&domain.Event{JobID: "stale", Type: domain.EvSucceeded, From: domain.StateRunning, To: domain.StateSucceeded,
 		Time: t0.Add(time.Minute)}, "n", "q")
-	if got := f.Oldest(StatsDim{"n", "q"}); got != 0 {
+	if got := f.oldestOf(StatsDim{"n", "q"}); got != 0 {
 		t.Fatalf("oldest %d after the seeded job ended, want 0", got)
 	}
 	at := t0.Add(2 * time.Minute)
 	f.Fold(&domain.Event{JobID: "fresh", Type: domain.EvSubmitted, From: domain.StateNew, To: domain.StateQueued, Time: at}, "n", "q")
-	if got := f.Oldest(StatsDim{"n", "q"}); got != at.UnixNano() {
+	if got := f.oldestOf(StatsDim{"n", "q"}); got != at.UnixNano() {
 		t.Fatalf("oldest %d, want the fresh job's %d", got, at.UnixNano())
 	}
 }

@@ -1,6 +1,10 @@
 package streams
 
-import "time"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
 
 // maxMsgpackDepth for the external tests.
 const MaxMsgpackDepth = maxMsgpackDepth
@@ -28,3 +32,9 @@ func (g *GroupCommit) Hold() (release func()) {
 
 // ErrAbandoned for the external tests.
 var ErrAbandoned = errAbandoned
+
+// AppendDataAsync appends encoded data as an event (AppendMsgAsync of a
+// message without headers).
+func (w Writer) AppendDataAsync(subject string, data []byte, expectSeq uint64, expectOn string) Future {
+	return w.AppendMsgAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, expectSeq, expectOn)
+}

@@ -173,15 +173,10 @@ func (w Writer) AppendAsync(subject string, ev *domain.Event, expectSeq uint64) 
 	return w.AppendMsgAsync(m, expectSeq, "")
 }
 
-// AppendDataAsync appends an encoded event to subject on the condition
-// that the last sequence on expectOn (subject itself if empty) is
-// expectSeq (0: none yet), through the group commit if the Writer has one.
-func (w Writer) AppendDataAsync(subject string, data []byte, expectSeq uint64, expectOn string) Future {
-	return w.AppendMsgAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, expectSeq, expectOn)
-}
-
-// AppendMsgAsync is AppendDataAsync of a message with its headers (the
-// chain hash: EventMsg).
+// AppendMsgAsync appends an event message (with its headers: the chain
+// hash, EventMsg) on the condition that the last sequence on expectOn
+// (its subject if empty) is expectSeq (0: none yet), through the group
+// commit if the Writer has one.
 func (w Writer) AppendMsgAsync(m *nats.Msg, expectSeq uint64, expectOn string) Future {
 	if w.Group != nil {
 		return w.Group.append(withExpect(m, expectSeq, expectOn))
@@ -190,22 +185,6 @@ func (w Writer) AppendMsgAsync(m *nats.Msg, expectSeq uint64, expectOn string) F
 		return w.PublishAsync(m, jetstream.WithExpectLastSequenceForSubject(expectSeq, expectOn))
 	}
 	return w.PublishAsync(m, jetstream.WithExpectLastSequencePerSubject(expectSeq))
-}
-
-// AppendFirstAsync appends the first event of a job: it fails with
-// ErrConflict if an event for the job id exists already (on any subject,
-// for a derived id, which makes idempotency keys hold across namespaces,
-// queues and types; a random id only needs its own subject to be empty,
-// which is cheaper to check).
-func (w Writer) AppendFirstAsync(ev *domain.Event, subject string, derived bool) Future {
-	m, err := EventMsg(subject, ev)
-	if err != nil {
-		return Future{err: err}
-	}
-	if derived {
-		return w.AppendMsgAsync(m, 0, EventFilter(ev.JobID))
-	}
-	return w.AppendMsgAsync(m, 0, "")
 }
 
 // PutJobAsync writes a job record on the condition that the key's current

@@ -36,9 +36,9 @@ func StatsKey(ns, q string, start time.Time) string {
 	return ns + "." + q + "." + strconv.FormatInt(start.Unix(), 10)
 }
 
-// StatsConfig is the bucket of resolution res, whose slots are kept for
+// statsConfig is the bucket of resolution res, whose slots are kept for
 // keep.
-func (t Topology) StatsConfig(res string, keep time.Duration) jetstream.KeyValueConfig {
+func (t Topology) statsConfig(res string, keep time.Duration) jetstream.KeyValueConfig {
 	t = t.withDefaults()
 	return jetstream.KeyValueConfig{Bucket: StatsBucket(res), Description: "jetflow statistics per " + res + ", folded from the event log",
 		History: 1, TTL: keep, Storage: t.storage(), Replicas: t.Replicas}
@@ -47,7 +47,7 @@ func (t Topology) StatsConfig(res string, keep time.Duration) jetstream.KeyValue
 // EnsureStats creates the statistics buckets that are missing.
 func (t Topology) EnsureStats(ctx context.Context, js jetstream.JetStream, keeps map[string]time.Duration) error {
 	for res, keep := range keeps {
-		if err := EnsureBucket(ctx, js, t.StatsConfig(res, keep)); err != nil {
+		if err := EnsureBucket(ctx, js, t.statsConfig(res, keep)); err != nil {
 			return err
 		}
 	}

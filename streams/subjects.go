@@ -27,8 +27,8 @@ const (
 	PiecesPrefix    = "jetflow.pc"
 	JobsBucket      = "jetflow_jobs"
 	QueuesBucket    = "jetflow_queues"
-	QueueStreamPfx  = "JETFLOW_Q_"
-	BatchStreamPfx  = "JETFLOW_B_"
+	queueStreamPfx  = "JETFLOW_Q_"
+	batchStreamPfx  = "JETFLOW_B_"
 	CommandPrefix   = "jetflow.cmd"
 	CancelSubject   = "jetflow.ctl.cancel"
 	tokenEscapeChar = '~'
@@ -88,13 +88,13 @@ func BatchFilter(queue, batchType string) string {
 }
 
 // QueueStream is the name of a queue's work-queue stream.
-func QueueStream(queue string) string { return QueueStreamPfx + queue }
+func QueueStream(queue string) string { return queueStreamPfx + queue }
 
-// QueueSubjects are the subjects a queue's stream captures: its run items,
+// queueSubjects are the subjects a queue's stream captures: its run items,
 // its delays and their firings. A queue's batches have a stream of their
 // own (BatchStream), except on a queue stream made by a build before that
 // (LegacyQueueSubject), which holds them too.
-func QueueSubjects(queue string) []string {
+func queueSubjects(queue string) []string {
 	return []string{RunFilter(queue), "jetflow.q." + queue + ".sched.*", DueSubject(queue)}
 }
 
@@ -104,16 +104,16 @@ func LegacyQueueSubject(queue string) string { return "jetflow.q." + queue + ".>
 
 // BatchStream is the name of a queue's batch stream: the work items of its
 // fan-outs' batches, kept apart from its run items because, unlike them,
-// nothing could send a lost one again (Topology.BatchConfig).
-func BatchStream(queue string) string { return BatchStreamPfx + queue }
+// nothing could send a lost one again (Topology.batchConfig).
+func BatchStream(queue string) string { return batchStreamPfx + queue }
 
 // QueueOfStream returns the queue whose queue stream or batch stream is
 // named stream, and false for any other stream.
 func QueueOfStream(stream string) (string, bool) {
-	if q, ok := strings.CutPrefix(stream, QueueStreamPfx); ok {
+	if q, ok := strings.CutPrefix(stream, queueStreamPfx); ok {
 		return q, true
 	}
-	return strings.CutPrefix(stream, BatchStreamPfx)
+	return strings.CutPrefix(stream, batchStreamPfx)
 }
 
 // RunSubject is where runnable work items of one job type on a queue go.

@@ -103,7 +103,7 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 	cfg := jetstream.StreamConfig{
 		Name:              QueueStream(queue),
 		Description:       "jetflow work queue " + queue,
-		Subjects:          QueueSubjects(queue),
+		Subjects:          queueSubjects(queue),
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           t.storage(),
 		Replicas:          t.Replicas,
@@ -118,11 +118,11 @@ func (t Topology) QueueConfig(queue string) jetstream.StreamConfig {
 	return cfg
 }
 
-// BatchConfig is the configuration of one queue's batch stream: the work
+// batchConfig is the configuration of one queue's batch stream: the work
 // items of its fan-outs' batches (one consumer per batch type). It fsyncs
 // as the server does in every mode: a batch item is sent once, before its
 // parent's job.waiting, and nothing could send a lost one again.
-func (t Topology) BatchConfig(queue string) jetstream.StreamConfig {
+func (t Topology) batchConfig(queue string) jetstream.StreamConfig {
 	t = t.withDefaults()
 	return jetstream.StreamConfig{
 		Name:        BatchStream(queue),
@@ -266,7 +266,7 @@ func (q *Queues) BatchStream(ctx context.Context, queue string) (string, error) 
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		// The batch stream first: a queue stream that exists has its
 		// batch stream.
-		if err := createStream(ctx, q.js, q.topo.BatchConfig(queue)); err != nil {
+		if err := createStream(ctx, q.js, q.topo.batchConfig(queue)); err != nil {
 			return "", err
 		}
 		if err := createStream(ctx, q.js, cfg); err != nil {
@@ -274,11 +274,11 @@ func (q *Queues) BatchStream(ctx context.Context, queue string) (string, error) 
 		}
 	case err != nil:
 		return "", fmt.Errorf("queue stream %s: %w", cfg.Name, err)
-	case HoldsBatches(s):
+	case holdsBatches(s):
 		batches = cfg.Name
 	default:
 		if _, err := q.js.Stream(ctx, batches); errors.Is(err, jetstream.ErrStreamNotFound) {
-			err = createStream(ctx, q.js, q.topo.BatchConfig(queue))
+			err = createStream(ctx, q.js, q.topo.batchConfig(queue))
 			if err != nil {
 				return "", err
 			}
@@ -361,7 +361,7 @@ func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) (Qu
 	if err != nil {
 		return QueueSet{}, err
 	}
-	if HoldsBatches(qs) {
+	if holdsBatches(qs) {
 		return QueueSet{Run: qs, Batches: qs}, nil
 	}
 	bs, err := js.Stream(ctx, BatchStream(queue))
@@ -374,9 +374,9 @@ func QueueStreams(ctx context.Context, js jetstream.JetStream, queue string) (Qu
 	return QueueSet{Run: qs, Batches: bs}, nil
 }
 
-// HoldsBatches reports whether the queue stream qs holds its queue's
+// holdsBatches reports whether the queue stream qs holds its queue's
 // batches itself (made before batch streams).
-func HoldsBatches(qs jetstream.Stream) bool {
+func holdsBatches(qs jetstream.Stream) bool {
 	cfg := qs.CachedInfo().Config
 	q, _ := QueueOfStream(cfg.Name)
 	return slices.Contains(cfg.Subjects, LegacyQueueSubject(q))

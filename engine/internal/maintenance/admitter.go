@@ -311,7 +311,7 @@ func (a *Admitter) session(ctx context.Context) error {
 	redispatched := false
 	began, read := time.Now(), 0 // the rebuild: how long, how many events
 	looking := map[string]bool{} // jobs of lookups: their later events of the batch are looked up too
-	// A pass also runs on a tick: holds come due (commands.HoldAfter)
+	// A pass also runs on a tick: holds come due (commands' holdAfter, a second)
 	// with no event to wake the loop.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
