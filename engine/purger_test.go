@@ -148,3 +148,110 @@ func TestTwoPurgersPurgeEachJobOnce(t *testing.T) {
 		}
 	}
 }
+
+// cancelledIn is a cancelled job of namespace ns.
+func (h *harness) cancelledIn(ns string) string {
+	h.t.Helper()
+	sub := h.submit(commands.SubmitRequest{Type: "demo.idle", Namespace: ns})
+	if _, err := h.st.Cancel(h.ctx, sub.Job.ID, "test"); err != nil {
+		h.t.Fatal(err)
+	}
+	return sub.Job.ID
+}
+
+// waitPurged waits until the purger purged n jobs in all, then checks
+// that each of ids is gone.
+func waitPurged(t *testing.T, h *harness, p *maintenance.Purger, n int64, ids ...string) {
+	t.Helper()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if got := p.Purged(); got != n {
+			return fmt.Errorf("purged %d, want %d", got, n)
+		}
+		return nil
+	})
+	for _, id := range ids {
+		wantGone(t, h, id)
+	}
+}
+
+// Between two full scans, a pass reads only the log: jobs that end after
+// the first scan are purged once they are older than their retention,
+// without another read of the whole bucket; one within it is kept.
+func TestPurgerReadsTheLogBetweenScans(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", domain.NamespaceSettings{Retention: domain.Period(time.Hour)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	kept := h.cancelledIn("keep") // seen by the first scan: its retention is followed in the log
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
+		FullScan: time.Hour, Log: testkit.Logger(t)})
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if p.Scans() != 1 {
+			return fmt.Errorf("%d scans", p.Scans())
+		}
+		return nil
+	})
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.cancelled().Job.ID)
+	}
+	later := h.cancelledIn("keep")
+	waitPurged(t, h, p, 3, ids...)
+	if s := p.Scans(); s != 1 {
+		t.Fatalf("%d full scans, want the first one only", s)
+	}
+	for _, id := range []string{kept, later} {
+		if j := h.get(id); j.State != domain.StateCancelled {
+			t.Fatalf("job %s within its namespace's retention is %s", id, j.State)
+		}
+	}
+	h.verify()
+}
+
+// A namespace the reads of the log do not follow under its retention (a
+// new retention, or one that changed) makes the next pass a full scan,
+// which finds its expired jobs.
+func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
+	h := newHarness(t)
+	set := func(ns string, r time.Duration) {
+		t.Helper()
+		if _, err := h.st.Types.SetNamespace(h.ctx, ns, domain.NamespaceSettings{Retention: domain.Period(r)}, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("keep", time.Hour)
+	kept := h.cancelledIn("keep")
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
+		FullScan: time.Hour, Log: testkit.Logger(t)})
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if p.Scans() != 1 {
+			return fmt.Errorf("%d scans", p.Scans())
+		}
+		return nil
+	})
+	// A namespace of its own retention, unknown to the first scan: the
+	// log's read finds its job, whose record names a retention no read
+	// follows.
+	set("short", 100*time.Millisecond)
+	short := h.cancelledIn("short")
+	waitPurged(t, h, p, 1, short)
+	if s := p.Scans(); s != 2 {
+		t.Fatalf("%d full scans, want 2", s)
+	}
+	// A retention lowered: its jobs lie behind where the read of the
+	// new retention is.
+	set("keep", 200*time.Millisecond)
+	waitPurged(t, h, p, 2, kept)
+	if s := p.Scans(); s != 3 {
+		t.Fatalf("%d full scans, want 3", s)
+	}
+	h.verify()
+}
