@@ -183,6 +183,11 @@ func TestPurgerReadsTheLogBetweenScans(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := h.cancelledIn("keep") // seen by the first scan: its retention is followed in the log
+	// A namespace with a shorter retention of its own and no job yet: the
+	// log is read under its retention too.
+	if _, err := h.st.Types.SetNamespace(h.ctx, "brief", domain.NamespaceSettings{Retention: domain.Period(100 * time.Millisecond)}, "test"); err != nil {
+		t.Fatal(err)
+	}
 	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
 		FullScan: time.Hour, Log: testkit.Logger(t)})
 	if err := p.Start(h.ctx); err != nil {
@@ -200,7 +205,8 @@ func TestPurgerReadsTheLogBetweenScans(t *testing.T) {
 		ids = append(ids, h.cancelled().Job.ID)
 	}
 	later := h.cancelledIn("keep")
-	waitPurged(t, h, p, 3, ids...)
+	ids = append(ids, h.cancelledIn("brief"))
+	waitPurged(t, h, p, 4, ids...)
 	if s := p.Scans(); s != 1 {
 		t.Fatalf("%d full scans, want the first one only", s)
 	}
@@ -237,9 +243,8 @@ func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
 		}
 		return nil
 	})
-	// A namespace of its own retention, unknown to the first scan: the
-	// log's read finds its job, whose record names a retention no read
-	// follows.
+	// A namespace that sets a retention of its own after the first scan:
+	// no read of the log follows it, so the next pass scans again.
 	set("short", 100*time.Millisecond)
 	short := h.cancelledIn("short")
 	waitPurged(t, h, p, 1, short)
@@ -254,4 +259,82 @@ func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
 		t.Fatalf("%d full scans, want 3", s)
 	}
 	h.verify()
+}
+
+// The jobs a pass took off its queue but did not look at (its Max was
+// reached by a parent purged with its children) stay first in the queue:
+// the log's read is past them.
+func TestPurgerKeepsWhatAPassDidNotReach(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(3, "child", func(i int) string { return strconv.Itoa(i) })}
+		},
+		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
+	}})
+	parent := h.submit(commands.SubmitRequest{Type: "coord"})
+	h.waitState(parent.Job.ID, domain.StateSucceeded, 20*time.Second)
+	a, b := h.cancelled().Job.ID, h.cancelled().Job.ID // ended after the parent: after it in the queue
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 200 * time.Millisecond, FullScan: time.Hour, Max: 2, Log: testkit.Logger(t)})
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		ids, err := engine.Expired(h.ctx, h.st, func(string) time.Duration { return 200 * time.Millisecond }, "", 100)
+		if err != nil || len(ids) != 3 {
+			return fmt.Errorf("expired %v, %v; want the parent and two jobs", ids, err)
+		}
+		return nil
+	})
+	for i, want := range []int{4, 2, 0} { // the parent with its 3 children, then a and b
+		if n, err := p.Pass(h.ctx); err != nil || n != want {
+			t.Fatalf("pass %d: %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	for _, id := range []string{parent.Job.ID, a, b} {
+		wantGone(t, h, id)
+	}
+	if s := p.Scans(); s != 1 {
+		t.Fatalf("%d full scans, want 1", s)
+	}
+}
+
+// A parent refused while a child linked to it ran is purged once the
+// child has ended and is as old as the retention: the log's read finds the
+// child, and the child's parent is looked at again.
+func TestPurgerTriesARefusedParentAgain(t *testing.T) {
+	h := newHarness(t)
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
+		"quick": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
+	}})
+	parent := h.submit(commands.SubmitRequest{Type: "quick"})
+	h.waitState(parent.Job.ID, domain.StateSucceeded, 20*time.Second)
+	child := h.submit(commands.SubmitRequest{Type: "nobody", Queue: "parked", Parent: parent.Job.ID})
+	// Old enough that the first scan finds the parent expired, and that the
+	// log's reads start after its end: only the child can bring it back.
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if ago := time.Since(h.get(parent.Job.ID).FinishedAt); ago < time.Second {
+			return fmt.Errorf("the parent ended %s ago", ago)
+		}
+		return nil
+	})
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
+		FullScan: time.Hour, Log: testkit.Logger(t)})
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	testkit.WaitFor(t, 5*time.Second, func() error { // the first pass: the parent found and refused
+		if p.Scans() != 1 || p.Queued() != 0 {
+			return fmt.Errorf("%d scans, %d queued", p.Scans(), p.Queued())
+		}
+		return nil
+	})
+	if j := h.get(parent.Job.ID); j.State != domain.StateSucceeded {
+		t.Fatalf("parent %s while its child runs", j.State)
+	}
+	if _, err := h.st.Cancel(h.ctx, child.Job.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitPurged(t, h, p, 2, parent.Job.ID, child.Job.ID)
+	if s := p.Scans(); s != 1 {
+		t.Fatalf("%d full scans, want 1", s)
+	}
 }

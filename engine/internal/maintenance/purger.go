@@ -3,7 +3,10 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,9 +57,12 @@ type PurgerConfig struct {
 	Log        *slog.Logger
 }
 
-// Namespaces reads a namespace's settings (the registry).
+// Namespaces reads the namespaces' settings (the registry).
 type Namespaces interface {
+	// Namespace is one namespace's settings record (nil: never set).
 	Namespace(ctx context.Context, ns string) (*domain.NamespaceRecord, error)
+	// Namespaces lists the namespaces whose settings were set.
+	Namespaces(ctx context.Context) ([]*domain.NamespaceRecord, error)
 }
 
 func (c PurgerConfig) withDefaults() PurgerConfig {
@@ -82,16 +88,19 @@ func (c PurgerConfig) validate() error {
 // backlog is drained without taking over.
 //
 // What to purge is found in two ways. A full scan reads the whole jobs
-// bucket: at the start of each term, once per FullScan, and when a
-// namespace's retention changed. Between two, a pass reads only the log's
-// events that came of age since the last pass: for each retention in use,
-// from where it stopped, the jobs that ended (a terminal move) longer ago
-// than that retention. A bucket of millions of records is then read once
-// a day, not every pass. Each job found is read again and purged only if
-// it is still terminal and expired (Store.Purge decides on the log), so a
-// read that finds too much costs a read; one that finds too little (a
-// parent whose children had not all ended, a namespace whose retention
-// was raised and lowered again) leaves the job to the next full scan.
+// bucket: at the start of each term, once per FullScan, and when the
+// namespaces' own retentions are not those of the last full scan (one
+// changed, or a namespace set one). Between two, a pass reads only the
+// log's events that came of age since the last pass: for the default
+// retention and each namespace's own, from where its read stopped, the
+// jobs of the namespaces of that retention that an event moved into a
+// terminal state longer ago than it. A bucket of millions of records is
+// then read once a day, not every pass. Each job found is read again and
+// purged only if it is not a child and is still expired (Store.Purge
+// decides on the log), so a read that finds too much costs a read. A
+// child found is the cue to look at its parent again (refused while the
+// child ran). What a read misses (a job whose events the log's own
+// retention dropped) waits for the next full scan.
 //
 // One Purger runs at a time, under a Leader.
 type Purger struct {
@@ -108,8 +117,8 @@ type Purger struct {
 	// read starts at; nil when a full scan is due.
 	cursors map[time.Duration]uint64
 	scanned time.Time                // when the last full scan began
-	known   map[string]time.Duration // namespace -> its retention, as the last full scan or pass saw it
-	tokens  map[string]string        // a namespace's subject token -> the namespace
+	set     map[string]time.Duration // the namespaces' own retentions, as the last full scan read them
+	tokens  map[string]string        // the subject token of each of those namespaces -> the namespace
 }
 
 // NewPurger returns a Purger.
@@ -151,6 +160,9 @@ func (p *Purger) drain(ctx context.Context) error {
 	}
 }
 
+// Queued is how many expired ids found are left to purge.
+func (p *Purger) Queued() int { return p.queued() }
+
 // queued is how many expired ids found are left to purge.
 func (p *Purger) queued() int {
 	p.mu.Lock()
@@ -158,10 +170,40 @@ func (p *Purger) queued() int {
 	return len(p.queue)
 }
 
-// retention is the retention of namespace ns.
-func (p *Purger) retention(ctx context.Context, ns string) time.Duration {
-	if rec, err := p.cfg.Namespaces.Namespace(ctx, ns); err == nil && rec != nil && rec.Settings.Retention > 0 {
-		return time.Duration(rec.Settings.Retention)
+// retention is the retention of namespace ns, read now; false when the
+// registry did not answer (nothing of the namespace is purged then: the
+// default might be shorter than its own).
+func (p *Purger) retention(ctx context.Context, ns string) (time.Duration, bool) {
+	rec, err := p.cfg.Namespaces.Namespace(ctx, ns)
+	if err != nil {
+		return 0, false
+	}
+	if rec != nil && rec.Settings.Retention > 0 {
+		return time.Duration(rec.Settings.Retention), true
+	}
+	return p.cfg.Retention, true
+}
+
+// retentions reads the retention of every namespace that sets one (the
+// others have the default).
+func (p *Purger) retentions(ctx context.Context) (map[string]time.Duration, error) {
+	recs, err := p.cfg.Namespaces.Namespaces(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("purger: read the namespaces: %w", err)
+	}
+	out := map[string]time.Duration{}
+	for _, rec := range recs {
+		if rec.Settings.Retention > 0 {
+			out[rec.Name] = time.Duration(rec.Settings.Retention)
+		}
+	}
+	return out, nil
+}
+
+// retentionIn is namespace ns's retention in set (retentions).
+func (p *Purger) retentionIn(set map[string]time.Duration, ns string) time.Duration {
+	if r, ok := set[ns]; ok {
+		return r
 	}
 	return p.cfg.Retention
 }
@@ -174,9 +216,14 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
-		var err error
-		if p.cursors == nil || time.Since(p.scanned) >= p.cfg.FullScan || p.retentionChanged(ctx) {
-			err = p.scan(ctx)
+		set, err := p.retentions(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if p.cursors == nil || time.Since(p.scanned) >= p.cfg.FullScan || !maps.Equal(set, p.set) {
+			// A retention changed (or a namespace has one of its own now):
+			// its jobs may lie behind where the read of the new one is.
+			err = p.scan(ctx, set)
 		} else {
 			err = p.readLog(ctx)
 		}
@@ -190,8 +237,12 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 	ids := p.queue[:min(len(p.queue), p.cfg.Max)]
 	p.queue = p.queue[len(ids):]
 	n := 0
-	for _, id := range ids {
+	parents := map[string]bool{}
+	for i, id := range ids {
 		if n >= p.cfg.Max || ctx.Err() != nil {
+			// Not looked at: first in the next pass (the log's read is
+			// past them).
+			p.queue = append(slices.Clone(ids[i:]), p.queue...)
 			break
 		}
 		// Found a while ago, or in the log: still there, not a child, and
@@ -204,10 +255,17 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		ns := snap.Job.Spec.Namespace
-		r := p.retention(ctx, ns)
-		p.learn(ns, r)
-		if snap.Job.Spec.Parent != "" || !commands.Expired(snap.Job, r, time.Now()) {
+		if parent := snap.Job.Spec.Parent; parent != "" {
+			// Purged with its parent. One refused while this child ran is
+			// looked at again now that it ended.
+			if snap.Job.State.Terminal() && !parents[parent] {
+				parents[parent] = true
+				p.queue = append(p.queue, parent)
+			}
+			continue
+		}
+		r, ok := p.retention(ctx, snap.Job.Spec.Namespace)
+		if !ok || !commands.Expired(snap.Job, r, time.Now()) {
 			continue
 		}
 		m, err := p.store.Purge(ctx, id, "retention")
@@ -225,18 +283,14 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 	return n, ctx.Err()
 }
 
-// scan reads the whole jobs bucket for the oldest expired jobs. When it
-// found them all (fewer than it keeps), the log is read from here on: for
-// each retention in use, from the first event stored after what the scan
+// scan reads the whole jobs bucket for the oldest expired jobs, under the
+// namespaces' retentions set. When it found them all (fewer than it
+// keeps), the log is read from here on: for the default retention and
+// each namespace's own, from the first event stored after what the scan
 // took as expired.
-func (p *Purger) scan(ctx context.Context) error {
+func (p *Purger) scan(ctx context.Context, set map[string]time.Duration) error {
 	began := time.Now()
-	seen := map[string]time.Duration{}
-	ids, err := p.store.Expired(ctx, func(ns string) time.Duration {
-		r := p.retention(ctx, ns)
-		seen[ns] = r
-		return r
-	}, "", p.cfg.Max*purgeScanFactor)
+	ids, err := p.store.Expired(ctx, func(ns string) time.Duration { return p.retentionIn(set, ns) }, "", p.cfg.Max*purgeScanFactor)
 	if err != nil {
 		return err
 	}
@@ -246,7 +300,7 @@ func (p *Purger) scan(ctx context.Context) error {
 		return nil // a backlog: scanned again once it is worked off
 	}
 	cursors := map[time.Duration]uint64{}
-	for _, r := range append(mapValues(seen), p.cfg.Retention) {
+	for _, r := range append(slices.Collect(maps.Values(set)), p.cfg.Retention) {
 		if _, ok := cursors[r]; ok {
 			continue
 		}
@@ -256,8 +310,8 @@ func (p *Purger) scan(ctx context.Context) error {
 		}
 		cursors[r] = seq
 	}
-	p.cursors, p.scanned, p.known, p.tokens = cursors, began, seen, map[string]string{}
-	for ns := range seen {
+	p.cursors, p.scanned, p.set, p.tokens = cursors, began, set, map[string]string{}
+	for ns := range set {
 		p.tokens[streams.Token(ns)] = ns
 	}
 	return nil
@@ -272,11 +326,13 @@ func (p *Purger) readLog(ctx context.Context) error {
 		if len(p.queue) >= limit {
 			break
 		}
-		next, err := p.store.EndedAfter(ctx, from, now.Add(-r-slack(r)), limit-len(p.queue), func(id, subject string) {
-			if ns, ok := p.tokens[nsToken(subject)]; ok && p.known[ns] != r {
-				return // another retention's read takes it
+		next, err := p.store.EndedAfter(ctx, from, now.Add(-r-slack(r)), limit-len(p.queue), func(id, subject string) bool {
+			ns := p.tokens[nsToken(subject)] // "": a namespace of the default retention
+			if ns == "" && r != p.cfg.Retention || ns != "" && p.set[ns] != r {
+				return false // another retention's read takes it
 			}
-			p.queue = append(p.queue, id) // a namespace not known yet: the record tells
+			p.queue = append(p.queue, id)
+			return true
 		})
 		if err != nil {
 			return err
@@ -286,44 +342,10 @@ func (p *Purger) readLog(ctx context.Context) error {
 	return nil
 }
 
-// learn notes namespace ns's retention r, seen on a job's record: a
-// namespace whose retention no read of the log follows yet (a new one
-// with its own retention) makes the next pass a full scan.
-func (p *Purger) learn(ns string, r time.Duration) {
-	if p.cursors == nil {
-		return
-	}
-	if _, ok := p.cursors[r]; !ok {
-		p.cursors = nil
-		return
-	}
-	p.known[ns], p.tokens[streams.Token(ns)] = r, ns
-}
-
-// retentionChanged reports whether a namespace's retention is no longer
-// the one the reads of the log follow it under: its jobs may sit behind
-// where the read of its new retention is.
-func (p *Purger) retentionChanged(ctx context.Context) bool {
-	for ns, r := range p.known {
-		if p.retention(ctx, ns) != r {
-			return true
-		}
-	}
-	return false
-}
-
 // nsToken is the namespace token of a job event's subject
 // (jetflow.ev.<ns>.<queue>.<type>.<id>).
 func nsToken(subject string) string {
 	rest := strings.TrimPrefix(subject, streams.EventsPrefix+".")
 	ns, _, _ := strings.Cut(rest, ".")
 	return ns
-}
-
-func mapValues[K comparable, V any](m map[K]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }

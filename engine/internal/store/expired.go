@@ -81,11 +81,11 @@ var errEnough = errors.New("enough")
 // EndedAfter reads the log's job events from sequence from, in order, and
 // calls fn with each job an event moved into a terminal state, with the
 // event's subject (its namespace is the subject's third token), as long as
-// the log stored the event at upTo or before, until fn was called limit
-// times or the log has no more. It returns the sequence to read from next:
+// the log stored the event at upTo or before, until fn kept (returned
+// true) limit of them or the log has no more. It returns the sequence to read from next:
 // after the last event it read. Events that do not decode are passed over
 // (not jetflow's: another program publishing on its subjects).
-func (s *Store) EndedAfter(ctx context.Context, from uint64, upTo time.Time, limit int, fn func(id, subject string)) (uint64, error) {
+func (s *Store) EndedAfter(ctx context.Context, from uint64, upTo time.Time, limit int, fn func(id, subject string) bool) (uint64, error) {
 	next := max(from, 1)
 	end, err := s.LogSeqAt(ctx, upTo) // the first event past upTo: no more is asked for than lies before it
 	if err != nil {
@@ -113,9 +113,10 @@ func (s *Store) EndedAfter(ctx context.Context, from uint64, upTo time.Time, lim
 			if streams.DecodeEventHead(m.Data, &ev) != nil || !ev.To.Terminal() || ev.From.Terminal() {
 				return nil
 			}
-			fn(ev.JobID, m.Subject)
-			if found++; found == limit {
-				return errEnough
+			if fn(ev.JobID, m.Subject) {
+				if found++; found == limit {
+					return errEnough
+				}
 			}
 			return nil
 		})
@@ -137,18 +138,18 @@ const endedBatch uint64 = 1000
 // LogSeqAt is the sequence of the first job event the log stored at t or
 // after, or the sequence the next event will have when there is none.
 func (s *Store) LogSeqAt(ctx context.Context, t time.Time) (uint64, error) {
+	info, err := s.events.Info(ctx) // before the search: an event stored after it is not passed over
+	if err != nil {
+		return 0, err
+	}
 	var seq uint64
 	req := map[string]any{"start_time": t.UTC(), "next_by_subj": streams.EventsPrefix + ".>", "batch": 1}
-	_, err := streams.DirectBatch(ctx, s.nc, streams.EventsStream, req, func(m *nats.Msg) error {
+	_, err = streams.DirectBatch(ctx, s.nc, streams.EventsStream, req, func(m *nats.Msg) error {
 		seq, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		return nil
 	})
 	if err != nil || seq > 0 {
 		return seq, err
-	}
-	info, err := s.events.Info(ctx)
-	if err != nil {
-		return 0, err
 	}
 	return info.State.LastSeq + 1, nil
 }
