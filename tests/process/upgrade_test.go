@@ -125,6 +125,11 @@ func inFlightAcross(t *testing.T, from, to build) {
 		}
 		return nil
 	})
+	// Two that cannot have run before the kill, however slow the checks
+	// above were on a busy machine (all the rest may have ended by then).
+	for range 2 {
+		ids = append(ids, submit("submit", "demo.echo", `{"n":2}`, "--delay", "5s"))
+	}
 	firstWorker.Kill(t)
 	firstServe.Kill(t)
 
