@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -206,17 +205,7 @@ func TestCommandWaitDeferredClaimRunning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	nc := testkit.Conn(t, h.srv)
-	started, release := make(chan string, 1), make(chan struct{})
-	defer close(release)
-	h.runtime(engine.RuntimeConfig{WorkerID: "w1", Handlers: map[string]engine.Handler{
-		"cmd.held": func(ctx context.Context, task *engine.Task) ([]byte, error) {
-			started <- task.Job.ID
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}}})
+	started := h.heldWorker("cmd.held")
 	id := h.submit(commands.SubmitRequest{Type: "cmd.held"}).Job.ID
 	if got := <-started; got != id {
 		t.Fatalf("started %s, want %s", got, id)

@@ -78,6 +78,25 @@ func (h *harness) runtime(cfg engine.RuntimeConfig) *engine.Runtime {
 	return rt
 }
 
+// heldWorker starts a worker (WorkerID w1) whose handler for typ sends
+// each job it starts on the channel returned and holds it until the test
+// ends.
+func (h *harness) heldWorker(typ string) <-chan string {
+	h.t.Helper()
+	started, release := make(chan string, 1), make(chan struct{})
+	h.runtime(engine.RuntimeConfig{WorkerID: "w1", Handlers: map[string]engine.Handler{
+		typ: func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			started <- task.Job.ID
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}}})
+	h.t.Cleanup(func() { close(release) }) // before the runtime's Stop
+	return started
+}
+
 func (h *harness) submit(req commands.SubmitRequest) engine.Snapshot {
 	h.t.Helper()
 	res, err := h.st.Submit(h.ctx, &req)

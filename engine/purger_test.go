@@ -19,15 +19,8 @@ import (
 
 func TestPurgerPurgesOnlyExpiredTerminalJobs(t *testing.T) {
 	h := newHarness(t)
-	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
-		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
-			return nil, &engine.FanOut{Children: childReqs(3, "child", func(i int) string { return strconv.Itoa(i) })}
-		},
-		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
-	}})
-	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", domain.NamespaceSettings{Retention: domain.Period(time.Hour)}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	h.coordWorker()
+	h.setRetention("keep", time.Hour)
 	old := h.cancelled()
 	kept := h.submit(commands.SubmitRequest{Type: "demo.idle", Namespace: "keep"})
 	if _, err := h.st.Cancel(h.ctx, kept.Job.ID, ""); err != nil {
@@ -149,6 +142,16 @@ func TestTwoPurgersPurgeEachJobOnce(t *testing.T) {
 	}
 }
 
+// coordWorker runs "coord" jobs, which fan out to 3 "child" jobs.
+func (h *harness) coordWorker() {
+	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
+		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
+			return nil, &engine.FanOut{Children: childReqs(3, "child", func(i int) string { return strconv.Itoa(i) })}
+		},
+		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
+	}})
+}
+
 // cancelledIn is a cancelled job of namespace ns.
 func (h *harness) cancelledIn(ns string) string {
 	h.t.Helper()
@@ -174,32 +177,44 @@ func waitPurged(t *testing.T, h *harness, p *maintenance.Purger, n int64, ids ..
 	}
 }
 
+// startScanned starts a Purger with cfg and waits for its first full
+// scan; the Purger stops with the test.
+func startScanned(t *testing.T, h *harness, cfg engine.PurgerConfig) *maintenance.Purger {
+	t.Helper()
+	cfg.Log = testkit.Logger(t)
+	p := newPurger(h.st, cfg)
+	if err := p.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if p.Scans() != 1 || p.Queued() != 0 {
+			return fmt.Errorf("%d scans, %d queued", p.Scans(), p.Queued())
+		}
+		return nil
+	})
+	return p
+}
+
+// setRetention gives namespace ns a retention of its own.
+func (h *harness) setRetention(ns string, r time.Duration) {
+	h.t.Helper()
+	if _, err := h.st.Types.SetNamespace(h.ctx, ns, domain.NamespaceSettings{Retention: domain.Period(r)}, "test"); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // Between two full scans, a pass reads only the log: jobs that end after
 // the first scan are purged once they are older than their retention,
 // without another read of the whole bucket; one within it is kept.
 func TestPurgerReadsTheLogBetweenScans(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.st.Types.SetNamespace(h.ctx, "keep", domain.NamespaceSettings{Retention: domain.Period(time.Hour)}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	h.setRetention("keep", time.Hour)
 	kept := h.cancelledIn("keep") // seen by the first scan: its retention is followed in the log
 	// A namespace with a shorter retention of its own and no job yet: the
 	// log is read under its retention too.
-	if _, err := h.st.Types.SetNamespace(h.ctx, "brief", domain.NamespaceSettings{Retention: domain.Period(100 * time.Millisecond)}, "test"); err != nil {
-		t.Fatal(err)
-	}
-	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
-		FullScan: time.Hour, Log: testkit.Logger(t)})
-	if err := p.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(context.Background())
-	testkit.WaitFor(t, 5*time.Second, func() error {
-		if p.Scans() != 1 {
-			return fmt.Errorf("%d scans", p.Scans())
-		}
-		return nil
-	})
+	h.setRetention("brief", 100*time.Millisecond)
+	p := startScanned(t, h, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond, FullScan: time.Hour})
 	var ids []string
 	for range 3 {
 		ids = append(ids, h.cancelled().Job.ID)
@@ -223,29 +238,12 @@ func TestPurgerReadsTheLogBetweenScans(t *testing.T) {
 // which finds its expired jobs.
 func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
 	h := newHarness(t)
-	set := func(ns string, r time.Duration) {
-		t.Helper()
-		if _, err := h.st.Types.SetNamespace(h.ctx, ns, domain.NamespaceSettings{Retention: domain.Period(r)}, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set("keep", time.Hour)
+	h.setRetention("keep", time.Hour)
 	kept := h.cancelledIn("keep")
-	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
-		FullScan: time.Hour, Log: testkit.Logger(t)})
-	if err := p.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(context.Background())
-	testkit.WaitFor(t, 5*time.Second, func() error {
-		if p.Scans() != 1 {
-			return fmt.Errorf("%d scans", p.Scans())
-		}
-		return nil
-	})
+	p := startScanned(t, h, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond, FullScan: time.Hour})
 	// A namespace that sets a retention of its own after the first scan:
 	// no read of the log follows it, so the next pass scans again.
-	set("short", 100*time.Millisecond)
+	h.setRetention("short", 100*time.Millisecond)
 	short := h.cancelledIn("short")
 	waitPurged(t, h, p, 1, short)
 	if s := p.Scans(); s != 2 {
@@ -253,7 +251,7 @@ func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
 	}
 	// A retention lowered: its jobs lie behind where the read of the
 	// new retention is.
-	set("keep", 200*time.Millisecond)
+	h.setRetention("keep", 200*time.Millisecond)
 	waitPurged(t, h, p, 2, kept)
 	if s := p.Scans(); s != 3 {
 		t.Fatalf("%d full scans, want 3", s)
@@ -266,12 +264,7 @@ func TestPurgerScansAgainWhenARetentionChanges(t *testing.T) {
 // the log's read is past them.
 func TestPurgerKeepsWhatAPassDidNotReach(t *testing.T) {
 	h := newHarness(t)
-	h.runtime(engine.RuntimeConfig{WorkerID: "w", Concurrency: 4, Handlers: map[string]engine.Handler{
-		"coord": func(ctx context.Context, task *engine.Task) ([]byte, error) {
-			return nil, &engine.FanOut{Children: childReqs(3, "child", func(i int) string { return strconv.Itoa(i) })}
-		},
-		"child": func(ctx context.Context, task *engine.Task) ([]byte, error) { return nil, nil },
-	}})
+	h.coordWorker()
 	parent := h.submit(commands.SubmitRequest{Type: "coord"})
 	h.waitState(parent.Job.ID, domain.StateSucceeded, 20*time.Second)
 	a, b := h.cancelled().Job.ID, h.cancelled().Job.ID // ended after the parent: after it in the queue
@@ -315,18 +308,8 @@ func TestPurgerTriesARefusedParentAgain(t *testing.T) {
 		}
 		return nil
 	})
-	p := newPurger(h.st, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
-		FullScan: time.Hour, Log: testkit.Logger(t)})
-	if err := p.Start(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(context.Background())
-	testkit.WaitFor(t, 5*time.Second, func() error { // the first pass: the parent found and refused
-		if p.Scans() != 1 || p.Queued() != 0 {
-			return fmt.Errorf("%d scans, %d queued", p.Scans(), p.Queued())
-		}
-		return nil
-	})
+	// The first pass finds the parent and is refused.
+	p := startScanned(t, h, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond, FullScan: time.Hour})
 	if j := h.get(parent.Job.ID); j.State != domain.StateSucceeded {
 		t.Fatalf("parent %s while its child runs", j.State)
 	}

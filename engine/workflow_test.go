@@ -547,17 +547,7 @@ func TestWorkflowCounterRebuiltFromTheLog(t *testing.T) {
 func TestWorkflowViewShowsAStepJustClaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	started, release := make(chan string, 1), make(chan struct{})
-	defer close(release)
-	h.runtime(engine.RuntimeConfig{WorkerID: "w1", Handlers: map[string]engine.Handler{
-		"wf.held": func(ctx context.Context, task *engine.Task) ([]byte, error) {
-			started <- task.Job.ID
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}}})
+	started := h.heldWorker("wf.held")
 	res := h.submitWorkflow(commands.WorkflowRequest{Name: "held", Steps: []commands.WorkflowStepRequest{
 		step("a", "wf.held"), step("b", "wf.held", "a")}})
 	if got := <-started; got != stepID(t, res, "a") {
