@@ -216,7 +216,9 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // newPurger is a Purger with the store's namespaces' retention, as the
 // Engine makes it.
 func newPurger(st *engine.Store, cfg maintenance.PurgerConfig) *maintenance.Purger {
-	cfg.Namespaces = st.Types
+	if cfg.Namespaces == nil {
+		cfg.Namespaces = st.Types
+	}
 	return maintenance.NewPurger(engine.Internal(st), cfg)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,6 +318,79 @@ func TestPurgerTriesARefusedParentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPurged(t, h, p, 2, parent.Job.ID, child.Job.ID)
+	if s := p.Scans(); s != 1 {
+		t.Fatalf("%d full scans, want 1", s)
+	}
+}
+
+// flakyNamespaces is a registry whose next fail reads fail.
+type flakyNamespaces struct {
+	reg  maintenance.Namespaces
+	fail atomic.Int32
+}
+
+func (f *flakyNamespaces) Namespaces(ctx context.Context) ([]*domain.NamespaceRecord, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("registry: no answer")
+	}
+	return f.reg.Namespaces(ctx)
+}
+
+// A registry that does not answer purges nothing, and loses nothing: the
+// job left queued by the pass before (its Max reached) is purged by the
+// pass after.
+func TestPurgerKeepsItsQueueWhenTheRegistryFails(t *testing.T) {
+	h := newHarness(t)
+	reg := &flakyNamespaces{reg: h.st.Types}
+	p := newPurger(h.st, engine.PurgerConfig{Retention: 200 * time.Millisecond, FullScan: time.Hour, Max: 1,
+		Namespaces: reg, Log: testkit.Logger(t)})
+	if n, err := p.Pass(h.ctx); err != nil || n != 0 || p.Scans() != 1 {
+		t.Fatalf("first pass: %d, %v, %d scans", n, err, p.Scans())
+	}
+	a, b := h.cancelled().Job.ID, h.cancelled().Job.ID
+	testkit.WaitFor(t, 10*time.Second, func() error { // both older than the retention and its slack (100 ms)
+		if ago := time.Since(h.get(b).FinishedAt); ago < 400*time.Millisecond {
+			return fmt.Errorf("b ended %s ago", ago)
+		}
+		return nil
+	})
+	if n, err := p.Pass(h.ctx); err != nil || n != 1 || p.Queued() != 1 { // both found in the log, Max 1
+		t.Fatalf("second pass: %d, %v, %d queued", n, err, p.Queued())
+	}
+	reg.fail.Store(1)
+	if n, err := p.Pass(h.ctx); err == nil || n != 0 || p.Queued() != 1 {
+		t.Fatalf("a pass without the registry: %d, %v, %d queued", n, err, p.Queued())
+	}
+	if n, err := p.Pass(h.ctx); err != nil || n != 1 {
+		t.Fatalf("the pass after: %d, %v", n, err)
+	}
+	wantGone(t, h, a)
+	wantGone(t, h, b)
+	if s := p.Scans(); s != 1 {
+		t.Fatalf("%d full scans, want 1", s)
+	}
+}
+
+// A job the log's read finds whose end, by the engine's clock, is later
+// than the server stored it (the engine's clock ahead by more than the
+// slack) is not expired yet when found; it is kept and purged once it
+// is, without another full scan.
+func TestPurgerKeepsAJobEndedAheadOfTheServersClock(t *testing.T) {
+	h := newHarness(t)
+	p := startScanned(t, h, engine.PurgerConfig{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond, FullScan: time.Hour})
+	id := h.submit(commands.SubmitRequest{Type: "demo.idle"}).Job.ID
+	st := engine.Internal(h.st)
+	cur, err := st.Current(h.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := 2 * time.Second
+	if _, _, err := st.Apply(h.ctx, "cancel", cur, func(j *domain.Job) (*domain.Event, error) {
+		return commands.Cancel(j, "test", "test", time.Now().Add(ahead).UTC())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitPurged(t, h, p, 1, id)
 	if s := p.Scans(); s != 1 {
 		t.Fatalf("%d full scans, want 1", s)
 	}

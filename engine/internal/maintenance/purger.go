@@ -35,6 +35,15 @@ const (
 	// shorter): the log's time of an event and the time its job ended
 	// (the engine's clock) may differ a little.
 	purgeSlack = time.Minute
+	// purgeTries is how many passes in a row may fail on one job (its
+	// record not read, its purge refused by an error) before it is left
+	// to the next full scan.
+	purgeTries = 3
+	// purgeAhead bounds how far ahead a job found in the log may be due
+	// and still be kept until then (the engine's clock ahead of the
+	// server's by more than the slack); one due later is left to the
+	// next full scan.
+	purgeAhead = time.Hour
 )
 
 // PurgerConfig configures the Purger. Zero values are the defaults.
@@ -59,8 +68,6 @@ type PurgerConfig struct {
 
 // Namespaces reads the namespaces' settings (the registry).
 type Namespaces interface {
-	// Namespace is one namespace's settings record (nil: never set).
-	Namespace(ctx context.Context, ns string) (*domain.NamespaceRecord, error)
 	// Namespaces lists the namespaces whose settings were set.
 	Namespaces(ctx context.Context) ([]*domain.NamespaceRecord, error)
 }
@@ -99,8 +106,12 @@ func (c PurgerConfig) validate() error {
 // purged only if it is not a child and is still expired (Store.Purge
 // decides on the log), so a read that finds too much costs a read. A
 // child found is the cue to look at its parent again (refused while the
-// child ran). What a read misses (a job whose events the log's own
-// retention dropped) waits for the next full scan.
+// child ran). A job whose read or purge fails is tried again in the next
+// passes, up to purgeTries; one found in the log but not due yet by the
+// engine's clock (clocks apart by more than the slack) is kept until it
+// is, up to purgeAhead. What a read misses (a job whose events the log's
+// own retention dropped) and what those bounds leave wait for the next
+// full scan.
 //
 // One Purger runs at a time, under a Leader.
 type Purger struct {
@@ -119,12 +130,14 @@ type Purger struct {
 	scanned time.Time                // when the last full scan began
 	set     map[string]time.Duration // the namespaces' own retentions, as the last full scan read them
 	tokens  map[string]string        // the subject token of each of those namespaces -> the namespace
+	fails   map[string]int           // jobs whose read or purge failed, and how many passes in a row
+	later   map[string]time.Time     // jobs found in the log not due yet, and when they are
 }
 
 // NewPurger returns a Purger.
 func NewPurger(s *store.Store, cfg PurgerConfig) *Purger {
 	cfg = cfg.withDefaults()
-	p := &Purger{store: s, cfg: cfg, log: logger(cfg.Log, "purger")}
+	p := &Purger{store: s, cfg: cfg, log: logger(cfg.Log, "purger"), fails: map[string]int{}, later: map[string]time.Time{}}
 	p.periodic = periodic{every: cfg.Interval, log: p.log, check: cfg.validate, pass: p.drain, begin: p.rescan}
 	return p
 }
@@ -170,20 +183,6 @@ func (p *Purger) queued() int {
 	return len(p.queue)
 }
 
-// retention is the retention of namespace ns, read now; false when the
-// registry did not answer (nothing of the namespace is purged then: the
-// default might be shorter than its own).
-func (p *Purger) retention(ctx context.Context, ns string) (time.Duration, bool) {
-	rec, err := p.cfg.Namespaces.Namespace(ctx, ns)
-	if err != nil {
-		return 0, false
-	}
-	if rec != nil && rec.Settings.Retention > 0 {
-		return time.Duration(rec.Settings.Retention), true
-	}
-	return p.cfg.Retention, true
-}
-
 // retentions reads the retention of every namespace that sets one (the
 // others have the default).
 func (p *Purger) retentions(ctx context.Context) (map[string]time.Duration, error) {
@@ -212,15 +211,20 @@ func (p *Purger) retentionIn(set map[string]time.Duration, ns string) time.Durat
 func slack(r time.Duration) time.Duration { return min(purgeSlack, r/2) }
 
 // Pass purges up to Max expired jobs once and returns how many it purged.
+// It reads the namespaces' retentions once: a registry that does not
+// answer purges nothing (the default might be shorter than a namespace's
+// own), and the pass's jobs stay queued.
 func (p *Purger) Pass(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	set, err := p.retentions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	p.dueNow(now)
 	if len(p.queue) == 0 {
-		set, err := p.retentions(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if p.cursors == nil || time.Since(p.scanned) >= p.cfg.FullScan || !maps.Equal(set, p.set) {
+		if p.cursors == nil || now.Sub(p.scanned) >= p.cfg.FullScan || !maps.Equal(set, p.set) {
 			// A retention changed (or a namespace has one of its own now):
 			// its jobs may lie behind where the read of the new one is.
 			err = p.scan(ctx, set)
@@ -245,42 +249,96 @@ func (p *Purger) Pass(ctx context.Context) (int, error) {
 			p.queue = append(slices.Clone(ids[i:]), p.queue...)
 			break
 		}
-		// Found a while ago, or in the log: still there, not a child, and
-		// still expired (its namespace's retention may have been raised
-		// since)?
-		snap, err := p.store.Record(ctx, id)
-		if err != nil {
-			if !errors.Is(err, commands.ErrNotFound) && ctx.Err() == nil {
-				p.log.Warn("purge: read the record", "job", id, "err", err)
-			}
-			continue
-		}
-		if parent := snap.Job.Spec.Parent; parent != "" {
-			// Purged with its parent. One refused while this child ran is
-			// looked at again now that it ended.
-			if snap.Job.State.Terminal() && !parents[parent] {
-				parents[parent] = true
-				p.queue = append(p.queue, parent)
-			}
-			continue
-		}
-		r, ok := p.retention(ctx, snap.Job.Spec.Namespace)
-		if !ok || !commands.Expired(snap.Job, r, time.Now()) {
-			continue
-		}
-		m, err := p.store.Purge(ctx, id, "retention")
+		m, err := p.purge(ctx, id, set, parents)
 		n += m
-		switch {
-		case err == nil, errors.Is(err, commands.ErrNotFound), errors.Is(err, commands.ErrInvalidTransition):
-		default:
-			p.log.Warn("purge", "job", id, "err", err)
+		if err != nil {
+			// Tried again in the next pass, first, with what this one
+			// did not reach; after purgeTries, left to the full scan.
+			rest := ids[i:]
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			} else if p.fails[id]++; p.fails[id] >= purgeTries {
+				delete(p.fails, id)
+				rest = rest[1:]
+				p.log.Warn("purge: left to the next full scan", "job", id, "tries", purgeTries, "err", err)
+			}
+			p.queue = append(slices.Clone(rest), p.queue...)
+			p.purged.Add(int64(n))
+			return n, err
 		}
+		delete(p.fails, id)
 	}
 	p.purged.Add(int64(n))
 	if n > 0 {
 		p.log.Info("purged expired jobs", "jobs", n)
 	}
 	return n, ctx.Err()
+}
+
+// purge purges job id if it is still there, not a child, and expired under
+// its namespace's retention in set (found a while ago, or in the log: the
+// retention may have been raised since). A child's parent, refused while
+// the child ran, is queued again (once in a pass: parents). An error is
+// one to try again on.
+func (p *Purger) purge(ctx context.Context, id string, set map[string]time.Duration, parents map[string]bool) (int, error) {
+	snap, err := p.store.Record(ctx, id)
+	switch {
+	case errors.Is(err, commands.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("purge: read job %s: %w", id, err)
+	}
+	if parent := snap.Job.Spec.Parent; parent != "" {
+		if snap.Job.State.Terminal() && !parents[parent] {
+			parents[parent] = true
+			p.queue = append(p.queue, parent)
+		}
+		return 0, nil
+	}
+	r, now := p.retentionIn(set, snap.Job.Spec.Namespace), time.Now()
+	if !commands.Expired(snap.Job, r, now) {
+		p.notYet(snap.Job, r, now)
+		return 0, nil
+	}
+	n, err := p.store.Purge(ctx, id, "retention")
+	switch {
+	case err == nil, errors.Is(err, commands.ErrNotFound), errors.Is(err, commands.ErrInvalidTransition):
+		return n, nil
+	default:
+		return n, fmt.Errorf("purge: job %s: %w", id, err)
+	}
+}
+
+// notYet keeps a terminal job found that is not expired yet until it is,
+// when that is within purgeAhead. A job found in the log was stored by the
+// server longer ago than its retention and the slack; one that ended
+// later by the engine's clock shows the two clocks apart, and no later
+// event of it would bring it back. One found by a scan that is not due
+// (a retention raised since) is found again by the reads of the log from
+// the scan that the change makes.
+func (p *Purger) notYet(j *domain.Job, r time.Duration, now time.Time) {
+	end := j.FinishedAt
+	if end.IsZero() {
+		end = j.UpdatedAt
+	}
+	due := end.Add(r)
+	if !j.State.Terminal() || due.Sub(now) > purgeAhead || len(p.later) >= p.cfg.Max*purgeScanFactor {
+		return
+	}
+	if _, ok := p.later[j.ID]; !ok {
+		p.log.Info("purge: not due yet, kept until it is (a retention raised, or the engine's clock ahead of the server's)", "job", j.ID, "due", due)
+	}
+	p.later[j.ID] = due
+}
+
+// dueNow queues the jobs kept by notYet that are due at now.
+func (p *Purger) dueNow(now time.Time) {
+	for id, due := range p.later {
+		if !now.Before(due) {
+			delete(p.later, id)
+			p.queue = append(p.queue, id)
+		}
+	}
 }
 
 // scan reads the whole jobs bucket for the oldest expired jobs, under the
