@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow/jetflow/commands"
 	"github.com/jetflow/jetflow/engine"
@@ -26,29 +27,30 @@ import (
 func TestClaimRecordDeferred(t *testing.T) {
 	h := newHarness(t)
 
-	// Every state each job's record took, from a watch begun before the
-	// submits.
+	// Every state each job's record was written with, from a subscription
+	// to the bucket's subjects begun before the submits: a watch of the
+	// bucket would miss a value the next write replaced before the watch
+	// was handed it (the bucket keeps one value a key).
 	var mu sync.Mutex
 	states := map[string][]domain.State{}
-	w, err := h.st.KV.WatchAll(h.ctx, jetstream.IgnoreDeletes())
+	nc := testkit.Conn(t, h.srv)
+	prefix := "$KV." + h.st.KV.Bucket() + "."
+	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		j, err := streams.DecodeJob(m.Data)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		states[strings.TrimPrefix(m.Subject, prefix)] = append(states[strings.TrimPrefix(m.Subject, prefix)], j.State)
+		mu.Unlock()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	go func() {
-		for e := range w.Updates() {
-			if e == nil {
-				continue
-			}
-			j, err := streams.DecodeJob(e.Value())
-			if err != nil {
-				continue
-			}
-			mu.Lock()
-			states[e.Key()] = append(states[e.Key()], j.State)
-			mu.Unlock()
-		}
-	}()
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	took := func(id string) []domain.State {
 		mu.Lock()
 		defer mu.Unlock()
