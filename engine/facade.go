@@ -81,6 +81,8 @@ type storeAPI interface {
 	QueueInfos(ctx context.Context) ([]*store.QueueInfo, error)
 	QueueList(ctx context.Context) ([]*domain.QueueRecord, error)
 	Read(ctx context.Context, id string) (store.Snapshot, error)
+	ReadSeen(ctx context.Context, p *commands.Principal, id string) (store.Snapshot, error)
+	NotSeen(ctx context.Context, id string) error
 	Record(ctx context.Context, id string) (store.Snapshot, error)
 	Reprioritize(ctx context.Context, id string, priority int) (store.Snapshot, error)
 	Retry(ctx context.Context, id string, idempotencyKey string, failedPieces bool) (store.Submitted, error)

@@ -62,3 +62,56 @@ func BenchmarkGetJobAuth(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetJobNotSeen is a namespaced token's GET of another
+// namespace's job and of an id that does not exist: both answer the same
+// 404, and should take about as long, or the time tells one from the
+// other.
+//
+//	go test -run '^$' -bench GetJobNotSeen -benchtime 5000x ./gateway/
+func BenchmarkGetJobNotSeen(b *testing.B) {
+	srv := testkit.Server(b)
+	ctx := testkit.Ctx(b)
+	cl := testkit.Client(b, testkit.Conn(b, srv), "gateway")
+	st := testkit.StoreOf(b, cl)
+	g, err := New(Config{Client: cl, Auth: true, Log: testkit.Logger(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Stop(context.Background()) })
+	_, tok, err := st.Tokens.Create(ctx, commands.TokenSpec{Name: "b", Namespace: "acme", Role: commands.RoleReader}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-g.index.Synced()
+	for _, state := range []string{"queued", "cancelled"} {
+		res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "b.get", Namespace: "other", Payload: commands.RawJSON(`{}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap := res.Snapshot
+		if state == "cancelled" {
+			if snap, err = st.Cancel(ctx, res.Job.ID, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		g.index.Put(snap.Job, snap.Rev)
+		b.Run("other-"+state, func(b *testing.B) { getNotFound(b, g, tok, res.Job.ID) })
+	}
+	b.Run("unknown", func(b *testing.B) { getNotFound(b, g, tok, "01M85MKVAX5K4A16TR1GJCD5RN") })
+}
+
+func getNotFound(b *testing.B, g *Gateway, tok, id string) {
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/jobs/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}

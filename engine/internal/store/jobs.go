@@ -110,6 +110,11 @@ func (s *Store) Current(ctx context.Context, id string) (Snapshot, error) {
 // Decisions are taken on Current.
 func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 	snap, err := s.Record(ctx, id)
+	return s.readOn(ctx, id, snap, err)
+}
+
+// readOn is Read after its read of the record (snap, err).
+func (s *Store) readOn(ctx context.Context, id string, snap Snapshot, err error) (Snapshot, error) {
 	switch {
 	case errors.Is(err, commands.ErrNotFound):
 		return s.Current(ctx, id)
@@ -126,6 +131,37 @@ func (s *Store) Read(ctx context.Context, id string) (Snapshot, error) {
 		return s.Current(ctx, id) // purged: its record goes
 	}
 	return shown, nil
+}
+
+// ReadSeen reads job id for principal p (Read): a job of a namespace p
+// does not see is answered as one that does not exist (not found; a
+// purged one too, commands.Unseen), and in about the time one takes.
+func (s *Store) ReadSeen(ctx context.Context, p *commands.Principal, id string) (Snapshot, error) {
+	snap, err := s.Record(ctx, id)
+	if err == nil && !p.Sees(snap.Job.Spec.Namespace) {
+		// After the reads an unknown id's Read goes on to (Current's
+		// record and log), so that the time does not tell the two apart.
+		_, _ = s.jobs.Current(ctx, Ref{Key: absentID})
+		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	if snap, err = s.readOn(ctx, id, snap, err); err != nil {
+		return snap, commands.Unseen(p, id, err)
+	}
+	if !p.Sees(snap.Job.Spec.Namespace) { // only the log had it
+		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	return snap, nil
+}
+
+// absentID is a job id no job has (a ULID of time 0).
+const absentID = "00000000000000000000000000"
+
+// NotSeen is the error of job id, known to be of a namespace the caller
+// does not see (from an index), given after the reads Read makes of an id
+// no job has: the answer and the time it takes are those of an unknown id.
+func (s *Store) NotSeen(ctx context.Context, id string) error {
+	_, _ = s.Read(ctx, absentID)
+	return fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
 }
 
 // foldQueued is a queued record as shown (Read): with the log's last event
