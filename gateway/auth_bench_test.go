@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jetflow/jetflow/commands"
+	"github.com/jetflow/jetflow/engine"
 	"github.com/jetflow/jetflow/internal/testkit"
 )
 
@@ -22,18 +23,8 @@ func BenchmarkGetJobAuth(b *testing.B) {
 			name = "token"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := testkit.Server(b)
 			ctx := testkit.Ctx(b)
-			cl := testkit.Client(b, testkit.Conn(b, srv), "gateway")
-			st := testkit.StoreOf(b, cl)
-			g, err := New(Config{Client: cl, Auth: auth, Log: testkit.Logger(b)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := g.Start(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { g.Stop(context.Background()) })
+			g, st := benchGateway(b, auth)
 			res, err := st.Submit(ctx, &commands.SubmitRequest{Type: "b.get", Namespace: "acme", Payload: commands.RawJSON(`{}`)})
 			if err != nil {
 				b.Fatal(err)
@@ -70,18 +61,8 @@ func BenchmarkGetJobAuth(b *testing.B) {
 //
 //	go test -run '^$' -bench GetJobNotSeen -benchtime 5000x ./gateway/
 func BenchmarkGetJobNotSeen(b *testing.B) {
-	srv := testkit.Server(b)
 	ctx := testkit.Ctx(b)
-	cl := testkit.Client(b, testkit.Conn(b, srv), "gateway")
-	st := testkit.StoreOf(b, cl)
-	g, err := New(Config{Client: cl, Auth: true, Log: testkit.Logger(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := g.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { g.Stop(context.Background()) })
+	g, st := benchGateway(b, true)
 	_, tok, err := st.Tokens.Create(ctx, commands.TokenSpec{Name: "b", Namespace: "acme", Role: commands.RoleReader}, "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -114,4 +95,19 @@ func getNotFound(b *testing.B, g *Gateway, tok, id string) {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
+}
+
+// benchGateway is a started gateway on a server of its own, with access
+// control on or off, and the store under its client.
+func benchGateway(b *testing.B, auth bool) (*Gateway, *engine.Store) {
+	cl := testkit.Client(b, testkit.Conn(b, testkit.Server(b)), "gateway")
+	g, err := New(Config{Client: cl, Auth: auth, Log: testkit.Logger(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Start(testkit.Ctx(b)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Stop(context.Background()) })
+	return g, testkit.StoreOf(b, cl)
 }
