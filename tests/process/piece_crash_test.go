@@ -61,18 +61,8 @@ func TestChildOutcomeCrashPoint(t *testing.T) {
 	for _, e := range evs {
 		types = append(types, e.Type)
 	}
-	if n := count(types, "job.succeeded"); n != 1 || !slices.Contains(types, "job.waiting") {
+	if n := countOf(types, "job.succeeded"); n != 1 || !slices.Contains(types, "job.waiting") {
 		t.Fatalf("parent's history %v", types)
 	}
 	s.verify()
-}
-
-func count(s []string, v string) int {
-	n := 0
-	for _, x := range s {
-		if x == v {
-			n++
-		}
-	}
-	return n
 }
