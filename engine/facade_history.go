@@ -38,7 +38,7 @@ func VerifyScope(ctx context.Context, js jetstream.JetStream, sc LogScope, settl
 
 // JobAt is job id as of at, folded from the log.
 func JobAt(ctx context.Context, js jetstream.JetStream, id string, at time.Time) (*domain.Job, error) {
-	return replay.JobAt(ctx, js, id, at)
+	return replay.JobAt(ctx, js, "", id, at)
 }
 
 // JobsAt is the jobs in a state at an instant, folded from the log.

@@ -535,12 +535,9 @@ func (c *CommandServer) fileDownload(k *call) *cmdReply {
 	if err != nil {
 		return fail(err, req.ID)
 	}
-	snap, err := c.store.Read(k.ctx, req.ID)
-	if err == nil && k.p.Scoped() && !k.p.Sees(snap.Job.Spec.Namespace) {
-		err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
-	}
+	snap, err := c.store.ReadSeen(k.ctx, k.p, req.ID)
 	if err != nil {
-		return fail(commands.Unseen(k.p, req.ID, err), req.ID)
+		return fail(err, req.ID)
 	}
 	if !snap.Job.State.Terminal() {
 		return &cmdReply{Job: projections.View(snap.Job)}

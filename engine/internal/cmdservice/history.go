@@ -100,9 +100,14 @@ func (c *CommandServer) getAt(k *call, id, atText string) *cmdReply {
 	if err != nil {
 		return fail(err, id)
 	}
-	j, err := replay.JobAt(k.ctx, c.store.JS(), id, at)
-	// A job of another namespace is answered exactly as one with no event
-	// by then: the same detail.
+	// A namespaced principal's fold reads its namespace's events only: a
+	// job of another namespace is answered exactly as one with no event by
+	// then, the same detail after the same (empty) read.
+	ns := ""
+	if k.p.Scoped() {
+		ns = k.p.Namespace
+	}
+	j, err := replay.JobAt(k.ctx, c.store.JS(), ns, id, at)
 	if errors.Is(err, commands.ErrNotFound) || err == nil && k.p != nil && !k.p.Sees(j.Spec.Namespace) {
 		err = fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
 	}

@@ -641,12 +641,9 @@ func (c *CommandServer) answer(ctx context.Context, verb, reply string, asJSON b
 		if req.At != "" {
 			return c.getAt(&call{ctx: ctx, verb: verb, asJSON: asJSON, body: body, p: p}, req.ID, req.At)
 		}
-		snap, err := c.store.Read(ctx, req.ID)
-		if err == nil && p != nil && !p.Sees(snap.Job.Spec.Namespace) {
-			err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
-		}
+		snap, err := c.store.ReadSeen(ctx, p, req.ID)
 		if err != nil {
-			return failed(commands.Unseen(p, req.ID, err), req.ID)
+			return failed(err, req.ID)
 		}
 		return &cmdReply{Job: projections.View(snap.Job)}
 	case "cancel":

@@ -160,12 +160,9 @@ func (c *CommandServer) wait(ctx context.Context, p *commands.Principal, decode 
 		}
 		d = min(time.Duration(*req.Timeout), MaxCommandWait)
 	}
-	snap, err := c.store.Read(ctx, req.ID)
-	if err == nil && p != nil && !p.Sees(snap.Job.Spec.Namespace) {
-		err = fmt.Errorf("job %s: %w", req.ID, commands.ErrNotFound)
-	}
+	snap, err := c.store.ReadSeen(ctx, p, req.ID)
 	if err != nil {
-		return failed(commands.Unseen(p, req.ID, err), req.ID)
+		return failed(err, req.ID)
 	}
 	j := snap.Job
 	if !j.State.Terminal() && d > 0 {

@@ -20,10 +20,11 @@ const (
 )
 
 // JobAt folds the events of job id the log stored at or before at (its
-// stream timestamps): the job as it was then. A job with no event by then
-// (submitted later, or unknown) is commands.ErrNotFound.
-func JobAt(ctx context.Context, js jetstream.JetStream, id string, at time.Time) (*domain.Job, error) {
-	sc := Scope{Job: id, Until: at}
+// stream timestamps), read under namespace ns ("": any): the job as it was
+// then. A job with no event by then (submitted later, unknown, or of
+// another namespace than ns) is commands.ErrNotFound.
+func JobAt(ctx context.Context, js jetstream.JetStream, ns, id string, at time.Time) (*domain.Job, error) {
+	sc := Scope{Job: id, Namespace: ns, Until: at}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}

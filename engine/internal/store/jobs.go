@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jetflow/jetflow/commands"
@@ -137,12 +138,17 @@ func (s *Store) readOn(ctx context.Context, id string, snap Snapshot, err error)
 // does not see is answered as one that does not exist (not found; a
 // purged one too, commands.Unseen), and in about the time one takes.
 func (s *Store) ReadSeen(ctx context.Context, p *commands.Principal, id string) (Snapshot, error) {
+	if !p.Scoped() {
+		return s.Read(ctx, id)
+	}
 	snap, err := s.Record(ctx, id)
 	if err == nil && !p.Sees(snap.Job.Spec.Namespace) {
 		// After the reads an unknown id's Read goes on to (Current's
 		// record and log), so that the time does not tell the two apart.
-		_, _ = s.jobs.Current(ctx, Ref{Key: absentID})
-		return Snapshot{}, fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+		return Snapshot{}, s.absent(ctx, id, func(ctx context.Context) error {
+			_, err := s.jobs.Current(ctx, Ref{Key: absentID})
+			return err
+		})
 	}
 	if snap, err = s.readOn(ctx, id, snap, err); err != nil {
 		return snap, commands.Unseen(p, id, err)
@@ -153,16 +159,40 @@ func (s *Store) ReadSeen(ctx context.Context, p *commands.Principal, id string) 
 	return snap, nil
 }
 
-// absentID is a job id no job has (a ULID of time 0).
+// absentID is a job id no job has (a ULID of time 0: jetflow makes none).
 const absentID = "00000000000000000000000000"
 
 // NotSeen is the error of job id, known to be of a namespace the caller
 // does not see (from an index), given after the reads Read makes of an id
 // no job has: the answer and the time it takes are those of an unknown id.
 func (s *Store) NotSeen(ctx context.Context, id string) error {
-	_, _ = s.Read(ctx, absentID)
-	return fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	return s.absent(ctx, id, func(ctx context.Context) error {
+		_, err := s.Read(ctx, absentID)
+		return err
+	})
 }
+
+// absent is the answer to job id as one that does not exist, after read,
+// the reads of an id no job has: not found, or, when those reads failed
+// (NATS did not answer, ctx ended), their error, as an unknown id's read
+// would have failed.
+func (s *Store) absent(ctx context.Context, id string, read func(context.Context) error) error {
+	err := read(ctx)
+	if err == nil || errors.Is(err, commands.ErrNotFound) {
+		return fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
+	}
+	return &renamedErr{strings.ReplaceAll(err.Error(), absentID, id), err}
+}
+
+// renamedErr is an error of a read of absentID told of another id: its
+// text names that id, and it matches what the read's error matches.
+type renamedErr struct {
+	msg string
+	err error
+}
+
+func (e *renamedErr) Error() string { return e.msg }
+func (e *renamedErr) Unwrap() error { return e.err }
 
 // foldQueued is a queued record as shown (Read): with the log's last event
 // of its job (seq, data on subject) folded in when it is past the record,
