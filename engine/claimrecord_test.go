@@ -40,8 +40,9 @@ func TestClaimRecordDeferred(t *testing.T) {
 		if err != nil {
 			return
 		}
+		key := strings.TrimPrefix(m.Subject, prefix)
 		mu.Lock()
-		states[strings.TrimPrefix(m.Subject, prefix)] = append(states[strings.TrimPrefix(m.Subject, prefix)], j.State)
+		states[key] = append(states[key], j.State)
 		mu.Unlock()
 	})
 	if err != nil {

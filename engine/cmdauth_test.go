@@ -160,6 +160,17 @@ func TestCommandsCheckTokens(t *testing.T) {
 	if len(ev.Events) != 2 || ev.Events[0].Actor != want || ev.Events[1].Actor != want {
 		t.Fatalf("events %+v, want submitted and cancelled by %s", ev.Events, want)
 	}
+	// get with at folds only the token's namespace's events: another
+	// namespace's job is not found, as an id with no event.
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	missingAt := "01M85MKVAX5K4A16TR1GJCD5RN"
+	if got := send("readA", "get", map[string]any{"id": jobA, "at": at}); status(got) != 200 || got.Job.ID != jobA {
+		t.Errorf("get at of its own namespace's job: %+v", got.Error)
+	}
+	got, none := send("prodB", "get", map[string]any{"id": jobA, "at": at}), send("prodB", "get", map[string]any{"id": missingAt, "at": at})
+	if status(got) != 404 || got.Error.Type != none.Error.Type || got.Error.Detail != strings.ReplaceAll(none.Error.Detail, missingAt, jobA) {
+		t.Errorf("get at of another namespace's job: %+v; of a missing one: %+v", got.Error, none.Error)
+	}
 	// A purged job of another namespace is not found, as a job that never
 	// was (its purge, when and why, is for its own namespace).
 	if n, err := st.Purge(ctx, jobA, "retention"); err != nil || n != 1 {

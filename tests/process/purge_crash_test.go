@@ -62,13 +62,13 @@ func TestPurgeCrashPoint(t *testing.T) {
 	// The fan-out family first (it ended first), each run killed after the
 	// job.purged of one more of it: the children, then the parent.
 	family := append(ids(kids), parent.ID)
-	purged := newPurgedEvents(t, st, append(family, withFiles.ID)...)
+	purged := purgedCounter(t, st, append(family, withFiles.ID)...)
 	var gone []string
 	for range family {
 		s.purgeKilled()
 		next := ""
 		for _, id := range family {
-			switch n := purged.of(id); {
+			switch n := purged(id); {
 			case n == 1 && !slices.Contains(gone, id) && next == "":
 				next = id
 			case n == 1 && slices.Contains(gone, id):
@@ -96,7 +96,7 @@ func TestPurgeCrashPoint(t *testing.T) {
 
 	// The job with files: purged in the log, its record and files left.
 	s.purgeKilled()
-	if n := purged.of(withFiles.ID); n != 1 {
+	if n := purged(withFiles.ID); n != 1 {
 		t.Fatalf("job with files: %d job.purged", n)
 	}
 	s.waitRecordGone(st, withFiles.ID)
@@ -112,7 +112,7 @@ func TestPurgeCrashPoint(t *testing.T) {
 		t.Fatalf("purge after the killed ones exited %d: %s", code, out)
 	}
 	for _, id := range append(family, withFiles.ID) {
-		if n := purged.of(id); n != 1 {
+		if n := purged(id); n != 1 {
 			t.Fatalf("job %s has %d job.purged, want 1", id, n)
 		}
 	}
@@ -156,43 +156,33 @@ func (s *system) waitRecordGone(st *engine.Store, id string) {
 	})
 }
 
-// purgedEvents counts the job.purged on each job's subject of the log (a
-// purged job's history is not served: it is gone).
-type purgedEvents struct {
-	t        *testing.T
-	st       *engine.Store
-	subjects map[string]string
-}
-
-// newPurgedEvents notes the subjects of jobs ids, read before their purge.
-func newPurgedEvents(t *testing.T, st *engine.Store, ids ...string) *purgedEvents {
+// purgedCounter counts the job.purged on each of jobs ids' subjects of
+// the log (noted before their purge: a purged job's history is not
+// served, it is gone).
+func purgedCounter(t *testing.T, st *engine.Store, ids ...string) func(id string) int {
 	t.Helper()
-	c := &purgedEvents{t: t, st: st, subjects: map[string]string{}}
+	subjects := map[string]string{}
 	for _, id := range ids {
 		snap, err := st.Record(testkit.Ctx(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.subjects[id] = streams.JobSubject(snap.Job)
+		subjects[id] = streams.JobSubject(snap.Job)
 	}
-	return c
-}
-
-func (c *purgedEvents) of(id string) int {
-	c.t.Helper()
-	n := 0
-	_, err := streams.ReadSubject(testkit.Ctx(c.t), c.st.NC, streams.EventsStream, c.subjects[id], 1, func(seq uint64, data []byte) error {
-		ev, err := streams.DecodeEvent(data)
+	return func(id string) int {
+		t.Helper()
+		var types []string
+		_, err := streams.ReadSubject(testkit.Ctx(t), st.NC, streams.EventsStream, subjects[id], 1, func(seq uint64, data []byte) error {
+			ev, err := streams.DecodeEvent(data)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			types = append(types, ev.Type)
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("event %d: %w", seq, err)
+			t.Fatal(err)
 		}
-		if ev.Type == domain.EvPurged {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		c.t.Fatal(err)
+		return countOf(types, domain.EvPurged)
 	}
-	return n
 }

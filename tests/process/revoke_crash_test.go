@@ -3,6 +3,7 @@ package process
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -64,10 +65,9 @@ func TestTokenRevokeCrashPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range ts {
-		if x.ID == tok.ID && (!x.Revoked || x.RevokedAt == nil) {
-			t.Fatalf("listed %+v", x)
-		}
+	i := slices.IndexFunc(ts, func(x *jetflow.TokenInfo) bool { return x.ID == tok.ID })
+	if i < 0 || !ts[i].Revoked || ts[i].RevokedAt == nil {
+		t.Fatalf("token %s not listed revoked among %d", tok.ID, len(ts))
 	}
 	s.verify()
 }

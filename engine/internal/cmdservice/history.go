@@ -108,7 +108,7 @@ func (c *CommandServer) getAt(k *call, id, atText string) *cmdReply {
 		ns = k.p.Namespace
 	}
 	j, err := replay.JobAt(k.ctx, c.store.JS(), ns, id, at)
-	if errors.Is(err, commands.ErrNotFound) || err == nil && k.p != nil && !k.p.Sees(j.Spec.Namespace) {
+	if errors.Is(err, commands.ErrNotFound) {
 		err = fmt.Errorf("job %s: %w", id, commands.ErrNotFound)
 	}
 	if err != nil {
